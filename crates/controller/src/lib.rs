@@ -1,0 +1,1 @@
+//! sluice's Kubernetes controllers (being built).

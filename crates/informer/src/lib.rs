@@ -1,0 +1,1 @@
+//! client-go's `tools/cache` and `util/workqueue`, for Rust, on top of kube-rs (being built).

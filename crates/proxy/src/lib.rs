@@ -1,0 +1,1 @@
+//! sluice's data plane (being built).

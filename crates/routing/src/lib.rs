@@ -1,0 +1,1 @@
+//! Compiles Ingress objects into an immutable routing table (being built).

@@ -1,0 +1,48 @@
+//! Test support for sluice: the envtest of this project.
+//!
+//! - [`ControlPlane`]: a real etcd + kube-apiserver + kube-controller-manager (v1.20, built
+//!   by `scripts/testenv.sh`) on free loopback ports. [`ControlPlane::shared`] gives one per
+//!   test process; tests separate themselves with [`ControlPlane::create_namespace`].
+//! - [`PodHost`]: a pod without a kubelet: a network namespace with a `10.244.K.N` address on
+//!   a per-process bridge, a process inside it, and a Pod object marked Running/Ready, so the
+//!   controller manager fills Endpoints and EndpointSlices for it.
+//!
+//! Everything is torn down on every path: values clean up on drop, process-wide resources at
+//! exit, children die with the test process (`PR_SET_PDEATHSIG`), and leftovers of a killed
+//! run are swept on the next start. Needs root (network namespaces) and Linux.
+
+mod binaries;
+mod control_plane;
+mod network;
+mod pod_host;
+mod ports;
+mod supervisor;
+
+pub use binaries::{KUBE_VERSION, control_plane_bin_dir, workspace_binary};
+pub use control_plane::{ControlPlane, NODE_NAME};
+pub use network::{Network, sweep_stale};
+pub use pod_host::PodHost;
+pub use ports::free_port;
+pub use supervisor::{Supervised, at_exit};
+
+/// Waits until `check` returns `Some`, polling every 50 ms, for at most `timeout`.
+pub async fn eventually<T, F, Fut>(
+    timeout: std::time::Duration,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

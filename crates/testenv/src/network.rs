@@ -1,0 +1,175 @@
+//! The pod network of one test process: a Linux bridge carrying `10.244.K.1/24` and an
+//! allocator for pod addresses `10.244.K.N`.
+//!
+//! K is claimed by creating the bridge `slbrK`: `ip link add` fails when another process
+//! holds that name, so concurrent test processes never share a subnet. Every object carries
+//! the owner's pid (bridge alias, namespace name) so that [`sweep_stale`] can remove what a
+//! killed test process left behind.
+
+use anyhow::{Context, bail};
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+const ALIAS_PREFIX: &str = "sluice-testenv:pid=";
+
+/// The bridge and address pool of this process.
+#[derive(Debug)]
+pub struct Network {
+    k: u8,
+    bridge: String,
+    free: Mutex<BTreeSet<u8>>,
+}
+
+impl Network {
+    /// The process-wide network, created on first use and removed at exit.
+    pub fn get() -> anyhow::Result<&'static Network> {
+        static NET: OnceLock<Result<Network, String>> = OnceLock::new();
+        NET.get_or_init(|| Network::create().map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("pod network: {e}"))
+    }
+
+    fn create() -> anyhow::Result<Network> {
+        sweep_stale();
+        let pid = std::process::id();
+        let start = (pid % 200) as u8;
+        for i in 0..200u16 {
+            let k = ((start as u16 + i) % 200 + 20) as u8; // 10.244.20.0 .. 10.244.219.0
+            let bridge = format!("slbr{k}");
+            if !ip(&["link", "add", &bridge, "type", "bridge"])? {
+                continue;
+            }
+            let net = Network {
+                k,
+                bridge: bridge.clone(),
+                free: Mutex::new((2..=254).collect()),
+            };
+            let gw = format!("10.244.{k}.1/24");
+            ip_ok(&[
+                "link",
+                "set",
+                &bridge,
+                "alias",
+                &format!("{ALIAS_PREFIX}{pid}"),
+            ])?;
+            ip_ok(&["addr", "add", &gw, "dev", &bridge])?;
+            ip_ok(&["link", "set", &bridge, "up"])?;
+            crate::supervisor::at_exit(move || {
+                let _ = ip(&["link", "del", &bridge]);
+            });
+            return Ok(net);
+        }
+        bail!("no free bridge name slbr20..slbr219")
+    }
+
+    /// The bridge's (gateway's) address, which the host uses to reach pods.
+    pub fn gateway(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 244, self.k, 1)
+    }
+
+    /// The bridge's name.
+    pub fn bridge(&self) -> &str {
+        &self.bridge
+    }
+
+    pub(crate) fn subnet_id(&self) -> u8 {
+        self.k
+    }
+
+    pub(crate) fn allocate(&self) -> anyhow::Result<u8> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let n = *free.iter().next().context("pod addresses exhausted")?;
+        free.remove(&n);
+        Ok(n)
+    }
+
+    pub(crate) fn release(&self, n: u8) {
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(n);
+    }
+}
+
+/// Runs `ip ARGS`; `Ok(false)` when it ran and failed.
+pub(crate) fn ip(args: &[&str]) -> anyhow::Result<bool> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .context("run `ip` (install iproute2: bash scripts/testenv.sh)")?;
+    Ok(out.status.success())
+}
+
+/// Runs `ip ARGS` and fails with its stderr when it fails.
+pub(crate) fn ip_ok(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("ip").args(args).output().context("run `ip`")?;
+    if !out.status.success() {
+        bail!(
+            "ip {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes bridges, network namespaces and control-plane temp dirs whose owning test process
+/// is gone (killed before it could clean up).
+pub fn sweep_stale() {
+    // Network namespaces: sl-<pid>-<n>.
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            if let Some(pid) = name
+                .strip_prefix("sl-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+                && !pid_alive(pid)
+            {
+                let _ = ip(&["netns", "del", name]);
+            }
+        }
+    }
+    // Bridges: alias sluice-testenv:pid=<pid>.
+    if let Ok(out) = Command::new("ip")
+        .args(["-o", "link", "show", "type", "bridge"])
+        .output()
+    {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some(name) = line.split(": ").nth(1).map(|n| n.trim()) else {
+                continue;
+            };
+            if !name.starts_with("slbr") {
+                continue;
+            }
+            let owner = line
+                .split(ALIAS_PREFIX)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if owner.is_none_or(|pid| !pid_alive(pid)) {
+                let _ = ip(&["link", "del", name]);
+            }
+        }
+    }
+    // Control plane dirs: $TMPDIR/sluice-cp-<pid>-*.
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_prefix("sluice-cp-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+                && !pid_alive(pid)
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
