@@ -20,7 +20,8 @@ cargo test --workspace
 
 left=""
 for name in etcd kube-apiserver kube-controller-manager sluice-echo; do
-  pids=$(pgrep -x "$name" | tr '\n' ' ' || true)
+  # Names longer than 15 characters are cut in /proc/PID/comm: match the executable path.
+  pids=$(pgrep -f "(^|/)$name( |$)" | tr '\n' ' ' || true)
   [ -n "$pids" ] && left="$left $name($pids)"
 done
 netns=$(ip netns list 2>/dev/null | awk '$1 ~ /^sl-/ {print $1}' | tr '\n' ' ')
