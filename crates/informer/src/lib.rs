@@ -1,1 +1,127 @@
-//! client-go's `tools/cache` and `util/workqueue`, for Rust, on top of kube-rs (being built).
+//! client-go's `tools/cache` and `util/workqueue`, for Rust, on top of kube-rs.
+//!
+//! Controllers should read from a local cache kept up to date by a watch, not from the API
+//! server. This crate gives you the pieces client-go users know, built on kube-rs: kube does
+//! the HTTP, auth, config loading, typed and dynamic `Api`s, and the list+watch loop with
+//! resume, 410 Gone relist, bookmarks and backoff ([`kube::runtime::watcher`]); this crate adds
+//! the delta queue, the indexed cache, shared informers with many handlers, a factory that
+//! de-duplicates watches, listers, rate-limited work queues, a worker pool and disk-cached
+//! discovery.
+//!
+//! # Names, client-go to here
+//!
+//! | client-go | sluice-informer | module |
+//! |---|---|---|
+//! | `cache.ListerWatcher` | [`ListWatch`] ([`ApiListWatch`] for `Api<K>` and `Api<DynamicObject>`) | [`list_watch`] |
+//! | `cache.Reflector` | [`Reflector`] | [`reflector`] |
+//! | `cache.DeltaFIFO`, `Delta`, `DeltaType` | [`DeltaFifo`], [`Delta`], [`DeltaType`] | [`delta_fifo`] |
+//! | `cache.DeletedFinalStateUnknown` | [`DeletedFinalStateUnknown`] (inside [`DeletedObject::Tombstone`]) | [`delta_fifo`] |
+//! | `cache.ThreadSafeStore` / `cache.Indexer` | [`Store`] | [`store`] |
+//! | `cache.MetaNamespaceKeyFunc` / `SplitMetaNamespaceKey` | [`object_key`] / [`split_key`] | [`store`] |
+//! | `cache.MetaNamespaceIndexFunc`, `NamespaceIndex` | [`namespace_index_fn`], [`NAMESPACE_INDEX`] | [`store`] |
+//! | `cache.SharedIndexInformer` | [`SharedIndexInformer`] | [`informer`] |
+//! | `cache.ResourceEventHandler(Funcs)` | [`ResourceEventHandler`], [`HandlerFuncs`] | [`informer`] |
+//! | `cache.ResourceEventHandlerRegistration` | [`HandlerRegistration`] | [`informer`] |
+//! | `informers.SharedInformerFactory` | [`SharedInformerFactory`] | [`factory`] |
+//! | `dynamicinformer.DynamicSharedInformerFactory` | [`SharedInformerFactory::dynamic_informer`] | [`factory`] |
+//! | `listers/core/v1.PodLister` etc. | [`Lister<K>`](Lister) | [`lister`] |
+//! | `labels.Parse` | [`parse_selector`] (to kube's `Selector`) | [`lister`] |
+//! | `workqueue.Type` | [`workqueue::WorkQueue`] | [`workqueue::queue`] |
+//! | `workqueue.DelayingInterface` | [`workqueue::DelayingQueue`] | [`workqueue::delaying`] |
+//! | `workqueue.RateLimitingInterface` | [`workqueue::RateLimitingQueue`] | [`workqueue::rate_limiting`] |
+//! | `workqueue.DefaultControllerRateLimiter` etc. | [`workqueue::default_controller_rate_limiter`], [`workqueue::RateLimiter`] | [`workqueue::rate_limiter`] |
+//! | the sample controller's worker loop | [`Controller`] | [`controller`] |
+//! | `disk.CachedDiscoveryClient` | [`CachedDiscovery`] | [`discovery`] |
+//!
+//! # How the pieces fit
+//!
+//! ```text
+//!  API server ──list+watch──> ListWatch ──events──> Reflector ──deltas──> DeltaFifo
+//!                           (kube watcher)                                   │ pop
+//!                                                                            v
+//!   Lister <── Store (indexed, Arc<K>) <── SharedIndexInformer ──> handler 1 ──> WorkQueue ──> Controller workers
+//!                                                              └─> handler 2 ...
+//! ```
+//!
+//! Objects are held once, as `Arc<K>`, shared by the store, every handler notification and
+//! every lister result.
+//!
+//! # A first controller
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use sluice_informer::{
+//!     Controller, HandlerFuncs, SharedInformerFactory, object_key, workqueue::RateLimitingQueue,
+//! };
+//!
+//! # async fn demo() -> anyhow::Result<()> {
+//! let client = kube::Client::try_default().await?;
+//! let factory = SharedInformerFactory::new(client);
+//! let pods = factory.informer::<Pod>();
+//! let queue = RateLimitingQueue::<String>::with_default_rate_limiter();
+//! let q = queue.clone();
+//! let enqueue = move |p: &Pod| { if let Ok(k) = object_key(p) { q.add(k) } };
+//! let (e1, e2, e3) = (enqueue.clone(), enqueue.clone(), enqueue);
+//! pods.add_event_handler(
+//!     HandlerFuncs::new()
+//!         .on_add(move |p, _| e1(&p))
+//!         .on_update(move |_, p| e2(&p))
+//!         .on_delete(move |d| e3(d.object())),
+//! );
+//! factory.start();
+//! factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+//! let lister = pods.lister();
+//! Controller::new(queue)
+//!     .workers(2)
+//!     .run(
+//!         move |key: String| {
+//!             let lister = lister.clone();
+//!             async move {
+//!                 let (ns, name) = sluice_informer::split_key(&key);
+//!                 match lister.get(ns.unwrap_or(""), name) {
+//!                     Some(pod) => println!("sync {}", pod.metadata.name.as_deref().unwrap_or("")),
+//!                     None => println!("{key} is gone"),
+//!                 }
+//!                 Ok::<(), std::convert::Infallible>(())
+//!             }
+//!         },
+//!         async { let _ = tokio::signal::ctrl_c().await; },
+//!     )
+//!     .await;
+//! factory.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! See `examples/` for runnable programs (`sample_controller`, `factory_lister`, `indexer`,
+//! `discovery`, ...).
+
+#![warn(missing_docs)]
+
+pub mod controller;
+pub mod delta_fifo;
+pub mod discovery;
+pub mod factory;
+pub mod informer;
+pub mod list_watch;
+pub mod lister;
+pub mod reflector;
+pub mod store;
+pub mod workqueue;
+
+pub use controller::{Controller, ControllerStats, Outcome};
+pub use delta_fifo::{
+    DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaObject, DeltaType,
+};
+pub use discovery::{CachedDiscovery, DiscoveredResource, DiscoveryError, DiscoveryResult};
+pub use factory::{InformerKey, SharedInformerFactory};
+pub use informer::{HandlerFuncs, HandlerRegistration, ResourceEventHandler, SharedIndexInformer};
+pub use list_watch::{
+    ApiListWatch, ChannelListWatch, Event, ListOptions, ListWatch, ListWatchError,
+};
+pub use lister::{Lister, SelectorError, matches_labels, parse_selector};
+pub use reflector::{Reflector, ReflectorStats};
+pub use store::{
+    IndexFn, NAMESPACE_INDEX, Store, StoreError, make_key, namespace_index_fn, object_key,
+    split_key,
+};

@@ -20,6 +20,7 @@ pub struct Network {
     k: u8,
     bridge: String,
     free: Mutex<BTreeSet<u8>>,
+    next: std::sync::atomic::AtomicU8,
 }
 
 impl Network {
@@ -45,6 +46,7 @@ impl Network {
                 k,
                 bridge: bridge.clone(),
                 free: Mutex::new((2..=254).collect()),
+                next: std::sync::atomic::AtomicU8::new(2),
             };
             let gw = format!("10.244.{k}.1/24");
             ip_ok(&[
@@ -78,10 +80,20 @@ impl Network {
         self.k
     }
 
+    /// The next free host number after the last one handed out: a number just released is
+    /// reused last, because the kernel destroys a deleted namespace's veth asynchronously.
     pub(crate) fn allocate(&self) -> anyhow::Result<u8> {
+        use std::sync::atomic::Ordering;
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let n = *free.iter().next().context("pod addresses exhausted")?;
+        let start = self.next.load(Ordering::Relaxed);
+        let n = *free
+            .range(start..)
+            .next()
+            .or_else(|| free.iter().next())
+            .context("pod addresses exhausted")?;
         free.remove(&n);
+        self.next
+            .store(if n >= 254 { 2 } else { n + 1 }, Ordering::Relaxed);
         Ok(n)
     }
 

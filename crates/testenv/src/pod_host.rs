@@ -64,6 +64,8 @@ impl PodHost {
         // From here on, Drop cleans up whatever was made.
         let outside = format!("slv{k}-{n}");
         let inside = format!("slc{k}-{n}");
+        // A veth of an earlier namespace with this number may still be going away.
+        let _ = crate::network::ip(&["link", "del", &outside]);
         ip_ok(&["netns", "add", &netns])?;
         ip_ok(&[
             "link", "add", &outside, "type", "veth", "peer", "name", &inside,
