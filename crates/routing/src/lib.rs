@@ -1,1 +1,96 @@
-//! Compiles Ingress objects into an immutable routing table (being built).
+//! Compiles Kubernetes Ingress objects into an immutable routing table and matches requests
+//! against it. No I/O: everything here is a pure function of its inputs (no files, network,
+//! clock or environment), so it can be tested exhaustively and benchmarked.
+//!
+//! # Where to start
+//!
+//! * [`compile`] (`compile.rs`) takes [`Inputs`] (snapshots of the informer caches) and
+//!   [`CompileOptions`] (who we are) and returns [`Compiled`]: a [`RouteTable`], the
+//!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours.
+//! * [`RouteTable::route`] (`table.rs`) answers "which [`Backend`] gets this request?";
+//!   [`RouteTable::certificate`] answers "which certificate for this SNI name?".
+//! * One concept per file: `class.rs` (is this Ingress ours?), `host.rs` (host names and
+//!   wildcards), `path.rs` (path types and the segment trie), `backend.rs` (Service ports
+//!   to endpoints), `tls.rs` (Secrets to certificates), `diagnostic.rs`, `refs.rs` (names).
+//!
+//! # Matching rules
+//!
+//! **Class.** An Ingress is ours if `spec.ingressClassName` names an IngressClass whose
+//! `spec.controller` is [`CompileOptions::controller_name`]; else if its legacy annotation
+//! `kubernetes.io/ingress.class` equals [`CompileOptions::ingress_class`]; else, when it has
+//! neither, if one of our IngressClasses is annotated
+//! `ingressclass.kubernetes.io/is-default-class: "true"`. Other Ingresses are ignored entirely
+//! (no routes, no diagnostics, not in [`Compiled::ours`]).
+//!
+//! **Hosts.** Request hosts are compared without port, without a trailing dot and
+//! case-insensitively. A rule host is either exact (`www.example.com`) or a wildcard
+//! `*.example.com`, which covers exactly one label (`a.example.com`, not `a.b.example.com`
+//! nor `example.com`). Rules without a host match every host.
+//!
+//! **Which rules a request sees (precedence).** Like ingress-nginx's server blocks, exactly one
+//! rule set owns a request: the exact host's if some rule names that host, else the wildcard's
+//! if one covers it, else the host-less rules. A host is "named" as soon as one valid rule
+//! names it, even with no valid path. If no path of the owning set matches, there is **no
+//! fallthrough** to the wildcard or host-less rules: the request goes to the default backend.
+//!
+//! **Paths.** `Exact` compares the whole path byte for byte (`/foo` does not match `/foo/`).
+//! `Prefix` compares `/`-separated elements, ignoring the rule's trailing slash: `/foo` matches
+//! `/foo`, `/foo/` and `/foo/bar`, never `/foobar`; `/` matches every path.
+//! `ImplementationSpecific` is defined by this controller as `Prefix` (so `ImplementationSpecific
+//! /foo` and `Prefix /foo/` are the same rule for conflict purposes). A missing or empty rule
+//! path means `/`; a missing `pathType` is invalid. Rule paths must start with `/` and, as the
+//! API server demands for Exact and Prefix, must not contain `//`, `.`/`..` segments or `%2F`.
+//!
+//! **Request paths are not normalised** here: no percent-decoding, no dot-segment removal, no
+//! slash merging. An empty path counts as `/`; a path not starting with `/` (e.g. `*`) matches
+//! only Exact rules equal to it, i.e. none. A proxy that wants `/a/../b` to route like `/b`
+//! calls [`normalize_request_path`] (dot-segment removal, RFC 3986) before
+//! [`RouteTable::route`] and forwards that same normalised path.
+//!
+//! **Several matches.** The longest matching rule path wins, Prefix paths counted without
+//! their trailing slash; at equal length Exact beats Prefix.
+//!
+//! **Several Ingresses.** Rules of the same host merge. A true conflict (same host, same path,
+//! same effective type) goes to the oldest Ingress (creationTimestamp; missing counts as
+//! newest; ties broken by namespace/name); the loser gets [`Reason::ConflictLost`]. The same
+//! holds for `spec.defaultBackend` and for the certificate of a TLS host.
+//!
+//! **Nothing matches.** The oldest `spec.defaultBackend` among our Ingresses, else `None`
+//! (the proxy answers 404).
+//!
+//! **Backends.** A Service port by number (`port`) or by name (`name`), in the Ingress's
+//! namespace, resolved to ready endpoints (EndpointSlices, else core/v1 Endpoints). An unknown
+//! Service or port still yields a [`Backend`], with no endpoints (the proxy answers 503), and a
+//! diagnostic; resource backends and ExternalName Services are skipped with a diagnostic.
+//!
+//! **TLS.** `spec.tls[].hosts` get the certificate of `secretName` (a Secret in the Ingress's
+//! namespace with PEM `tls.crt` and `tls.key`), looked up by SNI: exact name, then one-label
+//! wildcard. An entry without `secretName` is left to the listener's default certificate.
+//!
+//! **Failures are local.** An invalid host skips its rule, an invalid path or backend skips
+//! that path, a bad TLS Secret only loses its certificate. [`compile`] never panics.
+
+#![warn(missing_docs)]
+
+mod backend;
+mod class;
+mod compile;
+mod diagnostic;
+mod host;
+mod inputs;
+mod key;
+mod path;
+mod refs;
+mod table;
+mod tls;
+
+pub use backend::{Backend, SERVICE_NAME_LABEL};
+pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
+pub use compile::{Compiled, compile};
+pub use diagnostic::{Diagnostic, Reason};
+pub use host::normalize_request_host;
+pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS, Inputs};
+pub use path::normalize_request_path;
+pub use refs::{ObjectRef, PortRef, ServiceRef};
+pub use table::{Route, RouteTable};
+pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

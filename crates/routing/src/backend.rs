@@ -1,0 +1,309 @@
+//! Backends: Service ports resolved to ready endpoint addresses.
+//!
+//! Resolution happens in two steps. [`backend_key`] checks an Ingress backend on its own
+//! (a Service name and exactly one of port number / port name). [`ServiceIndex::resolve`] then
+//! looks the Service up: the port is found by `port` (number) or `name`, and the endpoints come
+//! from the Service's EndpointSlices, or from its core/v1 Endpoints when it has no slice at all.
+//! Either way the endpoint port is the one whose name equals the Service port's name (`""` for
+//! an unnamed port), which is how Kubernetes links the two.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::IngressBackend;
+
+use crate::diagnostic::Reason;
+use crate::refs::{PortRef, ServiceRef};
+
+/// One Service port traffic can be sent to, shared by every rule naming the same [`ServiceRef`].
+#[derive(Debug)]
+pub struct Backend {
+    /// Dense index into [`crate::RouteTable::backends`]; lets the proxy keep per-backend state
+    /// in a `Vec`. Only meaningful within the table it came from.
+    pub id: usize,
+    /// The Service port this backend stands for.
+    pub service: ServiceRef,
+    /// Ready endpoints, sorted and deduplicated; empty means the proxy answers 503.
+    pub endpoints: Vec<SocketAddr>,
+}
+
+/// The label EndpointSlices carry to name their Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// A problem with a backend: the field (relative to the backend), the reason and a sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BackendProblem {
+    pub field: &'static str,
+    pub reason: Reason,
+    pub detail: String,
+}
+
+impl BackendProblem {
+    fn new(field: &'static str, reason: Reason, detail: impl Into<String>) -> Self {
+        BackendProblem {
+            field,
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// How an Ingress names a Service port, borrowed from the Ingress: the key under which
+/// identical references are merged into one backend, without allocating per reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BackendKey<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub port: PortKey<'a>,
+}
+
+/// Borrowed form of [`PortRef`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PortKey<'a> {
+    Number(i32),
+    Name(&'a str),
+}
+
+impl BackendKey<'_> {
+    pub(crate) fn to_service_ref(self) -> ServiceRef {
+        ServiceRef {
+            namespace: self.namespace.to_owned(),
+            name: self.name.to_owned(),
+            port: match self.port {
+                PortKey::Number(n) => PortRef::Number(n),
+                PortKey::Name(n) => PortRef::Name(n.to_owned()),
+            },
+        }
+    }
+}
+
+/// Checks an Ingress backend in isolation and names the Service port it refers to.
+pub(crate) fn backend_key<'a>(
+    backend: &'a IngressBackend,
+    namespace: &'a str,
+) -> Result<BackendKey<'a>, BackendProblem> {
+    let service = match (&backend.service, &backend.resource) {
+        (Some(_), Some(_)) => {
+            return Err(BackendProblem::new(
+                "",
+                Reason::InvalidBackend,
+                "service and resource are mutually exclusive",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(BackendProblem::new(
+                ".resource",
+                Reason::UnsupportedBackend,
+                "resource backends are not supported; use a Service",
+            ));
+        }
+        (None, None) => {
+            return Err(BackendProblem::new(
+                "",
+                Reason::InvalidBackend,
+                "backend names no service",
+            ));
+        }
+        (Some(service), None) => service,
+    };
+    if service.name.is_empty() {
+        return Err(BackendProblem::new(
+            ".service.name",
+            Reason::InvalidBackend,
+            "service name is empty",
+        ));
+    }
+    let port = service.port.as_ref();
+    let number = port.and_then(|p| p.number);
+    let name = port
+        .and_then(|p| p.name.as_deref())
+        .filter(|n| !n.is_empty());
+    let port = match (number, name) {
+        (Some(n), None) => PortKey::Number(n),
+        (None, Some(n)) => PortKey::Name(n),
+        (Some(_), Some(_)) => {
+            return Err(BackendProblem::new(
+                ".service.port",
+                Reason::InvalidBackend,
+                "port number and port name are mutually exclusive",
+            ));
+        }
+        (None, None) => {
+            return Err(BackendProblem::new(
+                ".service.port",
+                Reason::InvalidBackend,
+                "service port has neither number nor name",
+            ));
+        }
+    };
+    Ok(BackendKey {
+        namespace,
+        name: &service.name,
+        port,
+    })
+}
+
+/// Services and their endpoints, indexed by namespace and name.
+#[derive(Debug, Default)]
+pub(crate) struct ServiceIndex<'a> {
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    /// EndpointSlices by (namespace, service name), sorted by slice name.
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    endpoints: HashMap<(&'a str, &'a str), &'a Endpoints>,
+}
+
+fn key<'a>(namespace: &'a Option<String>, name: &'a Option<String>) -> (&'a str, &'a str) {
+    (
+        namespace.as_deref().unwrap_or(""),
+        name.as_deref().unwrap_or(""),
+    )
+}
+
+impl<'a> ServiceIndex<'a> {
+    pub(crate) fn new(
+        services: impl IntoIterator<Item = &'a Service>,
+        endpoint_slices: impl IntoIterator<Item = &'a EndpointSlice>,
+        endpoints: impl IntoIterator<Item = &'a Endpoints>,
+    ) -> Self {
+        let services = services.into_iter();
+        let endpoint_slices = endpoint_slices.into_iter();
+        let endpoints = endpoints.into_iter();
+        let mut index = ServiceIndex {
+            services: HashMap::with_capacity(services.size_hint().1.unwrap_or(0)),
+            slices: HashMap::with_capacity(endpoint_slices.size_hint().1.unwrap_or(0)),
+            endpoints: HashMap::with_capacity(endpoints.size_hint().1.unwrap_or(0)),
+        };
+        for s in services {
+            index
+                .services
+                .insert(key(&s.metadata.namespace, &s.metadata.name), s);
+        }
+        for slice in endpoint_slices {
+            let service = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(service) = service {
+                let ns = slice.metadata.namespace.as_deref().unwrap_or("");
+                index
+                    .slices
+                    .entry((ns, service.as_str()))
+                    .or_default()
+                    .push(slice);
+            }
+        }
+        for list in index.slices.values_mut() {
+            list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        }
+        for e in endpoints {
+            index
+                .endpoints
+                .insert(key(&e.metadata.namespace, &e.metadata.name), e);
+        }
+        index
+    }
+
+    /// Resolves a Service port to its ready endpoints.
+    ///
+    /// `Err` with [`Reason::UnsupportedBackend`] means the rule must be skipped (ExternalName);
+    /// [`Reason::ServiceNotFound`] and [`Reason::PortNotFound`] mean it is routed to a backend
+    /// without endpoints (503).
+    pub(crate) fn resolve(&self, sref: &ServiceRef) -> Result<Vec<SocketAddr>, BackendProblem> {
+        let Some(service) = self
+            .services
+            .get(&(sref.namespace.as_str(), sref.name.as_str()))
+        else {
+            return Err(BackendProblem::new(
+                ".service.name",
+                Reason::ServiceNotFound,
+                format!("Service {}/{} not found", sref.namespace, sref.name),
+            ));
+        };
+        let spec = service.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Err(BackendProblem::new(
+                ".service.name",
+                Reason::UnsupportedBackend,
+                format!(
+                    "Service {}/{} is of type ExternalName, which is not supported",
+                    sref.namespace, sref.name
+                ),
+            ));
+        }
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let port = match &sref.port {
+            PortRef::Number(n) => ports.iter().find(|p| p.port == *n),
+            PortRef::Name(n) => ports.iter().find(|p| p.name.as_deref() == Some(n.as_str())),
+        };
+        let Some(port) = port else {
+            let (field, what) = match &sref.port {
+                PortRef::Number(n) => (".service.port.number", format!("port {n}")),
+                PortRef::Name(n) => (".service.port.name", format!("port named {n:?}")),
+            };
+            return Err(BackendProblem::new(
+                field,
+                Reason::PortNotFound,
+                format!("Service {}/{} has no {what}", sref.namespace, sref.name),
+            ));
+        };
+        let port_name = port.name.as_deref().unwrap_or("");
+        Ok(self.endpoints(&sref.namespace, &sref.name, port_name))
+    }
+
+    /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated.
+    fn endpoints(&self, namespace: &str, service: &str, port_name: &str) -> Vec<SocketAddr> {
+        let mut out = Vec::new();
+        if let Some(slices) = self.slices.get(&(namespace, service)) {
+            for slice in slices {
+                let port = slice
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                    .and_then(|p| p.port);
+                let Some(port) = port.and_then(valid_port) else {
+                    continue;
+                };
+                for endpoint in &slice.endpoints {
+                    // Absent `ready` means ready (the API says consumers should assume so).
+                    let ready = endpoint.conditions.as_ref().and_then(|c| c.ready);
+                    if ready == Some(false) {
+                        continue;
+                    }
+                    out.extend(socket_addrs(endpoint.addresses.iter(), port));
+                }
+            }
+        } else if let Some(endpoints) = self.endpoints.get(&(namespace, service)) {
+            for subset in endpoints.subsets.iter().flatten() {
+                let port = subset
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                    .and_then(|p| valid_port(p.port));
+                let Some(port) = port else { continue };
+                // notReadyAddresses are deliberately not read.
+                let addresses = subset.addresses.iter().flatten().map(|a| &a.ip);
+                out.extend(socket_addrs(addresses, port));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+fn valid_port(port: i32) -> Option<u16> {
+    u16::try_from(port).ok().filter(|p| *p != 0)
+}
+
+/// Parses IP addresses, skipping anything else (e.g. FQDN-type slice addresses).
+fn socket_addrs<'s>(
+    addresses: impl Iterator<Item = &'s String> + 's,
+    port: u16,
+) -> impl Iterator<Item = SocketAddr> + 's {
+    addresses.filter_map(move |a| a.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port)))
+}

@@ -1,0 +1,493 @@
+//! The compiler: Kubernetes objects in, [`RouteTable`] + diagnostics out.
+//!
+//! Steps:
+//! 1. keep the Ingresses of our class (see `class.rs`) in the watched namespace, oldest first;
+//! 2. walk each one, validating hosts, paths and backends; every valid path *claims*
+//!    (host, path, type) — the first claim wins, and since Ingresses are walked oldest first
+//!    that is the oldest Ingress; later ones get [`Reason::ConflictLost`];
+//! 3. give every distinct [`ServiceRef`] one [`Backend`] (ids in ServiceRef order) and build
+//!    the per-host matchers and the certificate maps.
+//!
+//! Nothing here indexes or unwraps anything derived from input data (only indices this module
+//! created itself), so malformed objects can only ever produce diagnostics.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, Ingress, IngressBackend, IngressSpec, IngressTLS,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use crate::backend::{Backend, BackendKey, BackendProblem, ServiceIndex, backend_key};
+use crate::class::ClassSelector;
+use crate::host::{HostPattern, parse_rule_host};
+use crate::key::Key;
+use crate::path::{PathMatcher, RulePath, parse_rule_path};
+use crate::tls::{TlsCertificate, parse_secret};
+use crate::{CompileOptions, Diagnostic, Inputs, ObjectRef, Reason, RouteTable, ServiceRef};
+
+/// Output of [`compile`].
+#[derive(Debug)]
+pub struct Compiled {
+    /// The routing table.
+    pub table: RouteTable,
+    /// Problems found, in a deterministic order (by object, then field).
+    pub diagnostics: Vec<Diagnostic>,
+    /// Ingresses of our class (the status writer uses this), sorted.
+    pub ours: Vec<ObjectRef>,
+}
+
+/// Compiles the cluster state into a routing table. Pure, total (never panics) and
+/// deterministic: the same inputs in any order give the same table and diagnostics.
+pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
+    let watched = |meta: &ObjectMeta| match &options.watch_namespace {
+        Some(ns) => meta.namespace.as_deref().unwrap_or("") == ns,
+        None => true,
+    };
+    let classes = ClassSelector::new(inputs.ingress_classes.iter().map(|c| &**c), options);
+    let mut ingresses: Vec<OurIngress> = inputs
+        .ingresses
+        .iter()
+        .filter(|i| watched(&i.metadata) && classes.is_ours(i))
+        .map(|i| OurIngress::new(i))
+        .collect();
+    ingresses.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+
+    let services = ServiceIndex::new(
+        inputs
+            .services
+            .iter()
+            .filter(|s| watched(&s.metadata))
+            .map(|s| &**s),
+        inputs
+            .endpoint_slices
+            .iter()
+            .filter(|s| watched(&s.metadata))
+            .map(|s| &**s),
+        inputs
+            .endpoints
+            .iter()
+            .filter(|e| watched(&e.metadata))
+            .map(|e| &**e),
+    );
+    let secrets: HashMap<(&str, &str), _> = inputs
+        .secrets
+        .iter()
+        .filter(|s| watched(&s.metadata))
+        .map(|s| {
+            let ns = s.metadata.namespace.as_deref().unwrap_or("");
+            ((ns, s.metadata.name.as_deref().unwrap_or("")), &**s)
+        })
+        .collect();
+
+    let mut compiler = Compiler {
+        services: &services,
+        secrets: &secrets,
+        ingresses: &ingresses,
+        diagnostics: Vec::new(),
+        // Sized for the common shape (about one host and a couple of Service ports per
+        // Ingress) so that the maps do not rehash while growing.
+        routes: HashMap::with_capacity(ingresses.len()),
+        default_backend: None,
+        certs: HashMap::with_capacity(ingresses.len()),
+        loaded_secrets: HashMap::new(),
+        slots: Vec::with_capacity(2 * ingresses.len()),
+        slot_of: HashMap::with_capacity(2 * ingresses.len()),
+    };
+    for (index, ingress) in ingresses.iter().enumerate() {
+        compiler.ingress(index, ingress);
+    }
+    let Compiler {
+        mut diagnostics,
+        routes,
+        default_backend,
+        certs,
+        slots,
+        ..
+    } = compiler;
+
+    let table = build_table(routes, default_backend, certs, slots);
+    diagnostics.sort_by(|a, b| {
+        (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
+            &b.object,
+            &b.field,
+            b.reason.as_str(),
+            &b.message,
+        ))
+    });
+    let mut ours: Vec<ObjectRef> = ingresses.into_iter().map(|i| i.object).collect();
+    ours.sort();
+    ours.dedup();
+    Compiled {
+        table,
+        diagnostics,
+        ours,
+    }
+}
+
+/// An Ingress of our class, with the name used for it in diagnostics.
+struct OurIngress<'a> {
+    object: ObjectRef,
+    namespace: &'a str,
+    created: Option<&'a Time>,
+    spec: Option<&'a IngressSpec>,
+}
+
+impl<'a> OurIngress<'a> {
+    fn new(ingress: &'a Ingress) -> Self {
+        let meta = &ingress.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or("");
+        OurIngress {
+            object: ObjectRef::ingress(namespace, meta.name.as_deref().unwrap_or("")),
+            namespace,
+            created: meta.creation_timestamp.as_ref(),
+            spec: ingress.spec.as_ref(),
+        }
+    }
+
+    /// Oldest first; a missing creationTimestamp counts as newest; then namespace/name.
+    fn age_key(&self) -> (bool, Option<&Time>, &ObjectRef) {
+        (self.created.is_none(), self.created, &self.object)
+    }
+}
+
+/// A claim on a route (or on the default backend): who made it and where it goes.
+#[derive(Clone, Copy)]
+struct Claim {
+    /// Index into the age-sorted Ingresses.
+    owner: usize,
+    /// Index into [`Compiler::slots`].
+    slot: usize,
+}
+
+/// A claim on the certificate of a host.
+struct CertClaim {
+    owner: usize,
+    cert: Arc<TlsCertificate>,
+}
+
+/// One distinct Service port referenced by some Ingress, resolved once.
+struct Slot {
+    service: ServiceRef,
+    /// Ready endpoints, or why there are none.
+    resolution: Result<Vec<SocketAddr>, BackendProblem>,
+}
+
+/// The rules of all hosts: host -> (path -> claim).
+type Routes = HashMap<HostPattern, BTreeMap<RulePath, Claim>>;
+
+/// State of one compilation.
+struct Compiler<'c, 'a> {
+    services: &'c ServiceIndex<'a>,
+    secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
+    /// Our Ingresses, oldest first; claims refer to them by index.
+    ingresses: &'c [OurIngress<'a>],
+    diagnostics: Vec<Diagnostic>,
+    /// Every host that some valid rule names (even without paths), with its claimed paths.
+    routes: Routes,
+    default_backend: Option<Claim>,
+    certs: HashMap<HostPattern, CertClaim>,
+    /// Parsed Secrets, so that a Secret used by many Ingresses is parsed (and shared) once.
+    loaded_secrets: HashMap<(&'a str, &'a str), Result<Arc<TlsCertificate>, SecretProblem>>,
+    /// Distinct Service ports, in order of first reference.
+    slots: Vec<Slot>,
+    slot_of: HashMap<BackendKey<'a>, usize>,
+}
+
+#[derive(Clone)]
+enum SecretProblem {
+    Missing,
+    Invalid(String),
+}
+
+impl<'a> Compiler<'_, 'a> {
+    fn diag(&mut self, owner: usize, field: String, reason: Reason, detail: impl AsRef<str>) {
+        let object = &self.ingresses[owner].object;
+        self.diagnostics
+            .push(Diagnostic::new(object, field, reason, detail));
+    }
+
+    fn ingress(&mut self, index: usize, ingress: &OurIngress<'a>) {
+        let Some(spec) = ingress.spec else { return };
+        let namespace = ingress.namespace;
+
+        if let Some(backend) = &spec.default_backend {
+            self.default_backend(index, namespace, backend);
+        }
+        for (ri, rule) in spec.rules.iter().flatten().enumerate() {
+            let host = match parse_rule_host(rule.host.as_deref()) {
+                Ok(host) => host,
+                Err(e) => {
+                    let field = format!("spec.rules[{ri}].host");
+                    self.diag(index, field, Reason::InvalidHost, e.to_string());
+                    continue;
+                }
+            };
+            // The host exists even if it ends up with no valid path: it still owns its
+            // requests (they get the default backend), as a server block would.
+            // Taken out of the map while its paths are added, to hash the host only twice.
+            let mut claims = self.routes.remove(&host).unwrap_or_default();
+            for (pi, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+                self.path(index, namespace, &host, &mut claims, (ri, pi), path);
+            }
+            self.routes.insert(host, claims);
+        }
+        for (ti, tls) in spec.tls.iter().flatten().enumerate() {
+            self.tls(index, namespace, ti, tls);
+        }
+    }
+
+    /// One `spec.rules[ri].http.paths[pi]`: validate, then claim unless an older claim exists.
+    fn path(
+        &mut self,
+        index: usize,
+        namespace: &'a str,
+        host: &HostPattern,
+        claims: &mut BTreeMap<RulePath, Claim>,
+        (ri, pi): (usize, usize),
+        path: &'a HTTPIngressPath,
+    ) {
+        let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
+        let rule_path = match parse_rule_path(path.path.as_deref(), &path.path_type) {
+            Ok(p) => p,
+            Err(e) => {
+                let field = format!("{}.{}", field(), e.field());
+                self.diag(index, field, Reason::InvalidPath, e.to_string());
+                return;
+            }
+        };
+        let key = match backend_key(&path.backend, namespace) {
+            Ok(k) => k,
+            Err(p) => {
+                let field = format!("{}.backend{}", field(), p.field);
+                self.diag(index, field, p.reason, p.detail);
+                return;
+            }
+        };
+        if let Some(winner) = claims.get(&rule_path) {
+            let winner = self.ingresses[winner.owner].object.clone();
+            let detail = format!(
+                "host {:?} path {:?} ({:?}) is already defined by {winner}",
+                host.to_string(),
+                path.path.as_deref().unwrap_or("/"),
+                rule_path.kind,
+            );
+            self.diag(index, field(), Reason::ConflictLost { winner }, detail);
+            return;
+        }
+        if let Some(slot) = self.slot(index, key, || format!("{}.backend", field())) {
+            claims.insert(rule_path, Claim { owner: index, slot });
+        }
+    }
+
+    fn default_backend(&mut self, index: usize, namespace: &'a str, backend: &'a IngressBackend) {
+        let key = match backend_key(backend, namespace) {
+            Ok(k) => k,
+            Err(p) => {
+                let field = format!("spec.defaultBackend{}", p.field);
+                self.diag(index, field, p.reason, p.detail);
+                return;
+            }
+        };
+        if let Some(winner) = &self.default_backend {
+            let winner = self.ingresses[winner.owner].object.clone();
+            let detail = format!("the default backend is already defined by {winner}");
+            let field = "spec.defaultBackend".to_owned();
+            self.diag(index, field, Reason::ConflictLost { winner }, detail);
+            return;
+        }
+        if let Some(slot) = self.slot(index, key, || "spec.defaultBackend".to_owned()) {
+            self.default_backend = Some(Claim { owner: index, slot });
+        }
+    }
+
+    /// The slot of a Service port, resolving it on first use; reports its problems against
+    /// `field`. `None` for unsupported backends (ExternalName), which must not be routed.
+    fn slot(
+        &mut self,
+        index: usize,
+        key: BackendKey<'a>,
+        field: impl FnOnce() -> String,
+    ) -> Option<usize> {
+        let slot = match self.slot_of.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                let service = key.to_service_ref();
+                let resolution = self.services.resolve(&service);
+                self.slots.push(Slot {
+                    service,
+                    resolution,
+                });
+                self.slot_of.insert(key, self.slots.len() - 1);
+                self.slots.len() - 1
+            }
+        };
+        let Err(problem) = &self.slots[slot].resolution else {
+            return Some(slot);
+        };
+        let problem = problem.clone();
+        let field = format!("{}{}", field(), problem.field);
+        let usable = problem.reason != Reason::UnsupportedBackend;
+        self.diag(index, field, problem.reason, problem.detail);
+        usable.then_some(slot)
+    }
+
+    fn tls(&mut self, index: usize, namespace: &'a str, ti: usize, tls: &'a IngressTLS) {
+        let mut hosts = Vec::new();
+        for (hi, host) in tls.hosts.iter().flatten().enumerate() {
+            match parse_rule_host(Some(host)) {
+                Ok(HostPattern::Any) => {
+                    let field = format!("spec.tls[{ti}].hosts[{hi}]");
+                    self.diag(index, field, Reason::InvalidHost, "TLS host is empty");
+                }
+                Ok(pattern) => hosts.push((hi, pattern)),
+                Err(e) => {
+                    let field = format!("spec.tls[{ti}].hosts[{hi}]");
+                    self.diag(index, field, Reason::InvalidHost, e.to_string());
+                }
+            }
+        }
+        // No secretName: SNI-only entry, served with the listener's default certificate.
+        let Some(secret_name) = tls.secret_name.as_deref().filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let loaded = match self.loaded_secrets.get(&(namespace, secret_name)) {
+            Some(loaded) => loaded.clone(),
+            None => {
+                let loaded = match self.secrets.get(&(namespace, secret_name)) {
+                    None => Err(SecretProblem::Missing),
+                    Some(secret) => parse_secret(secret, ObjectRef::secret(namespace, secret_name))
+                        .map(Arc::new)
+                        .map_err(SecretProblem::Invalid),
+                };
+                self.loaded_secrets
+                    .insert((namespace, secret_name), loaded.clone());
+                loaded
+            }
+        };
+        let secret_ref = || ObjectRef::secret(namespace, secret_name);
+        let field = || format!("spec.tls[{ti}].secretName");
+        let cert = match loaded {
+            Ok(cert) => cert,
+            Err(SecretProblem::Missing) => {
+                let detail = format!(
+                    "{} not found; its hosts are served over plain HTTP only",
+                    secret_ref()
+                );
+                self.diag(index, field(), Reason::TlsSecretMissing, detail);
+                return;
+            }
+            Err(SecretProblem::Invalid(why)) => {
+                let detail = format!("{} is not a usable TLS Secret: {why}", secret_ref());
+                self.diag(index, field(), Reason::TlsSecretInvalid, detail);
+                return;
+            }
+        };
+        for (hi, host) in hosts {
+            match self.certs.entry(host) {
+                Entry::Vacant(v) => {
+                    v.insert(CertClaim {
+                        owner: index,
+                        cert: cert.clone(),
+                    });
+                }
+                // The same Secret named twice is no conflict.
+                Entry::Occupied(o) if o.get().cert.secret == cert.secret => {}
+                Entry::Occupied(o) => {
+                    let winner = self.ingresses[o.get().owner].object.clone();
+                    let detail = format!(
+                        "the certificate for {:?} is already {} from {winner}",
+                        o.key().to_string(),
+                        o.get().cert.secret
+                    );
+                    let field = format!("spec.tls[{ti}].hosts[{hi}]");
+                    self.diag(index, field, Reason::ConflictLost { winner }, detail);
+                }
+            }
+        }
+    }
+}
+
+fn build_table(
+    routes: Routes,
+    default_backend: Option<Claim>,
+    certs: HashMap<HostPattern, CertClaim>,
+    slots: Vec<Slot>,
+) -> RouteTable {
+    // Backend ids in ServiceRef order, so that they do not depend on input order; only
+    // slots that some claim uses become backends.
+    let mut used = vec![false; slots.len()];
+    for claim in routes
+        .values()
+        .flat_map(|paths| paths.values())
+        .chain(default_backend.as_ref())
+    {
+        used[claim.slot] = true;
+    }
+    let mut order: Vec<usize> = (0..slots.len()).filter(|&s| used[s]).collect();
+    order.sort_unstable_by(|&a, &b| slots[a].service.cmp(&slots[b].service));
+    let mut id_of = vec![u32::MAX; slots.len()];
+    for (id, &slot) in order.iter().enumerate() {
+        id_of[slot] = id as u32;
+    }
+    let mut slots: Vec<Option<Slot>> = slots.into_iter().map(Some).collect();
+    let backends = order
+        .iter()
+        .enumerate()
+        .filter_map(|(id, &slot)| {
+            let Slot {
+                service,
+                resolution,
+            } = slots[slot].take()?;
+            Some(Arc::new(Backend {
+                id,
+                service,
+                endpoints: resolution.unwrap_or_default(),
+            }))
+        })
+        .collect();
+
+    let mut table = RouteTable {
+        default_backend: default_backend.map(|c| id_of[c.slot]),
+        backends,
+        ..RouteTable::default()
+    };
+    table.exact_hosts.reserve(routes.len());
+    table.exact_certs.reserve(certs.len());
+    for (host, paths) in routes {
+        let mut matcher = PathMatcher::default();
+        for (path, claim) in &paths {
+            matcher.insert(path, id_of[claim.slot]);
+        }
+        match host {
+            HostPattern::Exact(h) => {
+                table.exact_hosts.insert(Key::new(&h), matcher);
+            }
+            HostPattern::Wildcard(s) => {
+                table.wildcard_hosts.insert(Key::new(&s), matcher);
+            }
+            HostPattern::Any => table.any_host = Some(matcher),
+        }
+    }
+    let mut in_use: BTreeMap<ObjectRef, Arc<TlsCertificate>> = BTreeMap::new();
+    for (host, claim) in certs {
+        in_use
+            .entry(claim.cert.secret.clone())
+            .or_insert_with(|| claim.cert.clone());
+        match host {
+            HostPattern::Exact(h) => {
+                table.exact_certs.insert(Key::new(&h), claim.cert);
+            }
+            HostPattern::Wildcard(s) => {
+                table.wildcard_certs.insert(Key::new(&s), claim.cert);
+            }
+            HostPattern::Any => {}
+        }
+    }
+    table.certificates = in_use.into_values().collect();
+    table
+}

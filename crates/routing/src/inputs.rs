@@ -1,0 +1,52 @@
+//! What [`crate::compile`] reads: the cluster objects and the controller's identity.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+
+/// The cluster objects a table is compiled from, typically a snapshot of the informer caches.
+/// Order does not matter; keys (namespace/name) are expected to be unique per kind.
+#[derive(Default, Clone, Debug)]
+pub struct Inputs {
+    /// networking.k8s.io/v1 Ingresses of all classes (see "Class" in the crate docs).
+    pub ingresses: Vec<Arc<Ingress>>,
+    /// networking.k8s.io/v1 IngressClasses.
+    pub ingress_classes: Vec<Arc<IngressClass>>,
+    /// core/v1 Services.
+    pub services: Vec<Arc<Service>>,
+    /// core/v1 Endpoints; used for a Service that has no EndpointSlice.
+    pub endpoints: Vec<Arc<Endpoints>>,
+    /// discovery.k8s.io/v1 EndpointSlices (label `kubernetes.io/service-name`).
+    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+    /// core/v1 Secrets of type `kubernetes.io/tls`.
+    pub secrets: Vec<Arc<Secret>>,
+}
+
+/// Who we are: which Ingresses are ours, and which namespace we watch.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// IngressClass `spec.controller` we claim; default `"sluice.dev/ingress-controller"`.
+    pub controller_name: String,
+    /// Our class name, matched against the legacy annotation `kubernetes.io/ingress.class`;
+    /// default `"sluice"`.
+    pub ingress_class: String,
+    /// If set, namespaced objects in other namespaces are ignored.
+    pub watch_namespace: Option<String>,
+}
+
+/// Default value of [`CompileOptions::controller_name`].
+pub const DEFAULT_CONTROLLER_NAME: &str = "sluice.dev/ingress-controller";
+/// Default value of [`CompileOptions::ingress_class`].
+pub const DEFAULT_INGRESS_CLASS: &str = "sluice";
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
+            ingress_class: DEFAULT_INGRESS_CLASS.to_owned(),
+            watch_namespace: None,
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The compiled, immutable routing table and its request-time lookups.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::host::{normalize_request_host_in, wildcard_suffix};
+use crate::key::Key;
+use crate::path::{PathKind, PathMatcher};
+use crate::tls::TlsCertificate;
+
+/// One route of a [`RouteTable`], as listed by [`RouteTable::routes`] (for debugging and tests).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Route {
+    /// `"www.example.com"`, `"*.example.com"`, or `""` for the host-less rules.
+    pub host: String,
+    /// `"Exact"` or `"Prefix"` (ImplementationSpecific is listed as Prefix).
+    pub path_type: &'static str,
+    /// The rule path; Prefix paths are shown without their trailing slash, except `/`.
+    pub path: String,
+    /// Where it goes.
+    pub backend: crate::ServiceRef,
+}
+
+/// The result of [`crate::compile`]: everything the data plane needs to route a request.
+///
+/// Immutable and `Send + Sync`; the controller swaps whole tables (e.g. through an `ArcSwap`)
+/// rather than mutating one, so lookups take no lock.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    /// Rules of exact hosts, keyed by canonical host name.
+    pub(crate) exact_hosts: HashMap<Key, PathMatcher>,
+    /// Rules of wildcard hosts `*.suffix`, keyed by `suffix`.
+    pub(crate) wildcard_hosts: HashMap<Key, PathMatcher>,
+    /// Rules without a host; `None` when no Ingress has any.
+    pub(crate) any_host: Option<PathMatcher>,
+    /// Id of the winning `spec.defaultBackend`.
+    pub(crate) default_backend: Option<u32>,
+    /// Certificates for exact SNI names.
+    pub(crate) exact_certs: HashMap<Key, Arc<TlsCertificate>>,
+    /// Certificates for `*.suffix`, keyed by `suffix`.
+    pub(crate) wildcard_certs: HashMap<Key, Arc<TlsCertificate>>,
+    /// Every certificate in use, once each, ordered by Secret.
+    pub(crate) certificates: Vec<Arc<TlsCertificate>>,
+    /// Every backend, `backends[i].id == i`, ordered by [`crate::ServiceRef`].
+    pub(crate) backends: Vec<Arc<Backend>>,
+}
+
+impl RouteTable {
+    /// A table that routes nothing (every request gets `None`, i.e. 404) and has no certificates.
+    pub fn empty() -> RouteTable {
+        RouteTable::default()
+    }
+
+    /// Finds the backend for a request.
+    ///
+    /// `host`: Host header or `:authority` as received (any case, may carry `:port`, may be an
+    /// IPv6 literal `[::1]:8080`, may have a trailing dot).
+    /// `path`: the URI path as received, without query; an empty path counts as `/`. It is
+    /// matched as is (no percent-decoding, no dot-segment removal).
+    ///
+    /// The host picks one rule set: the exact host's if any rule names it, else the one-label
+    /// wildcard's, else the host-less rules. Within that set the longest matching path wins
+    /// (Exact beats Prefix at equal length). There is no fallthrough to another host's rules:
+    /// if the chosen set has no matching path, the default backend is used. `None` means 404.
+    pub fn route(&self, host: &str, path: &str) -> Option<&Arc<Backend>> {
+        let mut buf = [0u8; 256];
+        let host = normalize_request_host_in(host, &mut buf);
+        let rules = self
+            .exact_hosts
+            .get(&*host)
+            .or_else(|| wildcard_suffix(&host).and_then(|suffix| self.wildcard_hosts.get(suffix)))
+            .or(self.any_host.as_ref());
+        let path = if path.is_empty() { "/" } else { path };
+        let id = rules
+            .and_then(|rules| rules.lookup(path))
+            .or(self.default_backend)?;
+        self.backends.get(id as usize)
+    }
+
+    /// SNI lookup (exact name, then the one-label wildcard), for choosing a TLS certificate.
+    /// `None`: the listener should present its default certificate.
+    pub fn certificate(&self, server_name: &str) -> Option<&Arc<TlsCertificate>> {
+        let mut buf = [0u8; 256];
+        let name = normalize_request_host_in(server_name, &mut buf);
+        self.exact_certs
+            .get(&*name)
+            .or_else(|| wildcard_suffix(&name).and_then(|suffix| self.wildcard_certs.get(suffix)))
+    }
+
+    /// Every certificate referenced by the table, once each, ordered by Secret.
+    pub fn certificates(&self) -> impl Iterator<Item = &Arc<TlsCertificate>> {
+        self.certificates.iter()
+    }
+
+    /// Every distinct backend in the table; `Backend::id` is its index here (dense `0..n`).
+    pub fn backends(&self) -> &[Arc<Backend>] {
+        &self.backends
+    }
+
+    /// The backend used when no rule matches (the oldest `spec.defaultBackend`), if any.
+    pub fn default_backend(&self) -> Option<&Arc<Backend>> {
+        self.default_backend
+            .and_then(|id| self.backends.get(id as usize))
+    }
+
+    /// Every route in the table, sorted: a readable, deterministic dump of what was compiled.
+    /// Hosts that own requests but have no path are listed with no route. Not for the hot path.
+    pub fn routes(&self) -> Vec<Route> {
+        let hosts = self
+            .exact_hosts
+            .iter()
+            .map(|(h, m)| (h.as_str().to_owned(), m))
+            .chain(
+                self.wildcard_hosts
+                    .iter()
+                    .map(|(s, m)| (format!("*.{s}"), m)),
+            )
+            .chain(self.any_host.iter().map(|m| (String::new(), m)));
+        let mut out = Vec::new();
+        for (host, matcher) in hosts {
+            for (kind, key, id) in matcher.entries() {
+                let Some(backend) = self.backends.get(id as usize) else {
+                    continue;
+                };
+                let (path_type, path) = match kind {
+                    PathKind::Exact => ("Exact", key),
+                    PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),
+                    PathKind::Prefix => ("Prefix", key),
+                };
+                out.push(Route {
+                    host: host.clone(),
+                    path_type,
+                    path,
+                    backend: backend.service.clone(),
+                });
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Canonical names of the hosts that own their requests (exact, `*.wildcard`, and `""`
+    /// for the host-less rules), sorted.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .exact_hosts
+            .keys()
+            .map(|h| h.as_str().to_owned())
+            .chain(
+                self.wildcard_hosts
+                    .keys()
+                    .map(|s| format!("*.{}", s.as_str())),
+            )
+            .chain(self.any_host.iter().map(|_| String::new()))
+            .collect();
+        out.sort();
+        out
+    }
+}
