@@ -1,1 +1,18 @@
-//! sluice's Kubernetes controllers (being built).
+//! sluice's controllers: what feeds the data plane from Kubernetes objects.
+//!
+//! - [`sources::IngressInformers`]: the five kinds the controller reads (Ingress,
+//!   IngressClass, Service, EndpointSlice or Endpoints, TLS Secret) as informers, from a
+//!   cluster or from a directory of manifests ([`manifest_dir`]).
+//! - [`rebuild::Rebuilder`]: every change enqueues one coalesced rebuild; the worker compiles
+//!   the stores ([`sluice_routing::compile`]) and swaps the table into the proxy.
+//! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
+//! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, status, Events.
+
+pub mod client;
+pub mod cluster;
+pub mod diagnostics;
+pub mod ingress_manager;
+pub mod manifest_dir;
+pub mod rebuild;
+pub mod serve;
+pub mod sources;

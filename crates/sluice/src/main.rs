@@ -1,13 +1,101 @@
-//! The `sluice` command.
+//! The `sluice` command: one binary for the data plane in standalone mode, the Kubernetes
+//! ingress controller and ingress-manager.
 
-use clap::Parser;
+use clap::{Parser, Subcommand, ValueEnum};
+use sluice_controller::cluster::ControllerArgs;
+use sluice_controller::ingress_manager::IngressManagerArgs;
+use sluice_controller::serve::ServeArgs;
+use std::time::Duration;
 
 /// sluice: a Kubernetes Ingress controller with its own proxy.
 #[derive(Parser, Debug)]
-#[command(version, about)]
-struct Cli {}
+#[command(version, about, propagate_version = true)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "SLUICE_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+
+    /// Log filter (tracing's env-filter syntax), e.g. `info` or `sluice_proxy=debug`.
+    #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
+    log: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve Ingresses from a directory of manifests, without a cluster.
+    Serve(ServeArgs),
+    /// Run the Ingress controller and its proxy against a Kubernetes cluster.
+    Controller(Box<ControllerArgs>),
+    /// Give every Service annotated `ingress/http` an Ingress it owns.
+    IngressManager(IngressManagerArgs),
+}
+
+fn init_logging(cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn signalled() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+    tracing::info!("shutdown signal received; draining");
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    anyhow::bail!("sluice's data plane and controllers are not there yet: nothing to run")
+    let cli = Cli::parse();
+    init_logging(&cli);
+    match cli.command {
+        Command::Serve(args) => {
+            let runtime = args.proxy.build_runtime()?;
+            runtime.block_on(sluice_controller::serve::serve(args, signalled()))?;
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        Command::Controller(args) => {
+            let runtime = args.proxy.build_runtime()?;
+            runtime.block_on(sluice_controller::cluster::run(*args, signalled()))?;
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        Command::IngressManager(args) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(async {
+                let client = sluice_controller::ingress_manager::client_from(&args).await?;
+                sluice_controller::ingress_manager::run(args, client, signalled()).await
+            })?;
+        }
+    }
+    Ok(())
 }

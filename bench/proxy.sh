@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# sluice vs nginx (and haproxy, if present) as reverse proxies in front of the same backend,
+# on loopback, measured with wrk. One command: bench/proxy.sh
+#
+# The backend is nginx itself (`return 200 "ok"` and a 1 MiB static file): light and fixed,
+# so the proxies are what differs. Every peer gets the same worker count; runs alternate
+# between peers (sluice, nginx, haproxy, sluice, nginx, …) so drift hits all alike.
+#
+# Environment knobs (defaults in brackets):
+#   WORKERS [1]      proxy worker threads / processes, the same for every peer
+#   DURATION [10s]   length of one wrk run
+#   ROUNDS [3]       runs per peer and scenario (alternated); the table shows medians
+#   CONNS [50]       wrk connections (small GETs, TLS, new connections)
+#   BIG_CONNS [10]   wrk connections for 1 MiB responses
+#   WRK_THREADS [1]  wrk threads
+#   PIN [auto]       "auto": with >= 2 cores the proxy under test runs on the last core and
+#                    wrk + backend on the others (taskset); "off": no pinning
+#   PEERS ["sluice nginx haproxy"]   which proxies to run (haproxy skipped if not installed)
+#   SCENARIOS ["small big close tls"]
+set -euo pipefail
+
+WORKERS=${WORKERS:-1}
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-50}
+BIG_CONNS=${BIG_CONNS:-10}
+WRK_THREADS=${WRK_THREADS:-1}
+PIN=${PIN:-auto}
+PEERS=${PEERS:-"sluice nginx haproxy"}
+SCENARIOS=${SCENARIOS:-"small big close tls"}
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d -t sluice-bench.XXXXXX)
+BACKEND_PID=""
+PEER_PID=""
+
+cleanup() {
+    local pid
+    # Only the processes this script started and that are still running.
+    for pid in $PEER_PID $BACKEND_PID; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "[bench] $*" >&2; }
+
+# --- tools -------------------------------------------------------------------------------
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v haproxy >/dev/null || need+=(haproxy)
+command -v openssl >/dev/null || need+=(openssl)
+if ((${#need[@]})); then
+    log "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${need[@]}" >/dev/null || log "some packages could not be installed"
+fi
+command -v wrk >/dev/null || { log "wrk is required"; exit 1; }
+command -v nginx >/dev/null || { log "nginx is required"; exit 1; }
+if ! command -v haproxy >/dev/null; then
+    PEERS=${PEERS//haproxy/}
+fi
+
+log "building sluice (release)"
+(cd "$ROOT" && cargo build --release -q -p sluice-proxy --example bench_proxy)
+SLUICE_BIN="$ROOT/target/release/examples/bench_proxy"
+
+# --- CPU placement -----------------------------------------------------------------------
+CORES=$(nproc)
+PROXY_CPUS=""
+LOAD_CPUS=""
+ON_PROXY_CPUS=()
+ON_LOAD_CPUS=()
+if [[ $PIN == auto && $CORES -ge 2 ]] && command -v taskset >/dev/null; then
+    PROXY_CPUS=$((CORES - 1))
+    LOAD_CPUS="0-$((CORES - 2))"
+    # Command prefixes (not functions): a backgrounded simple command keeps its own PID
+    # through taskset's exec, so $! is the server itself and `kill` reaches it.
+    ON_PROXY_CPUS=(taskset -c "$PROXY_CPUS")
+    ON_LOAD_CPUS=(taskset -c "$LOAD_CPUS")
+fi
+
+# --- ports, files ------------------------------------------------------------------------
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+BACKEND_PORT=$(free_port)
+SLUICE_HTTP=$(free_port); SLUICE_HTTPS=$(free_port); SLUICE_ADMIN=$(free_port)
+NGINX_HTTP=$(free_port); NGINX_HTTPS=$(free_port)
+HAPROXY_HTTP=$(free_port); HAPROXY_HTTPS=$(free_port)
+
+mkdir -p "$TMP/www" "$TMP/backend" "$TMP/nginx"
+printf 'ok' >"$TMP/www/index"
+head -c 1048576 /dev/zero | tr '\0' 'x' >"$TMP/www/1m"
+# ECDSA P-256 for nginx and haproxy, like sluice's generated default certificate.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj "/CN=bench.local" -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
+cat "$TMP/cert.pem" "$TMP/key.pem" >"$TMP/haproxy.pem"
+
+nginx_common() {
+    cat <<EOF
+user root;
+daemon off;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+EOF
+}
+nginx_temp_paths() {
+    cat <<EOF
+    client_body_temp_path $1/client_body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+EOF
+}
+
+cat >"$TMP/backend/nginx.conf" <<EOF
+$(nginx_common "$TMP/backend")
+worker_processes 1;
+events { worker_connections 4096; }
+http {
+$(nginx_temp_paths "$TMP/backend")
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$BACKEND_PORT reuseport backlog=4096;
+        location = / { return 200 "ok"; }
+        location = /1m { root $TMP/www; }
+    }
+}
+EOF
+
+# nginx as the reverse proxy, configured the way an ingress controller would: upstream
+# keep-alive, HTTP/1.1 upstream, the same X-Forwarded-* headers sluice sets.
+cat >"$TMP/nginx/nginx.conf" <<EOF
+$(nginx_common "$TMP/nginx")
+worker_processes $WORKERS;
+events { worker_connections 8192; multi_accept on; }
+http {
+$(nginx_temp_paths "$TMP/nginx")
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    upstream backend {
+        server 127.0.0.1:$BACKEND_PORT;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_HTTP reuseport backlog=4096;
+        listen 127.0.0.1:$NGINX_HTTPS ssl reuseport backlog=4096;
+        ssl_certificate $TMP/cert.pem;
+        ssl_certificate_key $TMP/key.pem;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host \$host;
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Real-IP \$remote_addr;
+            proxy_set_header X-Forwarded-Proto \$scheme;
+            proxy_set_header X-Forwarded-Host \$host;
+            proxy_set_header X-Forwarded-Port \$server_port;
+        }
+    }
+}
+EOF
+
+cat >"$TMP/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn 8000
+    tune.ssl.default-dh-param 2048
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    option http-keep-alive
+    http-reuse always
+frontend fe
+    bind 127.0.0.1:$HAPROXY_HTTP
+    bind 127.0.0.1:$HAPROXY_HTTPS ssl crt $TMP/haproxy.pem
+    option forwardfor
+    http-request set-header X-Real-IP %[src]
+    http-request set-header X-Forwarded-Proto https if { ssl_fc }
+    http-request set-header X-Forwarded-Proto http if !{ ssl_fc }
+    default_backend be
+backend be
+    server s1 127.0.0.1:$BACKEND_PORT
+EOF
+
+wait_port() { # port [log file to show on failure]
+    local port=$1 i
+    for ((i = 0; i < 100; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+        sleep 0.1
+    done
+    log "port $port did not open"
+    [[ -n ${2:-} && -f ${2:-} ]] && cat "$2" >&2
+    return 1
+}
+
+# --- backend -----------------------------------------------------------------------------
+"${ON_LOAD_CPUS[@]}" nginx -p "$TMP/backend" -c "$TMP/backend/nginx.conf" &
+BACKEND_PID=$!
+wait_port "$BACKEND_PORT" "$TMP/backend/error.log"
+[[ $(curl -s "http://127.0.0.1:$BACKEND_PORT/") == ok ]] || { log "backend not answering"; exit 1; }
+
+# --- peers: start, check, stop -----------------------------------------------------------
+start_peer() {
+    case $1 in
+    sluice)
+        "${ON_PROXY_CPUS[@]}" "$SLUICE_BIN" --backend "127.0.0.1:$BACKEND_PORT" \
+            --http-addr "127.0.0.1:$SLUICE_HTTP" --https-addr "127.0.0.1:$SLUICE_HTTPS" \
+            --admin-addr "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" \
+            --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
+        PEER_PID=$!
+        wait_port "$SLUICE_HTTP" "$TMP/sluice.log"; wait_port "$SLUICE_HTTPS"
+        ;;
+    nginx)
+        "${ON_PROXY_CPUS[@]}" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
+        PEER_PID=$!
+        wait_port "$NGINX_HTTP" "$TMP/nginx/error.log"; wait_port "$NGINX_HTTPS"
+        ;;
+    haproxy)
+        "${ON_PROXY_CPUS[@]}" haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.log" 2>&1 &
+        PEER_PID=$!
+        wait_port "$HAPROXY_HTTP" "$TMP/haproxy.log"; wait_port "$HAPROXY_HTTPS"
+        ;;
+    esac
+}
+stop_peer() {
+    kill "$PEER_PID" 2>/dev/null || true
+    wait "$PEER_PID" 2>/dev/null || true
+    PEER_PID=""
+}
+peer_ports() {
+    case $1 in
+    sluice) echo "$SLUICE_HTTP $SLUICE_HTTPS" ;;
+    nginx) echo "$NGINX_HTTP $NGINX_HTTPS" ;;
+    haproxy) echo "$HAPROXY_HTTP $HAPROXY_HTTPS" ;;
+    esac
+}
+
+for peer in $PEERS; do
+    start_peer "$peer"
+    read -r http https < <(peer_ports "$peer")
+    body=$(curl -s "http://127.0.0.1:$http/")
+    big=$(curl -s "http://127.0.0.1:$http/1m" | wc -c)
+    tls=$(curl -sk "https://127.0.0.1:$https/")
+    stop_peer
+    if [[ $body != ok || $big != 1048576 || $tls != ok ]]; then
+        log "$peer does not proxy correctly (body=$body big=$big tls=$tls)"
+        exit 1
+    fi
+done
+
+# --- runs --------------------------------------------------------------------------------
+# to_ms VALUE: wrk latency ("812.00us", "1.23ms", "2.00s") in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
+        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000;
+        printf "%.3f", n }'
+}
+
+# cpu_ticks: "total steal" jiffies of all CPUs (steal: time the hypervisor ran someone else).
+cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; printf "%d %d\n", t, $9}' /proc/stat; }
+
+RESULTS="$TMP/results.tsv"
+: >"$RESULTS"
+run_wrk() { # peer scenario round
+    local peer=$1 scenario=$2 round=$3 http https url conns=$CONNS extra=()
+    read -r http https < <(peer_ports "$peer")
+    case $scenario in
+    small) url="http://127.0.0.1:$http/" ;;
+    big) url="http://127.0.0.1:$http/1m"; conns=$BIG_CONNS ;;
+    close) url="http://127.0.0.1:$http/"; extra=(-H "Connection: close") ;;
+    tls) url="https://127.0.0.1:$https/" ;;
+    esac
+    local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal
+    read -r t0 s0 < <(cpu_ticks)
+    "${ON_LOAD_CPUS[@]}" wrk -t "$WRK_THREADS" -c "$conns" -d "$DURATION" --latency "${extra[@]}" "$url" >"$out" 2>&1 || true
+    read -r t1 s1 < <(cpu_ticks)
+    steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
+    local rps p50 p99 errors
+    rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+    p50=$(to_ms "$(awk '$1 == "50%" {print $2}' "$out")")
+    p99=$(to_ms "$(awk '$1 == "99%" {print $2}' "$out")")
+    errors=$(awk '/Non-2xx or 3xx responses:/ {n += $NF} /Socket errors:/ {gsub(",", ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$out")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$errors" "$steal" >>"$RESULTS"
+    log "$(printf '%-6s %-8s round %s: %10s req/s  p50 %8s ms  p99 %8s ms  errors %s  cpu steal %s%%' \
+        "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$errors" "$steal")"
+}
+
+log "workers=$WORKERS duration=$DURATION rounds=$ROUNDS conns=$CONNS big_conns=$BIG_CONNS" \
+    "wrk_threads=$WRK_THREADS cores=$CORES proxy_cpus=${PROXY_CPUS:-any} load_cpus=${LOAD_CPUS:-any}"
+for scenario in $SCENARIOS; do
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for peer in $PEERS; do
+            start_peer "$peer"
+            # A short warm-up: connections, pools, caches.
+            "${ON_LOAD_CPUS[@]}" wrk -t 1 -c 4 -d 1s "http://127.0.0.1:$(peer_ports "$peer" | cut -d' ' -f1)/" >/dev/null 2>&1 || true
+            run_wrk "$peer" "$scenario" "$round"
+            stop_peer
+        done
+    done
+done
+
+# --- report ------------------------------------------------------------------------------
+echo
+echo "sluice vs nginx${PEERS//[^h]*haproxy*/ vs haproxy}: workers=$WORKERS, wrk -t$WRK_THREADS, $DURATION x $ROUNDS rounds (median)," \
+    "proxy on cpu ${PROXY_CPUS:-any}, wrk+backend on cpu ${LOAD_CPUS:-any}"
+awk -F'\t' '
+# median of the values stored in v[key, 1..c]
+function median(v, key, c,    a, i, j, x) {
+    for (i = 1; i <= c; i++) a[i] = v[key, i]
+    for (i = 2; i <= c; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+    return (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
+}
+{
+    key = $1 SUBSEP $2
+    c = ++n[key]
+    rps[key, c] = $4; p50[key, c] = $5; p99[key, c] = $6; err[key] += $7; steal[key] += $8
+    if (!($1 in seen_s)) { seen_s[$1] = 1; order_s[++ns] = $1 }
+    if (!($2 in seen_p)) { seen_p[$2] = 1; order_p[++np] = $2 }
+}
+END {
+    printf "%-8s %-8s %12s %10s %10s %7s %7s %14s %14s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "errors", "steal%", "rps sluice/x", "p99 sluice/x"
+    for (i = 1; i <= ns; i++) {
+        s = order_s[i]
+        ks = s SUBSEP "sluice"
+        if (ks in n) { sr = median(rps, ks, n[ks]); sp = median(p99, ks, n[ks]) }
+        for (j = 1; j <= np; j++) {
+            p = order_p[j]; k = s SUBSEP p
+            if (!(k in n)) continue
+            r = median(rps, k, n[k]); a = median(p50, k, n[k]); b = median(p99, k, n[k])
+            ratio_r = "-"; ratio_p = "-"
+            if (p != "sluice" && (ks in n) && r > 0 && b > 0) {
+                ratio_r = sprintf("%.2f", sr / r)
+                ratio_p = sprintf("%.2f", sp / b)
+            }
+            printf "%-8s %-8s %12.0f %10.3f %10.3f %7d %7.1f %14s %14s\n", s, p, r, a, b, err[k], steal[k] / n[k], ratio_r, ratio_p
+        }
+    }
+}' "$RESULTS"
+echo "(rps sluice/x > 1: sluice serves more; p99 sluice/x < 1: sluice has lower tail latency;"
+echo " steal%: CPU time the hypervisor gave to other guests during the runs; high values mean noisy figures)"

@@ -1,0 +1,291 @@
+//! `sluice controller`: the Ingress controller on Kubernetes.
+//!
+//! One informer factory watches Ingress, IngressClass, Service, EndpointSlice (or Endpoints
+//! where discovery.k8s.io/v1 is not served) and TLS Secrets; every change enqueues one
+//! coalesced rebuild ([`crate::rebuild`]); the new table is swapped into the proxy. The
+//! leader of a Lease ([`leader`]) writes Ingress status ([`status`]) and Events ([`events`]);
+//! every replica serves traffic from its own cache.
+
+pub mod events;
+pub mod leader;
+pub mod status;
+
+use crate::rebuild::Rebuilder;
+use crate::serve::ClassArgs;
+use crate::sources::{EndpointSource, IngressInformers};
+use anyhow::Context;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use leader::{LeaderElection, LeaseTiming};
+use sluice_informer::SharedInformerFactory;
+use sluice_proxy::{Proxy, ProxyArgs};
+use status::{Publish, StatusWriter};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `sluice controller`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ControllerArgs {
+    /// kubeconfig file; default: `KUBECONFIG`, then `~/.kube/config`, then in-cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Watch only this namespace (default: all).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    #[command(flatten)]
+    pub class: ClassArgs,
+
+    /// Publish the address of this Service (`NAMESPACE/NAME`) in Ingress status.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub publish_service: Option<String>,
+
+    /// Publish these addresses (comma-separated IPs or host names) in Ingress status.
+    #[arg(long, value_name = "ADDRESSES")]
+    pub publish_status_address: Option<String>,
+
+    /// Name of the Lease used for leader election.
+    #[arg(long, default_value = "sluice-leader")]
+    pub election_id: String,
+
+    /// Namespace of the Lease; default: `POD_NAMESPACE`, else the watched namespace, else `default`.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub election_namespace: Option<String>,
+
+    /// This replica's identity in the election; default: `POD_NAME`, else the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// How long a leader's Lease holds without renewal.
+    #[arg(long, default_value = "15s", value_parser = sluice_proxy::parse_duration)]
+    pub lease_duration: Duration,
+
+    /// After SIGTERM, how long `/readyz` reports unready while listeners still accept, so
+    /// that load balancers stop sending before connections are refused.
+    #[arg(long, default_value = "5s", value_parser = sluice_proxy::parse_duration)]
+    pub shutdown_delay: Duration,
+
+    /// How long to wait for the caches to fill at start.
+    #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
+    pub sync_timeout: Duration,
+
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+}
+
+/// Where this cluster publishes endpoints: EndpointSlice v1 if discovery serves it.
+pub async fn endpoint_source(client: &kube::Client) -> EndpointSource {
+    match client.list_api_group_resources("discovery.k8s.io/v1").await {
+        Ok(list) if list.resources.iter().any(|r| r.kind == "EndpointSlice") => {
+            EndpointSource::Slices
+        }
+        _ => EndpointSource::Endpoints,
+    }
+}
+
+fn default_identity() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "sluice".into())
+        + &format!("-{}", std::process::id())
+}
+
+/// A bound, running controller; see [`Controller::serve`].
+pub struct Controller {
+    bound: sluice_proxy::BoundProxy,
+    readiness: sluice_proxy::Readiness,
+    informers: IngressInformers,
+    rebuilder: Arc<Rebuilder>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    shutdown_delay: Duration,
+}
+
+impl Controller {
+    /// Connects the informers, waits for the caches, builds the first table, binds the
+    /// listeners and starts leader election, status and Events. Not serving yet.
+    pub async fn start(args: ControllerArgs, client: kube::Client) -> anyhow::Result<Controller> {
+        let publish = Publish::from_flags(
+            args.publish_service.as_deref(),
+            args.publish_status_address.as_deref(),
+        )?;
+        let proxy = Proxy::new(args.proxy.clone())?;
+        let readiness = proxy.readiness();
+        let source = endpoint_source(&client).await;
+        tracing::info!(?source, namespace = ?args.watch_namespace, "watching");
+        let factory = SharedInformerFactory::new(client.clone());
+        let informers =
+            IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), source);
+        let rebuilder = Arc::new(Rebuilder::new(
+            informers.clone(),
+            args.class.compile_options(args.watch_namespace.clone()),
+            proxy.table_handle(),
+        ));
+        informers.start();
+        if !informers.wait_for_sync(args.sync_timeout).await {
+            informers.shutdown().await;
+            anyhow::bail!(
+                "caches did not sync within {:?}: is the API server reachable, and may this \
+                 identity list and watch Ingresses, IngressClasses, Services, {} and Secrets?",
+                args.sync_timeout,
+                if source == EndpointSource::Slices {
+                    "EndpointSlices"
+                } else {
+                    "Endpoints"
+                }
+            );
+        }
+        rebuilder.rebuild_now();
+        let bound = proxy.bind().await.context("binding the listeners")?;
+
+        let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
+        {
+            let r = rebuilder.clone();
+            tasks.push(tokio::spawn(async move { r.run().await }));
+        }
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        let lease_ns = args
+            .election_namespace
+            .clone()
+            .or_else(|| args.watch_namespace.clone())
+            .unwrap_or_else(|| "default".into());
+        let election = LeaderElection::new(
+            Api::<Lease>::namespaced(client.clone(), &lease_ns),
+            &args.election_id,
+            &identity,
+            LeaseTiming {
+                lease_duration: args.lease_duration,
+                renew_deadline: args.lease_duration * 2 / 3,
+                retry: (args.lease_duration / 7).max(Duration::from_millis(200)),
+            },
+        );
+        let (leading, election_task) = election.spawn(stop.clone());
+        tasks.push(election_task);
+
+        let writer = StatusWriter::new(
+            client.clone(),
+            informers.ingresses.store().clone(),
+            informers.services.store().clone(),
+            publish,
+        );
+        tasks.push(tokio::spawn(status_loop(
+            writer,
+            rebuilder.reports(),
+            leading.clone(),
+            stop.clone(),
+        )));
+        let publisher = events::EventPublisher::new(
+            client.clone(),
+            &args.class.controller_name,
+            &identity,
+            informers.ingresses.store().clone(),
+        );
+        tasks.push(tokio::spawn(publisher.run(rebuilder.reports(), leading)));
+
+        tracing::info!(
+            http = %bound.http_addr(),
+            https = %bound.https_addr(),
+            admin = %bound.admin_addr(),
+            identity,
+            "sluice controller ready"
+        );
+        readiness.set_ready(true);
+        Ok(Controller {
+            bound,
+            readiness,
+            informers,
+            rebuilder,
+            stop,
+            tasks,
+            shutdown_delay: args.shutdown_delay,
+        })
+    }
+
+    /// The plain HTTP address.
+    pub fn http_addr(&self) -> std::net::SocketAddr {
+        self.bound.http_addr()
+    }
+
+    /// The HTTPS address.
+    pub fn https_addr(&self) -> std::net::SocketAddr {
+        self.bound.https_addr()
+    }
+
+    /// The admin address (`/metrics`, `/healthz`, `/readyz`).
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        self.bound.admin_addr()
+    }
+
+    /// Serves until `shutdown`; then turns unready, keeps accepting for the shutdown delay,
+    /// drains in-flight requests, releases the Lease and stops the informers.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let readiness = self.readiness.clone();
+        let delay = self.shutdown_delay;
+        let stop = self.stop.clone();
+        let result = self
+            .bound
+            .serve(async move {
+                shutdown.await;
+                readiness.set_ready(false);
+                tracing::info!(?delay, "unready; listeners close after the shutdown delay");
+                tokio::time::sleep(delay).await;
+            })
+            .await;
+        stop.cancel();
+        self.rebuilder.queue().shut_down();
+        for t in self.tasks {
+            // Status and Events loops end with the rebuilder's reports; the rest with `stop`.
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        self.informers.shutdown().await;
+        result
+    }
+}
+
+async fn status_loop(
+    writer: StatusWriter,
+    mut reports: tokio::sync::watch::Receiver<Arc<crate::rebuild::RebuildReport>>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+    stop: CancellationToken,
+) {
+    loop {
+        let lead = *leading.borrow_and_update();
+        if lead {
+            let report = reports.borrow_and_update().clone();
+            match writer.sync(&report.ours).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(written = n, "ingress status updated"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "status update failed; retrying");
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            r = reports.changed() => if r.is_err() { break },
+            l = leading.changed() => if l.is_err() { break },
+        }
+    }
+}
+
+/// `sluice controller`: connect, then serve until `shutdown`.
+pub async fn run(
+    args: ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let client = crate::client::client_from(args.kubeconfig.as_deref()).await?;
+    Controller::start(args, client).await?.serve(shutdown).await
+}

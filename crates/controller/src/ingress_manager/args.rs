@@ -1,0 +1,113 @@
+//! Flags of `sluice ingress-manager`.
+
+use super::desired::{DesiredOptions, HostTemplate};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of `sluice ingress-manager` (flattened into the `sluice` command line).
+#[derive(clap::Args, Clone, Debug)]
+pub struct IngressManagerArgs {
+    /// Services reconciled concurrently.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: u32,
+
+    /// Retries of a failing Service (with exponential backoff) before it is dropped from the
+    /// queue with a logged error; its next change queues it again.
+    #[arg(long, default_value_t = 10)]
+    pub max_retries: u32,
+
+    /// Host of a Service's Ingress when the Service has no `ingress/host` annotation;
+    /// `{name}` and `{namespace}` are replaced by the Service's.
+    #[arg(long, default_value = "{name}.{namespace}.example.com", value_parser = HostTemplate::parse)]
+    pub host_template: HostTemplate,
+
+    /// `spec.ingressClassName` of the Ingresses created.
+    #[arg(long, default_value = "sluice")]
+    pub ingress_class: String,
+
+    /// Watch Services and Ingresses of this namespace only (default: all namespaces).
+    #[arg(long)]
+    pub namespace: Option<String>,
+
+    /// Kubeconfig file; default: `$KUBECONFIG`, then `~/.kube/config`, then the in-cluster
+    /// ServiceAccount.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Give up (exit with an error) when the Service and Ingress caches have not filled by
+    /// then, e.g. because RBAC forbids listing them.
+    #[arg(long, default_value = "2m", value_parser = sluice_proxy::parse_duration)]
+    pub cache_sync_timeout: Duration,
+}
+
+impl IngressManagerArgs {
+    /// What the pure Service -> Ingress mapping needs from these flags.
+    pub fn desired_options(&self) -> DesiredOptions {
+        DesiredOptions {
+            host_template: self.host_template.clone(),
+            ingress_class: self.ingress_class.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: IngressManagerArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<IngressManagerArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ingress-manager").chain(argv.iter().copied()))
+            .map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse(&[]).expect("defaults parse");
+        assert_eq!(a.workers, 5);
+        assert_eq!(a.max_retries, 10);
+        assert_eq!(a.host_template.as_str(), "{name}.{namespace}.example.com");
+        assert_eq!(a.ingress_class, "sluice");
+        assert_eq!(a.namespace, None);
+        assert_eq!(a.kubeconfig, None);
+        assert_eq!(a.cache_sync_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn every_flag() {
+        let a = parse(&[
+            "--workers=2",
+            "--max-retries",
+            "3",
+            "--host-template",
+            "{namespace}-{name}.apps.test",
+            "--ingress-class=other",
+            "--namespace=team-a",
+            "--kubeconfig=/tmp/kc",
+            "--cache-sync-timeout=5s",
+        ])
+        .expect("flags parse");
+        assert_eq!(a.workers, 2);
+        assert_eq!(a.max_retries, 3);
+        assert_eq!(a.host_template.render("web", "shop"), "shop-web.apps.test");
+        assert_eq!(a.ingress_class, "other");
+        assert_eq!(a.namespace.as_deref(), Some("team-a"));
+        assert_eq!(a.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert_eq!(a.cache_sync_timeout, Duration::from_secs(5));
+        let o = a.desired_options();
+        assert_eq!(o.ingress_class, "other");
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(parse(&["--workers=0"]).is_err());
+        assert!(parse(&["--host-template={name}.{cluster}.example.com"]).is_err());
+        assert!(parse(&["--host-template={name"]).is_err());
+        assert!(parse(&["--cache-sync-timeout=5"]).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! `sluice ingress-manager`: every Service annotated `ingress/http` gets an Ingress it owns.
+//!
+//! For a Service `ns/name` carrying the annotation (any value) the controller keeps an
+//! Ingress `ns/name` (networking.k8s.io/v1) with
+//! - an ownerReference to the Service (`controller: true`, `blockOwnerDeletion: true`), so
+//!   that the garbage collector deletes the Ingress with the Service: the controller does
+//!   nothing on Service deletion;
+//! - the host of annotation `ingress/host`, else `--host-template`
+//!   (`{name}.{namespace}.example.com`);
+//! - one rule, path `/` (Prefix), to the Service's port named `http`, else its first port
+//!   (by name when named, by number otherwise);
+//! - `ingressClassName` from `--ingress-class` (`sluice`), and the label
+//!   `app.kubernetes.io/managed-by: sluice-ingress-manager`.
+//!
+//! Writes are server-side applies with field manager `sluice-ingress-manager` (forced when
+//! putting a hand-edited Ingress back), and only when the lister's copy differs in a field
+//! we manage ([`drift`]). Annotation removed: the Ingress is deleted if, and only if, the
+//! Service owns it (by uid). An Ingress of the same name the Service does not own is never
+//! touched; the Service gets a warning Event `IngressNotOwned` instead. A Service with no
+//! ports or an invalid host gets a warning Event and no Ingress.
+//!
+//! Built from the informer toolkit the way client-go controllers are:
+//!
+//! ```text
+//! Service informer ──add/update──────────────┐
+//! Ingress informer ──add/update/delete──> owner Service key ──> RateLimitingQueue ──> Controller (N workers)
+//!                                                                                         │ reconcile(key)
+//!          listers (no GETs) <────────────────────────────────────────────────────────────┤
+//!          server-side apply / delete, Events (events.k8s.io/v1) <────────────────────────┘
+//! ```
+//!
+//! A failing key is requeued with the default controller backoff and dropped, with an error
+//! logged, after `--max-retries`; its next change queues it again.
+
+mod args;
+mod client;
+pub mod desired;
+pub mod drift;
+pub mod events;
+pub mod handlers;
+pub mod ownership;
+pub mod reconcile;
+
+pub use args::IngressManagerArgs;
+pub use client::client_from;
+
+use anyhow::bail;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use sluice_informer::workqueue::RateLimitingQueue;
+use sluice_informer::{Controller, SharedInformerFactory};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Annotation asking for an Ingress (any value).
+pub const HTTP_ANNOTATION: &str = "ingress/http";
+/// Annotation setting the Ingress host.
+pub const HOST_ANNOTATION: &str = "ingress/host";
+/// Field manager of every write, Event reporter and `managed-by` label value.
+pub const MANAGER_NAME: &str = "sluice-ingress-manager";
+/// Label on every managed Ingress.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// Runs ingress-manager until `shutdown` completes: informers on Services and Ingresses (in
+/// `--namespace` or everywhere), then `--workers` reconcilers once the caches have synced.
+/// On shutdown the workers finish what is queued and the informers stop.
+///
+/// Fails when the caches do not sync within `--cache-sync-timeout` (e.g. RBAC forbids
+/// listing), so that a Deployment shows the problem as a crash loop.
+pub async fn run(
+    args: IngressManagerArgs,
+    client: kube::Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let options = args.desired_options();
+    let factory = SharedInformerFactory::new(client.clone());
+    let (services, ingresses) = match args.namespace.as_deref() {
+        Some(ns) => (
+            factory.namespaced_informer::<Service>(ns),
+            factory.namespaced_informer::<Ingress>(ns),
+        ),
+        None => (factory.informer::<Service>(), factory.informer::<Ingress>()),
+    };
+    let queue = RateLimitingQueue::<String>::with_default_rate_limiter();
+    let _handlers = handlers::register(&services, &ingresses, &queue);
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        workers = args.workers,
+        host_template = args.host_template.as_str(),
+        ingress_class = %args.ingress_class,
+        "ingress-manager starting"
+    );
+    factory.start();
+
+    let mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(shutdown);
+    let synced = tokio::select! {
+        _ = &mut shutdown => None,
+        synced = factory.wait_for_cache_sync(args.cache_sync_timeout) => Some(synced),
+    };
+    let Some(synced) = synced else {
+        queue.shut_down();
+        factory.shutdown().await;
+        return Ok(());
+    };
+    let unsynced: Vec<String> = synced
+        .iter()
+        .filter(|(_, ok)| !**ok)
+        .map(|(k, _)| k.url.clone())
+        .collect();
+    if !unsynced.is_empty() {
+        queue.shut_down();
+        factory.shutdown().await;
+        bail!(
+            "caches not synced within {:?}: {} (does RBAC allow list and watch?)",
+            args.cache_sync_timeout,
+            unsynced.join(", ")
+        );
+    }
+    tracing::info!("caches synced; reconciling");
+
+    let reconciler = Arc::new(reconcile::Reconciler::new(
+        services.lister(),
+        ingresses.lister(),
+        client.clone(),
+        options,
+        events::ServiceEvents::new(client),
+    ));
+    let controller = Controller::new(queue)
+        .workers(args.workers as usize)
+        .max_retries(args.max_retries);
+    let stats = controller.stats();
+    controller
+        .run(
+            move |key: String| {
+                let reconciler = reconciler.clone();
+                async move {
+                    let outcome = reconciler.reconcile(&key).await?;
+                    tracing::debug!(service = %key, %outcome, "reconciled");
+                    Ok::<(), reconcile::ReconcileError>(())
+                }
+            },
+            shutdown,
+        )
+        .await;
+    factory.shutdown().await;
+    tracing::info!(
+        succeeded = stats.succeeded(),
+        failed = stats.failed(),
+        dropped = stats.dropped(),
+        "ingress-manager stopped"
+    );
+    Ok(())
+}

@@ -1,0 +1,488 @@
+//! A directory of YAML manifests as a source of objects: what `sluice serve --manifests DIR`
+//! reads instead of an API server.
+//!
+//! One scanner polls the directory (every 250 ms by default) and re-parses only files whose
+//! modification time or size changed. A file that fails to parse is reported once, with its
+//! name and the reason, and the objects it held before stay in place: the last good
+//! configuration keeps serving. Each kind is then offered as a [`ListWatch`], so the same
+//! informers, stores and rebuild loop serve both standalone mode and a cluster.
+
+use futures::StreamExt;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sluice_informer::list_watch::EventStream;
+use sluice_informer::{Event, ListWatch, ListWatchError};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// Identifies an object: `apiVersion`, `kind`, namespace, name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// `apiVersion`, e.g. `networking.k8s.io/v1`.
+    pub api_version: String,
+    /// `kind`, e.g. `Ingress`.
+    pub kind: String,
+    /// Namespace (`default` when the manifest gives none).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Checks that a document of one kind deserializes into its Rust type.
+type Validator = fn(&Value) -> Result<(), String>;
+
+fn validate<K: DeserializeOwned>(v: &Value) -> Result<(), String> {
+    serde_json::from_value::<K>(v.clone())
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The parsed content of the directory at one moment.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Every object, with the document as JSON.
+    pub objects: BTreeMap<ObjectKey, Arc<Value>>,
+    /// Files that currently fail to parse, with the reason.
+    pub errors: BTreeMap<PathBuf, String>,
+}
+
+#[derive(Debug)]
+struct FileState {
+    stamp: (SystemTime, u64),
+    /// The last objects this file parsed to successfully.
+    objects: Vec<(ObjectKey, Arc<Value>)>,
+    error: Option<String>,
+}
+
+/// Which kinds the directory may contain, and how to check them.
+#[derive(Clone, Default)]
+pub struct Kinds {
+    validators: HashMap<(String, String), Validator>,
+}
+
+impl Kinds {
+    /// Accepts documents of `K`'s apiVersion and kind, checked by deserializing into `K`.
+    #[must_use]
+    pub fn with<K: Resource<DynamicType = ()> + DeserializeOwned>(mut self) -> Self {
+        self.validators.insert(
+            (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
+            validate::<K>,
+        );
+        self
+    }
+}
+
+/// Parses one manifest file (YAML, possibly several `---` documents; or JSON) into objects.
+///
+/// Documents of kinds not in `kinds` and `List`s are reported as errors naming the document,
+/// so that a typo in `kind` does not silently drop an object.
+pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Vec<(ObjectKey, Value)>, String> {
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let n = i + 1;
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|e| format!("document {n}: invalid YAML: {e}"))?;
+        if value.is_null() {
+            continue; // an empty document, e.g. a trailing `---`
+        }
+        let mut json: Value = serde_json::to_value(&value)
+            .map_err(|e| format!("document {n}: not representable as JSON: {e}"))?;
+        let field = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
+        let api_version = field(&json, "apiVersion")
+            .ok_or_else(|| format!("document {n}: missing apiVersion"))?;
+        let kind = field(&json, "kind").ok_or_else(|| format!("document {n}: missing kind"))?;
+        let meta = json.get("metadata").cloned().unwrap_or(Value::Null);
+        let name = field(&meta, "name")
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("document {n} ({kind}): missing metadata.name"))?;
+        let namespace = field(&meta, "namespace").unwrap_or_else(|| "default".to_string());
+        let Some(check) = kinds.validators.get(&(api_version.clone(), kind.clone())) else {
+            return Err(format!(
+                "document {n} ({kind} {name}): unsupported apiVersion/kind {api_version}/{kind}"
+            ));
+        };
+        if let Some(m) = json.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("namespace".into(), Value::String(namespace.clone()));
+        }
+        check(&json).map_err(|e| format!("document {n} ({kind} {namespace}/{name}): {e}"))?;
+        out.push((
+            ObjectKey {
+                api_version,
+                kind,
+                namespace,
+                name,
+            },
+            json,
+        ));
+    }
+    Ok(out)
+}
+
+/// Scans a directory and keeps per-file state between scans. No async, no threads: the
+/// [`ManifestDir`] drives it.
+pub struct Scanner {
+    dir: PathBuf,
+    kinds: Kinds,
+    files: BTreeMap<PathBuf, FileState>,
+}
+
+impl Scanner {
+    /// A scanner of `dir` accepting `kinds`.
+    pub fn new(dir: impl Into<PathBuf>, kinds: Kinds) -> Self {
+        Scanner {
+            dir: dir.into(),
+            kinds,
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// Re-reads changed files. Returns true when the snapshot may differ from the last one.
+    pub fn scan(&mut self) -> std::io::Result<bool> {
+        let mut seen = Vec::new();
+        let mut changed = false;
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+                let hidden = p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'));
+                !hidden && matches!(ext, "yaml" | "yml" | "json")
+            })
+            .collect();
+        entries.sort();
+        for path in entries {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let stamp = (
+                meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                meta.len(),
+            );
+            seen.push(path.clone());
+            if self.files.get(&path).is_some_and(|f| f.stamp == stamp) {
+                continue;
+            }
+            changed = true;
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read: {e}"))
+                .and_then(|text| parse_manifests(&text, &self.kinds));
+            let previous = self.files.remove(&path);
+            let state = match parsed {
+                Ok(objects) => {
+                    tracing::info!(file = %path.display(), objects = objects.len(), "manifests loaded");
+                    FileState {
+                        stamp,
+                        objects: objects.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                        error: None,
+                    }
+                }
+                Err(reason) => {
+                    tracing::error!(
+                        file = %path.display(),
+                        %reason,
+                        "manifest file rejected; its last good objects keep serving"
+                    );
+                    FileState {
+                        stamp,
+                        objects: previous.map(|p| p.objects).unwrap_or_default(),
+                        error: Some(reason),
+                    }
+                }
+            };
+            self.files.insert(path, state);
+        }
+        let before = self.files.len();
+        self.files.retain(|p, _| seen.contains(p));
+        if self.files.len() != before {
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// The objects of every file (files in name order; a later definition of the same object
+    /// is an error of the later file and does not replace the first).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut snap = Snapshot::default();
+        for (path, file) in &self.files {
+            if let Some(e) = &file.error {
+                snap.errors.insert(path.clone(), e.clone());
+            }
+            for (key, value) in &file.objects {
+                if snap.objects.contains_key(key) {
+                    let msg =
+                        format!("{key} is also defined in an earlier file; this one is ignored");
+                    tracing::warn!(file = %path.display(), "{msg}");
+                    snap.errors.entry(path.clone()).or_insert(msg);
+                    continue;
+                }
+                snap.objects.insert(key.clone(), value.clone());
+            }
+        }
+        snap
+    }
+}
+
+/// A polled directory of manifests, offering each kind as a [`ListWatch`].
+#[derive(Clone)]
+pub struct ManifestDir {
+    rx: watch::Receiver<Arc<Snapshot>>,
+}
+
+impl ManifestDir {
+    /// Scans `dir` once (so the first list is complete) and keeps polling it every `poll`
+    /// on the current tokio runtime until every [`ManifestDir`] clone and stream is dropped.
+    pub fn open(dir: impl Into<PathBuf>, kinds: Kinds, poll: Duration) -> std::io::Result<Self> {
+        let dir = dir.into();
+        let mut scanner = Scanner::new(dir.clone(), kinds);
+        scanner.scan()?;
+        let (tx, rx) = watch::channel(Arc::new(scanner.snapshot()));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if tx.is_closed() {
+                    break;
+                }
+                match scanner.scan() {
+                    Ok(true) => {
+                        let _ = tx.send(Arc::new(scanner.snapshot()));
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::error!(dir = %dir.display(), error = %e, "cannot read manifest directory")
+                    }
+                }
+            }
+        });
+        Ok(ManifestDir { rx })
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.rx.borrow().clone()
+    }
+
+    /// Objects of type `K` as a list-then-watch source.
+    pub fn source<K>(&self) -> DirListWatch<K> {
+        DirListWatch {
+            rx: self.rx.clone(),
+            _k: std::marker::PhantomData,
+        }
+    }
+}
+
+/// One kind of a [`ManifestDir`] as a [`ListWatch`].
+pub struct DirListWatch<K> {
+    rx: watch::Receiver<Arc<Snapshot>>,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+fn objects_of<K: Resource<DynamicType = ()>>(snap: &Snapshot) -> BTreeMap<ObjectKey, Arc<Value>> {
+    let (av, kind) = (K::api_version(&()), K::kind(&()));
+    snap.objects
+        .iter()
+        .filter(|(k, _)| k.api_version == av && k.kind == kind)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn typed<K: DeserializeOwned>(key: &ObjectKey, v: &Value) -> Result<K, ListWatchError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| ListWatchError::Other(format!("{key}: {e}").into()))
+}
+
+impl<K> ListWatch<K> for DirListWatch<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    fn stream(&self) -> EventStream<K> {
+        let mut rx = self.rx.clone();
+        let (tx, out) = futures::channel::mpsc::unbounded();
+        tokio::spawn(async move {
+            let first = rx.borrow_and_update().clone();
+            let mut current = objects_of::<K>(&first);
+            let mut events = vec![Ok(Event::Init)];
+            events.extend(
+                current
+                    .iter()
+                    .map(|(k, v)| typed(k, v).map(Event::InitApply)),
+            );
+            events.push(Ok(Event::InitDone));
+            for e in events {
+                if tx.unbounded_send(e).is_err() {
+                    return;
+                }
+            }
+            while rx.changed().await.is_ok() {
+                let snap = rx.borrow_and_update().clone();
+                let next = objects_of::<K>(&snap);
+                let mut events = Vec::new();
+                for (k, v) in &next {
+                    if current.get(k).is_none_or(|old| old != v) {
+                        events.push(typed(k, v).map(Event::Apply));
+                    }
+                }
+                for (k, v) in &current {
+                    if !next.contains_key(k) {
+                        events.push(typed(k, v).map(Event::Delete));
+                    }
+                }
+                current = next;
+                for e in events {
+                    if tx.unbounded_send(e).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        out.boxed()
+    }
+
+    fn describe(&self) -> String {
+        format!("manifests of kind {}", K::kind(&()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    fn kinds() -> Kinds {
+        Kinds::default().with::<Ingress>().with::<Service>()
+    }
+
+    const GOOD: &str = "apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
+---
+";
+
+    #[test]
+    fn parses_documents_and_defaults_the_namespace() {
+        let objs = parse_manifests(GOOD, &kinds()).unwrap();
+        let keys: Vec<String> = objs.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(keys, ["Service default/web", "Ingress shop/web"]);
+        assert_eq!(objs[0].1["metadata"]["namespace"], "default");
+    }
+
+    #[test]
+    fn errors_name_the_document_and_the_reason() {
+        let cases = [
+            (
+                "kind: Service\nmetadata: {name: a}\n",
+                "document 1: missing apiVersion",
+            ),
+            (
+                "apiVersion: v1\nkind: Service\nmetadata: {}\n",
+                "document 1 (Service): missing metadata.name",
+            ),
+            (
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+                "unsupported apiVersion/kind apps/v1/Deployment",
+            ),
+            (
+                "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: 3}\n",
+                "document 1 (Service default/a): invalid type",
+            ),
+            ("a: [\n", "document 1: invalid YAML"),
+        ];
+        for (text, want) in cases {
+            let err = parse_manifests(text, &kinds()).unwrap_err();
+            assert!(err.contains(want), "{text:?}: got {err:?}, want {want:?}");
+        }
+        // The second document is the bad one.
+        let err = parse_manifests(&format!("{GOOD}kind: X\n"), &kinds()).unwrap_err();
+        assert!(err.starts_with("document 3:"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_file_keeps_its_last_good_objects_and_removed_files_drop_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("app.yaml");
+        std::fs::write(&file, GOOD).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+        let mut scanner = Scanner::new(dir.path(), kinds());
+        assert!(scanner.scan().unwrap());
+        assert_eq!(scanner.snapshot().objects.len(), 2);
+        assert!(!scanner.scan().unwrap(), "nothing changed");
+
+        std::fs::write(&file, "apiVersion: v1\nkind: Service\n  bad indent: [").unwrap();
+        assert!(scanner.scan().unwrap());
+        let snap = scanner.snapshot();
+        assert_eq!(snap.objects.len(), 2, "last good objects keep serving");
+        assert!(
+            snap.errors[&file].contains("invalid YAML"),
+            "{:?}",
+            snap.errors
+        );
+
+        let other = dir.path().join("zz-dup.yaml");
+        std::fs::write(&other, GOOD).unwrap();
+        std::fs::write(&file, "").unwrap();
+        scanner.scan().unwrap();
+        let snap = scanner.snapshot();
+        assert_eq!(
+            snap.objects.len(),
+            2,
+            "the same objects now come from the other file"
+        );
+        assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+
+        std::fs::remove_file(&other).unwrap();
+        assert!(scanner.scan().unwrap());
+        assert!(scanner.snapshot().objects.is_empty());
+    }
+
+    #[tokio::test]
+    async fn list_watch_emits_init_then_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("app.yaml");
+        std::fs::write(&file, GOOD).unwrap();
+        let md = ManifestDir::open(dir.path(), kinds(), Duration::from_millis(20)).unwrap();
+        let mut s = md.source::<Service>().stream();
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(5), s.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
+        };
+        assert!(matches!(next().await, Event::Init));
+        assert!(
+            matches!(next().await, Event::InitApply(svc) if svc.metadata.name.as_deref() == Some("web"))
+        );
+        assert!(matches!(next().await, Event::InitDone));
+        // Different size, so the change is seen even within one mtime tick.
+        std::fs::write(&file, GOOD.replace("port: 80}", "port: 8080}")).unwrap();
+        match next().await {
+            Event::Apply(svc) => assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 8080),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(&file).unwrap();
+        assert!(matches!(next().await, Event::Delete(_)));
+    }
+}

@@ -1,0 +1,93 @@
+//! The rebuild loop: any change enqueues one key; the worker compiles the stores into a new
+//! routing table and swaps it in. Changes that arrive while a rebuild runs coalesce into one
+//! more rebuild (the work queue holds a key at most once), so a burst of events costs two
+//! compiles, not one per event.
+
+use crate::sources::IngressInformers;
+use sluice_informer::workqueue::WorkQueue;
+use sluice_proxy::TableHandle;
+use sluice_routing::{CompileOptions, Compiled, Diagnostic, ObjectRef, compile};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// What the last rebuild produced besides the table: for Events and status.
+#[derive(Debug, Default)]
+pub struct RebuildReport {
+    /// Rebuilds so far.
+    pub generation: u64,
+    /// Rules the compiler could not serve.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Ingresses of our class.
+    pub ours: Vec<ObjectRef>,
+}
+
+/// Drives rebuilds from informer changes.
+pub struct Rebuilder {
+    informers: IngressInformers,
+    options: CompileOptions,
+    table: TableHandle,
+    queue: WorkQueue<&'static str>,
+    report: watch::Sender<Arc<RebuildReport>>,
+}
+
+const KEY: &str = "rebuild";
+
+impl Rebuilder {
+    /// Registers change handlers on `informers`; call [`Rebuilder::run`] to start working.
+    pub fn new(informers: IngressInformers, options: CompileOptions, table: TableHandle) -> Self {
+        let queue = WorkQueue::new();
+        let q = queue.clone();
+        informers.on_change(move || q.add(KEY));
+        let (report, _) = watch::channel(Arc::new(RebuildReport::default()));
+        Rebuilder {
+            informers,
+            options,
+            table,
+            queue,
+            report,
+        }
+    }
+
+    /// Follows every rebuild's diagnostics and Ingresses of our class.
+    pub fn reports(&self) -> watch::Receiver<Arc<RebuildReport>> {
+        self.report.subscribe()
+    }
+
+    /// The queue, to stop the loop with `shut_down`.
+    pub fn queue(&self) -> WorkQueue<&'static str> {
+        self.queue.clone()
+    }
+
+    /// Compiles once now (e.g. right after the caches synced).
+    pub fn rebuild_now(&self) {
+        let started = Instant::now();
+        let Compiled {
+            table,
+            diagnostics,
+            ours,
+        } = compile(&self.informers.inputs(), &self.options);
+        let elapsed = started.elapsed();
+        self.table.update(table, elapsed);
+        let generation = self.report.borrow().generation + 1;
+        tracing::debug!(
+            generation,
+            ?elapsed,
+            diagnostics = diagnostics.len(),
+            "routing table rebuilt"
+        );
+        self.report.send_replace(Arc::new(RebuildReport {
+            generation,
+            diagnostics,
+            ours,
+        }));
+    }
+
+    /// Rebuilds whenever something changed, until the queue is shut down.
+    pub async fn run(&self) {
+        while let Some(key) = self.queue.get().await {
+            self.rebuild_now();
+            self.queue.done(&key);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! `sluice serve --manifests DIR`: the data plane fed from a directory of manifests instead
+//! of an API server. The same informers, compiler and proxy as in a cluster.
+
+use crate::diagnostics::Seen;
+use crate::manifest_dir::ManifestDir;
+use crate::rebuild::Rebuilder;
+use crate::sources::{IngressInformers, manifest_kinds};
+use anyhow::Context;
+use sluice_proxy::{Proxy, ProxyArgs};
+use sluice_routing::CompileOptions;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flags of `sluice serve`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ServeArgs {
+    /// Directory of YAML/JSON manifests (Ingress, IngressClass, Service, Endpoints,
+    /// EndpointSlice, TLS Secret); changes are picked up within a second.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: PathBuf,
+
+    /// How often the directory is checked for changes.
+    #[arg(long, default_value = "250ms", value_parser = sluice_proxy::parse_duration)]
+    pub poll_interval: Duration,
+
+    #[command(flatten)]
+    pub class: ClassArgs,
+
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+}
+
+/// Which Ingresses are ours.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClassArgs {
+    /// Name of our IngressClass (also matched against the legacy annotation
+    /// `kubernetes.io/ingress.class`).
+    #[arg(long, default_value = "sluice")]
+    pub ingress_class: String,
+
+    /// The `spec.controller` value of IngressClasses we serve.
+    #[arg(long, default_value = "sluice.dev/ingress-controller")]
+    pub controller_name: String,
+}
+
+impl ClassArgs {
+    /// The compiler options these flags select.
+    pub fn compile_options(&self, watch_namespace: Option<String>) -> CompileOptions {
+        CompileOptions {
+            controller_name: self.controller_name.clone(),
+            ingress_class: self.ingress_class.clone(),
+            watch_namespace,
+        }
+    }
+}
+
+/// Serves the manifests in `args.manifests` until `shutdown` completes, then drains.
+pub async fn serve(
+    args: ServeArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let dir = ManifestDir::open(&args.manifests, manifest_kinds(), args.poll_interval)
+        .with_context(|| {
+            format!(
+                "cannot read manifest directory {}",
+                args.manifests.display()
+            )
+        })?;
+    let proxy = Proxy::new(args.proxy.clone())?;
+    let readiness = proxy.readiness();
+    let informers = IngressInformers::from_manifests(&dir);
+    let rebuilder = Arc::new(Rebuilder::new(
+        informers.clone(),
+        args.class.compile_options(None),
+        proxy.table_handle(),
+    ));
+    informers.start();
+    if !informers.wait_for_sync(Duration::from_secs(10)).await {
+        anyhow::bail!("manifest informers did not sync");
+    }
+    rebuilder.rebuild_now();
+    let mut reports = rebuilder.reports();
+    tokio::spawn(async move {
+        let mut seen = Seen::default();
+        loop {
+            let report = reports.borrow_and_update().clone();
+            for d in seen.appeared(&report.diagnostics) {
+                tracing::warn!(object = %d.object, field = %d.field, reason = d.reason.as_str(), "{}", d.message);
+            }
+            if reports.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    let worker = {
+        let r = rebuilder.clone();
+        tokio::spawn(async move { r.run().await })
+    };
+    let bound = proxy.bind().await?;
+    tracing::info!(
+        http = %bound.http_addr(),
+        https = %bound.https_addr(),
+        admin = %bound.admin_addr(),
+        manifests = %args.manifests.display(),
+        "sluice serving"
+    );
+    readiness.set_ready(true);
+    let result = bound.serve(shutdown).await;
+    rebuilder.queue().shut_down();
+    let _ = worker.await;
+    informers.shutdown().await;
+    result
+}

@@ -1,0 +1,110 @@
+//! A stand-alone sluice proxy for benchmarks (`bench/proxy.sh`): every host and path routes
+//! to the given backend addresses, as an Ingress without host would.
+//!
+//! ```text
+//! cargo run --release -p sluice-proxy --example bench_proxy -- \
+//!     --backend 127.0.0.1:9000 --http-addr 127.0.0.1:8080 --https-addr 127.0.0.1:8443 --workers 1
+//! ```
+//!
+//! Runs until SIGINT or SIGTERM, then drains like the real thing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Parser;
+use serde_json::json;
+use sluice_proxy::{Proxy, ProxyArgs};
+use sluice_routing::{CompileOptions, Inputs, compile};
+
+#[derive(Parser, Debug)]
+#[command(about = "sluice proxy with a fixed route, for benchmarks")]
+struct Cli {
+    /// Backend endpoint (repeat for several).
+    #[arg(long = "backend", required = true)]
+    backends: Vec<SocketAddr>,
+
+    #[command(flatten)]
+    proxy: ProxyArgs,
+}
+
+fn object<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(value).expect("valid object"))
+}
+
+/// One host-less Ingress routing `/` (Prefix) to Service `bench` port 80 on `backends`.
+fn inputs(backends: &[SocketAddr]) -> Inputs {
+    let subsets: Vec<_> = backends
+        .iter()
+        .map(|a| json!({"addresses": [{"ip": a.ip().to_string()}], "ports": [{"port": a.port()}]}))
+        .collect();
+    Inputs {
+        ingress_classes: vec![object(json!({
+            "metadata": {"name": "sluice"},
+            "spec": {"controller": "sluice.dev/ingress-controller"}
+        }))],
+        ingresses: vec![object(json!({
+            "metadata": {"name": "bench", "namespace": "default"},
+            "spec": {
+                "ingressClassName": "sluice",
+                "rules": [{"http": {"paths": [{
+                    "path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "bench", "port": {"number": 80}}}
+                }]}}]
+            }
+        }))],
+        services: vec![object(json!({
+            "metadata": {"name": "bench", "namespace": "default"},
+            "spec": {"ports": [{"port": 80}]}
+        }))],
+        endpoints: vec![object(json!({
+            "metadata": {"name": "bench", "namespace": "default"},
+            "subsets": subsets
+        }))],
+        ..Inputs::default()
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = cli.proxy.build_runtime().context("building the runtime")?;
+    runtime.block_on(async move {
+        let started = Instant::now();
+        let compiled = compile(&inputs(&cli.backends), &CompileOptions::default());
+        anyhow::ensure!(
+            compiled.diagnostics.is_empty(),
+            "bench table has problems: {:?}",
+            compiled.diagnostics
+        );
+        let proxy = Proxy::new(cli.proxy)?;
+        proxy
+            .table_handle()
+            .update(compiled.table, started.elapsed());
+        proxy.readiness().set_ready(true);
+        let bound = proxy.bind().await?;
+        println!(
+            "listening http={} https={} admin={}",
+            bound.http_addr(),
+            bound.https_addr(),
+            bound.admin_addr()
+        );
+        bound
+            .serve(async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            })
+            .await
+    })
+}

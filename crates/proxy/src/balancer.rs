@@ -1,0 +1,289 @@
+//! Endpoint choice within a backend: power of two choices on in-flight requests.
+//!
+//! Two random endpoints are drawn and the one with fewer requests in flight wins; that tracks
+//! the least-loaded endpoint almost as well as a full scan at O(1) cost and without herding
+//! (all proxies piling onto the one "least loaded" endpoint). An endpoint whose connect just
+//! failed is avoided for [`DOWN_FOR`] unless nothing else is left.
+//!
+//! [`Endpoint`]s live in `Arc`s that are carried from one table snapshot into the next for
+//! the same address, so in-flight counts and down marks survive table swaps.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::Authority;
+
+/// How long an endpoint is avoided after a failed connect (passive health check).
+pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
+
+/// Most endpoints tried for one request (the first attempt included).
+pub(crate) const MAX_ATTEMPTS: usize = 3;
+
+/// One ready address of a backend.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// Where to connect.
+    pub(crate) addr: SocketAddr,
+    /// `addr` as a URI authority, built once so each request only clones it.
+    pub(crate) authority: Authority,
+    /// Requests sent here whose response has not finished yet.
+    in_flight: AtomicUsize,
+    /// Milliseconds since [`epoch`] until which this endpoint is avoided; 0 = never failed.
+    down_until: AtomicU64,
+}
+
+impl Endpoint {
+    fn new(addr: SocketAddr) -> Endpoint {
+        // SocketAddr's Display is a valid authority ("1.2.3.4:80", "[::1]:80").
+        let authority = Authority::from_maybe_shared(Bytes::from(addr.to_string()))
+            .expect("a socket address is a valid authority");
+        Endpoint {
+            addr,
+            authority,
+            in_flight: AtomicUsize::new(0),
+            down_until: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests in flight (for tests and debugging).
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// The process-wide reference point of [`now_millis`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Milliseconds since [`epoch`] at `at` (used for down marks).
+pub(crate) fn now_millis(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(epoch()).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The endpoints of one backend, in the table's order.
+#[derive(Debug, Default)]
+pub(crate) struct Balancer {
+    endpoints: Box<[Arc<Endpoint>]>,
+}
+
+impl Balancer {
+    /// Builds the balancer for `addrs`, reusing the [`Endpoint`] state found in `previous`
+    /// (and recording every endpoint there, for the next backend naming the same address).
+    pub(crate) fn new(
+        addrs: &[SocketAddr],
+        previous: &mut HashMap<SocketAddr, Arc<Endpoint>>,
+    ) -> Balancer {
+        let endpoints = addrs
+            .iter()
+            .map(|&addr| {
+                Arc::clone(
+                    previous
+                        .entry(addr)
+                        .or_insert_with(|| Arc::new(Endpoint::new(addr))),
+                )
+            })
+            .collect();
+        Balancer { endpoints }
+    }
+
+    /// All endpoints.
+    pub(crate) fn endpoints(&self) -> &[Arc<Endpoint>] {
+        &self.endpoints
+    }
+
+    /// Number of endpoints.
+    pub(crate) fn len(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    /// Endpoint `index` (as returned by [`Self::pick`]).
+    pub(crate) fn get(&self, index: usize) -> &Endpoint {
+        &self.endpoints[index]
+    }
+
+    /// Picks an endpoint not in `tried`, counts a request in flight on it and returns its
+    /// index; `None` when every endpoint was tried. Pair with [`Self::release`].
+    pub(crate) fn pick(&self, tried: &[usize], now_ms: u64) -> Option<usize> {
+        let chosen = self.choose(tried, now_ms)?;
+        self.endpoints[chosen]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        Some(chosen)
+    }
+
+    /// Ends the in-flight request counted by [`Self::pick`].
+    pub(crate) fn release(&self, index: usize) {
+        self.endpoints[index]
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Avoids endpoint `index` for a while after a failed connect.
+    pub(crate) fn mark_down(&self, index: usize, now_ms: u64) {
+        let until = now_ms.saturating_add(DOWN_FOR.as_millis() as u64);
+        self.endpoints[index]
+            .down_until
+            .store(until, Ordering::Relaxed);
+    }
+
+    fn choose(&self, tried: &[usize], now_ms: u64) -> Option<usize> {
+        let n = self.endpoints.len();
+        // Lower is better: healthy before down, then fewer in flight.
+        let key = |i: usize| {
+            let e = &self.endpoints[i];
+            let down = e.down_until.load(Ordering::Relaxed) > now_ms;
+            (down, e.in_flight.load(Ordering::Relaxed))
+        };
+        match n {
+            0 => None,
+            1 => (!tried.contains(&0)).then_some(0),
+            _ => {
+                let a = random_below(n);
+                let b = (a + 1 + random_below(n - 1)) % n;
+                // On a tie the first draw wins (not the lower index, which would be biased).
+                let best = match (tried.contains(&a), tried.contains(&b)) {
+                    (false, false) => Some(if key(b) < key(a) { b } else { a }),
+                    (false, true) => Some(a),
+                    (true, false) => Some(b),
+                    (true, true) => None,
+                };
+                match best.map(|i| (key(i), i)) {
+                    Some(((false, _), i)) => Some(i),
+                    // Both draws were tried or down: look at every endpoint instead.
+                    _ => (0..n)
+                        .filter(|i| !tried.contains(i))
+                        .map(|i| (key(i), i))
+                        .min()
+                        .map(|(_, i)| i),
+                }
+            }
+        }
+    }
+}
+
+/// A uniformly distributed number in `0..n` (`n > 0`) from a per-thread xorshift generator:
+/// fast, lock-free, and good enough for choosing endpoints.
+fn random_below(n: usize) -> usize {
+    thread_local! {
+        static STATE: Cell<u64> = const { Cell::new(0) };
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        if x == 0 {
+            // Seed from the clock and the thread-local's address, distinct per thread.
+            let nanos = epoch().elapsed().as_nanos() as u64;
+            x = (nanos ^ (state as *const Cell<u64> as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        ((u128::from(x) * n as u128) >> 64) as usize
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(n: u16) -> Vec<SocketAddr> {
+        (0..n)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], 1000 + i)))
+            .collect()
+    }
+
+    #[test]
+    fn single_and_empty() {
+        let mut prev = HashMap::new();
+        assert_eq!(Balancer::new(&[], &mut prev).pick(&[], 0), None);
+        let b = Balancer::new(&addrs(1), &mut prev);
+        assert_eq!(b.pick(&[], 0), Some(0));
+        assert_eq!(b.pick(&[0], 0), None);
+    }
+
+    #[test]
+    fn prefers_less_loaded() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(2), &mut prev);
+        // Endpoint 0 busy: every pick of the pair must go to 1.
+        for _ in 0..5 {
+            b.endpoints[0].in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        for _ in 0..4 {
+            assert_eq!(b.pick(&[], 0), Some(1));
+        }
+        assert_eq!(b.endpoints[1].in_flight(), 4);
+    }
+
+    #[test]
+    fn spreads_evenly_when_released() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(4), &mut prev);
+        let mut hits = [0usize; 4];
+        for _ in 0..4000 {
+            let i = b.pick(&[], 0).unwrap();
+            hits[i] += 1;
+            b.release(i);
+        }
+        assert!(hits.iter().all(|&h| h > 700), "{hits:?}");
+    }
+
+    #[test]
+    fn skips_tried_and_down() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(3), &mut prev);
+        b.mark_down(0, 1000);
+        for _ in 0..50 {
+            let i = b.pick(&[1], 1000).unwrap();
+            assert_eq!(i, 2);
+            b.release(i);
+        }
+        // Only down endpoints left: still used.
+        assert_eq!(b.pick(&[1, 2], 1000), Some(0));
+        assert_eq!(b.pick(&[0, 1, 2], 1000), None);
+        // The mark expires.
+        let later = 1000 + DOWN_FOR.as_millis() as u64 + 1;
+        b.release(0);
+        let mut seen0 = false;
+        for _ in 0..100 {
+            let i = b.pick(&[], later).unwrap();
+            seen0 |= i == 0;
+            b.release(i);
+        }
+        assert!(seen0);
+    }
+
+    #[test]
+    fn state_carries_over() {
+        let mut prev = HashMap::new();
+        let b1 = Balancer::new(&addrs(2), &mut prev);
+        let i = b1.pick(&[], 0).unwrap();
+        let mut next = HashMap::new();
+        for e in b1.endpoints() {
+            next.insert(e.addr, Arc::clone(e));
+        }
+        let b2 = Balancer::new(&addrs(3), &mut next);
+        assert_eq!(b2.endpoints[i].in_flight(), 1);
+        b2.release(i);
+        assert_eq!(b1.endpoints[i].in_flight(), 0);
+        assert_eq!(b2.endpoints[2].in_flight(), 0);
+    }
+
+    #[test]
+    fn random_is_in_range() {
+        for n in 1..20 {
+            for _ in 0..100 {
+                assert!(random_below(n) < n);
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Body types: the request body sent upstream (with the size limit enforced while it
+//! streams) and the response body sent to the client (which also closes the request's
+//! books — metrics, in-flight count, access log — when it ends).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use crate::access_log::{LogOutcome, LogRecord};
+use crate::handler::ConnCtx;
+use crate::snapshot::Snapshot;
+
+/// Boxed error type of both bodies.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The request body went past `--max-body-bytes` while streaming.
+#[derive(Debug, thiserror::Error)]
+#[error("request body exceeds the configured limit")]
+pub(crate) struct BodyTooLarge;
+
+/// The body of an upstream request.
+#[derive(Debug)]
+pub(crate) enum RequestBody {
+    /// No body (also used for retries, which only happen for empty bodies).
+    Empty,
+    /// The client's body, streamed through, failing once it exceeds `remaining` bytes.
+    Streaming {
+        /// The client's body.
+        inner: Incoming,
+        /// Bytes still allowed; `u64::MAX` when unlimited.
+        remaining: u64,
+    },
+}
+
+impl RequestBody {
+    /// Streams `inner` with at most `limit` bytes (`None`: unlimited).
+    pub(crate) fn streaming(inner: Incoming, limit: Option<u64>) -> RequestBody {
+        RequestBody::Streaming {
+            inner,
+            remaining: limit.unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Streaming { inner, remaining } => {
+                let frame = ready!(Pin::new(inner).poll_frame(cx));
+                Poll::Ready(match frame {
+                    Some(Ok(frame)) => {
+                        if let Some(data) = frame.data_ref() {
+                            let len = data.len() as u64;
+                            if len > *remaining {
+                                return Poll::Ready(Some(Err(BodyTooLarge.into())));
+                            }
+                            *remaining -= len;
+                        }
+                        Some(Ok(frame))
+                    }
+                    Some(Err(e)) => Some(Err(e.into())),
+                    None => None,
+                })
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestBody::Empty => true,
+            RequestBody::Streaming { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Streaming { inner, .. } => inner.size_hint(),
+        }
+    }
+}
+
+/// Where a response body comes from.
+#[derive(Debug)]
+enum Source {
+    /// Streamed from the upstream response.
+    Upstream(Incoming),
+    /// A static page (taken when sent) or nothing.
+    Fixed(Option<Bytes>),
+}
+
+/// The body of every response the proxy sends.
+#[derive(Debug)]
+pub(crate) struct ResponseBody {
+    source: Source,
+    /// Present until the body ends or is dropped; then the request is accounted for.
+    done: Option<Completion>,
+}
+
+/// The accounting of one request, run exactly once when its response body ends.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    /// The connection (for metrics and the access log sink).
+    pub(crate) ctx: Arc<ConnCtx>,
+    /// The snapshot the request was routed with (holds the backend state).
+    pub(crate) snapshot: Arc<Snapshot>,
+    /// Backend index in the snapshot, if routed.
+    pub(crate) backend: Option<usize>,
+    /// Endpoint index whose in-flight count this request holds, if any.
+    pub(crate) endpoint: Option<usize>,
+    /// When the request head arrived.
+    pub(crate) start: Instant,
+    /// Response status.
+    pub(crate) status: u16,
+    /// Body bytes sent so far.
+    pub(crate) bytes: u64,
+    /// The access log record, when the access log is on.
+    pub(crate) log: Option<Box<LogRecord>>,
+}
+
+impl Completion {
+    fn finish(self) {
+        let elapsed = self.start.elapsed();
+        let backend = self.backend.map(|b| &self.snapshot.backends[b]);
+        let metrics = match backend {
+            Some(state) => &*state.metrics,
+            None => self.ctx.shared.metrics.unrouted(),
+        };
+        metrics.observe_duration(elapsed);
+        let upstream = match (backend, self.endpoint) {
+            (Some(state), Some(endpoint)) => {
+                state.balancer.release(endpoint);
+                Some(state.balancer.get(endpoint).addr)
+            }
+            _ => None,
+        };
+        if let (Some(record), Some(sink)) = (&self.log, &self.ctx.shared.access_log) {
+            sink.write(
+                record,
+                &LogOutcome {
+                    status: self.status,
+                    bytes: self.bytes,
+                    duration: elapsed,
+                    upstream,
+                    service: &metrics.service,
+                },
+            );
+        }
+    }
+}
+
+impl ResponseBody {
+    /// The upstream's body, streamed.
+    pub(crate) fn upstream(inner: Incoming, done: Completion) -> ResponseBody {
+        ResponseBody {
+            source: Source::Upstream(inner),
+            done: Some(done),
+        }
+    }
+
+    /// A fixed body (error page, or empty for `None`).
+    pub(crate) fn fixed(bytes: Option<Bytes>, done: Completion) -> ResponseBody {
+        ResponseBody {
+            source: Source::Fixed(bytes),
+            done: Some(done),
+        }
+    }
+
+    /// A fixed body without accounting (admin endpoints).
+    pub(crate) fn plain(bytes: Bytes) -> ResponseBody {
+        ResponseBody {
+            source: Source::Fixed(Some(bytes)),
+            done: None,
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(done) = self.done.take() {
+            done.finish();
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let frame = match &mut this.source {
+            Source::Upstream(inner) => match ready!(Pin::new(inner).poll_frame(cx)) {
+                Some(Ok(frame)) => Some(Ok(frame)),
+                Some(Err(e)) => Some(Err(e.into())),
+                None => None,
+            },
+            Source::Fixed(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
+        };
+        match &frame {
+            Some(Ok(frame)) => {
+                if let (Some(done), Some(data)) = (&mut this.done, frame.data_ref()) {
+                    done.bytes += data.len() as u64;
+                }
+                // hyper does not poll again once the body says it is over.
+                if this.is_end_stream() {
+                    this.finish();
+                }
+            }
+            // The end, or an aborted upstream: either way the request is over.
+            _ => this.finish(),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.source {
+            Source::Upstream(inner) => inner.is_end_stream(),
+            Source::Fixed(bytes) => bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.source {
+            Source::Upstream(inner) => inner.size_hint(),
+            Source::Fixed(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            Source::Fixed(None) => SizeHint::with_exact(0),
+        }
+    }
+}

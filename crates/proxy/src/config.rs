@@ -1,0 +1,248 @@
+//! Command-line flags of the data plane ([`ProxyArgs`]) and their value parsers.
+//!
+//! The `sluice` binary flattens [`ProxyArgs`] into both of its serving subcommands, so every
+//! listen address, timeout and limit of the proxy is a flag with a sane default.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Default plain-HTTP listen address.
+pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
+/// Default HTTPS listen address.
+pub const DEFAULT_HTTPS_ADDR: &str = "0.0.0.0:8443";
+/// Default admin (metrics, health) listen address: loopback only, it is not for the public.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10254";
+
+/// Flags of the data plane. `#[command(flatten)]` this into a clap command.
+///
+/// Durations take a unit (`"250ms"`, `"5s"`, `"2m"`, `"1h"`); sizes take an optional binary
+/// unit (`"65536"`, `"64KiB"`, `"1MiB"`, `"1GiB"`; `k`/`m`/`g` are accepted as the same).
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct ProxyArgs {
+    /// Plain HTTP listen address (HTTP/1.1 and h2c with prior knowledge).
+    #[arg(long, default_value = DEFAULT_HTTP_ADDR)]
+    pub http_addr: SocketAddr,
+
+    /// HTTPS listen address (HTTP/1.1 and HTTP/2 via ALPN; certificate chosen by SNI).
+    #[arg(long, default_value = DEFAULT_HTTPS_ADDR)]
+    pub https_addr: SocketAddr,
+
+    /// Admin listen address serving /metrics, /healthz and /readyz.
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+
+    /// Time allowed to establish a TCP connection to an endpoint before trying another.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Time allowed for an upstream to send its response head (504 after that).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub upstream_header_timeout: Duration,
+
+    /// Time allowed for a client to send a request head (and to finish a TLS handshake).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub client_header_timeout: Duration,
+
+    /// Idle time after which keep-alive connections are closed, on both sides.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// After the shutdown signal, how long in-flight requests may still run.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// Largest request head (request line plus headers) accepted; larger gets 431.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    pub max_header_bytes: u64,
+
+    /// Largest request body accepted (413 when exceeded); 0 means unlimited.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    pub max_body_bytes: u64,
+
+    /// Tokio worker threads for the proxy runtime; default: one per core.
+    #[arg(long)]
+    pub workers: Option<usize>,
+
+    /// Write one JSON line per request to stdout (`on`/`off`; bare `--access-log` is `on`).
+    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub access_log: bool,
+}
+
+impl Default for ProxyArgs {
+    /// The same values as the flag defaults.
+    fn default() -> Self {
+        ProxyArgs {
+            http_addr: DEFAULT_HTTP_ADDR.parse().expect("valid default"),
+            https_addr: DEFAULT_HTTPS_ADDR.parse().expect("valid default"),
+            admin_addr: DEFAULT_ADMIN_ADDR.parse().expect("valid default"),
+            connect_timeout: Duration::from_secs(5),
+            upstream_header_timeout: Duration::from_secs(60),
+            client_header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 * 1024,
+            max_body_bytes: 1 << 30,
+            workers: None,
+            access_log: false,
+        }
+    }
+}
+
+impl ProxyArgs {
+    /// Arguments for tests and examples: every listener on `127.0.0.1` port 0 (the kernel picks
+    /// a free port; read the real ones from [`crate::BoundProxy`]), other values as defaults.
+    pub fn loopback() -> Self {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+        ProxyArgs {
+            http_addr: any,
+            https_addr: any,
+            admin_addr: any,
+            ..ProxyArgs::default()
+        }
+    }
+
+    /// Builds the tokio runtime the proxy should run on: `--workers` worker threads (one per
+    /// core when unset); with `--workers 1`, a current-thread runtime, which skips the
+    /// work-stealing machinery that a single worker cannot use.
+    pub fn build_runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = match self.workers {
+            Some(1) => tokio::runtime::Builder::new_current_thread(),
+            Some(workers) => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(workers.max(1));
+                builder
+            }
+            None => tokio::runtime::Builder::new_multi_thread(),
+        };
+        builder.enable_all().thread_name("sluice-worker");
+        builder.build()
+    }
+
+    /// The request body limit, `None` when unlimited.
+    pub(crate) fn body_limit(&self) -> Option<u64> {
+        (self.max_body_bytes != 0).then_some(self.max_body_bytes)
+    }
+}
+
+/// Parses a duration with a unit: `ms`, `s`, `m` or `h` (e.g. `"250ms"`, `"5s"`, `"1.5s"`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h)"))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid number in duration {text:?}"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("duration {text:?}: {e}"))
+}
+
+/// Parses a byte size: a plain number of bytes, or with a binary unit (`KiB`, `MiB`, `GiB`;
+/// `K`, `KB`, `M`, `MB`, `G`, `GB` mean the same, any case).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid number in size {text:?}"))?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB, GiB)")),
+    };
+    value
+        .checked_mul(factor)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+/// Parses an on/off switch (`on`, `off`, `true`, `false`, `yes`, `no`, `1`, `0`).
+pub fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    #[test]
+    fn flag_defaults_match_default_impl() {
+        let cli = Cli::try_parse_from(["sluice"]).unwrap();
+        assert_eq!(cli.proxy, ProxyArgs::default());
+    }
+
+    #[test]
+    fn flags_parse() {
+        let cli = Cli::try_parse_from([
+            "sluice",
+            "--http-addr",
+            "127.0.0.1:1",
+            "--connect-timeout",
+            "250ms",
+            "--idle-timeout",
+            "2m",
+            "--max-header-bytes",
+            "16KiB",
+            "--max-body-bytes",
+            "0",
+            "--workers",
+            "2",
+            "--access-log",
+        ])
+        .unwrap();
+        let p = cli.proxy;
+        assert_eq!(p.http_addr, "127.0.0.1:1".parse().unwrap());
+        assert_eq!(p.connect_timeout, Duration::from_millis(250));
+        assert_eq!(p.idle_timeout, Duration::from_secs(120));
+        assert_eq!(p.max_header_bytes, 16384);
+        assert_eq!(p.body_limit(), None);
+        assert_eq!(p.workers, Some(2));
+        assert!(p.access_log);
+        let cli = Cli::try_parse_from(["sluice", "--access-log", "off"]).unwrap();
+        assert!(!cli.proxy.access_log);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5y").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert!(parse_size("1TiB").is_err());
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+}

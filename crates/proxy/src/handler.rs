@@ -1,0 +1,235 @@
+//! The request path: route, rewrite headers, send upstream, stream the answer back.
+//!
+//! Per request: one snapshot load, a route lookup, a few header inserts, and the upstream
+//! round trip. Everything that can be prepared earlier is: per connection (client IP and
+//! port header values), per snapshot (balancer state, metric labels).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::header::{EXPECT, HOST};
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Request, Response, StatusCode, Version};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::access_log::{AccessLog, LogRecord};
+use crate::body::{Completion, RequestBody, ResponseBody};
+use crate::errors::error_response;
+use crate::headers::{self, Forwarded};
+use crate::metrics::Metrics;
+use crate::snapshot::TableShared;
+use crate::upstream::{self, Failure, Outgoing, UpstreamClient};
+use crate::websocket;
+
+/// Everything requests share, for the whole life of the proxy.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The swappable routing snapshot.
+    pub(crate) table: Arc<TableShared>,
+    /// Pooled upstream client.
+    pub(crate) client: UpstreamClient,
+    /// Metric families.
+    pub(crate) metrics: Arc<Metrics>,
+    /// The access log, when enabled.
+    pub(crate) access_log: Option<AccessLog>,
+    /// `--upstream-header-timeout`.
+    pub(crate) upstream_header_timeout: Duration,
+    /// `--max-body-bytes` (`None`: unlimited).
+    pub(crate) body_limit: Option<u64>,
+    /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
+    pub(crate) tunnels: TaskTracker,
+    /// Cancelled when tunnels must close.
+    pub(crate) tunnels_stop: CancellationToken,
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub(crate) struct ConnCtx {
+    /// Proxy-wide state.
+    pub(crate) shared: Arc<Shared>,
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
+    /// Forwarding header values of this connection.
+    pub(crate) forwarded: Forwarded,
+}
+
+/// Serves one request. Never fails: every problem becomes an error page.
+pub(crate) async fn handle(
+    ctx: Arc<ConnCtx>,
+    mut request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let start = Instant::now();
+    let snapshot = ctx.shared.table.current.load_full();
+
+    let host = request_host(&request);
+    let host_str = host.to_str().unwrap_or("");
+    let backend = snapshot
+        .table
+        .route(host_str, request.uri().path())
+        .map(|backend| (backend.id, backend.endpoints.is_empty()));
+    let log = ctx.shared.access_log.as_ref().map(|_| {
+        Box::new(LogRecord {
+            time: SystemTime::now(),
+            client: ctx.peer.ip(),
+            method: request.method().clone(),
+            host: host.clone(),
+            path: path_and_query(&request),
+        })
+    });
+    // The request's accounting owns the connection and snapshot references from here on
+    // (moved, not cloned: no extra reference counting per request).
+    let mut done = Completion {
+        ctx,
+        snapshot,
+        backend: None,
+        endpoint: None,
+        start,
+        status: 0,
+        bytes: 0,
+        log,
+    };
+    let ctx = &*done.ctx;
+    let Some((id, no_endpoints)) = backend else {
+        return Ok(fail(done, host_str, StatusCode::NOT_FOUND));
+    };
+    done.backend = Some(id);
+    if no_endpoints {
+        return Ok(fail(done, host_str, StatusCode::SERVICE_UNAVAILABLE));
+    }
+    if let Some(limit) = ctx.shared.body_limit
+        && request.body().size_hint().lower() > limit
+    {
+        return Ok(fail(done, host_str, StatusCode::PAYLOAD_TOO_LARGE));
+    }
+
+    let upgrading =
+        request.version() == Version::HTTP_11 && headers::wants_upgrade(request.headers());
+    let client_upgrade = upgrading.then(|| hyper::upgrade::on(&mut request));
+
+    let http2 = request.version() == Version::HTTP_2;
+    let (parts, body) = request.into_parts();
+    let mut headers = parts.headers;
+    // Room for the forwarding headers up front: one growth instead of several.
+    headers.reserve(6);
+    headers::remove_hop_by_hop(&mut headers, upgrading);
+    // hyper already answered any 100-continue towards the client when we read the body.
+    headers.remove(EXPECT);
+    if http2 {
+        // The upstream speaks HTTP/1.1: it needs Host, and Cookie as one field.
+        if !headers.contains_key(HOST) {
+            headers.insert(HOST, host.clone());
+        }
+        headers::join_cookies(&mut headers);
+    }
+    headers::set_forwarded(&mut headers, &ctx.forwarded, &host);
+    let path = parts
+        .uri
+        .into_parts()
+        .path_and_query
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let body = if body.is_end_stream() {
+        RequestBody::Empty
+    } else {
+        RequestBody::streaming(body, ctx.shared.body_limit)
+    };
+    let outgoing = Outgoing {
+        method: parts.method,
+        headers,
+        path,
+        body,
+    };
+
+    let state = &done.snapshot.backends[id];
+    let answer = upstream::send(
+        &ctx.shared.client,
+        state,
+        outgoing,
+        start,
+        ctx.shared.upstream_header_timeout,
+    )
+    .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(failure) => {
+            let status = match failure {
+                Failure::BadGateway => StatusCode::BAD_GATEWAY,
+                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                Failure::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            };
+            return Ok(fail(done, host_str, status));
+        }
+    };
+    done.endpoint = Some(answer.endpoint);
+    let mut response = answer.response;
+    let status = response.status();
+
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_upgrade) = client_upgrade else {
+            // An upgrade nobody asked for cannot be relayed.
+            return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
+        };
+        let upstream_upgrade = hyper::upgrade::on(&mut response);
+        websocket::bridge(&done.ctx.shared, client_upgrade, upstream_upgrade);
+        let (mut parts, _) = response.into_parts();
+        headers::remove_hop_by_hop(&mut parts.headers, true);
+        state.metrics.count_request(host_str, status.as_u16());
+        done.status = status.as_u16();
+        return Ok(Response::from_parts(parts, ResponseBody::fixed(None, done)));
+    }
+
+    let (mut parts, body) = response.into_parts();
+    headers::remove_hop_by_hop(&mut parts.headers, false);
+    if parts.version == Version::HTTP_10 {
+        parts.version = Version::HTTP_11;
+    }
+    state.metrics.count_request(host_str, status.as_u16());
+    done.status = status.as_u16();
+    Ok(Response::from_parts(
+        parts,
+        ResponseBody::upstream(body, done),
+    ))
+}
+
+/// The host the client asked for: `:authority` for HTTP/2 (Host if absent), the Host header
+/// for HTTP/1 (the absolute-form authority if absent); empty if neither.
+fn request_host(request: &Request<Incoming>) -> HeaderValue {
+    let from_authority = || {
+        request
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    };
+    let from_header = || request.headers().get(HOST).cloned();
+    let found = if request.version() == Version::HTTP_2 {
+        from_authority().or_else(from_header)
+    } else {
+        from_header().or_else(from_authority)
+    };
+    found.unwrap_or_else(|| HeaderValue::from_static(""))
+}
+
+/// The request's path and query (for the access log).
+fn path_and_query(request: &Request<Incoming>) -> PathAndQuery {
+    request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"))
+}
+
+/// An error page, counted in the metrics of the routed backend (or as unrouted).
+fn fail(mut done: Completion, host: &str, status: StatusCode) -> Response<ResponseBody> {
+    let code = status.as_u16();
+    match done.backend {
+        Some(id) => done.snapshot.backends[id].metrics.count_request(host, code),
+        None => done.ctx.shared.metrics.unrouted().count_request(host, code),
+    }
+    done.status = code;
+    error_response(status, |page: Bytes| ResponseBody::fixed(Some(page), done))
+}

@@ -1,0 +1,296 @@
+//! Accept loops and per-connection serving for the HTTP and HTTPS listeners.
+//!
+//! Plain connections are served by hyper-util's auto builder, which detects the HTTP/2
+//! preface (h2c with prior knowledge) and otherwise speaks HTTP/1.1. TLS connections use the
+//! ALPN result to pick HTTP/2 or HTTP/1.1 without sniffing.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+use crate::config::ProxyArgs;
+use crate::handler::{self, ConnCtx, Shared};
+use crate::headers::Forwarded;
+use crate::shutdown::Phases;
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) so it does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// hyper's smallest allowed read buffer.
+const MIN_BUF_SIZE: usize = 8192;
+
+/// Connection settings shared by all connections of the proxy.
+#[derive(Debug)]
+pub(crate) struct Protocols {
+    /// HTTP/1.1 or h2c, detected (plain listener).
+    auto: auto::Builder<TokioExecutor>,
+    /// HTTP/1.1 only (TLS without ALPN h2).
+    http1: auto::Builder<TokioExecutor>,
+    /// HTTP/2 only (TLS with ALPN h2).
+    http2: auto::Builder<TokioExecutor>,
+    /// TLS handshake deadline.
+    handshake_timeout: Duration,
+    /// Keep-alive idle limit.
+    idle_timeout: Duration,
+}
+
+impl Protocols {
+    pub(crate) fn new(args: &ProxyArgs) -> Protocols {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        let max_header = usize::try_from(args.max_header_bytes).unwrap_or(usize::MAX);
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            // hyper also runs this timer while a keep-alive connection waits for its next
+            // request, so it bounds idle HTTP/1 connections too.
+            .header_read_timeout(args.client_header_timeout)
+            // A head that does not fit the read buffer is answered with 431.
+            .max_buf_size(max_header.max(MIN_BUF_SIZE))
+            .max_headers(200)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
+            .max_concurrent_streams(256)
+            // Windows bound the memory one stream may buffer while keeping bulk transfers
+            // fast; larger than the 64 KiB defaults so 10 MiB transfers do not crawl.
+            .initial_stream_window_size(1 << 20)
+            .initial_connection_window_size(4 << 20);
+        Protocols {
+            http1: builder.clone().http1_only(),
+            http2: builder.clone().http2_only(),
+            auto: builder,
+            handshake_timeout: args.client_header_timeout,
+            idle_timeout: args.idle_timeout,
+        }
+    }
+}
+
+/// What a listener speaks.
+#[derive(Clone)]
+pub(crate) enum Transport {
+    /// Plain TCP.
+    Plain,
+    /// TLS terminated here.
+    Tls(TlsAcceptor),
+}
+
+/// Accepts connections until the stop-accepting phase, spawning one task per connection.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    transport: Transport,
+    shared: Arc<Shared>,
+    protocols: Arc<Protocols>,
+    phases: Phases,
+    connections: TaskTracker,
+) {
+    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let tls = matches!(transport, Transport::Tls(_));
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = phases.stop_accepting.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                warn!(%error, "accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        // Small responses must not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let ctx = Arc::new(ConnCtx {
+            shared: Arc::clone(&shared),
+            peer,
+            forwarded: Forwarded::new(peer.ip(), tls, local_port),
+        });
+        connections.spawn(serve_connection(
+            stream,
+            transport.clone(),
+            ctx,
+            Arc::clone(&protocols),
+            phases.clone(),
+        ));
+    }
+    debug!(port = local_port, "listener closed");
+}
+
+/// Serves one accepted connection: TLS handshake if needed, then HTTP.
+async fn serve_connection(
+    stream: TcpStream,
+    transport: Transport,
+    ctx: Arc<ConnCtx>,
+    protocols: Arc<Protocols>,
+    phases: Phases,
+) {
+    let activity = Arc::new(AtomicU64::new(0));
+    match transport {
+        Transport::Plain => {
+            let io = ActivityIo::new(stream, Arc::clone(&activity));
+            serve_http(&protocols.auto, io, ctx, &protocols, &phases, &activity).await;
+        }
+        Transport::Tls(acceptor) => {
+            let handshake =
+                tokio::time::timeout(protocols.handshake_timeout, acceptor.accept(stream));
+            let tls = tokio::select! {
+                result = handshake => result,
+                () = phases.drain.cancelled() => return,
+            };
+            let tls = match tls {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
+                    debug!(peer = %ctx.peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(peer = %ctx.peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let builder = if h2 {
+                &protocols.http2
+            } else {
+                &protocols.http1
+            };
+            let io = ActivityIo::new(tls, Arc::clone(&activity));
+            serve_http(builder, io, ctx, &protocols, &phases, &activity).await;
+        }
+    }
+}
+
+/// Runs hyper on `io` until the connection ends, closing it gracefully when it has been idle
+/// for the idle timeout or when the proxy drains, and dropping it when the proxy forces.
+async fn serve_http<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    ctx: Arc<ConnCtx>,
+    protocols: &Protocols,
+    phases: &Phases,
+    activity: &AtomicU64,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = ctx.peer;
+    let service = service_fn(move |request| handler::handle(Arc::clone(&ctx), request));
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(connection);
+
+    let idle = protocols.idle_timeout;
+    let mut idle_check = tokio::time::interval_at(tokio::time::Instant::now() + idle, idle);
+    let mut seen = activity.load(Ordering::Relaxed);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    debug!(%peer, %error, "connection ended with an error");
+                }
+                return;
+            }
+            () = phases.drain.cancelled(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = phases.force.cancelled() => return,
+            _ = idle_check.tick(), if !closing => {
+                let now = activity.load(Ordering::Relaxed);
+                if now == seen {
+                    debug!(%peer, "closing idle connection");
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                seen = now;
+            }
+        }
+    }
+}
+
+/// An I/O stream that counts its reads and writes, so an idle connection can be told from a
+/// busy one without a timer per operation.
+struct ActivityIo<T> {
+    inner: T,
+    activity: Arc<AtomicU64>,
+}
+
+impl<T> ActivityIo<T> {
+    fn new(inner: T, activity: Arc<AtomicU64>) -> Self {
+        ActivityIo { inner, activity }
+    }
+
+    fn touch(&self) {
+        // Relaxed: only "has it changed since the last check" matters.
+        self.activity.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for ActivityIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if result.is_ready() {
+            this.touch();
+        }
+        result
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for ActivityIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if result.is_ready() {
+            this.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if result.is_ready() {
+            this.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}

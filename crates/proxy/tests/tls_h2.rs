@@ -1,0 +1,265 @@
+//! TLS termination (SNI, default certificate, ALPN) and HTTP/2 (over TLS and h2c).
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, Version};
+use http_body_util::Full;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client trusting only `ca`, offering `alpn`.
+fn verifying_client(ca: CertificateDer<'static>, alpn: &[&[u8]]) -> ClientConfig {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
+}
+
+/// Accepts any certificate and remembers the leaf it was shown.
+#[derive(Debug, Default)]
+struct Recorder {
+    seen: Mutex<Option<CertificateDer<'static>>>,
+}
+
+impl ServerCertVerifier for Recorder {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        *self.seen.lock().unwrap() = Some(end_entity.clone().into_owned());
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The leaf certificate the proxy presents for `server_name`.
+async fn presented_cert(
+    addr: SocketAddr,
+    server_name: ServerName<'static>,
+) -> CertificateDer<'static> {
+    let recorder = Arc::new(Recorder::default());
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(recorder.clone())
+        .with_no_client_auth();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let _tls = TlsConnector::from(Arc::new(config))
+        .connect(server_name, stream)
+        .await
+        .expect("handshake");
+    recorder
+        .seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("a certificate")
+}
+
+#[tokio::test]
+async fn h2_over_tls_with_certificate_from_secret() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("secure", "secure-0").await;
+        let (cert_pem, key_pem, ca) = ca_and_leaf("secure.example.com");
+        let proxy = TestProxy::with_routes(&[Route::new(
+            "secure.example.com",
+            "secure",
+            vec![backend.addr()],
+        )
+        .with_tls(cert_pem, key_pem)])
+        .await;
+
+        // Verifies the chain and the host name against our CA.
+        let config = verifying_client(ca.clone(), &[b"h2", b"http/1.1"]);
+        let stream = TcpStream::connect(proxy.https).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("secure.example.com").unwrap(), stream)
+            .await
+            .expect("certificate from the Secret verifies");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        for i in 0..3 {
+            let request = Request::get(format!("https://secure.example.com/h2/{i}?q=1"))
+                .header("cookie", "a=1")
+                .header("cookie", "b=2")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let response = sender.send_request(request).await.unwrap();
+            assert_eq!(response.version(), Version::HTTP_2);
+            let answer = collect(response).await;
+            assert_eq!(answer.status, 200);
+            let report = answer.report();
+            assert_eq!(report.path, format!("/h2/{i}"));
+            assert_eq!(report.protocol, "HTTP/1.1");
+            assert_eq!(report.host.as_deref(), Some("secure.example.com"));
+            assert_eq!(report.headers["x-forwarded-proto"], "https");
+            assert_eq!(
+                report.headers["x-forwarded-port"],
+                proxy.https.port().to_string()
+            );
+            assert_eq!(report.headers["cookie"], "a=1; b=2");
+        }
+
+        // HTTP/1.1 over TLS when the client offers only that.
+        let config = verifying_client(ca, &[b"http/1.1"]);
+        let stream = TcpStream::connect(proxy.https).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("secure.example.com").unwrap(), stream)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let request = Request::get("/h1")
+            .header("host", "secure.example.com")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let answer = collect(sender.send_request(request).await.unwrap()).await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.report().headers["x-forwarded-proto"], "https");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unknown_or_absent_sni_gets_the_default_certificate() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("secure", "secure-0").await;
+        let (cert_pem, key_pem, _ca) = ca_and_leaf("secure.example.com");
+        use rustls::pki_types::pem::PemObject;
+        let leaf = CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap();
+        let proxy = TestProxy::with_routes(&[Route::new(
+            "secure.example.com",
+            "secure",
+            vec![backend.addr()],
+        )
+        .with_tls(cert_pem, key_pem)])
+        .await;
+
+        let known = presented_cert(
+            proxy.https,
+            ServerName::try_from("secure.example.com").unwrap(),
+        )
+        .await;
+        assert_eq!(known, leaf);
+        let unknown = presented_cert(
+            proxy.https,
+            ServerName::try_from("other.example.com").unwrap(),
+        )
+        .await;
+        assert_eq!(unknown, proxy.default_cert);
+        // An IP address as server name sends no SNI at all.
+        let absent = presented_cert(
+            proxy.https,
+            ServerName::IpAddress("127.0.0.1".parse::<std::net::IpAddr>().unwrap().into()),
+        )
+        .await;
+        assert_eq!(absent, proxy.default_cert);
+
+        // Once the Ingress is gone, the name falls back to the default certificate.
+        proxy.route(&[]);
+        let removed = presented_cert(
+            proxy.https,
+            ServerName::try_from("secure.example.com").unwrap(),
+        )
+        .await;
+        assert_eq!(removed, proxy.default_cert);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h2c_prior_knowledge_on_the_plain_port() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("plain", "plain-0").await;
+        let proxy =
+            TestProxy::with_routes(&[Route::new("h2c.example.com", "plain", vec![backend.addr()])])
+                .await;
+        let stream = TcpStream::connect(proxy.http).await.unwrap();
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        // Several concurrent streams on one connection.
+        let requests = (0..8).map(|i| {
+            let mut sender = sender.clone();
+            async move {
+                let request = Request::post(format!("http://h2c.example.com/stream/{i}"))
+                    .body(Full::new(Bytes::from(vec![b'z'; 1000 * i])))
+                    .unwrap();
+                collect(sender.send_request(request).await.unwrap()).await
+            }
+        });
+        let answers = futures::future::join_all(requests).await;
+        for (i, answer) in answers.iter().enumerate() {
+            assert_eq!(answer.status, 200);
+            let report = answer.report();
+            assert_eq!(report.path, format!("/stream/{i}"));
+            assert_eq!(report.body_bytes, 1000 * i as u64);
+            assert_eq!(report.host.as_deref(), Some("h2c.example.com"));
+            assert_eq!(report.headers["x-forwarded-host"], "h2c.example.com");
+            assert_eq!(report.headers["x-forwarded-proto"], "http");
+        }
+        let request = Request::get("http://unknown.example.com/")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        assert_eq!(sender.send_request(request).await.unwrap().status(), 404);
+    })
+    .await;
+}
