@@ -35,6 +35,7 @@ async fn routes_hosts_paths_and_default_backend() -> anyhow::Result<()> {
             {"host": "exact.test", "http": {"paths": [
                 path("/", "Prefix", "a"),
                 path("/exact", "Exact", "b"),
+                path("/exact", "Prefix", "d"),
                 path("/pre/", "Prefix", "c"),
                 path("/pre/deep", "ImplementationSpecific", "d"),
             ]}},
@@ -52,8 +53,9 @@ async fn routes_hosts_paths_and_default_backend() -> anyhow::Result<()> {
     let cases = [
         ("exact.test", "/", "a"),
         ("EXACT.test:80", "/x", "a"),
-        ("exact.test", "/exact", "b"),
-        ("exact.test", "/exact/", "a"), // Exact does not match a trailing slash
+        ("exact.test", "/exact", "b"), // equal length: Exact beats Prefix
+        ("exact.test", "/exact/", "d"), // Exact does not match a trailing slash; Prefix does
+        ("exact.test", "/exact/more", "d"),
         ("exact.test", "/exactly", "a"),
         ("exact.test", "/pre", "c"), // the rule's trailing slash is ignored
         ("exact.test", "/pre/", "c"),

@@ -11,6 +11,7 @@ use kube::{
 };
 use sluice_informer::SharedInformerFactory;
 use sluice_testenv::ControlPlane;
+use std::time::Duration;
 use support::*;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -87,7 +88,11 @@ async fn expired_resource_version_relists_to_a_consistent_store() -> anyhow::Res
         direct.create(&pp, &configmap(name, "0")).await?;
     }
     let relay = Relay::start(cp.apiserver_addr()).await?;
-    let factory = SharedInformerFactory::new(kube::Client::try_from(relay.config(cp.config()))?);
+    // A connection that went silent while the API server restarted must not stall the
+    // informer for the default 295 s: fail reads after 30 s so the watcher retries.
+    let mut config = relay.config(cp.config());
+    config.read_timeout = Some(Duration::from_secs(30));
+    let factory = SharedInformerFactory::new(kube::Client::try_from(config)?);
     let informer = factory.namespaced_informer::<ConfigMap>(&ns);
     let rec = Recorder::default();
     informer.add_event_handler(rec.clone());
