@@ -8,6 +8,10 @@
 //!
 //! Runs until SIGINT or SIGTERM, then drains like the real thing.
 
+/// mimalloc, as the `sluice` binary uses (see its main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
