@@ -215,20 +215,19 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
 
     /// Records an `Added` delta.
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        let key = object_key(obj.as_ref())?;
-        let mut inner = self.inner.lock();
-        inner.populated = true;
-        self.queue_action(&mut inner, key, Delta::new(DeltaType::Added, obj));
-        self.check_synced(&mut inner);
-        Ok(())
+        self.record(DeltaType::Added, obj)
     }
 
     /// Records an `Updated` delta.
     pub fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.record(DeltaType::Updated, obj)
+    }
+
+    fn record(&self, kind: DeltaType, obj: Arc<K>) -> Result<(), StoreError> {
         let key = object_key(obj.as_ref())?;
         let mut inner = self.inner.lock();
         inner.populated = true;
-        self.queue_action(&mut inner, key, Delta::new(DeltaType::Updated, obj));
+        self.queue_action(&mut inner, key, Delta::new(kind, obj));
         self.check_synced(&mut inner);
         Ok(())
     }
