@@ -276,6 +276,17 @@ to_ms() {
 # cpu_ticks: "total steal" jiffies of all CPUs (steal: time the hypervisor ran someone else).
 cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; printf "%d %d\n", t, $9}' /proc/stat; }
 
+# proxy_ticks PID: user+system jiffies of the proxy, its threads and worker processes. CPU
+# per request is the figure that steal (a noisy neighbour) disturbs least.
+proxy_ticks() {
+    local pid total=0 t
+    for pid in $1 $(pgrep -P "$1" 2>/dev/null); do
+        t=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null) || continue
+        total=$((total + t))
+    done
+    echo "$total"
+}
+
 RESULTS="$TMP/results.tsv"
 : >"$RESULTS"
 run_wrk() { # peer scenario round
@@ -287,19 +298,24 @@ run_wrk() { # peer scenario round
     close) url="http://127.0.0.1:$http/"; extra=(-H "Connection: close") ;;
     tls) url="https://127.0.0.1:$https/" ;;
     esac
-    local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal
+    local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1
     read -r t0 s0 < <(cpu_ticks)
+    c0=$(proxy_ticks "$PEER_PID")
     "${ON_LOAD_CPUS[@]}" wrk -t "$WRK_THREADS" -c "$conns" -d "$DURATION" --latency "${extra[@]}" "$url" >"$out" 2>&1 || true
+    c1=$(proxy_ticks "$PEER_PID")
     read -r t1 s1 < <(cpu_ticks)
     steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
-    local rps p50 p99 errors
+    local rps p50 p99 errors requests cpu_us
     rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+    requests=$(awk '/requests in/ {print $1}' "$out")
+    cpu_us=$(awk -v c=$((c1 - c0)) -v r="${requests:-0}" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN {printf "%.2f", (r > 0 ? c / hz * 1e6 / r : 0)}')
     p50=$(to_ms "$(awk '$1 == "50%" {print $2}' "$out")")
     p99=$(to_ms "$(awk '$1 == "99%" {print $2}' "$out")")
     errors=$(awk '/Non-2xx or 3xx responses:/ {n += $NF} /Socket errors:/ {gsub(",", ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$out")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$errors" "$steal" >>"$RESULTS"
-    log "$(printf '%-6s %-8s round %s: %10s req/s  p50 %8s ms  p99 %8s ms  errors %s  cpu steal %s%%' \
-        "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$errors" "$steal")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$errors" "$steal" "$cpu_us" >>"$RESULTS"
+    log "$(printf '%-6s %-8s round %s: %10s req/s  p50 %8s ms  p99 %8s ms  cpu %6s us/req  errors %s  cpu steal %s%%' \
+        "$scenario" "$peer" "$round" "${rps:-0}" "$p50" "$p99" "$cpu_us" "$errors" "$steal")"
 }
 
 log "workers=$WORKERS duration=$DURATION rounds=$ROUNDS conns=$CONNS big_conns=$BIG_CONNS" \
@@ -318,7 +334,7 @@ done
 
 # --- report ------------------------------------------------------------------------------
 echo
-echo "sluice vs nginx${PEERS//[^h]*haproxy*/ vs haproxy}: workers=$WORKERS, wrk -t$WRK_THREADS, $DURATION x $ROUNDS rounds (median)," \
+echo "peers: ${PEERS}; workers=$WORKERS, wrk -t$WRK_THREADS, $DURATION x $ROUNDS rounds (median)," \
     "proxy on cpu ${PROXY_CPUS:-any}, wrk+backend on cpu ${LOAD_CPUS:-any}"
 awk -F'\t' '
 # median of the values stored in v[key, 1..c]
@@ -330,28 +346,30 @@ function median(v, key, c,    a, i, j, x) {
 {
     key = $1 SUBSEP $2
     c = ++n[key]
-    rps[key, c] = $4; p50[key, c] = $5; p99[key, c] = $6; err[key] += $7; steal[key] += $8
+    rps[key, c] = $4; p50[key, c] = $5; p99[key, c] = $6; err[key] += $7; steal[key] += $8; cpu[key, c] = $9
     if (!($1 in seen_s)) { seen_s[$1] = 1; order_s[++ns] = $1 }
     if (!($2 in seen_p)) { seen_p[$2] = 1; order_p[++np] = $2 }
 }
 END {
-    printf "%-8s %-8s %12s %10s %10s %7s %7s %14s %14s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "errors", "steal%", "rps sluice/x", "p99 sluice/x"
+    printf "%-8s %-8s %10s %9s %9s %7s %6s %7s %9s %9s %9s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "us/req", "errors", "steal%", "rps s/x", "p99 s/x", "cpu s/x"
     for (i = 1; i <= ns; i++) {
         s = order_s[i]
         ks = s SUBSEP "sluice"
-        if (ks in n) { sr = median(rps, ks, n[ks]); sp = median(p99, ks, n[ks]) }
+        if (ks in n) { sr = median(rps, ks, n[ks]); sp = median(p99, ks, n[ks]); sc = median(cpu, ks, n[ks]) }
         for (j = 1; j <= np; j++) {
             p = order_p[j]; k = s SUBSEP p
             if (!(k in n)) continue
-            r = median(rps, k, n[k]); a = median(p50, k, n[k]); b = median(p99, k, n[k])
-            ratio_r = "-"; ratio_p = "-"
+            r = median(rps, k, n[k]); a = median(p50, k, n[k]); b = median(p99, k, n[k]); c = median(cpu, k, n[k])
+            ratio_r = "-"; ratio_p = "-"; ratio_c = "-"
             if (p != "sluice" && (ks in n) && r > 0 && b > 0) {
                 ratio_r = sprintf("%.2f", sr / r)
                 ratio_p = sprintf("%.2f", sp / b)
+                if (c > 0) ratio_c = sprintf("%.2f", sc / c)
             }
-            printf "%-8s %-8s %12.0f %10.3f %10.3f %7d %7.1f %14s %14s\n", s, p, r, a, b, err[k], steal[k] / n[k], ratio_r, ratio_p
+            printf "%-8s %-8s %10.0f %9.3f %9.3f %7.2f %6d %7.1f %9s %9s %9s\n", s, p, r, a, b, c, err[k], steal[k] / n[k], ratio_r, ratio_p, ratio_c
         }
     }
 }' "$RESULTS"
-echo "(rps sluice/x > 1: sluice serves more; p99 sluice/x < 1: sluice has lower tail latency;"
+echo "(rps s/x > 1: sluice serves more; p99 s/x < 1: sluice has lower tail latency;"
+echo " us/req: the proxy's own CPU time (user + system) per request; cpu s/x < 1: sluice needs less;"
 echo " steal%: CPU time the hypervisor gave to other guests during the runs; high values mean noisy figures)"

@@ -15,9 +15,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::uri::Authority;
-
 /// How long an endpoint is avoided after a failed connect (passive health check).
 pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
 
@@ -29,8 +26,6 @@ pub(crate) const MAX_ATTEMPTS: usize = 3;
 pub(crate) struct Endpoint {
     /// Where to connect.
     pub(crate) addr: SocketAddr,
-    /// `addr` as a URI authority, built once so each request only clones it.
-    pub(crate) authority: Authority,
     /// Requests sent here whose response has not finished yet.
     in_flight: AtomicUsize,
     /// Milliseconds since [`epoch`] until which this endpoint is avoided; 0 = never failed.
@@ -39,12 +34,8 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     fn new(addr: SocketAddr) -> Endpoint {
-        // SocketAddr's Display is a valid authority ("1.2.3.4:80", "[::1]:80").
-        let authority = Authority::from_maybe_shared(Bytes::from(addr.to_string()))
-            .expect("a socket address is a valid authority");
         Endpoint {
             addr,
-            authority,
             in_flight: AtomicUsize::new(0),
             down_until: AtomicU64::new(0),
         }

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use crate::access_log::{LogOutcome, LogRecord};
 use crate::handler::ConnCtx;
 use crate::snapshot::Snapshot;
+use crate::upstream_body::{Started, UpstreamBody};
 
 /// Boxed error type of both bodies.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -95,8 +96,8 @@ impl Body for RequestBody {
 /// Where a response body comes from.
 #[derive(Debug)]
 enum Source {
-    /// Streamed from the upstream response.
-    Upstream(Incoming),
+    /// Streamed from the upstream connection.
+    Upstream(UpstreamBody),
     /// A static page (taken when sent) or nothing.
     Fixed(Option<Bytes>),
 }
@@ -162,10 +163,14 @@ impl Completion {
 }
 
 impl ResponseBody {
-    /// The upstream's body, streamed.
-    pub(crate) fn upstream(inner: Incoming, done: Completion) -> ResponseBody {
+    /// The upstream's body: already complete, or streamed from the connection.
+    pub(crate) fn upstream(started: Started, done: Completion) -> ResponseBody {
+        let source = match started {
+            Started::Complete(bytes) => Source::Fixed(bytes),
+            Started::Streaming(body) => Source::Upstream(body),
+        };
         ResponseBody {
-            source: Source::Upstream(inner),
+            source,
             done: Some(done),
         }
     }
@@ -209,8 +214,8 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         let frame = match &mut this.source {
-            Source::Upstream(inner) => match ready!(Pin::new(inner).poll_frame(cx)) {
-                Some(Ok(frame)) => Some(Ok(frame)),
+            Source::Upstream(inner) => match ready!(inner.poll_data(cx)) {
+                Some(Ok(data)) => Some(Ok(Frame::data(data))),
                 Some(Err(e)) => Some(Err(e.into())),
                 None => None,
             },

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http::header::{EXPECT, HOST};
+use http::header::{CONTENT_LENGTH, HOST};
 use http::uri::PathAndQuery;
-use http::{HeaderValue, Request, Response, StatusCode, Version};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body as _;
 use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
@@ -21,10 +21,11 @@ use tokio_util::task::TaskTracker;
 use crate::access_log::{AccessLog, LogRecord};
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::errors::error_response;
-use crate::headers::{self, Forwarded};
+use crate::headers::{self, Forwarded, Framing, RequestHead};
 use crate::metrics::Metrics;
 use crate::snapshot::TableShared;
-use crate::upstream::{self, Failure, Outgoing, UpstreamClient};
+use crate::upstream::{self, Failure, Outgoing, Upstreams};
+use crate::upstream_body::{self, ReturnTo};
 use crate::websocket;
 
 /// Everything requests share, for the whole life of the proxy.
@@ -32,8 +33,8 @@ use crate::websocket;
 pub(crate) struct Shared {
     /// The swappable routing snapshot.
     pub(crate) table: Arc<TableShared>,
-    /// Pooled upstream client.
-    pub(crate) client: UpstreamClient,
+    /// How upstreams are reached (pool, connect timeout).
+    pub(crate) upstreams: Upstreams,
     /// Metric families.
     pub(crate) metrics: Arc<Metrics>,
     /// The access log, when enabled.
@@ -114,40 +115,50 @@ pub(crate) async fn handle(
 
     let http2 = request.version() == Version::HTTP_2;
     let (parts, body) = request.into_parts();
-    let mut headers = parts.headers;
-    // Room for the forwarding headers up front: one growth instead of several.
-    headers.reserve(6);
-    headers::remove_hop_by_hop(&mut headers, upgrading);
-    // hyper already answered any 100-continue towards the client when we read the body.
-    headers.remove(EXPECT);
-    if http2 {
-        // The upstream speaks HTTP/1.1: it needs Host, and Cookie as one field.
-        if !headers.contains_key(HOST) {
-            headers.insert(HOST, host.clone());
-        }
-        headers::join_cookies(&mut headers);
-    }
-    headers::set_forwarded(&mut headers, &ctx.forwarded, &host);
-    let path = parts
-        .uri
-        .into_parts()
-        .path_and_query
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
     let body = if body.is_end_stream() {
         RequestBody::Empty
     } else {
         RequestBody::streaming(body, ctx.shared.body_limit)
     };
+    let framing = match &body {
+        // An explicit empty body keeps its `Content-Length: 0` (a bodiless POST needs it).
+        RequestBody::Empty if parts.headers.contains_key(CONTENT_LENGTH) => Framing::Length(0),
+        RequestBody::Empty => Framing::None,
+        RequestBody::Streaming { inner, .. } => match inner.size_hint().exact() {
+            Some(length) => Framing::Length(length),
+            None => Framing::Chunked,
+        },
+    };
+    let root = PathAndQuery::from_static("/");
+    let path = parts.uri.path_and_query().unwrap_or(&root);
+    let mut head = Vec::with_capacity(512);
+    headers::encode_request_head(
+        &RequestHead {
+            method: &parts.method,
+            path,
+            headers: &parts.headers,
+            host: &host,
+            forwarded: &ctx.forwarded,
+            upgrading,
+            http2,
+            framing,
+        },
+        &mut head,
+    );
     let outgoing = Outgoing {
-        method: parts.method,
-        headers,
-        path,
+        head,
+        framing,
         body,
+        idempotent: matches!(
+            parts.method,
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+        ),
+        head_request: parts.method == Method::HEAD,
     };
 
     let state = &done.snapshot.backends[id];
     let answer = upstream::send(
-        &ctx.shared.client,
+        &ctx.shared.upstreams,
         state,
         outgoing,
         start,
@@ -166,34 +177,37 @@ pub(crate) async fn handle(
         }
     };
     done.endpoint = Some(answer.endpoint);
-    let mut response = answer.response;
-    let status = response.status();
+    let upstream::Answer {
+        head, conn, addr, ..
+    } = answer;
+    let status = head.status;
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    *response.headers_mut() = head.headers;
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {
             // An upgrade nobody asked for cannot be relayed.
             return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
         };
-        let upstream_upgrade = hyper::upgrade::on(&mut response);
-        websocket::bridge(&done.ctx.shared, client_upgrade, upstream_upgrade);
-        let (mut parts, _) = response.into_parts();
-        headers::remove_hop_by_hop(&mut parts.headers, true);
+        websocket::bridge(&done.ctx.shared, client_upgrade, conn);
         state.metrics.count_request(host_str, status.as_u16());
         done.status = status.as_u16();
-        return Ok(Response::from_parts(parts, ResponseBody::fixed(None, done)));
+        return Ok(response.map(|()| ResponseBody::fixed(None, done)));
     }
 
-    let (mut parts, body) = response.into_parts();
-    headers::remove_hop_by_hop(&mut parts.headers, false);
-    if parts.version == Version::HTTP_10 {
-        parts.version = Version::HTTP_11;
-    }
+    let body = upstream_body::start(
+        conn,
+        head.body,
+        ReturnTo {
+            pool: ctx.shared.upstreams.pool,
+            addr,
+            reusable: head.reusable,
+        },
+    );
     state.metrics.count_request(host_str, status.as_u16());
     done.status = status.as_u16();
-    Ok(Response::from_parts(
-        parts,
-        ResponseBody::upstream(body, done),
-    ))
+    Ok(response.map(|()| ResponseBody::upstream(body, done)))
 }
 
 /// The host the client asked for: `:authority` for HTTP/2 (Host if absent), the Host header

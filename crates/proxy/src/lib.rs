@@ -43,16 +43,20 @@ mod access_log;
 mod admin;
 mod balancer;
 mod body;
+mod chunked;
 mod config;
 mod errors;
 mod handler;
 mod headers;
 mod listener;
 mod metrics;
+mod pool;
+mod response_head;
 mod shutdown;
 mod snapshot;
 mod tls;
 mod upstream;
+mod upstream_body;
 mod websocket;
 
 use std::future::Future;
@@ -135,7 +139,13 @@ impl Proxy {
         };
         let shared = Arc::new(Shared {
             table: Arc::clone(&table.shared),
-            client: upstream::client(&args),
+            upstreams: upstream::Upstreams {
+                pool: pool::PoolConfig {
+                    id: pool::PoolId::next(),
+                    idle_timeout: args.idle_timeout,
+                },
+                connect_timeout: args.connect_timeout,
+            },
             metrics,
             access_log,
             upstream_header_timeout: args.upstream_header_timeout,

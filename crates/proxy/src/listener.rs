@@ -196,19 +196,26 @@ async fn serve_http<I>(
     let mut idle_check = tokio::time::interval_at(tokio::time::Instant::now() + idle, idle);
     let mut seen = activity.load(Ordering::Relaxed);
     let mut closing = false;
+    // Created once: a fresh `cancelled()` per wake-up would re-register with the token
+    // every time the connection makes progress.
+    let drain = phases.drain.cancelled();
+    let force = phases.force.cancelled();
+    tokio::pin!(drain, force);
     loop {
         tokio::select! {
+            // The connection first: it is what wakes this task nearly every time.
+            biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
                     debug!(%peer, %error, "connection ended with an error");
                 }
                 return;
             }
-            () = phases.drain.cancelled(), if !closing => {
+            () = &mut drain, if !closing => {
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
-            () = phases.force.cancelled() => return,
+            () = &mut force => return,
             _ = idle_check.tick(), if !closing => {
                 let now = activity.load(Ordering::Relaxed);
                 if now == seen {

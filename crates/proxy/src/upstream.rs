@@ -1,5 +1,9 @@
-//! The pooled HTTP/1.1 client to backends, and sending one request to a backend with
-//! endpoint choice, timeouts and retries.
+//! Sending one request to a backend over HTTP/1.1: endpoint choice, a pooled or new
+//! connection, the exchange up to the response head, timeouts and retries.
+//!
+//! The exchange runs inside the request's own task: the head is written with one system
+//! call, the response head is read and parsed here, and the body is read later by the
+//! response body itself ([`crate::upstream_body`]). No connection task, no channel.
 //!
 //! Retries only happen for requests without a body (the body cannot be replayed) and only
 //! where they cannot duplicate non-idempotent work: when the connection could not be
@@ -7,41 +11,34 @@
 //! methods (GET, HEAD, OPTIONS, TRACE), when the connection failed before a response head
 //! arrived (like nginx's default `proxy_next_upstream error`). At most [`MAX_ATTEMPTS`].
 
-use std::error::Error as StdError;
+use std::io;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use http::uri::{PathAndQuery, Scheme};
-use http::{HeaderMap, Method, Request, Response, Uri, Version};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use bytes::BytesMut;
+use http_body_util::BodyExt as _;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::balancer::{self, MAX_ATTEMPTS};
 use crate::body::{BodyTooLarge, RequestBody};
-use crate::config::ProxyArgs;
+use crate::chunked;
+use crate::headers::Framing;
 use crate::metrics::UpstreamErrorKind;
+use crate::pool::{self, Conn, PoolConfig};
+use crate::response_head::{self, ResponseHead};
 use crate::snapshot::BackendState;
 
-/// The pooled client shared by all requests.
-pub(crate) type UpstreamClient = Client<HttpConnector, RequestBody>;
+/// Read size for response heads.
+const HEAD_READ: usize = 8 * 1024;
 
-/// Idle connections kept per endpoint; generous so bursts reuse rather than reconnect.
-const MAX_IDLE_PER_ENDPOINT: usize = 1024;
-
-/// Builds the client: TCP_NODELAY, connect timeout, keep-alive pool with idle timeout.
-pub(crate) fn client(args: &ProxyArgs) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(args.connect_timeout));
-    connector.set_keepalive(Some(Duration::from_secs(60)));
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(args.idle_timeout)
-        .pool_max_idle_per_host(MAX_IDLE_PER_ENDPOINT)
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .http1_max_headers(256)
-        .build(connector)
+/// How the proxy reaches upstreams: pool identity and connection settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Upstreams {
+    /// This proxy's idle connection pool.
+    pub(crate) pool: PoolConfig,
+    /// `--connect-timeout`.
+    pub(crate) connect_timeout: Duration,
 }
 
 /// Why no usable response came back.
@@ -55,106 +52,153 @@ pub(crate) enum Failure {
     BodyTooLarge,
 }
 
-/// A response and the endpoint (index in the backend) that gave it; the endpoint's
-/// in-flight count stays taken until the caller releases it.
+/// A response head, the connection its body follows on, and the endpoint (index in the
+/// backend) that gave it; the endpoint's in-flight count stays taken until the caller
+/// releases it.
 pub(crate) struct Answer {
-    pub(crate) response: Response<Incoming>,
+    pub(crate) head: ResponseHead,
+    pub(crate) conn: Conn,
     pub(crate) endpoint: usize,
+    pub(crate) addr: SocketAddr,
 }
 
-/// The parts of a request needed to send it (again).
+/// A request ready to send: its encoded head and its body.
 pub(crate) struct Outgoing {
-    pub(crate) method: Method,
-    pub(crate) headers: HeaderMap,
-    pub(crate) path: PathAndQuery,
+    /// The HTTP/1.1 head, as [`crate::headers::encode_request_head`] wrote it.
+    pub(crate) head: Vec<u8>,
+    /// How `body` is framed on the wire (matches the head).
+    pub(crate) framing: Framing,
+    /// The body.
     pub(crate) body: RequestBody,
+    /// GET, HEAD, OPTIONS or TRACE: safe to send again after a failure.
+    pub(crate) idempotent: bool,
+    /// A HEAD request (its response has no body).
+    pub(crate) head_request: bool,
+}
+
+/// How one attempt failed.
+enum AttemptError {
+    /// No connection could be made (nothing was sent).
+    Connect(io::Error),
+    /// A pooled connection turned out dead while the head was written: the request did
+    /// not reach the upstream, so sending it again is safe for any method.
+    Stale(io::Error),
+    /// The exchange failed before a response head.
+    Io(io::Error),
+    /// The upstream's answer was not valid HTTP.
+    Protocol(response_head::HeadError),
+    /// The client's body broke the limit.
+    BodyTooLarge,
+    /// Reading the client's body failed.
+    ClientBody,
 }
 
 /// Sends `outgoing` to an endpoint of `backend`, trying others on connect failure.
 /// `deadline` bounds the wait for the response head over all attempts.
 pub(crate) async fn send(
-    client: &UpstreamClient,
+    upstreams: &Upstreams,
     backend: &BackendState,
     outgoing: Outgoing,
     start: Instant,
     deadline: Duration,
 ) -> Result<Answer, Failure> {
     let deadline = tokio::time::Instant::from_std(start + deadline);
+    match tokio::time::timeout_at(deadline, attempts(upstreams, backend, outgoing)).await {
+        Ok(result) => result,
+        Err(_elapsed) => {
+            // The attempt in progress was dropped with its connection; its endpoint's
+            // in-flight count was released by the guard in `attempts`.
+            backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+            tracing::debug!("upstream response head timed out");
+            Err(Failure::Timeout)
+        }
+    }
+}
+
+/// Releases an endpoint's in-flight count unless disarmed (dropped on timeout too).
+struct InFlight<'a> {
+    backend: &'a BackendState,
+    index: Option<usize>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(index) = self.index {
+            self.backend.balancer.release(index);
+        }
+    }
+}
+
+async fn attempts(
+    upstreams: &Upstreams,
+    backend: &BackendState,
+    outgoing: Outgoing,
+) -> Result<Answer, Failure> {
     let balancer = &backend.balancer;
-    let bodiless = matches!(outgoing.body, RequestBody::Empty);
+    let Outgoing {
+        head,
+        framing,
+        body,
+        idempotent,
+        head_request,
+    } = outgoing;
+    let bodiless = matches!(body, RequestBody::Empty);
     // Connect failures exclude their endpoint, so they give up after every endpoint (at most
     // MAX_ATTEMPTS) failed; a reused connection closed early may be retried on any endpoint.
     let attempts = if bodiless { MAX_ATTEMPTS } else { 1 };
-    let idempotent = matches!(
-        outgoing.method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    );
-    // Only kept when a retry is possible: a retry needs a second copy of the headers.
-    let again = (bodiless && (balancer.len() > 1 || idempotent))
-        .then(|| (outgoing.method.clone(), outgoing.headers.clone()));
-    let Outgoing {
-        method,
-        headers,
-        path,
-        body,
-    } = outgoing;
-    let mut next = Some((method, headers, body));
+    let mut body = Some(body);
     let mut excluded = [usize::MAX; MAX_ATTEMPTS];
     let mut excluded_len = 0;
 
     for _ in 0..attempts {
-        let (method, headers, body) = match next.take() {
-            Some(first) => first,
-            None => match &again {
-                Some((method, headers)) => (method.clone(), headers.clone(), RequestBody::Empty),
-                None => break,
-            },
-        };
+        let body = body.take().unwrap_or(RequestBody::Empty);
         let now_ms = balancer::now_millis(Instant::now());
         let Some(index) = balancer.pick(&excluded[..excluded_len], now_ms) else {
             break;
         };
-        let endpoint = balancer.get(index);
-
-        let mut uri = http::uri::Parts::default();
-        uri.scheme = Some(Scheme::HTTP);
-        uri.authority = Some(endpoint.authority.clone());
-        uri.path_and_query = Some(path.clone());
-        let mut request = Request::new(body);
-        *request.method_mut() = method;
-        *request.uri_mut() = Uri::from_parts(uri).expect("scheme, authority and path are valid");
-        *request.version_mut() = Version::HTTP_11;
-        *request.headers_mut() = headers;
-
-        let error = match tokio::time::timeout_at(deadline, client.request(request)).await {
-            Ok(Ok(response)) => {
+        let mut in_flight = InFlight {
+            backend,
+            index: Some(index),
+        };
+        let addr = balancer.get(index).addr;
+        let error = match exchange(upstreams, addr, &head, framing, body, head_request).await {
+            Ok((head, conn)) => {
+                in_flight.index = None;
                 return Ok(Answer {
-                    response,
+                    head,
+                    conn,
                     endpoint: index,
+                    addr,
                 });
             }
-            Ok(Err(error)) => error,
-            Err(_elapsed) => {
-                balancer.release(index);
-                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
-                tracing::debug!(upstream = %endpoint.addr, "upstream response head timed out");
-                return Err(Failure::Timeout);
-            }
+            Err(error) => error,
         };
-        balancer.release(index);
-        if caused_by::<BodyTooLarge>(&error) {
-            return Err(Failure::BodyTooLarge);
+        drop(in_flight);
+        match error {
+            AttemptError::BodyTooLarge => return Err(Failure::BodyTooLarge),
+            AttemptError::ClientBody => return Err(Failure::BadGateway),
+            AttemptError::Connect(error) => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Connect);
+                balancer.mark_down(index, now_ms);
+                excluded[excluded_len] = index;
+                excluded_len += 1;
+                tracing::debug!(upstream = %addr, %error, "connect failed");
+                continue;
+            }
+            AttemptError::Stale(error) => {
+                tracing::debug!(upstream = %addr, %error, "pooled connection was closed");
+                continue;
+            }
+            AttemptError::Protocol(error) => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Io);
+                tracing::debug!(upstream = %addr, %error, "invalid upstream response");
+                return Err(Failure::BadGateway);
+            }
+            AttemptError::Io(error) => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Io);
+                tracing::debug!(upstream = %addr, %error, "upstream request failed");
+            }
         }
-        if error.is_connect() {
-            backend.metrics.upstream_error(UpstreamErrorKind::Connect);
-            balancer.mark_down(index, now_ms);
-            excluded[excluded_len] = index;
-            excluded_len += 1;
-            tracing::debug!(upstream = %endpoint.addr, error = %chain(&error), "connect failed");
-            continue;
-        }
-        backend.metrics.upstream_error(UpstreamErrorKind::Io);
-        tracing::debug!(upstream = %endpoint.addr, error = %chain(&error), "upstream request failed");
         // The connection failed before any response head (reset, closed early): as nginx
         // does by default, an idempotent request may be sent again. The endpoint is skipped
         // for this request unless it is the only one left (then it was likely a stale
@@ -170,26 +214,151 @@ pub(crate) async fn send(
     Err(Failure::BadGateway)
 }
 
-/// Whether `error` or any of its sources is an `E`.
-fn caused_by<E: StdError + 'static>(error: &(dyn StdError + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(e) = current {
-        if e.is::<E>() {
-            return true;
-        }
-        current = e.source();
-    }
-    false
+/// Opens a connection to `addr` within `timeout`.
+async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_keepalive(true)?;
+    let stream = tokio::time::timeout(timeout, socket.connect(addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    // Small requests must not wait for Nagle.
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
-/// `error: source: source…`, for logs.
-fn chain(error: &(dyn StdError + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut current = error.source();
-    while let Some(e) = current {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        current = e.source();
+/// One attempt: a connection (pooled, else new), the request written, the response head
+/// read. 1xx heads other than 101 are skipped.
+async fn exchange(
+    upstreams: &Upstreams,
+    addr: SocketAddr,
+    head: &[u8],
+    framing: Framing,
+    body: RequestBody,
+    head_request: bool,
+) -> Result<(ResponseHead, Conn), AttemptError> {
+    let mut conn = match pool::checkout(upstreams.pool, addr) {
+        Some(conn) => conn,
+        None => Conn {
+            stream: connect(addr, upstreams.connect_timeout)
+                .await
+                .map_err(AttemptError::Connect)?,
+            buf: BytesMut::new(),
+            reused: false,
+        },
+    };
+    let written = write_request(&mut conn, head, framing, body).await;
+    match written {
+        Ok(()) => {}
+        Err(AttemptError::Io(error)) if framing != Framing::None => {
+            // The upstream may have answered early (e.g. 413) and closed while we were still
+            // sending the body; that answer is worth more than the write error.
+            return match read_head(&mut conn, head_request).await {
+                Ok(mut response) => {
+                    response.reusable = false;
+                    Ok((response, conn))
+                }
+                Err(_) => Err(AttemptError::Io(error)),
+            };
+        }
+        Err(error) => return Err(error),
     }
-    text
+    let response = read_head(&mut conn, head_request).await?;
+    Ok((response, conn))
+}
+
+/// Writes the head, then the body with its framing.
+async fn write_request(
+    conn: &mut Conn,
+    head: &[u8],
+    framing: Framing,
+    body: RequestBody,
+) -> Result<(), AttemptError> {
+    let reused = conn.reused;
+    let stream = &mut conn.stream;
+    stream.write_all(head).await.map_err(|error| {
+        if reused {
+            AttemptError::Stale(error)
+        } else {
+            AttemptError::Io(error)
+        }
+    })?;
+    if matches!(body, RequestBody::Empty) {
+        if framing == Framing::Chunked {
+            stream
+                .write_all(chunked::LAST_CHUNK)
+                .await
+                .map_err(AttemptError::Io)?;
+        }
+        return Ok(());
+    }
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            if error.is::<BodyTooLarge>() {
+                AttemptError::BodyTooLarge
+            } else {
+                tracing::debug!(%error, "reading the client's body failed");
+                AttemptError::ClientBody
+            }
+        })?;
+        // Trailers from the client are dropped: the upstream request is plain HTTP/1.1.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if framing == Framing::Chunked {
+            let header = chunked::chunk_header(data.len());
+            stream.write_all(&header).await.map_err(AttemptError::Io)?;
+            stream.write_all(&data).await.map_err(AttemptError::Io)?;
+            stream
+                .write_all(chunked::CHUNK_END)
+                .await
+                .map_err(AttemptError::Io)?;
+        } else {
+            stream.write_all(&data).await.map_err(AttemptError::Io)?;
+        }
+    }
+    if framing == Framing::Chunked {
+        stream
+            .write_all(chunked::LAST_CHUNK)
+            .await
+            .map_err(AttemptError::Io)?;
+    }
+    Ok(())
+}
+
+/// Reads until a final (non-1xx, or 101) response head is parsed off `conn.buf`.
+async fn read_head(conn: &mut Conn, head_request: bool) -> Result<ResponseHead, AttemptError> {
+    loop {
+        if !conn.buf.is_empty() {
+            match response_head::parse(&mut conn.buf, head_request) {
+                Ok(Some(head)) => {
+                    let interim = head.status.is_informational()
+                        && head.status != http::StatusCode::SWITCHING_PROTOCOLS;
+                    if !interim {
+                        return Ok(head);
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(error) => return Err(AttemptError::Protocol(error)),
+            }
+        }
+        conn.buf.reserve(HEAD_READ);
+        let n = tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut conn.buf)
+            .await
+            .map_err(AttemptError::Io)?;
+        if n == 0 {
+            return Err(AttemptError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "upstream closed the connection before a response",
+            )));
+        }
+    }
 }

@@ -3,22 +3,31 @@
 
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt as _;
 use tracing::debug;
 
 use crate::handler::Shared;
+use crate::pool::Conn;
 
-/// Spawns the tunnel between the client's and the upstream's upgraded connections.
+/// Spawns the tunnel between the client's upgraded connection and the upstream connection
+/// that answered 101.
 ///
-/// The client side upgrades once hyper has written our 101 response; the upstream side is
-/// ready as soon as its 101 arrived. The tunnel ends when either side closes, or when the
-/// proxy shuts down past its drain timeout.
-pub(crate) fn bridge(shared: &Shared, client: OnUpgrade, upstream: OnUpgrade) {
+/// The client side upgrades once hyper has written our 101 response; bytes the upstream
+/// sent right behind its 101 are delivered first. The tunnel ends when either side closes,
+/// or when the proxy shuts down past its drain timeout.
+pub(crate) fn bridge(shared: &Shared, client: OnUpgrade, upstream: Conn) {
     let stop = shared.tunnels_stop.clone();
     shared.tunnels.spawn(async move {
         let tunnel = async {
-            let (client, upstream) = tokio::try_join!(client, upstream)?;
-            let mut client = TokioIo::new(client);
-            let mut upstream = TokioIo::new(upstream);
+            let Conn {
+                stream: mut upstream,
+                buf: early,
+                ..
+            } = upstream;
+            let mut client = TokioIo::new(client.await?);
+            if !early.is_empty() {
+                client.write_all(&early).await?;
+            }
             let (up, down) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((up, down))
         };

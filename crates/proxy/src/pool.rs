@@ -1,0 +1,214 @@
+//! Idle keep-alive connections to upstream endpoints, one pool per worker thread.
+//!
+//! A connection is checked out by the request that uses it and checked in by the response
+//! body once the response has been read to its end, on whatever thread that happens. Being
+//! thread-local, the pool needs no lock and no atomic; a worker thread reuses the
+//! connections it last used (most recent first, as their TCP state is warmest).
+//!
+//! Idle connections are not polled, so one the upstream closed is found at checkout: its
+//! socket reads ready (end of stream, or unsolicited bytes), which the runtime learnt from
+//! epoll without a system call here, and it is dropped.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::net::TcpStream;
+
+/// Idle connections kept per endpoint and thread; beyond that, finished ones are closed.
+const MAX_IDLE_PER_ENDPOINT: usize = 256;
+
+/// How often a thread's pool is swept of connections idle past their timeout.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// An open upstream connection with its read buffer (which may hold bytes already read).
+#[derive(Debug)]
+pub(crate) struct Conn {
+    /// The socket.
+    pub(crate) stream: TcpStream,
+    /// Bytes read but not consumed yet.
+    pub(crate) buf: BytesMut,
+    /// Whether it served a request before (a failure on it may just be a stale keep-alive).
+    pub(crate) reused: bool,
+}
+
+/// Identifies a proxy's pool, so two proxies in one process (tests) never share sockets
+/// that belong to different runtimes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PoolId(u64);
+
+impl PoolId {
+    /// A fresh id.
+    pub(crate) fn next() -> PoolId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        PoolId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The pool settings a proxy hands to checkout and checkin.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolConfig {
+    /// Whose connections.
+    pub(crate) id: PoolId,
+    /// Idle connections older than this are closed.
+    pub(crate) idle_timeout: Duration,
+}
+
+struct Idle {
+    stream: TcpStream,
+    /// The read buffer, kept so its allocation can be reused once the bytes handed out of
+    /// it are gone.
+    buf: BytesMut,
+    since: Instant,
+}
+
+#[derive(Default)]
+struct ThreadPool {
+    endpoints: HashMap<(PoolId, SocketAddr), Vec<Idle>>,
+    last_sweep: Option<Instant>,
+}
+
+thread_local! {
+    static POOL: RefCell<ThreadPool> = RefCell::new(ThreadPool::default());
+}
+
+/// An idle connection to `addr`, if this thread has a live one.
+pub(crate) fn checkout(config: PoolConfig, addr: SocketAddr) -> Option<Conn> {
+    POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let idle = pool.endpoints.get_mut(&(config.id, addr))?;
+        let now = Instant::now();
+        while let Some(conn) = idle.pop() {
+            if now.duration_since(conn.since) >= config.idle_timeout || !looks_open(&conn.stream) {
+                continue;
+            }
+            return Some(Conn {
+                stream: conn.stream,
+                buf: conn.buf,
+                reused: true,
+            });
+        }
+        None
+    })
+}
+
+/// Returns a connection whose last response was read to its end.
+pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
+    if !conn.buf.is_empty() {
+        // Bytes beyond the response: the upstream is confused; do not reuse.
+        return;
+    }
+    // During thread teardown the pool may be gone; the connection just closes.
+    let _ = POOL.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let now = Instant::now();
+        if pool
+            .last_sweep
+            .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+        {
+            pool.last_sweep = Some(now);
+            let timeout = config.idle_timeout;
+            pool.endpoints.retain(|_, idle| {
+                idle.retain(|c| now.duration_since(c.since) < timeout);
+                !idle.is_empty()
+            });
+        }
+        let idle = pool.endpoints.entry((config.id, addr)).or_default();
+        if idle.len() < MAX_IDLE_PER_ENDPOINT {
+            idle.push(Idle {
+                stream: conn.stream,
+                buf: conn.buf,
+                since: now,
+            });
+        }
+    });
+}
+
+/// Whether an idle connection still looks usable: not readable. An idle keep-alive
+/// connection has nothing to say; if it reads ready, the peer closed it (or misbehaves).
+fn looks_open(stream: &TcpStream) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    matches!(stream.poll_read_ready(&mut cx), Poll::Pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    fn fresh_config() -> PoolConfig {
+        PoolConfig {
+            id: PoolId::next(),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    async fn pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (client.unwrap(), accepted.unwrap().0)
+    }
+
+    fn conn(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            buf: BytesMut::new(),
+            reused: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn reuses_live_and_drops_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = fresh_config();
+        assert!(checkout(config, addr).is_none());
+
+        let (live, _live_peer) = pair(&listener).await;
+        let (dead, dead_peer) = pair(&listener).await;
+        checkin(config, addr, conn(live));
+        checkin(config, addr, conn(dead));
+        drop(dead_peer);
+        // Let the runtime see the close through epoll.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+
+        let got = checkout(config, addr).expect("the live connection");
+        assert!(got.reused);
+        assert!(
+            checkout(config, addr).is_none(),
+            "the closed one was dropped"
+        );
+
+        // A connection with unread bytes waiting is not reused either.
+        let (chatty, mut chatty_peer) = pair(&listener).await;
+        checkin(config, addr, conn(chatty));
+        chatty_peer.write_all(b"surprise").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(checkout(config, addr).is_none());
+
+        // Pools of different proxies do not mix.
+        let other = fresh_config();
+        checkin(config, addr, got);
+        assert!(checkout(other, addr).is_none());
+        assert!(checkout(config, addr).is_some());
+    }
+
+    #[tokio::test]
+    async fn idle_timeout_expires() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = PoolConfig {
+            id: PoolId::next(),
+            idle_timeout: Duration::from_millis(20),
+        };
+        let (stream, _peer) = pair(&listener).await;
+        checkin(config, addr, conn(stream));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(checkout(config, addr).is_none());
+    }
+}

@@ -1,0 +1,199 @@
+//! An upstream response body read straight off the upstream connection, in the task that
+//! sends it to the client; at its end the connection goes back to the pool.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http_body::SizeHint;
+
+use crate::chunked::{ChunkedDecoder, Decoded};
+use crate::pool::{self, Conn, PoolConfig};
+use crate::response_head::BodyKind;
+
+/// Read size for body bytes: large enough that a 1 MiB body takes few reads.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The upstream ended or broke the body early.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// The connection closed before the announced end.
+    #[error("upstream closed the connection mid-body")]
+    Truncated,
+    /// Chunked framing was invalid.
+    #[error(transparent)]
+    Chunked(#[from] crate::chunked::ChunkedError),
+    /// Reading failed.
+    #[error("reading the upstream body: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Remaining framing of the body.
+#[derive(Debug)]
+enum Remaining {
+    /// This many bytes.
+    Length(u64),
+    /// Chunked, decoding.
+    Chunked(ChunkedDecoder),
+    /// Until the upstream closes.
+    UntilClose,
+}
+
+/// Where a finished connection goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReturnTo {
+    /// The pool.
+    pub(crate) pool: PoolConfig,
+    /// The endpoint it is connected to.
+    pub(crate) addr: SocketAddr,
+    /// Whether the response allows another request on it.
+    pub(crate) reusable: bool,
+}
+
+/// The body of one upstream response.
+#[derive(Debug)]
+pub(crate) struct UpstreamBody {
+    /// `None` once the body is over.
+    conn: Option<Conn>,
+    remaining: Remaining,
+    return_to: ReturnTo,
+}
+
+/// A body, either already complete in the bytes read with the head (the common case for
+/// small responses: the connection is back in the pool before the client sees a byte),
+/// or still to be read.
+#[derive(Debug)]
+pub(crate) enum Started {
+    /// The whole body (possibly empty).
+    Complete(Option<Bytes>),
+    /// The body continues on the connection.
+    Streaming(UpstreamBody),
+}
+
+/// Starts reading the body of a response whose head was just parsed off `conn.buf`.
+pub(crate) fn start(mut conn: Conn, kind: BodyKind, return_to: ReturnTo) -> Started {
+    let remaining = match kind {
+        BodyKind::Empty => {
+            finish(conn, return_to);
+            return Started::Complete(None);
+        }
+        BodyKind::Length(n) if (conn.buf.len() as u64) >= n => {
+            // n fits in usize: it is at most the buffer's length.
+            let body = conn.buf.split_to(n as usize).freeze();
+            finish(conn, return_to);
+            return Started::Complete((n > 0).then_some(body));
+        }
+        BodyKind::Length(n) => Remaining::Length(n),
+        BodyKind::Chunked => Remaining::Chunked(ChunkedDecoder::default()),
+        BodyKind::UntilClose => Remaining::UntilClose,
+    };
+    Started::Streaming(UpstreamBody {
+        conn: Some(conn),
+        remaining,
+        return_to,
+    })
+}
+
+fn finish(conn: Conn, return_to: ReturnTo) {
+    if return_to.reusable {
+        pool::checkin(return_to.pool, return_to.addr, conn);
+    }
+}
+
+impl UpstreamBody {
+    /// Whether the body is over.
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.conn.is_none() || matches!(self.remaining, Remaining::Length(0))
+    }
+
+    /// Exact when the length is known.
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        match self.remaining {
+            Remaining::Length(n) => SizeHint::with_exact(n),
+            _ if self.conn.is_none() => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+
+    fn done(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            finish(conn, self.return_to);
+        }
+    }
+
+    /// The next piece of the body, `None` at its end.
+    pub(crate) fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, BodyError>>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let buffered = !conn.buf.is_empty();
+            match &mut self.remaining {
+                Remaining::Length(0) => {
+                    self.done();
+                    return Poll::Ready(None);
+                }
+                Remaining::Length(left) if buffered => {
+                    let take = usize::try_from(*left)
+                        .unwrap_or(usize::MAX)
+                        .min(conn.buf.len());
+                    let data = conn.buf.split_to(take).freeze();
+                    *left -= take as u64;
+                    if *left == 0 {
+                        self.done();
+                    }
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Remaining::Chunked(decoder) if buffered || decoder.is_done() => {
+                    match decoder.decode(&mut conn.buf) {
+                        Ok(Decoded::Data(data)) => return Poll::Ready(Some(Ok(data))),
+                        Ok(Decoded::Done) => {
+                            self.done();
+                            return Poll::Ready(None);
+                        }
+                        Ok(Decoded::NeedMore) => {}
+                        Err(error) => {
+                            self.conn = None;
+                            return Poll::Ready(Some(Err(error.into())));
+                        }
+                    }
+                }
+                Remaining::UntilClose if buffered => {
+                    let data = conn.buf.split().freeze();
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                _ => {}
+            }
+            // Need more bytes from the upstream.
+            let conn = self.conn.as_mut().expect("checked above");
+            let want = match self.remaining {
+                Remaining::Length(left) => usize::try_from(left).unwrap_or(READ_CHUNK),
+                _ => READ_CHUNK,
+            };
+            conn.buf.reserve(want.clamp(1, READ_CHUNK));
+            let read = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut conn.stream),
+                cx,
+                &mut conn.buf
+            ));
+            match read {
+                Ok(0) => {
+                    self.conn = None;
+                    return Poll::Ready(match self.remaining {
+                        Remaining::UntilClose => None,
+                        _ => Some(Err(BodyError::Truncated)),
+                    });
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+            }
+        }
+    }
+}
