@@ -131,9 +131,8 @@ pub(crate) async fn handle(
     };
     let root = PathAndQuery::from_static("/");
     let path = parts.uri.path_and_query().unwrap_or(&root);
-    let mut head = Vec::with_capacity(512);
-    headers::encode_request_head(
-        &RequestHead {
+    let outgoing = Outgoing {
+        head: RequestHead {
             method: &parts.method,
             path,
             headers: &parts.headers,
@@ -143,11 +142,6 @@ pub(crate) async fn handle(
             http2,
             framing,
         },
-        &mut head,
-    );
-    let outgoing = Outgoing {
-        head,
-        framing,
         body,
         idempotent: matches!(
             parts.method,

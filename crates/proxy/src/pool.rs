@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -32,6 +33,8 @@ pub(crate) struct Conn {
     pub(crate) stream: TcpStream,
     /// Bytes read but not consumed yet.
     pub(crate) buf: BytesMut,
+    /// Scratch space for request heads, kept with the connection to save an allocation.
+    pub(crate) wbuf: Vec<u8>,
     /// Whether it served a request before (a failure on it may just be a stale keep-alive).
     pub(crate) reused: bool,
 }
@@ -63,13 +66,38 @@ struct Idle {
     /// The read buffer, kept so its allocation can be reused once the bytes handed out of
     /// it are gone.
     buf: BytesMut,
+    wbuf: Vec<u8>,
     since: Instant,
 }
 
 #[derive(Default)]
 struct ThreadPool {
-    endpoints: HashMap<(PoolId, SocketAddr), Vec<Idle>>,
+    endpoints: HashMap<(PoolId, SocketAddr), Vec<Idle>, BuildHasherDefault<Fnv>>,
     last_sweep: Option<Instant>,
+}
+
+/// FNV-1a: the keys are this process's own addresses, not attacker-chosen, so a fast
+/// non-keyed hash is safe here and twice per request it matters.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
 }
 
 thread_local! {
@@ -89,6 +117,7 @@ pub(crate) fn checkout(config: PoolConfig, addr: SocketAddr) -> Option<Conn> {
             return Some(Conn {
                 stream: conn.stream,
                 buf: conn.buf,
+                wbuf: conn.wbuf,
                 reused: true,
             });
         }
@@ -122,6 +151,7 @@ pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
             idle.push(Idle {
                 stream: conn.stream,
                 buf: conn.buf,
+                wbuf: conn.wbuf,
                 since: now,
             });
         }
@@ -158,6 +188,7 @@ mod tests {
         Conn {
             stream,
             buf: BytesMut::new(),
+            wbuf: Vec::new(),
             reused: false,
         }
     }

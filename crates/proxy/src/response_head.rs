@@ -14,6 +14,9 @@ use http::{StatusCode, Version};
 /// Most headers accepted in one response (as hyper's client was configured).
 const MAX_HEADERS: usize = 256;
 
+/// Header spans kept on the stack while parsing (more spill to the heap).
+const INLINE_HEADERS: usize = 24;
+
 /// Longest response head accepted.
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 
@@ -91,17 +94,26 @@ pub(crate) fn parse(
     } else {
         Version::HTTP_11
     };
-    // Offsets of names and values inside the buffer, so the values can share it once frozen.
+    // Offsets of names and values inside the buffer, so the values can share it once
+    // frozen; on the stack for the usual handful of headers.
     let base = buf.as_ptr() as usize;
-    let spans: Vec<(usize, usize, usize, usize)> = response
-        .headers
-        .iter()
-        .map(|h| {
-            let name = h.name.as_ptr() as usize - base;
-            let value = h.value.as_ptr() as usize - base;
-            (name, h.name.len(), value, h.value.len())
-        })
-        .collect();
+    let span = |h: &httparse::Header<'_>| {
+        let name = h.name.as_ptr() as usize - base;
+        let value = h.value.as_ptr() as usize - base;
+        (name, h.name.len(), value, h.value.len())
+    };
+    let count = response.headers.len();
+    let mut inline = [(0, 0, 0, 0); INLINE_HEADERS];
+    let mut spilled = Vec::new();
+    let spans: &[(usize, usize, usize, usize)] = if count <= INLINE_HEADERS {
+        for (slot, header) in inline.iter_mut().zip(response.headers.iter()) {
+            *slot = span(header);
+        }
+        &inline[..count]
+    } else {
+        spilled.extend(response.headers.iter().map(span));
+        &spilled
+    };
     let head: Bytes = buf.split_to(len).freeze();
 
     let mut headers = HeaderMap::with_capacity(spans.len());
@@ -111,7 +123,7 @@ pub(crate) fn parse(
     let mut close = version == Version::HTTP_10;
     let mut connection_named: Vec<HeaderName> = Vec::new();
     let upgrade = status == StatusCode::SWITCHING_PROTOCOLS;
-    for (name_at, name_len, value_at, value_len) in spans {
+    for &(name_at, name_len, value_at, value_len) in spans {
         let raw_name = &head[name_at..name_at + name_len];
         let name = HeaderName::from_bytes(raw_name)
             .map_err(|_| HeadError::Header(String::from_utf8_lossy(raw_name).into_owned()))?;
@@ -334,6 +346,24 @@ mod tests {
             false,
         );
         assert!(head.headers.get("upgrade").is_none());
+    }
+
+    #[test]
+    fn many_headers_spill_past_the_inline_spans() {
+        let mut text = String::from("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+        for i in 0..(INLINE_HEADERS * 3) {
+            text.push_str(&format!("X-H{i}: value-{i}\r\n"));
+        }
+        text.push_str("\r\n");
+        let (head, rest) = parse_str(&text, false);
+        assert!(rest.is_empty());
+        assert_eq!(head.headers.len(), INLINE_HEADERS * 3 + 1);
+        assert_eq!(head.headers["x-h0"], "value-0");
+        let last = INLINE_HEADERS * 3 - 1;
+        assert_eq!(
+            head.headers[format!("x-h{last}").as_str()],
+            format!("value-{last}").as_str()
+        );
     }
 
     #[test]

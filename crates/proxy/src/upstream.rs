@@ -23,7 +23,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::balancer::{self, MAX_ATTEMPTS};
 use crate::body::{BodyTooLarge, RequestBody};
 use crate::chunked;
-use crate::headers::Framing;
+use crate::headers::{self, Framing, RequestHead};
 use crate::metrics::UpstreamErrorKind;
 use crate::pool::{self, Conn, PoolConfig};
 use crate::response_head::{self, ResponseHead};
@@ -31,6 +31,9 @@ use crate::snapshot::BackendState;
 
 /// Read size for response heads.
 const HEAD_READ: usize = 8 * 1024;
+
+/// Initial capacity of a connection's write buffer: most request heads fit.
+const WRITE_BUF: usize = 1024;
 
 /// How the proxy reaches upstreams: pool identity and connection settings.
 #[derive(Debug, Clone, Copy)]
@@ -62,13 +65,11 @@ pub(crate) struct Answer {
     pub(crate) addr: SocketAddr,
 }
 
-/// A request ready to send: its encoded head and its body.
-pub(crate) struct Outgoing {
-    /// The HTTP/1.1 head, as [`crate::headers::encode_request_head`] wrote it.
-    pub(crate) head: Vec<u8>,
-    /// How `body` is framed on the wire (matches the head).
-    pub(crate) framing: Framing,
-    /// The body.
+/// A request ready to send: what its head says and its body.
+pub(crate) struct Outgoing<'a> {
+    /// The head, encoded into the connection's write buffer at each attempt.
+    pub(crate) head: RequestHead<'a>,
+    /// The body (framed as `head.framing` says).
     pub(crate) body: RequestBody,
     /// GET, HEAD, OPTIONS or TRACE: safe to send again after a failure.
     pub(crate) idempotent: bool,
@@ -98,7 +99,7 @@ enum AttemptError {
 pub(crate) async fn send(
     upstreams: &Upstreams,
     backend: &BackendState,
-    outgoing: Outgoing,
+    outgoing: Outgoing<'_>,
     start: Instant,
     deadline: Duration,
 ) -> Result<Answer, Failure> {
@@ -132,12 +133,11 @@ impl Drop for InFlight<'_> {
 async fn attempts(
     upstreams: &Upstreams,
     backend: &BackendState,
-    outgoing: Outgoing,
+    outgoing: Outgoing<'_>,
 ) -> Result<Answer, Failure> {
     let balancer = &backend.balancer;
     let Outgoing {
         head,
-        framing,
         body,
         idempotent,
         head_request,
@@ -161,7 +161,7 @@ async fn attempts(
             index: Some(index),
         };
         let addr = balancer.get(index).addr;
-        let error = match exchange(upstreams, addr, &head, framing, body, head_request).await {
+        let error = match exchange(upstreams, addr, &head, body, head_request).await {
             Ok((head, conn)) => {
                 in_flight.index = None;
                 return Ok(Answer {
@@ -235,11 +235,11 @@ async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 async fn exchange(
     upstreams: &Upstreams,
     addr: SocketAddr,
-    head: &[u8],
-    framing: Framing,
+    head: &RequestHead<'_>,
     body: RequestBody,
     head_request: bool,
 ) -> Result<(ResponseHead, Conn), AttemptError> {
+    let framing = head.framing;
     let mut conn = match pool::checkout(upstreams.pool, addr) {
         Some(conn) => conn,
         None => Conn {
@@ -247,12 +247,20 @@ async fn exchange(
                 .await
                 .map_err(AttemptError::Connect)?,
             buf: BytesMut::new(),
+            wbuf: Vec::with_capacity(WRITE_BUF),
             reused: false,
         },
     };
-    let written = write_request(&mut conn, head, framing, body).await;
+    conn.wbuf.clear();
+    headers::encode_request_head(head, &mut conn.wbuf);
+    let written = write_request(&mut conn, framing, body, head_request).await;
     match written {
-        Ok(()) => {}
+        Ok(None) => {}
+        Ok(Some(mut early)) => {
+            // Answered before the body was complete: the connection is out of step.
+            early.reusable = false;
+            return Ok((early, conn));
+        }
         Err(AttemptError::Io(error)) if framing != Framing::None => {
             // The upstream may have answered early (e.g. 413) and closed while we were still
             // sending the body; that answer is worth more than the write error.
@@ -270,16 +278,18 @@ async fn exchange(
     Ok((response, conn))
 }
 
-/// Writes the head, then the body with its framing.
+/// Writes the encoded head (`conn.wbuf`), then the body with its framing. Returns a final
+/// response head if the upstream answered before the body was through (a 413 or 401 to a
+/// large upload): waiting for the body to drain into an upstream that stopped reading would
+/// only end in a timeout.
 async fn write_request(
     conn: &mut Conn,
-    head: &[u8],
     framing: Framing,
     body: RequestBody,
-) -> Result<(), AttemptError> {
+    head_request: bool,
+) -> Result<Option<ResponseHead>, AttemptError> {
     let reused = conn.reused;
-    let stream = &mut conn.stream;
-    stream.write_all(head).await.map_err(|error| {
+    conn.stream.write_all(&conn.wbuf).await.map_err(|error| {
         if reused {
             AttemptError::Stale(error)
         } else {
@@ -287,15 +297,22 @@ async fn write_request(
         }
     })?;
     if matches!(body, RequestBody::Empty) {
-        if framing == Framing::Chunked {
-            stream
-                .write_all(chunked::LAST_CHUNK)
-                .await
-                .map_err(AttemptError::Io)?;
-        }
-        return Ok(());
+        return Ok(None);
     }
-    let mut body = body;
+    let (reader, mut writer) = conn.stream.split();
+    tokio::select! {
+        biased;
+        sent = send_body(&mut writer, framing, body) => sent.map(|()| None),
+        early = early_head(&reader, &mut conn.buf, head_request) => early.map(Some),
+    }
+}
+
+/// Streams the client's body to the upstream with the head's framing.
+async fn send_body(
+    writer: &mut tokio::net::tcp::WriteHalf<'_>,
+    framing: Framing,
+    mut body: RequestBody,
+) -> Result<(), AttemptError> {
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
             if error.is::<BodyTooLarge>() {
@@ -314,18 +331,18 @@ async fn write_request(
         }
         if framing == Framing::Chunked {
             let header = chunked::chunk_header(data.len());
-            stream.write_all(&header).await.map_err(AttemptError::Io)?;
-            stream.write_all(&data).await.map_err(AttemptError::Io)?;
-            stream
+            writer.write_all(&header).await.map_err(AttemptError::Io)?;
+            writer.write_all(&data).await.map_err(AttemptError::Io)?;
+            writer
                 .write_all(chunked::CHUNK_END)
                 .await
                 .map_err(AttemptError::Io)?;
         } else {
-            stream.write_all(&data).await.map_err(AttemptError::Io)?;
+            writer.write_all(&data).await.map_err(AttemptError::Io)?;
         }
     }
     if framing == Framing::Chunked {
-        stream
+        writer
             .write_all(chunked::LAST_CHUNK)
             .await
             .map_err(AttemptError::Io)?;
@@ -333,19 +350,51 @@ async fn write_request(
     Ok(())
 }
 
+/// Watches for a response while the body is still being sent; interim (1xx) heads are
+/// consumed and watching goes on. Only returns once a final head has arrived (or the
+/// connection failed).
+async fn early_head(
+    reader: &tokio::net::tcp::ReadHalf<'_>,
+    buf: &mut BytesMut,
+    head_request: bool,
+) -> Result<ResponseHead, AttemptError> {
+    loop {
+        reader.readable().await.map_err(AttemptError::Io)?;
+        buf.reserve(HEAD_READ);
+        match reader.try_read_buf(buf) {
+            Ok(0) => {
+                return Err(AttemptError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "upstream closed the connection while the body was being sent",
+                )));
+            }
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(error) => return Err(AttemptError::Io(error)),
+        }
+        while !buf.is_empty() {
+            match response_head::parse(buf, head_request) {
+                Ok(Some(head)) if is_interim(&head) => {}
+                Ok(Some(head)) => return Ok(head),
+                Ok(None) => break,
+                Err(error) => return Err(AttemptError::Protocol(error)),
+            }
+        }
+    }
+}
+
+/// A 1xx head other than 101: informational, the real answer follows.
+fn is_interim(head: &ResponseHead) -> bool {
+    head.status.is_informational() && head.status != http::StatusCode::SWITCHING_PROTOCOLS
+}
+
 /// Reads until a final (non-1xx, or 101) response head is parsed off `conn.buf`.
 async fn read_head(conn: &mut Conn, head_request: bool) -> Result<ResponseHead, AttemptError> {
     loop {
         if !conn.buf.is_empty() {
             match response_head::parse(&mut conn.buf, head_request) {
-                Ok(Some(head)) => {
-                    let interim = head.status.is_informational()
-                        && head.status != http::StatusCode::SWITCHING_PROTOCOLS;
-                    if !interim {
-                        return Ok(head);
-                    }
-                    continue;
-                }
+                Ok(Some(head)) if is_interim(&head) => continue,
+                Ok(Some(head)) => return Ok(head),
                 Ok(None) => {}
                 Err(error) => return Err(AttemptError::Protocol(error)),
             }
