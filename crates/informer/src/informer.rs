@@ -337,8 +337,10 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         crate::lister::Lister::new(self.inner.store.clone())
     }
 
-    /// Registers a handler. If the store already has content, the handler first receives it
-    /// as adds. The handler runs on its own thread with its own unbounded buffer.
+    /// Registers a handler. On a started informer the handler first receives the store's
+    /// content as adds (before start there is nothing to replay: a store seeded with
+    /// `with_store` is reported on by the first list). The handler runs on its own thread
+    /// with its own unbounded buffer.
     pub fn add_event_handler(&self, handler: impl ResourceEventHandler<K>) -> HandlerRegistration {
         self.add_event_handler_arc(Arc::new(handler))
     }
@@ -358,8 +360,13 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         // Holding the write lock blocks delta processing: nothing changes between the replay
         // of the store and the registration.
         let mut handlers = shared.handlers.write();
-        for obj in self.inner.store.list() {
-            listener.send(Notification::Add(obj, true));
+        // As client-go: only a running informer replays its store. Before start, the store
+        // holds at most objects seeded by the caller (`with_store`); the first list reports
+        // on those as updates or deletions, and a replayed add would double them.
+        if self.is_started() {
+            for obj in self.inner.store.list() {
+                listener.send(Notification::Add(obj, true));
+            }
         }
         if shared.synced.load(Ordering::Acquire) {
             listener.send(Notification::Synced);

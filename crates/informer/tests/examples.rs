@@ -228,10 +228,10 @@ async fn sample_controller_example() -> anyhow::Result<()> {
     let text = out.join("\n");
     assert!(status.success(), "{status}\n{text}");
     let count = |s: &str| out.iter().filter(|l| l.as_str() == s).count();
-    // The deletion the pre-warmed cache missed is shown. (Reconciling a deleted key twice is
-    // harmless; a second relist right after start, which v1.20 can cause, may do that.)
-    assert!(
-        count(&format!("Pod {ns}/mypod does not exist anymore")) >= 1,
+    // The deletion the pre-warmed cache missed is shown, once.
+    assert_eq!(
+        count(&format!("Pod {ns}/mypod does not exist anymore")),
+        1,
         "{text}"
     );
     assert!(count("Sync/Add/Update for Pod p1") >= 1, "{text}");
