@@ -53,6 +53,7 @@ mod metrics;
 mod pool;
 mod response_head;
 mod shutdown;
+mod side_wake;
 mod snapshot;
 mod tls;
 mod upstream;

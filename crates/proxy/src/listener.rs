@@ -4,6 +4,7 @@
 //! preface (h2c with prior knowledge) and otherwise speaks HTTP/1.1. TLS connections use the
 //! ALPN result to pick HTTP/2 or HTTP/1.1 without sniffing.
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::config::ProxyArgs;
 use crate::handler::{self, ConnCtx, Shared};
 use crate::headers::Forwarded;
 use crate::shutdown::Phases;
+use crate::side_wake::SideWake;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -202,22 +204,40 @@ async fn serve_http<I>(
     let drain = phases.drain.cancelled();
     let force = phases.force.cancelled();
     tokio::pin!(drain, force);
+    // The connection is polled on every wake-up; these watchers only when they fired.
+    let side = SideWake::new();
     loop {
-        tokio::select! {
-            // The connection first: it is what wakes this task nearly every time.
-            biased;
-            result = connection.as_mut() => {
+        let event = {
+            let watch = async {
+                tokio::select! {
+                    () = &mut drain, if !closing => Watch::Drain,
+                    () = &mut force => Watch::Force,
+                    _ = idle_check.tick(), if !closing => Watch::IdleTick,
+                }
+            };
+            tokio::pin!(watch);
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(result) = connection.as_mut().poll(cx) {
+                    return Poll::Ready(Err(result));
+                }
+                side.poll(watch.as_mut(), cx).map(Ok)
+            })
+            .await
+        };
+        side.rearm();
+        match event {
+            Err(result) => {
                 if let Err(error) = result {
                     debug!(%peer, %error, "connection ended with an error");
                 }
                 return;
             }
-            () = &mut drain, if !closing => {
+            Ok(Watch::Drain) => {
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
-            () = &mut force => return,
-            _ = idle_check.tick(), if !closing => {
+            Ok(Watch::Force) => return,
+            Ok(Watch::IdleTick) => {
                 let now = activity.load(Ordering::Relaxed);
                 if now == seen {
                     debug!(%peer, "closing idle connection");
@@ -228,6 +248,16 @@ async fn serve_http<I>(
             }
         }
     }
+}
+
+/// What woke a connection's watchers.
+enum Watch {
+    /// The proxy drains: finish in-flight requests, then close.
+    Drain,
+    /// The drain timeout passed: close now.
+    Force,
+    /// Time to check whether the connection was idle for a whole period.
+    IdleTick,
 }
 
 /// An I/O stream that counts its reads and writes, so an idle connection can be told from a

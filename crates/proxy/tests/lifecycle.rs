@@ -220,3 +220,68 @@ async fn drain_timeout_cuts_long_requests() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_idle_timeout() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("idle", "idle-0").await;
+        let mut args = ProxyArgs::loopback();
+        args.idle_timeout = Duration::from_millis(300);
+        let proxy = TestProxy::start(args).await;
+        proxy.route(&[Route::new("idle.example.com", "idle", vec![backend.addr()])]);
+
+        // HTTP/1.1: one request, then silence; the proxy closes within two idle periods.
+        let mut h1 = http1_connect(proxy.http).await;
+        let request = Request::get("/")
+            .header("host", "idle.example.com")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        assert_eq!(send(&mut h1, request).await.status, 200);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !h1.is_closed() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the idle HTTP/1.1 connection was closed");
+        let h1_after = started.elapsed();
+
+        // h2c: the same, with a GOAWAY.
+        let stream = TcpStream::connect(proxy.http).await.unwrap();
+        let (mut h2, connection) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        let connection = tokio::spawn(connection);
+        let request = Request::get("http://idle.example.com/")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = h2.send_request(request).await.unwrap();
+        assert_eq!(collect(response).await.status, 200);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), connection)
+            .await
+            .expect("the idle h2c connection was closed")
+            .unwrap()
+            .unwrap();
+        let h2_after = started.elapsed();
+
+        // Busy connections are not idle: 10 requests 100 ms apart span 1 s > 3 idle periods.
+        let mut busy = http1_connect(proxy.http).await;
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let request = Request::get("/")
+                .header("host", "idle.example.com")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            assert_eq!(send(&mut busy, request).await.status, 200);
+        }
+        assert!(h1_after < Duration::from_secs(2), "{h1_after:?}");
+        assert!(h2_after < Duration::from_secs(2), "{h2_after:?}");
+    })
+    .await;
+}
