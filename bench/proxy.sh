@@ -6,6 +6,10 @@
 # so the proxies are what differs. Every peer gets the same worker count; runs alternate
 # between peers (sluice, nginx, haproxy, sluice, nginx, …) so drift hits all alike.
 #
+# Printed per peer and scenario: requests/s, p50, p99 (medians over the rounds), and the
+# proxy's own CPU time per request (user + system, from /proc), which a noisy neighbour
+# disturbs far less than throughput and tail latency; ratios are sluice / peer.
+#
 # Environment knobs (defaults in brackets):
 #   WORKERS [1]      proxy worker threads / processes, the same for every peer
 #   DURATION [10s]   length of one wrk run
