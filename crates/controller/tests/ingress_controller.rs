@@ -323,6 +323,12 @@ async fn restarted_controller_serves_existing_objects_at_once() -> anyhow::Resul
 
 #[tokio::test]
 async fn graceful_stop_turns_unready_and_finishes_in_flight_requests() -> anyhow::Result<()> {
+    // The proxy's debug log goes with the test's output: if the in-flight request ever
+    // stalls, it shows which step (connect, pooled connection, response head) it stalled in.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("sluice_proxy=trace")
+        .try_init();
     let w = World::new("graceful").await?;
     w.service("a").await?;
     let _pod = w.pod("a", "a-0").await?;

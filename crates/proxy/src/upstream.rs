@@ -251,6 +251,7 @@ async fn exchange(
             reused: false,
         },
     };
+    tracing::trace!(upstream = %addr, reused = conn.reused, "sending request");
     conn.wbuf.clear();
     headers::encode_request_head(head, &mut conn.wbuf);
     let written = write_request(&mut conn, framing, body, head_request).await;
