@@ -16,9 +16,13 @@
 //!
 //! * Plain port: HTTP/1.1 and h2c (prior knowledge). TLS port: ALPN `h2` / `http/1.1`, with
 //!   the certificate chosen by SNI from the table; unknown names get a self-signed default.
-//! * Upstream: HTTP/1.1 with a keep-alive pool. Endpoint choice is power-of-two-choices on
-//!   in-flight requests; connect failures are retried on other endpoints when the request
-//!   has no body. No route: 404; no endpoints: 503; upstream failure: 502; slow head: 504.
+//! * Upstream: HTTP/1.1 spoken by the request's own task (no connection task, no channel):
+//!   `headers` encodes the head, `upstream` sends it and reads the response head
+//!   (`response_head`), `upstream_body` streams the body (`chunked` decodes) and hands the
+//!   connection back to a per-thread keep-alive `pool`. Endpoint choice is
+//!   power-of-two-choices on in-flight requests; connect failures are retried on other
+//!   endpoints when the request has no body. No route: 404; no endpoints: 503; upstream
+//!   failure: 502; slow head: 504.
 //! * WebSocket upgrades are relayed; bodies stream both ways with the size limit enforced.
 //! * An admin listener serves `/metrics`, `/healthz` and `/readyz` ([`Readiness`]).
 //!
