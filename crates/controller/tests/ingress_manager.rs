@@ -18,11 +18,13 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::Deserialize;
@@ -211,6 +213,12 @@ async fn apply_manifest(admin: &Client, file: &str) -> anyhow::Result<()> {
             Some("ClusterRoleBinding") => {
                 create_tolerant(Api::<ClusterRoleBinding>::all(admin.clone()), value).await?
             }
+            Some("Role") => {
+                create_tolerant(Api::<Role>::namespaced(admin.clone(), &ns), value).await?
+            }
+            Some("RoleBinding") => {
+                create_tolerant(Api::<RoleBinding>::namespaced(admin.clone(), &ns), value).await?
+            }
             other => bail!("{file}: unexpected kind {other:?}"),
         }
     }
@@ -262,7 +270,16 @@ impl Env {
     }
 
     async fn start_with(&self, flags: &[&str], requests: Arc<Requests>) -> anyhow::Result<Running> {
-        let args = parse_args(flags)?;
+        // Each test elects on a Lease of its own, in the namespace the manifest's Role covers.
+        let lease = format!("--election-id=im-{}", self.ns);
+        let lease_ns = format!("--election-namespace={SA_NAMESPACE}");
+        let mut all: Vec<&str> = Vec::new();
+        if !flags.iter().any(|f| f.starts_with("--election-id")) {
+            all.push(&lease);
+        }
+        all.push(&lease_ns);
+        all.extend_from_slice(flags);
+        let args = parse_args(&all)?;
         let config = self
             .cp
             .service_account_config(SA_NAMESPACE, SA_NAME)
@@ -411,6 +428,66 @@ fn service(name: &str, annotations: &[(&str, &str)], ports: &[(Option<&str>, i32
         "spec": spec,
     }))
     .expect("valid Service")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_reconciles_and_a_standby_takes_over() -> anyhow::Result<()> {
+    let _shared = CLUSTER_WIDE.read().await;
+    let env = Env::new().await?;
+    let name = format!("im-{}", env.ns);
+    let leases: Api<Lease> = Api::namespaced(env.admin.clone(), SA_NAMESPACE);
+    // Another replica holds the Lease, renewed just now, for an hour.
+    let now = MicroTime(Timestamp::now());
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "holderIdentity": "the-other-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        }
+    }))?;
+    leases.create(&PostParams::default(), &held).await?;
+
+    let standby = env
+        .start(&["--identity=standby", "--lease-duration=2s"])
+        .await?;
+    standby.listed().await?;
+    env.create_service(annotated("web")).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        env.ingresses().get_opt("web").await?.is_none(),
+        "a replica without the Lease must not reconcile"
+    );
+    assert!(standby.requests.ingress_writes().is_empty());
+
+    // The other replica vanished: its Lease runs out (last renewed two hours ago).
+    let mut lease = leases.get(&name).await?;
+    let past = Timestamp::now() - SignedDuration::from_hours(2);
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.renew_time = Some(MicroTime(past));
+    }
+    leases
+        .replace(&name, &PostParams::default(), &lease)
+        .await?;
+    env.ingress_where("web", "the Ingress, from the new leader", |_| true)
+        .await?;
+    let holder = leases
+        .get(&name)
+        .await?
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some("standby"));
+
+    // Stopping hands the Lease back at once, so the next replica need not wait it out.
+    standby.stop().await?;
+    let holder = leases
+        .get(&name)
+        .await?
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder, None, "the Lease is released on shutdown");
+    Ok(())
 }
 
 fn annotated(name: &str) -> Service {
@@ -1011,7 +1088,13 @@ async fn restart_over_a_converged_state_writes_nothing() -> anyhow::Result<()> {
     let second = env.start(&[]).await?;
     second.listed().await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let writes = second.requests.writes();
+    // Renewing its election Lease is the only write allowed.
+    let writes: Vec<Request> = second
+        .requests
+        .writes()
+        .into_iter()
+        .filter(|r| !r.path.contains("/leases/"))
+        .collect();
     assert!(
         writes.is_empty(),
         "a restart over a converged state wrote: {writes:?}"
@@ -1171,7 +1254,7 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     let text = std::fs::read_to_string(format!("{DEPLOY}/deployment.yaml"))?;
     let deployment: Deployment = serde_yaml::from_str(&text)?;
     let spec = deployment.spec.as_ref().context("spec")?;
-    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.replicas, Some(2), "two replicas, one leading");
     let pod = spec.template.spec.as_ref().context("pod spec")?;
     assert_eq!(pod.service_account_name.as_deref(), Some(SA_NAME));
     assert_eq!(pod.containers.len(), 1);
@@ -1188,6 +1271,10 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
         .collect();
     let parsed = parse_args(&own)?;
     assert_eq!(parsed.workers, 5);
+    assert!(parsed.leader_elect);
+    assert_eq!(parsed.election_id, "sluice-ingress-manager");
+    let env_names: Vec<&str> = c.env.iter().flatten().map(|e| e.name.as_str()).collect();
+    assert!(env_names.contains(&"POD_NAME") && env_names.contains(&"POD_NAMESPACE"));
     let sc = c.security_context.as_ref().context("securityContext")?;
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.run_as_non_root, Some(true));
@@ -1237,6 +1324,16 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
         ),
         "no GET: listers only"
     );
+    // Its election Lease: in its own namespace only.
+    Api::<Lease>::namespaced(sa.clone(), SA_NAMESPACE)
+        .get_opt("sluice-ingress-manager")
+        .await?;
+    assert!(forbidden(
+        Api::<Lease>::namespaced(sa.clone(), &env.ns)
+            .get_opt("sluice-ingress-manager")
+            .await
+            .map(|_| ())
+    ));
     Ok(())
 }
 

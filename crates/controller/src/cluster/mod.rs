@@ -86,7 +86,8 @@ pub async fn endpoint_source(client: &kube::Client) -> EndpointSource {
     }
 }
 
-fn default_identity() -> String {
+/// This process's identity in a leader election when none is given: host name and pid.
+pub fn default_identity() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

@@ -38,6 +38,27 @@ pub struct IngressManagerArgs {
     /// then, e.g. because RBAC forbids listing them.
     #[arg(long, default_value = "2m", value_parser = sluice_proxy::parse_duration)]
     pub cache_sync_timeout: Duration,
+
+    /// Reconcile only while holding the Lease `--election-id`, so that replicas take over
+    /// from each other instead of racing (`--leader-elect=false` for a single copy).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+
+    /// Name of the Lease used for leader election.
+    #[arg(long, default_value = "sluice-ingress-manager")]
+    pub election_id: String,
+
+    /// Namespace of the Lease; default: `POD_NAMESPACE`, else `--namespace`, else `default`.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub election_namespace: Option<String>,
+
+    /// This replica's identity in the election; default: `POD_NAME`, else the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// How long a leader's Lease holds without renewal.
+    #[arg(long, default_value = "15s", value_parser = sluice_proxy::parse_duration)]
+    pub lease_duration: Duration,
 }
 
 impl IngressManagerArgs {
@@ -76,6 +97,9 @@ mod tests {
         assert_eq!(a.namespace, None);
         assert_eq!(a.kubeconfig, None);
         assert_eq!(a.cache_sync_timeout, Duration::from_secs(120));
+        assert!(a.leader_elect);
+        assert_eq!(a.election_id, "sluice-ingress-manager");
+        assert_eq!(a.lease_duration, Duration::from_secs(15));
     }
 
     #[test]
@@ -90,6 +114,11 @@ mod tests {
             "--namespace=team-a",
             "--kubeconfig=/tmp/kc",
             "--cache-sync-timeout=5s",
+            "--leader-elect=false",
+            "--election-id=im",
+            "--election-namespace=ops",
+            "--identity=replica-1",
+            "--lease-duration=4s",
         ])
         .expect("flags parse");
         assert_eq!(a.workers, 2);
@@ -99,6 +128,11 @@ mod tests {
         assert_eq!(a.namespace.as_deref(), Some("team-a"));
         assert_eq!(a.kubeconfig, Some(PathBuf::from("/tmp/kc")));
         assert_eq!(a.cache_sync_timeout, Duration::from_secs(5));
+        assert!(!a.leader_elect);
+        assert_eq!(a.election_id, "im");
+        assert_eq!(a.election_namespace.as_deref(), Some("ops"));
+        assert_eq!(a.identity.as_deref(), Some("replica-1"));
+        assert_eq!(a.lease_duration, Duration::from_secs(4));
         let o = a.desired_options();
         assert_eq!(o.ingress_class, "other");
     }
@@ -109,5 +143,6 @@ mod tests {
         assert!(parse(&["--host-template={name}.{cluster}.example.com"]).is_err());
         assert!(parse(&["--host-template={name"]).is_err());
         assert!(parse(&["--cache-sync-timeout=5"]).is_err());
+        assert!(parse(&["--leader-elect=maybe"]).is_err());
     }
 }

@@ -31,6 +31,11 @@
 //!
 //! A failing key is requeued with the default controller backoff and dropped, with an error
 //! logged, after `--max-retries`; its next change queues it again.
+//!
+//! Replicas elect a leader on a Lease (`--leader-elect`, on by default): all keep warm caches,
+//! only the holder reconciles. One that loses the Lease stops and returns an error (the
+//! process exits to be restarted as a standby, as client-go controllers do); one that shuts
+//! down releases it so a standby takes over at once.
 
 mod args;
 mod client;
@@ -44,14 +49,20 @@ pub mod reconcile;
 pub use args::IngressManagerArgs;
 pub use client::client_from;
 
+use crate::cluster::leader::{LeaderElection, LeaseTiming};
 use anyhow::bail;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
+use kube::Api;
 use sluice_informer::workqueue::RateLimitingQueue;
 use sluice_informer::{Controller, SharedInformerFactory};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Annotation asking for an Ingress (any value).
 pub const HTTP_ANNOTATION: &str = "ingress/http";
@@ -119,6 +130,44 @@ pub async fn run(
     }
     tracing::info!("caches synced; reconciling");
 
+    // With an election, reconcile only while leading; a replica that loses the Lease stops
+    // (and exits with an error, to be restarted), as client-go controllers do, rather than
+    // race the new leader.
+    let stop_election = CancellationToken::new();
+    let mut leading = None;
+    let mut election_task = None;
+    if args.leader_elect {
+        let (mut rx, task) = start_election(&args, &client, stop_election.clone());
+        election_task = Some(task);
+        tracing::info!(lease = %args.election_id, "waiting to lead");
+        let led = tokio::select! {
+            _ = &mut shutdown => false,
+            r = rx.wait_for(|l| *l) => r.is_ok(),
+        };
+        if !led {
+            stop_election.cancel();
+            end_election(election_task).await;
+            queue.shut_down();
+            factory.shutdown().await;
+            return Ok(());
+        }
+        tracing::info!(lease = %args.election_id, "leading; reconciling");
+        leading = Some(rx);
+    }
+    let lost = Arc::new(AtomicBool::new(false));
+    let shutdown: Pin<Box<dyn Future<Output = ()> + Send>> = match leading {
+        None => shutdown,
+        Some(mut rx) => {
+            let lost = lost.clone();
+            Box::pin(async move {
+                tokio::select! {
+                    _ = shutdown => {}
+                    _ = rx.wait_for(|l| !*l) => lost.store(true, Ordering::Relaxed),
+                }
+            })
+        }
+    };
+
     let reconciler = Arc::new(reconcile::Reconciler::new(
         services.lister(),
         ingresses.lister(),
@@ -143,6 +192,9 @@ pub async fn run(
             shutdown,
         )
         .await;
+    // Releases the Lease (when held), so a standby takes over at once.
+    stop_election.cancel();
+    end_election(election_task).await;
     factory.shutdown().await;
     tracing::info!(
         succeeded = stats.succeeded(),
@@ -150,5 +202,50 @@ pub async fn run(
         dropped = stats.dropped(),
         "ingress-manager stopped"
     );
+    if lost.load(Ordering::Relaxed) {
+        bail!(
+            "lost the Lease {}: stopped reconciling so that only the new leader writes",
+            args.election_id
+        );
+    }
     Ok(())
+}
+
+/// Waits (bounded) for the election task to release the Lease after its stop.
+async fn end_election(task: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(task) = task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+}
+
+/// Starts campaigning for the Lease; the receiver says whether we lead. The task ends,
+/// having released the Lease if held, once `stop` is cancelled.
+fn start_election(
+    args: &IngressManagerArgs,
+    client: &kube::Client,
+    stop: CancellationToken,
+) -> (
+    tokio::sync::watch::Receiver<bool>,
+    tokio::task::JoinHandle<()>,
+) {
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(crate::cluster::default_identity);
+    let namespace = args
+        .election_namespace
+        .clone()
+        .or_else(|| args.namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let election = LeaderElection::new(
+        Api::<Lease>::namespaced(client.clone(), &namespace),
+        &args.election_id,
+        &identity,
+        LeaseTiming {
+            lease_duration: args.lease_duration,
+            renew_deadline: args.lease_duration * 2 / 3,
+            retry: (args.lease_duration / 7).max(Duration::from_millis(200)),
+        },
+    );
+    election.spawn(stop)
 }
