@@ -23,6 +23,9 @@ use tokio::net::TcpStream;
 /// Idle connections kept per endpoint and thread; beyond that, finished ones are closed.
 const MAX_IDLE_PER_ENDPOINT: usize = 256;
 
+/// Largest read or write buffer kept with an idle connection.
+const MAX_KEPT_BUFFER: usize = 16 * 1024;
+
 /// How often a thread's pool is swept of connections idle past their timeout.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
@@ -148,10 +151,24 @@ pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
         }
         let idle = pool.endpoints.entry((config.id, addr)).or_default();
         if idle.len() < MAX_IDLE_PER_ENDPOINT {
+            // Buffers grown by a large transfer are not kept: hundreds of idle connections
+            // must not pin 64 KiB each.
+            let Conn {
+                stream,
+                mut buf,
+                mut wbuf,
+                ..
+            } = conn;
+            if buf.capacity() > MAX_KEPT_BUFFER {
+                buf = BytesMut::new();
+            }
+            if wbuf.capacity() > MAX_KEPT_BUFFER {
+                wbuf = Vec::new();
+            }
             idle.push(Idle {
-                stream: conn.stream,
-                buf: conn.buf,
-                wbuf: conn.wbuf,
+                stream,
+                buf,
+                wbuf,
                 since: now,
             });
         }
@@ -227,6 +244,33 @@ mod tests {
         checkin(config, addr, got);
         assert!(checkout(other, addr).is_none());
         assert!(checkout(config, addr).is_some());
+    }
+
+    #[tokio::test]
+    async fn large_buffers_are_not_kept() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = fresh_config();
+        let (stream, _peer) = pair(&listener).await;
+        let mut big = conn(stream);
+        big.buf.reserve(1 << 20);
+        big.wbuf.reserve(1 << 20);
+        checkin(config, addr, big);
+        let back = checkout(config, addr).expect("reused");
+        assert!(back.buf.capacity() <= MAX_KEPT_BUFFER);
+        assert!(back.wbuf.capacity() <= MAX_KEPT_BUFFER);
+
+        let (stream, _peer) = pair(&listener).await;
+        let mut small = conn(stream);
+        small.wbuf.reserve(512);
+        let kept = small.wbuf.capacity();
+        checkin(config, addr, small);
+        let back = checkout(config, addr).expect("reused");
+        assert_eq!(
+            back.wbuf.capacity(),
+            kept,
+            "a small buffer is kept for reuse"
+        );
     }
 
     #[tokio::test]
