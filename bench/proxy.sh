@@ -4,7 +4,8 @@
 #
 # The backend is nginx itself (`return 200 "ok"` and a 1 MiB static file): light and fixed,
 # so the proxies are what differs. Every peer gets the same worker count; runs alternate
-# between peers (sluice, nginx, haproxy, sluice, nginx, …) so drift hits all alike.
+# between peers in ABBA order (sluice, nginx, haproxy, haproxy, nginx, sluice, …) so drift
+# hits all alike.
 #
 # Printed per peer and scenario: requests/s, p50, p99 (medians over the rounds), and the
 # proxy's own CPU time per request (user + system, from /proc), which a noisy neighbour
@@ -326,7 +327,13 @@ log "workers=$WORKERS duration=$DURATION rounds=$ROUNDS conns=$CONNS big_conns=$
     "wrk_threads=$WRK_THREADS cores=$CORES proxy_cpus=${PROXY_CPUS:-any} load_cpus=${LOAD_CPUS:-any}"
 for scenario in $SCENARIOS; do
     for ((round = 1; round <= ROUNDS; round++)); do
-        for peer in $PEERS; do
+        # ABBA order: even rounds run the peers in reverse, so drift and whatever the
+        # previous run left behind (warm caches, TIME_WAIT sockets) favour no one.
+        order=$PEERS
+        if ((round % 2 == 0)); then
+            order=$(echo $PEERS | tr ' ' '\n' | tac | tr '\n' ' ')
+        fi
+        for peer in $order; do
             start_peer "$peer"
             # A short warm-up: connections, pools, caches.
             "${ON_LOAD_CPUS[@]}" wrk -t 1 -c 4 -d 1s "http://127.0.0.1:$(peer_ports "$peer" | cut -d' ' -f1)/" >/dev/null 2>&1 || true
