@@ -1,8 +1,9 @@
 //! Accept loops and per-connection serving for the HTTP and HTTPS listeners.
 //!
-//! Plain connections are served by hyper-util's auto builder, which detects the HTTP/2
-//! preface (h2c with prior knowledge) and otherwise speaks HTTP/1.1. TLS connections use the
-//! ALPN result to pick HTTP/2 or HTTP/1.1 without sniffing.
+//! Plain connections speak HTTP/2 (h2c with prior knowledge) if their first bytes are the
+//! HTTP/2 preface, else HTTP/1.1; the first read for that check is large and handed on to
+//! hyper, so detection costs no extra system call. TLS connections use the ALPN result to
+//! pick HTTP/2 or HTTP/1.1 without sniffing.
 
 use std::future::Future as _;
 use std::io;
@@ -12,10 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::{Buf as _, Bytes, BytesMut};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
@@ -36,11 +38,9 @@ const MIN_BUF_SIZE: usize = 8192;
 /// Connection settings shared by all connections of the proxy.
 #[derive(Debug)]
 pub(crate) struct Protocols {
-    /// HTTP/1.1 or h2c, detected (plain listener).
-    auto: auto::Builder<TokioExecutor>,
-    /// HTTP/1.1 only (TLS without ALPN h2).
+    /// HTTP/1.1 (TLS without ALPN h2; plain connections not starting with the h2 preface).
     http1: auto::Builder<TokioExecutor>,
-    /// HTTP/2 only (TLS with ALPN h2).
+    /// HTTP/2 (TLS with ALPN h2; h2c with prior knowledge).
     http2: auto::Builder<TokioExecutor>,
     /// TLS handshake deadline.
     handshake_timeout: Duration,
@@ -74,8 +74,7 @@ impl Protocols {
             .initial_connection_window_size(4 << 20);
         Protocols {
             http1: builder.clone().http1_only(),
-            http2: builder.clone().http2_only(),
-            auto: builder,
+            http2: builder.http2_only(),
             handshake_timeout: args.client_header_timeout,
             idle_timeout: args.idle_timeout,
         }
@@ -145,8 +144,30 @@ async fn serve_connection(
     let activity = Arc::new(AtomicU64::new(0));
     match transport {
         Transport::Plain => {
-            let io = ActivityIo::new(stream, Arc::clone(&activity));
-            serve_http(&protocols.auto, io, ctx, &protocols, &phases, &activity).await;
+            let mut io = ActivityIo::new(stream, Arc::clone(&activity));
+            let first = tokio::time::timeout(protocols.handshake_timeout, sniff(&mut io));
+            let sniffed = tokio::select! {
+                sniffed = first => sniffed,
+                () = phases.drain.cancelled() => return,
+            };
+            let (h2, prefix) = match sniffed {
+                Ok(Ok(sniffed)) => sniffed,
+                Ok(Err(error)) => {
+                    debug!(peer = %ctx.peer, %error, "reading the first request failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(peer = %ctx.peer, "no request within the header timeout");
+                    return;
+                }
+            };
+            let builder = if h2 {
+                &protocols.http2
+            } else {
+                &protocols.http1
+            };
+            let io = Prefixed::new(prefix.freeze(), io);
+            serve_http(builder, io, ctx, &protocols, &phases, &activity).await;
         }
         Transport::Tls(acceptor) => {
             let handshake =
@@ -260,6 +281,88 @@ enum Watch {
     IdleTick,
 }
 
+/// What an h2c client with prior knowledge sends first (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Size of the first read of a plain connection: a typical request head fits.
+const SNIFF_BUF: usize = 4096;
+
+/// Reads the first bytes of a plain connection and tells whether they are the HTTP/2
+/// preface. One read suffices unless the bytes so far are a proper prefix of the preface.
+/// (hyper-util's detection reads 24 bytes, then hyper reads the rest: two system calls.)
+async fn sniff<T: AsyncRead + Unpin>(io: &mut T) -> io::Result<(bool, BytesMut)> {
+    let mut buf = BytesMut::with_capacity(SNIFF_BUF);
+    loop {
+        let n = io.read_buf(&mut buf).await?;
+        let len = buf.len().min(H2_PREFACE.len());
+        if n == 0 || buf[..len] != H2_PREFACE[..len] {
+            return Ok((false, buf));
+        }
+        if buf.len() >= H2_PREFACE.len() {
+            return Ok((true, buf));
+        }
+    }
+}
+
+/// An I/O stream with bytes already read from it put back in front.
+struct Prefixed<T> {
+    prefix: Bytes,
+    inner: T,
+}
+
+impl<T> Prefixed<T> {
+    fn new(prefix: Bytes, inner: T) -> Self {
+        Prefixed { prefix, inner }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix[..n]);
+            this.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
 /// An I/O stream that counts its reads and writes, so an idle connection can be told from a
 /// busy one without a timer per operation.
 struct ActivityIo<T> {
@@ -330,5 +433,57 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ActivityIo<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// Sniffs what `pieces` deliver (each a separate write), then reads everything back
+    /// through `Prefixed`.
+    async fn sniffed(pieces: &[&[u8]]) -> (bool, Vec<u8>) {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let pieces: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
+        let writer = tokio::spawn(async move {
+            for piece in pieces {
+                client.write_all(&piece).await.unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        });
+        let (h2, prefix) = sniff(&mut server).await.unwrap();
+        writer.await.unwrap();
+        let mut all = Vec::new();
+        Prefixed::new(prefix.freeze(), server)
+            .read_to_end(&mut all)
+            .await
+            .unwrap();
+        (h2, all)
+    }
+
+    #[tokio::test]
+    async fn tells_the_h2_preface_from_http1_and_loses_no_byte() {
+        let preface_and_frames = [H2_PREFACE, b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"].concat();
+        assert_eq!(
+            sniffed(&[&preface_and_frames]).await,
+            (true, preface_and_frames.clone())
+        );
+        // The preface split over several reads.
+        let (head, tail) = preface_and_frames.split_at(7);
+        let (mid, rest) = tail.split_at(10);
+        assert_eq!(
+            sniffed(&[head, mid, rest]).await,
+            (true, preface_and_frames.clone())
+        );
+        let get = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(sniffed(&[get]).await, (false, get.to_vec()));
+        // Starts like the preface, then is not (one more read decides).
+        assert_eq!(
+            sniffed(&[b"P", b"OST / HTTP/1.1\r\n\r\n"]).await,
+            (false, b"POST / HTTP/1.1\r\n\r\n".to_vec())
+        );
+        // Closed before a byte: HTTP/1.1 (hyper then sees the end of stream).
+        assert_eq!(sniffed(&[]).await, (false, Vec::new()));
     }
 }
