@@ -160,11 +160,7 @@ impl Controller {
             Api::<Lease>::namespaced(client.clone(), &lease_ns),
             &args.election_id,
             &identity,
-            LeaseTiming {
-                lease_duration: args.lease_duration,
-                renew_deadline: args.lease_duration * 2 / 3,
-                retry: (args.lease_duration / 7).max(Duration::from_millis(200)),
-            },
+            LeaseTiming::for_lease(args.lease_duration),
         );
         let (leading, election_task) = election.spawn(stop.clone());
         tasks.push(election_task);

@@ -241,11 +241,7 @@ fn start_election(
         Api::<Lease>::namespaced(client.clone(), &namespace),
         &args.election_id,
         &identity,
-        LeaseTiming {
-            lease_duration: args.lease_duration,
-            renew_deadline: args.lease_duration * 2 / 3,
-            retry: (args.lease_duration / 7).max(Duration::from_millis(200)),
-        },
+        LeaseTiming::for_lease(args.lease_duration),
     );
     election.spawn(stop)
 }
