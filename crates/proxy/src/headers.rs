@@ -151,17 +151,25 @@ fn put_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 /// Writes the HTTP/1.1 request head for the upstream into `out`: request line, Host passed
-/// through, the client's end-to-end headers, `X-Forwarded-For` (the client's chain with the
+/// through (the endpoint's address when the client sent none), the client's end-to-end headers, `X-Forwarded-For` (the client's chain with the
 /// client's IP appended), `X-Real-IP`, `X-Forwarded-Proto/-Host/-Port`, and the framing
 /// header. Hop-by-hop headers (those of RFC 9110 §7.6.1 and any named by `Connection`) are
 /// left out; `Upgrade` only passes when `upgrading`.
-pub(crate) fn encode_request_head(head: &RequestHead<'_>, out: &mut Vec<u8>) {
+pub(crate) fn encode_request_head(
+    head: &RequestHead<'_>,
+    endpoint: std::net::SocketAddr,
+    out: &mut Vec<u8>,
+) {
     let headers = head.headers;
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(head.path.as_str().as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    if !head.host.is_empty() {
+    if head.host.is_empty() {
+        // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none.
+        use std::io::Write as _;
+        let _ = write!(out, "host: {endpoint}\r\n");
+    } else {
         put_header(out, b"host", head.host.as_bytes());
     }
     let named = if headers.contains_key(CONNECTION) {
@@ -294,6 +302,7 @@ mod tests {
                     http2: self.http2,
                     framing: self.framing,
                 },
+                "10.0.0.1:8080".parse().unwrap(),
                 &mut out,
             );
             let text = String::from_utf8(out).unwrap();
@@ -419,10 +428,12 @@ mod tests {
         case.framing = Framing::Length(0);
         assert!(case.encode().1.contains(&"content-length: 0".to_owned()));
 
-        // Without a host (HTTP/1.0), no Host line is invented.
+        // Without a host (HTTP/1.0), the endpoint's address: HTTP/1.1 requires a Host.
         let mut bare = Case::new(&[]);
         bare.host = "";
-        assert!(!bare.encode().1.iter().any(|l| l.starts_with("host")));
+        let lines = bare.encode().1;
+        assert_eq!(lines.iter().filter(|l| l.starts_with("host")).count(), 1);
+        assert!(lines.contains(&"host: 10.0.0.1:8080".to_owned()));
     }
 
     #[test]

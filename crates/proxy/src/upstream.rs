@@ -253,7 +253,7 @@ async fn exchange(
     };
     tracing::trace!(upstream = %addr, reused = conn.reused, "sending request");
     conn.wbuf.clear();
-    headers::encode_request_head(head, &mut conn.wbuf);
+    headers::encode_request_head(head, addr, &mut conn.wbuf);
     let written = write_request(&mut conn, framing, body, head_request).await;
     match written {
         Ok(None) => {}
