@@ -57,6 +57,9 @@ impl Relay {
                 let Ok((mut inbound, _)) = listener.accept().await else {
                     continue;
                 };
+                // Checked and registered under the lock sever() takes: a connection is
+                // either refused or known to sever(), never relayed past a cut.
+                let mut cs = cs.lock();
                 if !en.load(Ordering::SeqCst) {
                     drop(inbound);
                     continue;
@@ -66,7 +69,6 @@ impl Relay {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                     }
                 });
-                let mut cs = cs.lock();
                 cs.retain(|h| !h.is_finished());
                 cs.push(task.abort_handle());
             }
@@ -86,8 +88,9 @@ impl Relay {
 
     /// Closes every relayed connection and refuses new ones until [`Relay::resume`].
     pub fn sever(&self) {
+        let mut conns = self.conns.lock();
         self.enabled.store(false, Ordering::SeqCst);
-        for h in self.conns.lock().drain(..) {
+        for h in conns.drain(..) {
             h.abort();
         }
     }
