@@ -20,7 +20,8 @@
 #   WRK_THREADS [1]  wrk threads
 #   PIN [auto]       "auto": with >= 2 cores the proxy under test runs on the last core and
 #                    wrk + backend on the others (taskset); "off": no pinning
-#   PEERS ["sluice nginx haproxy"]   which proxies to run (haproxy skipped if not installed)
+#   PEERS ["sluice nginx haproxy"]   which proxies to run (haproxy skipped if not installed;
+#                    "sluice-hyper" is sluice with --http1-server hyper, for comparing the two)
 #   SCENARIOS ["small big close tls"]
 set -euo pipefail
 
@@ -223,11 +224,13 @@ wait_port "$BACKEND_PORT" "$TMP/backend/error.log"
 # --- peers: start, check, stop -----------------------------------------------------------
 start_peer() {
     case $1 in
-    sluice)
+    sluice | sluice-hyper)
+        local server=sluice
+        [[ $1 == sluice-hyper ]] && server=hyper
         "${ON_PROXY_CPUS[@]}" "$SLUICE_BIN" --backend "127.0.0.1:$BACKEND_PORT" \
             --http-addr "127.0.0.1:$SLUICE_HTTP" --https-addr "127.0.0.1:$SLUICE_HTTPS" \
             --admin-addr "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" \
-            --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
+            --http1-server "$server" --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
         PEER_PID=$!
         wait_port "$SLUICE_HTTP" "$TMP/sluice.log"; wait_port "$SLUICE_HTTPS"
         ;;
@@ -250,7 +253,7 @@ stop_peer() {
 }
 peer_ports() {
     case $1 in
-    sluice) echo "$SLUICE_HTTP $SLUICE_HTTPS" ;;
+    sluice | sluice-hyper) echo "$SLUICE_HTTP $SLUICE_HTTPS" ;;
     nginx) echo "$NGINX_HTTP $NGINX_HTTPS" ;;
     haproxy) echo "$HAPROXY_HTTP $HAPROXY_HTTPS" ;;
     esac

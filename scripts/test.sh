@@ -12,6 +12,8 @@ echo "test: environment ready in $(( $(date +%s) - t0 ))s"
 # CI starts from a fresh clone: keep compiled dependencies in the user cache between runs.
 if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
   export CARGO_TARGET_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sluice/target"
+  # Every CI build starts from a fresh checkout: incremental state would only pile up.
+  export CARGO_INCREMENTAL=0
 fi
 
 cargo fmt --all --check

@@ -110,7 +110,8 @@ pub(crate) struct ResponseBody {
     done: Option<Completion>,
 }
 
-/// The accounting of one request, run exactly once when its response body ends.
+/// The accounting of one request, run exactly once, when it is dropped (as its response
+/// body ends, or when the response is abandoned).
 #[derive(Debug)]
 pub(crate) struct Completion {
     /// The connection (for metrics and the access log sink).
@@ -131,8 +132,10 @@ pub(crate) struct Completion {
     pub(crate) log: Option<Box<LogRecord>>,
 }
 
-impl Completion {
-    fn finish(self) {
+impl Drop for Completion {
+    /// The request is over (its body ended, or it was dropped): count it, release its
+    /// endpoint, log it.
+    fn drop(&mut self) {
         let elapsed = self.start.elapsed();
         let backend = self.backend.map(|b| &self.snapshot.backends[b]);
         let metrics = match backend {
@@ -192,9 +195,8 @@ impl ResponseBody {
     }
 
     fn finish(&mut self) {
-        if let Some(done) = self.done.take() {
-            done.finish();
-        }
+        // Dropping the completion accounts for the request.
+        self.done = None;
     }
 }
 

@@ -63,6 +63,11 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub workers: Option<usize>,
 
+    /// Which server reads plain HTTP/1.1 requests: `sluice` (its own loop; requests with a
+    /// body, upgrades and unusual heads still go to hyper) or `hyper` (all of them).
+    #[arg(long, value_enum, default_value = "sluice")]
+    pub http1_server: Http1Server,
+
     /// Write one JSON line per request to stdout (`on`/`off`; bare `--access-log` is `on`).
     #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
           default_missing_value = "on")]
@@ -84,9 +89,20 @@ impl Default for ProxyArgs {
             max_header_bytes: 64 * 1024,
             max_body_bytes: 1 << 30,
             workers: None,
+            http1_server: Http1Server::Sluice,
             access_log: false,
         }
     }
+}
+
+/// The server behind `--http1-server`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Http1Server {
+    /// sluice's own loop for plain requests (bodiless, no upgrade), hyper for the rest.
+    #[default]
+    Sluice,
+    /// hyper for every HTTP/1.1 request.
+    Hyper,
 }
 
 impl ProxyArgs {

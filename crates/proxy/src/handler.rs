@@ -24,7 +24,7 @@ use crate::errors::error_response;
 use crate::headers::{self, Forwarded, Framing, RequestHead};
 use crate::metrics::Metrics;
 use crate::snapshot::TableShared;
-use crate::upstream::{self, Failure, Outgoing, Upstreams};
+use crate::upstream::{self, Failure, HeadSource, Outgoing, Upstreams};
 use crate::upstream_body::{self, ReturnTo};
 use crate::websocket;
 
@@ -132,7 +132,7 @@ pub(crate) async fn handle(
     let root = PathAndQuery::from_static("/");
     let path = parts.uri.path_and_query().unwrap_or(&root);
     let outgoing = Outgoing {
-        head: RequestHead {
+        head: HeadSource::Map(RequestHead {
             method: &parts.method,
             path,
             headers: &parts.headers,
@@ -141,7 +141,7 @@ pub(crate) async fn handle(
             upgrading,
             http2,
             framing,
-        },
+        }),
         body,
         idempotent: matches!(
             parts.method,

@@ -52,10 +52,13 @@ mod config;
 mod errors;
 mod handler;
 mod headers;
+mod http1;
 mod listener;
 mod metrics;
 mod pool;
+mod request_head;
 mod response_head;
+mod response_out;
 mod shutdown;
 mod side_wake;
 mod snapshot;
@@ -79,8 +82,8 @@ use tracing::info;
 
 pub use admin::Readiness;
 pub use config::{
-    DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, ProxyArgs, parse_duration,
-    parse_size, parse_switch,
+    DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
+    parse_duration, parse_size, parse_switch,
 };
 pub use snapshot::TableHandle;
 pub use tls::DEFAULT_CERT_NAME;

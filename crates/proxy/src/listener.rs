@@ -5,7 +5,7 @@
 //! hyper, so detection costs no extra system call. TLS connections use the ALPN result to
 //! pick HTTP/2 or HTTP/1.1 without sniffing.
 
-use std::future::Future as _;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,9 +23,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::config::ProxyArgs;
+use crate::config::{Http1Server, ProxyArgs};
 use crate::handler::{self, ConnCtx, Shared};
 use crate::headers::Forwarded;
+use crate::http1;
 use crate::shutdown::Phases;
 use crate::side_wake::SideWake;
 
@@ -46,6 +47,10 @@ pub(crate) struct Protocols {
     handshake_timeout: Duration,
     /// Keep-alive idle limit.
     idle_timeout: Duration,
+    /// Plain HTTP/1.1 requests are served by the own loop ([`http1`]).
+    own_http1: bool,
+    /// Limits of the own loop.
+    limits: http1::Limits,
 }
 
 impl Protocols {
@@ -77,6 +82,11 @@ impl Protocols {
             http2: builder.http2_only(),
             handshake_timeout: args.client_header_timeout,
             idle_timeout: args.idle_timeout,
+            own_http1: args.http1_server == Http1Server::Sluice,
+            limits: http1::Limits {
+                max_head: max_header,
+                header_timeout: args.client_header_timeout,
+            },
         }
     }
 }
@@ -161,13 +171,12 @@ async fn serve_connection(
                     return;
                 }
             };
-            let builder = if h2 {
-                &protocols.http2
+            if h2 {
+                let io = Prefixed::new(prefix.freeze(), io);
+                serve_http(&protocols.http2, io, ctx, &protocols, &phases, &activity).await;
             } else {
-                &protocols.http1
-            };
-            let io = Prefixed::new(prefix.freeze(), io);
-            serve_http(builder, io, ctx, &protocols, &phases, &activity).await;
+                serve_http1(io, prefix, ctx, &protocols, &phases, &activity).await;
+            }
         }
         Transport::Tls(acceptor) => {
             let handshake =
@@ -188,15 +197,48 @@ async fn serve_connection(
                 }
             };
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let builder = if h2 {
-                &protocols.http2
-            } else {
-                &protocols.http1
-            };
             let io = ActivityIo::new(tls, Arc::clone(&activity));
-            serve_http(builder, io, ctx, &protocols, &phases, &activity).await;
+            if h2 {
+                serve_http(&protocols.http2, io, ctx, &protocols, &phases, &activity).await;
+            } else {
+                serve_http1(io, BytesMut::new(), ctx, &protocols, &phases, &activity).await;
+            }
         }
     }
+}
+
+/// Serves HTTP/1.x on `io` (`prefix` already read from it): with the own loop
+/// ([`http1`]) until a request needs hyper, then with hyper; or with hyper from the start
+/// when so configured.
+async fn serve_http1<I>(
+    io: I,
+    prefix: BytesMut,
+    ctx: Arc<ConnCtx>,
+    protocols: &Protocols,
+    phases: &Phases,
+    activity: &AtomicU64,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (io, rest) = if protocols.own_http1 {
+        let signals = http1::Signals::default();
+        let lane = http1::serve(io, prefix, &ctx, protocols.limits, &signals);
+        tokio::pin!(lane);
+        let outcome = watched(lane, protocols, phases, activity, |_| {
+            signals.closing.store(true, Ordering::Relaxed);
+            // Waiting for a request with nothing read: nothing to finish.
+            signals.idle.load(Ordering::Relaxed)
+        })
+        .await;
+        match outcome {
+            Some(http1::Outcome::Handoff(io, rest)) => (io, rest),
+            Some(http1::Outcome::Closed) | None => return,
+        }
+    } else {
+        (io, prefix.freeze())
+    };
+    let io = Prefixed::new(rest, io);
+    serve_http(&protocols.http1, io, ctx, protocols, phases, activity).await;
 }
 
 /// Runs hyper on `io` until the connection ends, closing it gracefully when it has been idle
@@ -215,7 +257,27 @@ async fn serve_http<I>(
     let service = service_fn(move |request| handler::handle(Arc::clone(&ctx), request));
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
+    let result = watched(connection, protocols, phases, activity, |connection| {
+        connection.graceful_shutdown();
+        false
+    })
+    .await;
+    if let Some(Err(error)) = result {
+        debug!(%peer, %error, "connection ended with an error");
+    }
+}
 
+/// Polls a connection future to its end while watching the proxy's drain and force
+/// phases and the connection's idleness. When it should close gracefully (the proxy
+/// drains, or no byte moved for a whole idle period) `close` is called, which returns
+/// whether to drop it at once. `None`: dropped (forced, or closed at once).
+async fn watched<F: Future>(
+    mut connection: Pin<&mut F>,
+    protocols: &Protocols,
+    phases: &Phases,
+    activity: &AtomicU64,
+    mut close: impl FnMut(Pin<&mut F>) -> bool,
+) -> Option<F::Output> {
     let idle = protocols.idle_timeout;
     let mut idle_check = tokio::time::interval_at(tokio::time::Instant::now() + idle, idle);
     let mut seen = activity.load(Ordering::Relaxed);
@@ -238,8 +300,8 @@ async fn serve_http<I>(
             };
             tokio::pin!(watch);
             std::future::poll_fn(|cx| {
-                if let Poll::Ready(result) = connection.as_mut().poll(cx) {
-                    return Poll::Ready(Err(result));
+                if let Poll::Ready(output) = connection.as_mut().poll(cx) {
+                    return Poll::Ready(Err(output));
                 }
                 side.poll(watch.as_mut(), cx).map(Ok)
             })
@@ -247,23 +309,22 @@ async fn serve_http<I>(
         };
         side.rearm();
         match event {
-            Err(result) => {
-                if let Err(error) = result {
-                    debug!(%peer, %error, "connection ended with an error");
-                }
-                return;
-            }
+            Err(output) => return Some(output),
+            Ok(Watch::Force) => return None,
             Ok(Watch::Drain) => {
-                connection.as_mut().graceful_shutdown();
                 closing = true;
+                if close(connection.as_mut()) {
+                    return None;
+                }
             }
-            Ok(Watch::Force) => return,
             Ok(Watch::IdleTick) => {
                 let now = activity.load(Ordering::Relaxed);
                 if now == seen {
-                    debug!(%peer, "closing idle connection");
-                    connection.as_mut().graceful_shutdown();
+                    debug!("closing idle connection");
                     closing = true;
+                    if close(connection.as_mut()) {
+                        return None;
+                    }
                 }
                 seen = now;
             }

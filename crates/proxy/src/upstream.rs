@@ -23,9 +23,10 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::balancer::{self, MAX_ATTEMPTS};
 use crate::body::{BodyTooLarge, RequestBody};
 use crate::chunked;
-use crate::headers::{self, Framing, RequestHead};
+use crate::headers::{self, Forwarded, Framing, RequestHead};
 use crate::metrics::UpstreamErrorKind;
 use crate::pool::{self, Conn, PoolConfig};
+use crate::request_head::{self, PlainHead};
 use crate::response_head::{self, ResponseHead};
 use crate::snapshot::BackendState;
 
@@ -65,10 +66,46 @@ pub(crate) struct Answer {
     pub(crate) addr: SocketAddr,
 }
 
+/// Where the upstream request head comes from.
+pub(crate) enum HeadSource<'a> {
+    /// A request parsed by hyper (its header map).
+    Map(RequestHead<'a>),
+    /// A plain request read by the own HTTP/1.1 loop, still in its read buffer.
+    Raw {
+        /// The client connection's read buffer.
+        buf: &'a [u8],
+        /// The head found at its front.
+        head: &'a PlainHead,
+        /// This connection's forwarding values.
+        forwarded: &'a Forwarded,
+    },
+}
+
+impl HeadSource<'_> {
+    fn framing(&self) -> Framing {
+        match self {
+            HeadSource::Map(head) => head.framing,
+            HeadSource::Raw { head, .. } if head.explicit_empty() => Framing::Length(0),
+            HeadSource::Raw { .. } => Framing::None,
+        }
+    }
+
+    fn encode(&self, endpoint: SocketAddr, out: &mut Vec<u8>) {
+        match self {
+            HeadSource::Map(head) => headers::encode_request_head(head, endpoint, out),
+            HeadSource::Raw {
+                buf,
+                head,
+                forwarded,
+            } => request_head::encode_upstream_head(buf, head, forwarded, out),
+        }
+    }
+}
+
 /// A request ready to send: what its head says and its body.
 pub(crate) struct Outgoing<'a> {
     /// The head, encoded into the connection's write buffer at each attempt.
-    pub(crate) head: RequestHead<'a>,
+    pub(crate) head: HeadSource<'a>,
     /// The body (framed as `head.framing` says).
     pub(crate) body: RequestBody,
     /// GET, HEAD, OPTIONS or TRACE: safe to send again after a failure.
@@ -235,11 +272,11 @@ async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 async fn exchange(
     upstreams: &Upstreams,
     addr: SocketAddr,
-    head: &RequestHead<'_>,
+    head: &HeadSource<'_>,
     body: RequestBody,
     head_request: bool,
 ) -> Result<(ResponseHead, Conn), AttemptError> {
-    let framing = head.framing;
+    let framing = head.framing();
     let mut conn = match pool::checkout(upstreams.pool, addr) {
         Some(conn) => conn,
         None => Conn {
@@ -253,7 +290,7 @@ async fn exchange(
     };
     tracing::trace!(upstream = %addr, reused = conn.reused, "sending request");
     conn.wbuf.clear();
-    headers::encode_request_head(head, addr, &mut conn.wbuf);
+    head.encode(addr, &mut conn.wbuf);
     let written = write_request(&mut conn, framing, body, head_request).await;
     match written {
         Ok(None) => {}

@@ -73,6 +73,16 @@ async fn chunked_response_with_extension_and_trailer_reaches_client_exactly() {
         let seen = backend.requests();
         assert_eq!(paths(&seen), ["/whole", "/split"]);
         assert!(seen.iter().all(|s| s.conn == 0));
+
+        // An HTTP/1.0 client cannot read chunks: it gets the body delimited by the close.
+        for path in ["/whole", "/split"] {
+            let wire = format!("GET {path} HTTP/1.0\r\nHost: {HOST}\r\n\r\n");
+            let raw = raw_exchange(proxy.http, &[wire.as_bytes()]).await;
+            assert_eq!(raw.status, 200, "{path}");
+            assert_eq!(raw.header("transfer-encoding"), None, "{path}");
+            assert_eq!(raw.header("content-length"), None, "{path}");
+            assert_eq!(&raw.body[..], CHUNKED_BODY, "{path}");
+        }
     })
     .await;
 }

@@ -1,0 +1,354 @@
+//! The proxy's own HTTP/1.1 server loop, for plain requests.
+//!
+//! Most of what an ingress serves is small bodiless requests on keep-alive connections. For
+//! those this loop does the whole exchange in the connection's task: the request head is
+//! parsed in place ([`crate::request_head`]), the upstream head is written from the same
+//! bytes, and the response head goes straight to the client followed by the body
+//! ([`crate::response_out`]). No task per request, no header map or body channel on the
+//! client side.
+//!
+//! The first request that is not plain (a body, an upgrade, `Expect`, unusual or malformed
+//! bytes, a head over the size limit) hands the connection to hyper together with every
+//! byte read but not yet answered ([`Outcome::Handoff`]): hyper serves it and the rest of
+//! the connection exactly as if it had read those bytes itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Buf as _, Bytes, BytesMut};
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Method, StatusCode};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tracing::debug;
+
+use crate::access_log::LogRecord;
+use crate::body::{Completion, RequestBody};
+use crate::chunked;
+use crate::errors::page_for;
+use crate::handler::ConnCtx;
+use crate::request_head::{self, Parsed, PlainHead};
+use crate::response_out::{self, ClientFraming, ClientSide};
+use crate::upstream::{self, Failure, HeadSource, Outgoing};
+use crate::upstream_body::{self, ReturnTo, Started};
+
+/// Bytes asked for per read of the client connection: a typical head fits.
+const READ_SIZE: usize = 4096;
+
+/// How a connection left the loop.
+pub(crate) enum Outcome<I> {
+    /// It is over.
+    Closed,
+    /// Serve the rest with hyper: the stream, and the bytes read but not answered.
+    Handoff(I, Bytes),
+}
+
+/// What the connection's watchers (drain, idle check) and the loop tell each other.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    /// Set by the watchers: close after the current response.
+    pub(crate) closing: AtomicBool,
+    /// Set by the loop: waiting for a request with nothing read, so closing now loses
+    /// nothing.
+    pub(crate) idle: AtomicBool,
+}
+
+/// Client-side limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// `--max-header-bytes`: a longer head goes to hyper, which answers 431.
+    pub(crate) max_head: usize,
+    /// `--client-header-timeout`: from the first byte of a head to its end.
+    pub(crate) header_timeout: Duration,
+}
+
+/// Serves requests on `io` (with `buf` already read from it) until the connection ends or
+/// a request needs hyper.
+pub(crate) async fn serve<I>(
+    mut io: I,
+    mut buf: BytesMut,
+    ctx: &Arc<ConnCtx>,
+    limits: Limits,
+    signals: &Signals,
+) -> Outcome<I>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut out = Vec::with_capacity(1024);
+    let mut head_since: Option<tokio::time::Instant> = None;
+    loop {
+        let head = match request_head::parse(&buf) {
+            Parsed::Plain(head) => head,
+            Parsed::Other => return Outcome::Handoff(io, buf.freeze()),
+            Parsed::Partial if buf.len() > limits.max_head => {
+                return Outcome::Handoff(io, buf.freeze());
+            }
+            Parsed::Partial if buf.is_empty() => {
+                // Between requests: the watchers' idle check bounds this wait.
+                if signals.closing.load(Ordering::Relaxed) {
+                    return close(io).await;
+                }
+                head_since = None;
+                buf.reserve(READ_SIZE);
+                signals.idle.store(true, Ordering::Relaxed);
+                let read = io.read_buf(&mut buf).await;
+                signals.idle.store(false, Ordering::Relaxed);
+                match read {
+                    Ok(0) | Err(_) => return Outcome::Closed,
+                    Ok(_) => continue,
+                }
+            }
+            Parsed::Partial => {
+                // Part of a head: the rest must come within the header timeout.
+                let since = *head_since.get_or_insert_with(tokio::time::Instant::now);
+                buf.reserve(READ_SIZE);
+                let read =
+                    tokio::time::timeout_at(since + limits.header_timeout, io.read_buf(&mut buf));
+                match read.await {
+                    Ok(Ok(n)) if n > 0 => continue,
+                    Ok(_) => return Outcome::Closed,
+                    Err(_) => {
+                        debug!(peer = %ctx.peer, "request head not complete within the header timeout");
+                        return Outcome::Closed;
+                    }
+                }
+            }
+        };
+        head_since = None;
+        let client = ClientSide {
+            http10: head.http10,
+            keep_alive: head.keep_alive && !signals.closing.load(Ordering::Relaxed),
+        };
+        let keep_alive = exchange(&mut io, &buf, &head, client, ctx, &mut out).await;
+        buf.advance(head.len);
+        if !keep_alive {
+            return close(io).await;
+        }
+    }
+}
+
+/// Ends the connection: our side is shut down first so the client reads everything sent.
+async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
+    let _ = io.shutdown().await;
+    Outcome::Closed
+}
+
+/// Serves one plain request (head at the front of `buf`). Returns whether the connection
+/// may carry another request.
+async fn exchange<I>(
+    io: &mut I,
+    buf: &[u8],
+    head: &PlainHead,
+    client: ClientSide,
+    ctx: &Arc<ConnCtx>,
+    out: &mut Vec<u8>,
+) -> bool
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let start = Instant::now();
+    let shared = &ctx.shared;
+    let snapshot = shared.table.current.load_full();
+    let host = head.host(buf);
+    let backend = snapshot
+        .table
+        .route(host, head.path(buf))
+        .map(|backend| (backend.id, backend.endpoints.is_empty()));
+    let head_request = head.method(buf) == "HEAD";
+    let log = shared
+        .access_log
+        .as_ref()
+        .map(|_| Box::new(log_record(ctx, buf, head)));
+    // Accounts for the request when dropped, on every path out of here.
+    let mut done = Completion {
+        ctx: Arc::clone(ctx),
+        snapshot,
+        backend: None,
+        endpoint: None,
+        start,
+        status: 0,
+        bytes: 0,
+        log,
+    };
+    let Some((id, no_endpoints)) = backend else {
+        return page(
+            io,
+            out,
+            &mut done,
+            host,
+            StatusCode::NOT_FOUND,
+            head_request,
+            client,
+        )
+        .await;
+    };
+    done.backend = Some(id);
+    if no_endpoints {
+        let status = StatusCode::SERVICE_UNAVAILABLE;
+        return page(io, out, &mut done, host, status, head_request, client).await;
+    }
+
+    let outgoing = Outgoing {
+        head: HeadSource::Raw {
+            buf,
+            head,
+            forwarded: &ctx.forwarded,
+        },
+        body: RequestBody::Empty,
+        idempotent: head.idempotent(buf),
+        head_request,
+    };
+    let timeout = shared.upstream_header_timeout;
+    let state = &done.snapshot.backends[id];
+    let answer = upstream::send(&shared.upstreams, state, outgoing, start, timeout).await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(failure) => {
+            let status = match failure {
+                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                Failure::BadGateway | Failure::BodyTooLarge => StatusCode::BAD_GATEWAY,
+            };
+            return page(io, out, &mut done, host, status, head_request, client).await;
+        }
+    };
+    done.endpoint = Some(answer.endpoint);
+    let upstream::Answer {
+        head: response,
+        conn,
+        addr,
+        ..
+    } = answer;
+    if response.status == StatusCode::SWITCHING_PROTOCOLS {
+        // No upgrade was asked for on this path: one cannot be relayed.
+        let status = StatusCode::BAD_GATEWAY;
+        return page(io, out, &mut done, host, status, head_request, client).await;
+    }
+    let status = response.status;
+    done.snapshot.backends[id]
+        .metrics
+        .count_request(host, status.as_u16());
+    done.status = status.as_u16();
+
+    let body = upstream_body::start(
+        conn,
+        response.body,
+        ReturnTo {
+            pool: shared.upstreams.pool,
+            addr,
+            reusable: response.reusable,
+        },
+    );
+    out.clear();
+    let (framing, keep_alive) =
+        response_out::encode_head(status, &response.headers, response.body, client, out);
+    drop(response);
+    let sent = match body {
+        Started::Complete(bytes) => {
+            // Head and body in one write.
+            if let Some(bytes) = bytes {
+                done.bytes = bytes.len() as u64;
+                if framing == ClientFraming::Chunked {
+                    out.extend_from_slice(&chunked::chunk_header(bytes.len()));
+                    out.extend_from_slice(&bytes);
+                    out.extend_from_slice(chunked::CHUNK_END);
+                } else {
+                    out.extend_from_slice(&bytes);
+                }
+            }
+            if framing == ClientFraming::Chunked {
+                out.extend_from_slice(chunked::LAST_CHUNK);
+            }
+            write_out(io, out).await
+        }
+        Started::Streaming(mut body) => {
+            stream_body(io, out, &mut body, framing, &mut done.bytes).await
+        }
+    };
+    sent && keep_alive
+}
+
+/// Writes `out` and flushes (TLS keeps records until flushed). False if the client is gone.
+async fn write_out<I: AsyncWrite + Unpin>(io: &mut I, out: &[u8]) -> bool {
+    match io.write_all(out).await {
+        Ok(()) => io.flush().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Sends the head already in `out`, then the upstream body as it arrives. False if either
+/// side broke off (the client then sees the connection close before the body's end).
+async fn stream_body<I: AsyncWrite + Unpin>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    body: &mut upstream_body::UpstreamBody,
+    framing: ClientFraming,
+    bytes: &mut u64,
+) -> bool {
+    if !write_out(io, out).await {
+        return false;
+    }
+    while let Some(data) = std::future::poll_fn(|cx| body.poll_data(cx)).await {
+        let data = match data {
+            Ok(data) => data,
+            Err(error) => {
+                debug!(%error, "upstream body failed");
+                return false;
+            }
+        };
+        *bytes += data.len() as u64;
+        let written = if framing == ClientFraming::Chunked {
+            out.clear();
+            out.extend_from_slice(&chunked::chunk_header(data.len()));
+            out.extend_from_slice(&data);
+            out.extend_from_slice(chunked::CHUNK_END);
+            io.write_all(out).await
+        } else {
+            io.write_all(&data).await
+        };
+        if written.is_err() {
+            return false;
+        }
+    }
+    if framing == ClientFraming::Chunked && io.write_all(chunked::LAST_CHUNK).await.is_err() {
+        return false;
+    }
+    io.flush().await.is_ok()
+}
+
+/// Answers with the proxy's own page for `status`, counted in the routed backend's metrics
+/// (or as unrouted).
+async fn page<I: AsyncWrite + Unpin>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    done: &mut Completion,
+    host: &str,
+    status: StatusCode,
+    head_request: bool,
+    client: ClientSide,
+) -> bool {
+    let code = status.as_u16();
+    match done.backend {
+        Some(id) => done.snapshot.backends[id].metrics.count_request(host, code),
+        None => done.ctx.shared.metrics.unrouted().count_request(host, code),
+    }
+    done.status = code;
+    let body = page_for(status).as_bytes();
+    if !head_request {
+        done.bytes = body.len() as u64;
+    }
+    out.clear();
+    let keep_alive = response_out::encode_page(status, body, head_request, client, out);
+    write_out(io, out).await && keep_alive
+}
+
+/// The access log's record of a plain request.
+fn log_record(ctx: &ConnCtx, buf: &[u8], head: &PlainHead) -> LogRecord {
+    LogRecord {
+        time: SystemTime::now(),
+        client: ctx.peer.ip(),
+        method: Method::from_bytes(head.method(buf).as_bytes()).unwrap_or(Method::GET),
+        host: HeaderValue::from_str(head.host(buf)).unwrap_or(HeaderValue::from_static("")),
+        path: PathAndQuery::try_from(head.target(buf))
+            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
+    }
+}
