@@ -22,7 +22,7 @@ use crate::access_log::{AccessLog, LogRecord};
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::errors::error_response;
 use crate::headers::{self, Forwarded, Framing, RequestHead};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, UpstreamErrorKind};
 use crate::snapshot::TableShared;
 use crate::upstream::{self, Failure, HeadSource, Outgoing, Upstreams};
 use crate::upstream_body::{self, ReturnTo};
@@ -177,7 +177,16 @@ pub(crate) async fn handle(
     let status = head.status;
     let mut response = Response::new(());
     *response.status_mut() = status;
-    *response.headers_mut() = head.headers;
+    *response.headers_mut() = match head.header_map() {
+        Ok(headers) => headers,
+        Err(error) => {
+            done.snapshot.backends[id]
+                .metrics
+                .upstream_error(UpstreamErrorKind::Io);
+            tracing::debug!(%error, "invalid upstream response");
+            return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
+        }
+    };
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {

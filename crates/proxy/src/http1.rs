@@ -239,8 +239,7 @@ where
         },
     );
     out.clear();
-    let (framing, keep_alive) =
-        response_out::encode_head(status, &response.headers, response.body, client, out);
+    let (framing, keep_alive) = response_out::encode_head(&response, client, out);
     drop(response);
     let sent = match body {
         Started::Complete(bytes) => {

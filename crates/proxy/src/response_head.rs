@@ -6,10 +6,8 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{
-    CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING, UPGRADE,
-};
-use http::{StatusCode, Version};
+use http::StatusCode;
+use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
 
 /// Most headers accepted in one response (as hyper's client was configured).
 const MAX_HEADERS: usize = 256;
@@ -33,17 +31,91 @@ pub(crate) enum BodyKind {
     UntilClose,
 }
 
-/// A parsed response head.
+/// A header field's name and value as byte ranges of the head: `(name at, name length,
+/// value at, value length)`.
+type Span = (u32, u32, u32, u32);
+
+/// A parsed response head. The end-to-end header fields stay in the received bytes: the own
+/// HTTP/1.1 loop copies them out as they are ([`ResponseHead::fields`]); hyper's path
+/// builds a header map ([`ResponseHead::header_map`]).
 #[derive(Debug)]
 pub(crate) struct ResponseHead {
     /// Status code.
     pub(crate) status: StatusCode,
-    /// End-to-end headers (hop-by-hop ones removed; `Upgrade` kept on a 101).
-    pub(crate) headers: HeaderMap,
     /// Body framing.
     pub(crate) body: BodyKind,
     /// Whether the connection may carry another request after this response.
     pub(crate) reusable: bool,
+    /// The head as received.
+    raw: Bytes,
+    /// End-to-end fields (hop-by-hop ones left out; `Upgrade` kept on a 101).
+    inline: [Span; INLINE_HEADERS],
+    inline_len: usize,
+    spilled: Vec<Span>,
+    /// A `Date` field is among them.
+    has_date: bool,
+}
+
+impl ResponseHead {
+    /// The end-to-end header fields, in order, as received.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let raw = &self.raw;
+        self.inline[..self.inline_len]
+            .iter()
+            .chain(&self.spilled)
+            .map(move |&(n, nl, v, vl)| {
+                let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
+                (&raw[n..n + nl], &raw[v..v + vl])
+            })
+    }
+
+    /// Whether the upstream sent a `Date`.
+    pub(crate) fn has_date(&self) -> bool {
+        self.has_date
+    }
+
+    /// The end-to-end fields as a header map, values sharing the received bytes (plus
+    /// `Connection: upgrade` on a 101, which the client must see on its hop too).
+    pub(crate) fn header_map(&self) -> Result<HeaderMap, HeadError> {
+        let mut headers = HeaderMap::with_capacity(self.inline_len + self.spilled.len() + 1);
+        for &(n, nl, v, vl) in self.inline[..self.inline_len].iter().chain(&self.spilled) {
+            let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
+            let raw_name = &self.raw[n..n + nl];
+            let name = HeaderName::from_bytes(raw_name)
+                .map_err(|_| HeadError::Header(String::from_utf8_lossy(raw_name).into_owned()))?;
+            let value = HeaderValue::from_maybe_shared(self.raw.slice(v..v + vl))
+                .map_err(|_| HeadError::Header(name.as_str().to_owned()))?;
+            headers.append(name, value);
+        }
+        if self.status == StatusCode::SWITCHING_PROTOCOLS {
+            headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        }
+        Ok(headers)
+    }
+
+    fn keep(&mut self, span: Span) {
+        if self.inline_len < INLINE_HEADERS {
+            self.inline[self.inline_len] = span;
+            self.inline_len += 1;
+        } else {
+            self.spilled.push(span);
+        }
+    }
+
+    /// Leaves out every kept field for which `drop` says so.
+    fn drop_where(&mut self, drop: impl Fn(&[u8]) -> bool) {
+        let raw = &self.raw;
+        let name = |&(n, nl, _, _): &Span| &raw[n as usize..(n + nl) as usize];
+        let mut write = 0;
+        for read in 0..self.inline_len {
+            if !drop(name(&self.inline[read])) {
+                self.inline[write] = self.inline[read];
+                write += 1;
+            }
+        }
+        self.inline_len = write;
+        self.spilled.retain(|span| !drop(name(span)));
+    }
 }
 
 /// The upstream's response head is not valid HTTP/1.x.
@@ -61,6 +133,11 @@ pub(crate) enum HeadError {
     /// Conflicting or unparseable framing.
     #[error("invalid response framing: {0}")]
     Framing(&'static str),
+}
+
+/// Names compared while parsing (case-insensitively).
+fn is(name: &[u8], known: &str) -> bool {
+    name.eq_ignore_ascii_case(known.as_bytes())
 }
 
 /// Parses a complete head from the front of `buf` and splits it off; `Ok(None)` when more
@@ -89,54 +166,38 @@ pub(crate) fn parse(
     };
     let code = response.code.unwrap_or(0);
     let status = StatusCode::from_u16(code).map_err(|_| HeadError::Framing("status code"))?;
-    let version = if response.version == Some(0) {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
+    let http10 = response.version == Some(0);
+    let upgrade = status == StatusCode::SWITCHING_PROTOCOLS;
+    let mut head = ResponseHead {
+        status,
+        body: BodyKind::Empty,
+        reusable: false,
+        raw: Bytes::new(),
+        inline: [(0, 0, 0, 0); INLINE_HEADERS],
+        inline_len: 0,
+        spilled: Vec::new(),
+        has_date: false,
     };
-    // Offsets of names and values inside the buffer, so the values can share it once
-    // frozen; on the stack for the usual handful of headers.
-    let base = buf.as_ptr() as usize;
-    let span = |h: &httparse::Header<'_>| {
-        let name = h.name.as_ptr() as usize - base;
-        let value = h.value.as_ptr() as usize - base;
-        (name, h.name.len(), value, h.value.len())
-    };
-    let count = response.headers.len();
-    let mut inline = [(0, 0, 0, 0); INLINE_HEADERS];
-    let mut spilled = Vec::new();
-    let spans: &[(usize, usize, usize, usize)] = if count <= INLINE_HEADERS {
-        for (slot, header) in inline.iter_mut().zip(response.headers.iter()) {
-            *slot = span(header);
-        }
-        &inline[..count]
-    } else {
-        spilled.extend(response.headers.iter().map(span));
-        &spilled
-    };
-    let head: Bytes = buf.split_to(len).freeze();
-
-    let mut headers = HeaderMap::with_capacity(spans.len());
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut other_coding = false;
-    let mut close = version == Version::HTTP_10;
-    let mut connection_named: Vec<HeaderName> = Vec::new();
-    let upgrade = status == StatusCode::SWITCHING_PROTOCOLS;
-    for &(name_at, name_len, value_at, value_len) in spans {
-        let raw_name = &head[name_at..name_at + name_len];
-        let name = HeaderName::from_bytes(raw_name)
-            .map_err(|_| HeadError::Header(String::from_utf8_lossy(raw_name).into_owned()))?;
-        let raw_value = head.slice(value_at..value_at + value_len);
-        if name == CONTENT_LENGTH {
-            let parsed = parse_content_length(&raw_value)?;
+    let mut close = http10;
+    let mut named = false;
+    // Offsets inside the buffer (a head is at most MAX_HEAD_BYTES long, so they fit u32):
+    // the fields stay where they are once the buffer is frozen.
+    let base = buf.as_ptr() as usize;
+    for header in response.headers.iter() {
+        let name = header.name.as_bytes();
+        let value = header.value;
+        if is(name, "content-length") {
+            let parsed = parse_content_length(value)?;
             if content_length.is_some_and(|seen| seen != parsed) {
                 return Err(HeadError::Framing("conflicting Content-Length"));
             }
             content_length = Some(parsed);
-        } else if name == TRANSFER_ENCODING {
+        } else if is(name, "transfer-encoding") {
             // Only the final coding matters for framing; chunked must be last.
-            for coding in raw_value.split(|&b| b == b',') {
+            for coding in value.split(|&b| b == b',') {
                 let coding = coding.trim_ascii();
                 if coding.is_empty() {
                     continue;
@@ -145,47 +206,63 @@ pub(crate) fn parse(
                 other_coding |= !chunked;
             }
             continue;
-        } else if name == CONNECTION {
-            for token in raw_value.split(|&b| b == b',') {
+        } else if is(name, "connection") {
+            for token in value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
                     close = true;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    if version == Version::HTTP_10 {
+                    if http10 {
                         close = false;
                     }
-                } else if !token.eq_ignore_ascii_case(b"upgrade")
-                    && let Ok(named) = HeaderName::from_bytes(token)
-                {
-                    connection_named.push(named);
+                } else if !token.is_empty() && !token.eq_ignore_ascii_case(b"upgrade") {
+                    named = true;
                 }
             }
             continue;
-        } else if is_hop_by_hop(&name) || (name == UPGRADE && !upgrade) {
+        } else if is_hop_by_hop(name) || (!upgrade && is(name, "upgrade")) {
             continue;
+        } else if is(name, "date") {
+            head.has_date = true;
         }
-        let value = HeaderValue::from_maybe_shared(raw_value)
-            .map_err(|_| HeadError::Header(name.as_str().to_owned()))?;
-        headers.append(name, value);
+        let at = |part: &[u8]| (part.as_ptr() as usize - base) as u32;
+        head.keep((at(name), name.len() as u32, at(value), value.len() as u32));
     }
-    for name in connection_named {
-        headers.remove(name);
+    // Fields listed in Connection are hop-by-hop too (rare: collected, then dropped).
+    let mut named_fields: Vec<Vec<u8>> = Vec::new();
+    if named {
+        for header in response.headers.iter() {
+            if is(header.name.as_bytes(), "connection") {
+                named_fields.extend(
+                    header
+                        .value
+                        .split(|&b| b == b',')
+                        .map(<[u8]>::trim_ascii)
+                        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"upgrade"))
+                        .map(<[u8]>::to_vec),
+                );
+            }
+        }
+    }
+    head.raw = buf.split_to(len).freeze();
+    if !named_fields.is_empty() {
+        head.drop_where(|name| named_fields.iter().any(|n| name.eq_ignore_ascii_case(n)));
     }
 
     let no_body = head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
-    let body = if no_body {
+    head.body = if no_body {
         BodyKind::Empty
     } else if chunked {
         // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3 item 3); the stale
         // length must not reach the client either.
-        headers.remove(CONTENT_LENGTH);
+        head.drop_where(|name| is(name, "content-length"));
         BodyKind::Chunked
     } else if other_coding {
         // Not chunked as the final coding: the body runs until close.
-        headers.remove(CONTENT_LENGTH);
+        head.drop_where(|name| is(name, "content-length"));
         close = true;
         BodyKind::UntilClose
     } else if let Some(length) = content_length {
@@ -195,24 +272,15 @@ pub(crate) fn parse(
         BodyKind::UntilClose
     };
     if upgrade {
-        // The client must see the upgrade agreed on this hop too.
-        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
         close = true;
     }
-    Ok(Some(ResponseHead {
-        status,
-        headers,
-        body,
-        reusable: !close,
-    }))
+    head.reusable = !close;
+    Ok(Some(head))
 }
 
 /// Hop-by-hop headers other than the framing ones handled by the parser.
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "keep-alive" | "proxy-connection" | "te" | "trailer"
-    )
+fn is_hop_by_hop(name: &[u8]) -> bool {
+    is(name, "keep-alive") || is(name, "proxy-connection") || is(name, "te") || is(name, "trailer")
 }
 
 fn parse_content_length(value: &[u8]) -> Result<u64, HeadError> {
@@ -237,10 +305,24 @@ fn parse_content_length(value: &[u8]) -> Result<u64, HeadError> {
 mod tests {
     use super::*;
 
-    fn parse_str(text: &str, head_request: bool) -> (ResponseHead, BytesMut) {
+    /// A parsed head, its fields as a header map, and the bytes after the head.
+    fn parse_str(text: &str, head_request: bool) -> (Parsed, BytesMut) {
         let mut buf = BytesMut::from(text.as_bytes());
         let head = parse(&mut buf, head_request).unwrap().unwrap();
-        (head, buf)
+        let headers = head.header_map().unwrap();
+        (Parsed { headers, head }, buf)
+    }
+
+    struct Parsed {
+        head: ResponseHead,
+        headers: HeaderMap,
+    }
+
+    impl std::ops::Deref for Parsed {
+        type Target = ResponseHead;
+        fn deref(&self) -> &ResponseHead {
+            &self.head
+        }
     }
 
     #[test]

@@ -8,10 +8,10 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::header::{CONTENT_TYPE, DATE};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
+use http::header::CONTENT_TYPE;
 
-use crate::response_head::BodyKind;
+use crate::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,24 +33,23 @@ pub(crate) struct ClientSide {
     pub(crate) keep_alive: bool,
 }
 
-/// Writes the head of a response with `headers` from the upstream and a body framed as
-/// `body` upstream. Returns the client-side framing and whether the connection stays open.
+/// Writes the head of the upstream's `response` for the client: its end-to-end fields as
+/// received, `Date` if it had none, and the client-side framing. Returns that framing and
+/// whether the connection stays open.
 pub(crate) fn encode_head(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: BodyKind,
+    response: &ResponseHead,
     client: ClientSide,
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
-    status_line(status, client, out);
-    for (name, value) in headers {
-        put_header(out, name.as_str().as_bytes(), value.as_bytes());
+    status_line(response.status, client, out);
+    for (name, value) in response.fields() {
+        put_header(out, name, value);
     }
-    if !headers.contains_key(DATE) {
+    if !response.has_date() {
         // A proxy adds the Date an upstream left out (RFC 9110 §6.6.1).
         put_date(out);
     }
-    let framing = match body {
+    let framing = match response.body {
         BodyKind::Empty | BodyKind::Length(_) => ClientFraming::AsIs,
         BodyKind::Chunked | BodyKind::UntilClose if client.http10 => ClientFraming::Close,
         BodyKind::Chunked | BodyKind::UntilClose => {
@@ -152,7 +151,8 @@ fn put_date(out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
+    use crate::response_head;
+    use bytes::BytesMut;
 
     const CLIENT11: ClientSide = ClientSide {
         http10: false,
@@ -163,20 +163,26 @@ mod tests {
         keep_alive: false,
     };
 
+    /// The client-side head for an upstream head with a body framed as `body`.
     fn head(body: BodyKind, client: ClientSide, with_date: bool) -> (String, ClientFraming, bool) {
-        let mut headers = HeaderMap::new();
-        headers.insert("x-a", HeaderValue::from_static("1"));
+        let mut text = String::from("HTTP/1.1 200 OK\r\nx-a: 1\r\n");
         if with_date {
-            headers.insert(
-                DATE,
-                HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),
-            );
+            text.push_str("Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n");
         }
-        if let BodyKind::Length(n) = body {
-            headers.insert("content-length", HeaderValue::from(n));
+        match body {
+            BodyKind::Length(n) => text.push_str(&format!("content-length: {n}\r\n")),
+            BodyKind::Chunked => text.push_str("Transfer-Encoding: chunked\r\n"),
+            BodyKind::UntilClose | BodyKind::Empty => {}
         }
+        text.push_str("\r\n");
+        let mut buf = BytesMut::from(text.as_bytes());
+        let head_request = body == BodyKind::Empty;
+        let response = response_head::parse(&mut buf, head_request)
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.body, body);
         let mut out = Vec::new();
-        let (framing, keep_alive) = encode_head(StatusCode::OK, &headers, body, client, &mut out);
+        let (framing, keep_alive) = encode_head(&response, client, &mut out);
         (String::from_utf8(out).unwrap(), framing, keep_alive)
     }
 
@@ -185,7 +191,7 @@ mod tests {
         let (text, framing, keep_alive) = head(BodyKind::Length(5), CLIENT11, true);
         assert_eq!(
             text,
-            "HTTP/1.1 200 OK\r\nx-a: 1\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\ncontent-length: 5\r\n\r\n"
+            "HTTP/1.1 200 OK\r\nx-a: 1\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\ncontent-length: 5\r\n\r\n"
         );
         assert_eq!((framing, keep_alive), (ClientFraming::AsIs, true));
         let (text, _, _) = head(BodyKind::Empty, CLIENT11, false);
