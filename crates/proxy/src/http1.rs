@@ -35,6 +35,10 @@ use crate::upstream_body::{self, ReturnTo, Started};
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
 
+/// Buffers that grew beyond this (a large head, a chunked body) are not kept while the
+/// connection waits for its next request: idle keep-alive connections stay small.
+const KEEP_BUFFER: usize = 16 * 1024;
+
 /// How a connection left the loop.
 pub(crate) enum Outcome<I> {
     /// It is over.
@@ -123,6 +127,12 @@ where
         buf.advance(head.len);
         if !keep_alive {
             return close(io).await;
+        }
+        if out.capacity() > KEEP_BUFFER {
+            out = Vec::with_capacity(1024);
+        }
+        if buf.is_empty() && buf.capacity() > KEEP_BUFFER {
+            buf = BytesMut::new();
         }
     }
 }

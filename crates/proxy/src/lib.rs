@@ -16,6 +16,10 @@
 //!
 //! * Plain port: HTTP/1.1 and h2c (prior knowledge). TLS port: ALPN `h2` / `http/1.1`, with
 //!   the certificate chosen by SNI from the table; unknown names get a self-signed default.
+//! * HTTP/1.1 clients: plain requests (no body, no upgrade) are served by the proxy's own
+//!   loop (`http1`: `request_head` parses in place, `response_out` writes the answer); the
+//!   first other request hands the connection with its unread bytes to hyper, which serves
+//!   HTTP/2, bodies and upgrades (`handler`).
 //! * Upstream: HTTP/1.1 spoken by the request's own task (no connection task, no channel):
 //!   `headers` encodes the head, `upstream` sends it and reads the response head
 //!   (`response_head`), `upstream_body` streams the body (`chunked` decodes) and hands the
