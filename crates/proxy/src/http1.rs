@@ -82,8 +82,9 @@ where
     let mut head_since: Option<tokio::time::Instant> = None;
     loop {
         let head = match request_head::parse(&buf) {
-            Parsed::Plain(head) => head,
-            Parsed::Other => return Outcome::Handoff(io, buf.freeze()),
+            Parsed::Plain(head) if head.len <= limits.max_head => head,
+            // Over the limit (hyper answers 431), or not plain.
+            Parsed::Plain(_) | Parsed::Other => return Outcome::Handoff(io, buf.freeze()),
             Parsed::Partial if buf.len() > limits.max_head => {
                 return Outcome::Handoff(io, buf.freeze());
             }
