@@ -124,7 +124,8 @@ where
             http10: head.http10,
             keep_alive: head.keep_alive && !signals.closing.load(Ordering::Relaxed),
         };
-        let keep_alive = exchange(&mut io, &buf, &head, client, ctx, &mut out).await;
+        let closing = &signals.closing;
+        let keep_alive = exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await;
         buf.advance(head.len);
         if !keep_alive {
             return close(io).await;
@@ -145,12 +146,13 @@ async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
 }
 
 /// Serves one plain request (head at the front of `buf`). Returns whether the connection
-/// may carry another request.
+/// may carry another request (`closing`: the watchers want it closed).
 async fn exchange<I>(
     io: &mut I,
     buf: &[u8],
     head: &PlainHead,
     client: ClientSide,
+    closing: &AtomicBool,
     ctx: &Arc<ConnCtx>,
     out: &mut Vec<u8>,
 ) -> bool
@@ -212,6 +214,11 @@ where
     let timeout = shared.upstream_header_timeout;
     let state = &done.snapshot.backends[id];
     let answer = upstream::send(&shared.upstreams, state, outgoing, start, timeout).await;
+    // A drain that began while the upstream was working is announced in this answer.
+    let client = ClientSide {
+        keep_alive: client.keep_alive && !closing.load(Ordering::Relaxed),
+        ..client
+    };
     let answer = match answer {
         Ok(answer) => answer,
         Err(failure) => {

@@ -178,6 +178,11 @@ async fn graceful_shutdown_finishes_in_flight_requests() {
         let serving = proxy.begin_shutdown();
         let answer = in_flight.await.unwrap();
         assert_eq!(answer.status, 200, "{}", answer.text());
+        // The answer tells the client that this connection closes after it.
+        assert_eq!(
+            answer.headers.get("connection").map(|v| v.as_bytes()),
+            Some(&b"close"[..])
+        );
         tokio::time::timeout(Duration::from_secs(10), serving)
             .await
             .expect("shutdown completes")
