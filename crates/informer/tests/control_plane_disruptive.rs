@@ -95,7 +95,7 @@ async fn expired_resource_version_relists_to_a_consistent_store() -> anyhow::Res
     let factory = SharedInformerFactory::new(kube::Client::try_from(config)?);
     let informer = factory.namespaced_informer::<ConfigMap>(&ns);
     let rec = Recorder::default();
-    informer.add_event_handler(rec.clone());
+    let reg = informer.add_event_handler(rec.clone());
     factory.start();
     assert!(informer.wait_for_sync(WAIT).await);
     rec.wait("3 adds", |e| e.len() == 3).await?;
@@ -119,8 +119,21 @@ async fn expired_resource_version_relists_to_a_consistent_store() -> anyhow::Res
     let direct: Api<ConfigMap> = Api::namespaced(cp.client(), &ns);
     relay.resume();
 
+    // A timeout says where things stood: whether the reflector saw errors or relisted, whether
+    // the handler had a backlog, and what the relay saw from the informer's client.
     rec.wait("add d, update a, tombstone b", |e| e.len() >= 6)
-        .await?;
+        .await
+        .map_err(|err| {
+            let stats = informer.stats();
+            err.context(format!(
+                "informer: {} lists, {} watch events, {} source errors; handler backlog {}; {}",
+                stats.lists(),
+                stats.watch_events(),
+                stats.errors(),
+                reg.backlog(),
+                relay.describe()
+            ))
+        })?;
     assert!(informer.stats().lists() >= 2, "a relist happened");
     assert_eq!(
         rec.for_name("d"),

@@ -7,7 +7,7 @@ use std::{
     net::SocketAddr,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll},
     time::Duration,
@@ -43,6 +43,16 @@ pub struct Relay {
     enabled: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
     accept: AbortHandle,
+    counts: Arc<RelayCounts>,
+}
+
+/// What a [`Relay`] did, for the message of a test that timed out.
+#[derive(Debug, Default)]
+struct RelayCounts {
+    relayed: AtomicU64,
+    refused: AtomicU64,
+    upstream_failed: AtomicU64,
+    cut: AtomicU64,
 }
 
 impl Relay {
@@ -51,7 +61,8 @@ impl Relay {
         let addr = listener.local_addr()?;
         let enabled = Arc::new(AtomicBool::new(true));
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let (en, cs) = (enabled.clone(), conns.clone());
+        let counts = Arc::new(RelayCounts::default());
+        let (en, cs, n) = (enabled.clone(), conns.clone(), counts.clone());
         let accept = tokio::spawn(async move {
             loop {
                 let Ok((mut inbound, _)) = listener.accept().await else {
@@ -61,12 +72,21 @@ impl Relay {
                 // either refused or known to sever(), never relayed past a cut.
                 let mut cs = cs.lock();
                 if !en.load(Ordering::SeqCst) {
+                    n.refused.fetch_add(1, Ordering::Relaxed);
                     drop(inbound);
                     continue;
                 }
+                n.relayed.fetch_add(1, Ordering::Relaxed);
+                let n = n.clone();
                 let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    match TcpStream::connect(target).await {
+                        Ok(mut outbound) => {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                        Err(_) => {
+                            n.upstream_failed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 });
                 cs.retain(|h| !h.is_finished());
@@ -79,6 +99,7 @@ impl Relay {
             enabled,
             conns,
             accept,
+            counts,
         })
     }
 
@@ -91,8 +112,30 @@ impl Relay {
         let mut conns = self.conns.lock();
         self.enabled.store(false, Ordering::SeqCst);
         for h in conns.drain(..) {
+            if !h.is_finished() {
+                self.counts.cut.fetch_add(1, Ordering::Relaxed);
+            }
             h.abort();
         }
+    }
+
+    /// Connections relayed, refused while severed, whose upstream connect failed, cut by
+    /// [`Relay::sever`], and open now: for the message of a test that timed out.
+    pub fn describe(&self) -> String {
+        let open = self
+            .conns
+            .lock()
+            .iter()
+            .filter(|h| !h.is_finished())
+            .count();
+        let c = &self.counts;
+        format!(
+            "relay: {} relayed, {} refused while severed, {} upstream connects failed, {} cut, {open} open",
+            c.relayed.load(Ordering::Relaxed),
+            c.refused.load(Ordering::Relaxed),
+            c.upstream_failed.load(Ordering::Relaxed),
+            c.cut.load(Ordering::Relaxed),
+        )
     }
 
     pub fn resume(&self) {
