@@ -132,6 +132,44 @@ pub(crate) struct Completion {
     pub(crate) log: Option<Box<LogRecord>>,
 }
 
+impl Completion {
+    /// The books of a request that arrived at `start`, routed with `snapshot`.
+    pub(crate) fn new(
+        ctx: Arc<ConnCtx>,
+        snapshot: Arc<Snapshot>,
+        start: Instant,
+        log: Option<Box<LogRecord>>,
+    ) -> Completion {
+        Completion {
+            ctx,
+            snapshot,
+            backend: None,
+            endpoint: None,
+            start,
+            status: 0,
+            bytes: 0,
+            log,
+        }
+    }
+
+    /// Records the answer's status, counted in the routed backend's metrics (or as
+    /// unrouted).
+    pub(crate) fn count(&mut self, host: &str, status: u16) {
+        match self.backend {
+            Some(id) => self.snapshot.backends[id]
+                .metrics
+                .count_request(host, status),
+            None => self
+                .ctx
+                .shared
+                .metrics
+                .unrouted()
+                .count_request(host, status),
+        }
+        self.status = status;
+    }
+}
+
 impl Drop for Completion {
     /// The request is over (its body ended, or it was dropped): count it, release its
     /// endpoint, log it.

@@ -85,16 +85,7 @@ pub(crate) async fn handle(
     });
     // The request's accounting owns the connection and snapshot references from here on
     // (moved, not cloned: no extra reference counting per request).
-    let mut done = Completion {
-        ctx,
-        snapshot,
-        backend: None,
-        endpoint: None,
-        start,
-        status: 0,
-        bytes: 0,
-        log,
-    };
+    let mut done = Completion::new(ctx, snapshot, start, log);
     let ctx = &*done.ctx;
     let Some((id, no_endpoints)) = backend else {
         return Ok(fail(done, host_str, StatusCode::NOT_FOUND));
@@ -242,11 +233,6 @@ fn path_and_query(request: &Request<Incoming>) -> PathAndQuery {
 
 /// An error page, counted in the metrics of the routed backend (or as unrouted).
 fn fail(mut done: Completion, host: &str, status: StatusCode) -> Response<ResponseBody> {
-    let code = status.as_u16();
-    match done.backend {
-        Some(id) => done.snapshot.backends[id].metrics.count_request(host, code),
-        None => done.ctx.shared.metrics.unrouted().count_request(host, code),
-    }
-    done.status = code;
+    done.count(host, status.as_u16());
     error_response(status, |page: Bytes| ResponseBody::fixed(Some(page), done))
 }

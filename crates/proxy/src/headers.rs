@@ -143,7 +143,8 @@ fn te_trailers_only(value: &HeaderValue) -> bool {
         .all(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
 }
 
-fn put_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// Appends one `name: value` field line.
+pub(crate) fn put_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);

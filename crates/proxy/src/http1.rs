@@ -173,16 +173,7 @@ where
         .as_ref()
         .map(|_| Box::new(log_record(ctx, buf, head)));
     // Accounts for the request when dropped, on every path out of here.
-    let mut done = Completion {
-        ctx: Arc::clone(ctx),
-        snapshot,
-        backend: None,
-        endpoint: None,
-        start,
-        status: 0,
-        bytes: 0,
-        log,
-    };
+    let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
     let Some((id, no_endpoints)) = backend else {
         return page(
             io,
@@ -343,12 +334,7 @@ async fn page<I: AsyncWrite + Unpin>(
     head_request: bool,
     client: ClientSide,
 ) -> bool {
-    let code = status.as_u16();
-    match done.backend {
-        Some(id) => done.snapshot.backends[id].metrics.count_request(host, code),
-        None => done.ctx.shared.metrics.unrouted().count_request(host, code),
-    }
-    done.status = code;
+    done.count(host, status.as_u16());
     let body = page_for(status).as_bytes();
     if !head_request {
         done.bytes = body.len() as u64;

@@ -13,7 +13,7 @@
 
 use std::mem::MaybeUninit;
 
-use crate::headers::Forwarded;
+use crate::headers::{Forwarded, put_header};
 
 /// Most header fields in a request head (hyper's default; more go to hyper, which answers
 /// 431).
@@ -330,13 +330,6 @@ pub(crate) fn parse(buf: &[u8]) -> Parsed {
         }
     }
     Parsed::Plain(head)
-}
-
-fn put_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Writes the upstream's HTTP/1.1 request head for `head` (parsed from `buf`) into `out`:

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 use http::header::CONTENT_TYPE;
 
+use crate::headers::put_header;
 use crate::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
@@ -111,13 +112,6 @@ fn end_head(client: ClientSide, keep_alive: bool, out: &mut Vec<u8>) {
         // HTTP/1.1 keeps the connection and HTTP/1.0 closes it unless told otherwise.
         _ => {}
     }
-    out.extend_from_slice(b"\r\n");
-}
-
-fn put_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
