@@ -252,19 +252,11 @@ where
     drop(response);
     let sent = match body {
         Started::Complete(bytes) => {
-            // Head and body in one write.
+            // Only empty and length-delimited bodies complete with the head, so they go out
+            // as they are: head and body in one write.
             if let Some(bytes) = bytes {
                 done.bytes = bytes.len() as u64;
-                if framing == ClientFraming::Chunked {
-                    out.extend_from_slice(&chunked::chunk_header(bytes.len()));
-                    out.extend_from_slice(&bytes);
-                    out.extend_from_slice(chunked::CHUNK_END);
-                } else {
-                    out.extend_from_slice(&bytes);
-                }
-            }
-            if framing == ClientFraming::Chunked {
-                out.extend_from_slice(chunked::LAST_CHUNK);
+                out.extend_from_slice(&bytes);
             }
             write_out(io, out).await
         }
