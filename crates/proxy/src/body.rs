@@ -2,17 +2,20 @@
 //! streams) and the response body sent to the client (which also closes the request's
 //! books — metrics, in-flight count, access log — when it ends).
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use tokio::time::Sleep;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::access_log::{LogOutcome, LogRecord};
-use crate::handler::ConnCtx;
+use crate::context::ConnCtx;
 use crate::snapshot::Snapshot;
 use crate::upstream_body::{Started, UpstreamBody};
 
@@ -24,26 +27,43 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[error("request body exceeds the configured limit")]
 pub(crate) struct BodyTooLarge;
 
+/// The client sent nothing of its body for `--client-body-timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("client body timed out")]
+pub(crate) struct ClientBodyTimeout;
+
 /// The body of an upstream request.
 #[derive(Debug)]
 pub(crate) enum RequestBody {
     /// No body (also used for retries, which only happen for empty bodies).
     Empty,
-    /// The client's body, streamed through, failing once it exceeds `remaining` bytes.
+    /// The client's body, streamed through, failing once it exceeds `remaining` bytes or
+    /// stalls for `timeout`.
     Streaming {
         /// The client's body.
         inner: Incoming,
         /// Bytes still allowed; `u64::MAX` when unlimited.
         remaining: u64,
+        /// Stall limit between two reads (nginx `client_body_timeout`).
+        timeout: Duration,
+        /// Runs while a read waits; `None` until the first wait.
+        stall: Option<Pin<Box<Sleep>>>,
+        /// The timer was set for the wait in progress (reset after every frame, so time
+        /// spent while the upstream was not asking for more does not count).
+        armed: bool,
     },
 }
 
 impl RequestBody {
-    /// Streams `inner` with at most `limit` bytes (`None`: unlimited).
-    pub(crate) fn streaming(inner: Incoming, limit: Option<u64>) -> RequestBody {
+    /// Streams `inner` with at most `limit` bytes (`None`: unlimited), each read waiting at
+    /// most `timeout`.
+    pub(crate) fn streaming(inner: Incoming, limit: Option<u64>, timeout: Duration) -> RequestBody {
         RequestBody::Streaming {
             inner,
             remaining: limit.unwrap_or(u64::MAX),
+            timeout,
+            stall: None,
+            armed: false,
         }
     }
 }
@@ -58,8 +78,28 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             RequestBody::Empty => Poll::Ready(None),
-            RequestBody::Streaming { inner, remaining } => {
-                let frame = ready!(Pin::new(inner).poll_frame(cx));
+            RequestBody::Streaming {
+                inner,
+                remaining,
+                timeout,
+                stall,
+                armed,
+            } => {
+                let frame = match Pin::new(inner).poll_frame(cx) {
+                    Poll::Ready(frame) => frame,
+                    Poll::Pending => {
+                        let deadline = tokio::time::Instant::now() + *timeout;
+                        let sleep = stall
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                        if !*armed {
+                            sleep.as_mut().reset(deadline);
+                            *armed = true;
+                        }
+                        ready!(sleep.as_mut().poll(cx));
+                        return Poll::Ready(Some(Err(ClientBodyTimeout.into())));
+                    }
+                };
+                *armed = false;
                 Poll::Ready(match frame {
                     Some(Ok(frame)) => {
                         if let Some(data) = frame.data_ref() {

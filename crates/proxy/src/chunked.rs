@@ -68,10 +68,13 @@ impl ChunkedDecoder {
             match self.state {
                 State::Done => return Ok(Decoded::Done),
                 State::Size => {
-                    let Some(end) = find_crlf(buf) else {
-                        if buf.len() > MAX_LINE {
-                            return Err(ChunkedError("chunk size line too long"));
-                        }
+                    let found = find_crlf(buf);
+                    // The limit holds however the bytes arrive: a complete line is
+                    // measured too, so acceptance never depends on TCP segmentation.
+                    if found.map_or(buf.len(), |end| end + 2) > MAX_LINE {
+                        return Err(ChunkedError("chunk size line too long"));
+                    }
+                    let Some(end) = found else {
                         return Ok(Decoded::NeedMore);
                     };
                     let size = parse_size(&buf[..end])?;

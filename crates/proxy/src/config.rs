@@ -3,7 +3,7 @@
 //! The `sluice` binary flattens [`ProxyArgs`] into both of its serving subcommands, so every
 //! listen address, timeout and limit of the proxy is a flag with a sane default.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// Default plain-HTTP listen address.
@@ -51,6 +51,55 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 
+    /// Time allowed between two reads of a request body (nginx `client_body_timeout`); the
+    /// client gets 408 and both connections close.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub client_body_timeout: Duration,
+
+    /// Time allowed between two reads of an upstream response body (nginx
+    /// `proxy_read_timeout`); the client connection is closed mid-body.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub upstream_read_timeout: Duration,
+
+    /// Time allowed for an upstream to accept more of a request body (nginx
+    /// `proxy_send_timeout`); the client gets 504.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub upstream_send_timeout: Duration,
+
+    /// Time allowed for a client to take more of a response (nginx `send_timeout`); the
+    /// connection is closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub send_timeout: Duration,
+
+    /// A WebSocket with no byte moving either way for this long is closed (nginx applies
+    /// `proxy_read_timeout` to upgraded connections; ingress-nginx users often raise it).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub websocket_idle_timeout: Duration,
+
+    /// Peers whose `X-Forwarded-*` / `X-Real-IP` / `Forwarded` headers are believed
+    /// (comma-separated CIDRs, e.g. a load balancer's range); everyone else's are replaced.
+    /// ingress-nginx's `use-forwarded-headers` + `proxy-real-ip-cidr`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_cidr)]
+    pub trusted_proxies: Vec<Cidr>,
+
+    /// Expect a PROXY protocol (v1 or v2) header at the start of every connection on the
+    /// HTTP and HTTPS listeners; the address in it is the client's (ingress-nginx's
+    /// `use-proxy-protocol`).
+    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub proxy_protocol: bool,
+
+    /// Forward request headers whose names contain `_` (nginx drops them by default:
+    /// `underscores_in_headers off`).
+    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub allow_underscore_headers: bool,
+
+    /// This proxy's name in `Via` (loop detection); default `sluice-` and a random suffix,
+    /// so that two replicas pointing at each other still see the loop.
+    #[arg(long)]
+    pub proxy_id: Option<String>,
+
     /// Largest request head (request line plus headers) accepted; larger gets 431.
     #[arg(long, default_value = "64KiB", value_parser = parse_size)]
     pub max_header_bytes: u64,
@@ -86,6 +135,15 @@ impl Default for ProxyArgs {
             client_header_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(30),
+            client_body_timeout: Duration::from_secs(60),
+            upstream_read_timeout: Duration::from_secs(60),
+            upstream_send_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            websocket_idle_timeout: Duration::from_secs(60),
+            trusted_proxies: Vec::new(),
+            proxy_protocol: false,
+            allow_underscore_headers: false,
+            proxy_id: None,
             max_header_bytes: 64 * 1024,
             max_body_bytes: 1 << 30,
             workers: None,
@@ -184,6 +242,75 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {text:?} is too large"))
 }
 
+/// An IP network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`; a bare address is a
+/// single host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is inside the network (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.network, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Cidr, String> {
+        parse_cidr(text)
+    }
+}
+
+/// Parses a CIDR (`10.0.0.0/8`) or a bare address (a /32 or /128).
+pub fn parse_cidr(text: &str) -> Result<Cidr, String> {
+    let text = text.trim();
+    let (addr, prefix) = match text.split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text, None),
+    };
+    let network: IpAddr = addr
+        .parse()
+        .map_err(|_| format!("{text:?} is not an IP address or CIDR"))?;
+    let max = if network.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => max,
+        Some(p) => p
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= max)
+            .ok_or_else(|| format!("{text:?}: prefix length must be 0 to {max}"))?,
+    };
+    Ok(Cidr { network, prefix })
+}
+
 /// Parses an on/off switch (`on`, `off`, `true`, `false`, `yes`, `no`, `1`, `0`).
 pub fn parse_switch(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
@@ -239,6 +366,30 @@ mod tests {
         assert!(p.access_log);
         let cli = Cli::try_parse_from(["sluice", "--access-log", "off"]).unwrap();
         assert!(!cli.proxy.access_log);
+    }
+
+    #[test]
+    fn cidrs() {
+        let net = parse_cidr("10.1.0.0/16").unwrap();
+        assert!(net.contains("10.1.200.3".parse().unwrap()));
+        assert!(!net.contains("10.2.0.1".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.0.9".parse().unwrap()));
+        let host = parse_cidr("127.0.0.1").unwrap();
+        assert!(host.contains("127.0.0.1".parse().unwrap()));
+        assert!(!host.contains("127.0.0.2".parse().unwrap()));
+        assert!(
+            parse_cidr("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        let v6 = parse_cidr("2001:db8::/32").unwrap();
+        assert!(v6.contains("2001:db8:1::1".parse().unwrap()));
+        assert!(!v6.contains("10.0.0.1".parse().unwrap()));
+        assert!(parse_cidr("10.0.0.0/33").is_err());
+        assert!(parse_cidr("nope").is_err());
+        let cli =
+            Cli::try_parse_from(["sluice", "--trusted-proxies", "10.0.0.0/8,192.168.1.1"]).unwrap();
+        assert_eq!(cli.proxy.trusted_proxies.len(), 2);
     }
 
     #[test]

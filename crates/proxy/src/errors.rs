@@ -23,12 +23,15 @@ pub(crate) fn page_for(status: StatusCode) -> &'static str {
     match status.as_u16() {
         400 => page!("400 Bad Request"),
         404 => page!("404 Not Found"),
+        405 => page!("405 Not Allowed"),
+        408 => page!("408 Request Time-out"),
         413 => page!("413 Request Entity Too Large"),
         431 => page!("431 Request Header Fields Too Large"),
         500 => page!("500 Internal Server Error"),
         502 => page!("502 Bad Gateway"),
         503 => page!("503 Service Temporarily Unavailable"),
         504 => page!("504 Gateway Time-out"),
+        508 => page!("508 Loop Detected"),
         _ => page!("500 Internal Server Error"),
     }
 }

@@ -1,64 +1,32 @@
-//! The request path: route, rewrite headers, send upstream, stream the answer back.
+//! The hyper front end: requests hyper has read (HTTP/2, HTTP/1.1 with bodies or upgrades,
+//! unusual heads) through the pipeline's stages: [`admit`](crate::admit) →
+//! [`route`](crate::route) → [`upstream`](crate::upstream) → response.
 //!
-//! Per request: one snapshot load, a route lookup, a few header inserts, and the upstream
-//! round trip. Everything that can be prepared earlier is: per connection (client IP and
-//! port header values), per snapshot (balancer state, metric labels).
+//! Per request: one snapshot load, a route lookup, the header policy applied while the
+//! upstream head is written, and the upstream round trip.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, HOST};
+use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING, UPGRADE, VIA};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body as _;
 use hyper::body::Incoming;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::access_log::{AccessLog, LogRecord};
+use crate::access_log::LogRecord;
+use crate::admit::{self, Facts};
 use crate::body::{Completion, RequestBody, ResponseBody};
+use crate::context::ConnCtx;
 use crate::errors::error_response;
-use crate::headers::{self, Forwarded, Framing, RequestHead};
-use crate::metrics::{Metrics, UpstreamErrorKind};
-use crate::snapshot::TableShared;
-use crate::upstream::{self, Failure, HeadSource, Outgoing, Upstreams};
+use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
+use crate::metrics::UpstreamErrorKind;
+use crate::route::{self, Routed};
+use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo};
 use crate::websocket;
-
-/// Everything requests share, for the whole life of the proxy.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// The swappable routing snapshot.
-    pub(crate) table: Arc<TableShared>,
-    /// How upstreams are reached (pool, connect timeout).
-    pub(crate) upstreams: Upstreams,
-    /// Metric families.
-    pub(crate) metrics: Arc<Metrics>,
-    /// The access log, when enabled.
-    pub(crate) access_log: Option<AccessLog>,
-    /// `--upstream-header-timeout`.
-    pub(crate) upstream_header_timeout: Duration,
-    /// `--max-body-bytes` (`None`: unlimited).
-    pub(crate) body_limit: Option<u64>,
-    /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
-    pub(crate) tunnels: TaskTracker,
-    /// Cancelled when tunnels must close.
-    pub(crate) tunnels_stop: CancellationToken,
-}
-
-/// One client connection.
-#[derive(Debug)]
-pub(crate) struct ConnCtx {
-    /// Proxy-wide state.
-    pub(crate) shared: Arc<Shared>,
-    /// The client's address.
-    pub(crate) peer: SocketAddr,
-    /// Forwarding header values of this connection.
-    pub(crate) forwarded: Forwarded,
-}
 
 /// Serves one request. Never fails: every problem becomes an error page.
 pub(crate) async fn handle(
@@ -70,10 +38,8 @@ pub(crate) async fn handle(
 
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");
-    let backend = snapshot
-        .table
-        .route(host_str, request.uri().path())
-        .map(|backend| (backend.id, backend.endpoints.is_empty()));
+    let admitted = admit::admit(facts(&request), &ctx.shared.policy);
+    let routed = route::route(&snapshot, host_str, request.uri().path());
     let log = ctx.shared.access_log.as_ref().map(|_| {
         Box::new(LogRecord {
             time: SystemTime::now(),
@@ -87,29 +53,45 @@ pub(crate) async fn handle(
     // (moved, not cloned: no extra reference counting per request).
     let mut done = Completion::new(ctx, snapshot, start, log);
     let ctx = &*done.ctx;
-    let Some((id, no_endpoints)) = backend else {
-        return Ok(fail(done, host_str, StatusCode::NOT_FOUND));
+    if let Err(refusal) = admitted {
+        tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
+        return Ok(fail(done, host_str, refusal.status()));
+    }
+    let id = match routed {
+        Routed::NotFound => return Ok(fail(done, host_str, StatusCode::NOT_FOUND)),
+        Routed::NoEndpoints(id) => {
+            done.backend = Some(id);
+            return Ok(fail(done, host_str, StatusCode::SERVICE_UNAVAILABLE));
+        }
+        Routed::Backend(id) => id,
     };
     done.backend = Some(id);
-    if no_endpoints {
-        return Ok(fail(done, host_str, StatusCode::SERVICE_UNAVAILABLE));
-    }
     if let Some(limit) = ctx.shared.body_limit
         && request.body().size_hint().lower() > limit
     {
         return Ok(fail(done, host_str, StatusCode::PAYLOAD_TOO_LARGE));
     }
 
-    let upgrading =
-        request.version() == Version::HTTP_11 && headers::wants_upgrade(request.headers());
-    let client_upgrade = upgrading.then(|| hyper::upgrade::on(&mut request));
+    let mut connection = ConnectionOptions::default();
+    for value in request.headers().get_all(http::header::CONNECTION) {
+        connection.add(value.as_bytes());
+    }
+    // Only WebSocket is relayed as an upgrade; any other `Upgrade` is dropped on the way.
+    let websocket = request.version() == Version::HTTP_11
+        && connection.upgrade
+        && request
+            .headers()
+            .get(UPGRADE)
+            .is_some_and(|v| header_policy::is_websocket_upgrade(v.as_bytes()));
+    let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
 
     let http2 = request.version() == Version::HTTP_2;
     let (parts, body) = request.into_parts();
     let body = if body.is_end_stream() {
         RequestBody::Empty
     } else {
-        RequestBody::streaming(body, ctx.shared.body_limit)
+        let shared = &ctx.shared;
+        RequestBody::streaming(body, shared.body_limit, shared.client_body_timeout)
     };
     let framing = match &body {
         // An explicit empty body keeps its `Content-Length: 0` (a bodiless POST needs it).
@@ -120,19 +102,20 @@ pub(crate) async fn handle(
             None => Framing::Chunked,
         },
     };
-    let root = PathAndQuery::from_static("/");
-    let path = parts.uri.path_and_query().unwrap_or(&root);
+    let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
     let outgoing = Outgoing {
-        head: HeadSource::Map(RequestHead {
-            method: &parts.method,
-            path,
-            headers: &parts.headers,
-            host: &host,
-            forwarded: &ctx.forwarded,
-            upgrading,
+        head: UpstreamRequest {
+            method: parts.method.as_str().as_bytes(),
+            target: target.as_bytes(),
+            host: host.as_bytes(),
+            fields: &parts.headers,
+            connection_names: connection.names_fields,
+            websocket,
             http2,
             framing,
-        }),
+        },
+        forwarded: &ctx.forwarded,
+        policy: &ctx.shared.policy,
         body,
         idempotent: matches!(
             parts.method,
@@ -142,24 +125,12 @@ pub(crate) async fn handle(
     };
 
     let state = &done.snapshot.backends[id];
-    let answer = upstream::send(
-        &ctx.shared.upstreams,
-        state,
-        outgoing,
-        start,
-        ctx.shared.upstream_header_timeout,
-    )
-    .await;
+    let upstreams = &ctx.shared.upstreams;
+    let header_timeout = ctx.shared.upstream_header_timeout;
+    let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
     let answer = match answer {
         Ok(answer) => answer,
-        Err(failure) => {
-            let status = match failure {
-                Failure::BadGateway => StatusCode::BAD_GATEWAY,
-                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
-                Failure::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            };
-            return Ok(fail(done, host_str, status));
-        }
+        Err(failure) => return Ok(fail(done, host_str, failure.status())),
     };
     done.endpoint = Some(answer.endpoint);
     let upstream::Answer {
@@ -168,13 +139,20 @@ pub(crate) async fn handle(
     let status = head.status;
     let mut response = Response::new(());
     *response.status_mut() = status;
+    if status.canonical_reason().is_none() {
+        // hyper writes `<none>` for a code it has no phrase for: keep the upstream's.
+        let reason = hyper::ext::ReasonPhrase::try_from(Bytes::copy_from_slice(head.reason()))
+            .unwrap_or_else(|_| hyper::ext::ReasonPhrase::from_static(b"Unknown"));
+        response.extensions_mut().insert(reason);
+    }
     *response.headers_mut() = match head.header_map() {
         Ok(headers) => headers,
         Err(error) => {
-            done.snapshot.backends[id]
-                .metrics
-                .upstream_error(UpstreamErrorKind::Io);
-            tracing::debug!(%error, "invalid upstream response");
+            state.metrics.upstream_error(UpstreamErrorKind::Io);
+            tracing::warn!(
+                service = %state.metrics.service, upstream = %addr, %error,
+                "invalid upstream response"
+            );
             return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
         }
     };
@@ -194,14 +172,40 @@ pub(crate) async fn handle(
         conn,
         head.body,
         ReturnTo {
-            pool: ctx.shared.upstreams.pool,
+            pool: upstreams.pool,
             addr,
             reusable: head.reusable,
+            read_timeout: upstreams.read_timeout,
         },
     );
     state.metrics.count_request(host_str, status.as_u16());
     done.status = status.as_u16();
     Ok(response.map(|()| ResponseBody::upstream(body, done)))
+}
+
+/// What admission needs to know of a request hyper has read.
+fn facts(request: &Request<Incoming>) -> Facts<'_, impl Iterator<Item = &[u8]>> {
+    let mut hosts = request.headers().get_all(HOST).iter();
+    let host = hosts.next();
+    let version = match request.version() {
+        Version::HTTP_2 => admit::Version::Http2,
+        Version::HTTP_10 | Version::HTTP_09 => admit::Version::Http10,
+        _ => admit::Version::Http11,
+    };
+    Facts {
+        method: request.method().as_str().as_bytes(),
+        version,
+        hosts: usize::from(host.is_some()) + hosts.count(),
+        host: host.map(HeaderValue::as_bytes),
+        authority: request.uri().authority().map(|a| a.as_str().as_bytes()),
+        length_and_chunked: request.headers().contains_key(CONTENT_LENGTH)
+            && request.headers().contains_key(TRANSFER_ENCODING),
+        via: request
+            .headers()
+            .get_all(VIA)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    }
 }
 
 /// The host the client asked for: `:authority` for HTTP/2 (Host if absent), the Host header

@@ -23,13 +23,15 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tracing::debug;
 
 use crate::access_log::LogRecord;
+use crate::admit::{self, Facts};
 use crate::body::{Completion, RequestBody};
 use crate::chunked;
+use crate::context::ConnCtx;
 use crate::errors::page_for;
-use crate::handler::ConnCtx;
 use crate::request_head::{self, Parsed, PlainHead};
 use crate::response_out::{self, ClientFraming, ClientSide};
-use crate::upstream::{self, Failure, HeadSource, Outgoing};
+use crate::route::{self, Routed};
+use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo, Started};
 
 /// Bytes asked for per read of the client connection: a typical head fits.
@@ -81,7 +83,22 @@ where
     let mut out = Vec::with_capacity(1024);
     let mut head_since: Option<tokio::time::Instant> = None;
     loop {
-        let head = match request_head::parse(&buf) {
+        let parsed = request_head::parse(&buf);
+        let ambiguous = match parsed {
+            Parsed::Partial => false,
+            Parsed::Plain(_) => request_head::has_bare_lf(&buf),
+            Parsed::Other => {
+                request_head::has_bare_lf(&buf) || request_head::length_and_chunked(&buf)
+            }
+        };
+        if ambiguous {
+            // Heads that hyper would read one way and another server another: bare LF line
+            // ends (RFC 9112 §2.2 lets a recipient accept them) and Content-Length with
+            // Transfer-Encoding (§6.1 lets it ignore the length; hyper does). Refused, as
+            // nginx does, before anything reaches a backend.
+            return refuse(io, StatusCode::BAD_REQUEST, &mut out).await;
+        }
+        let head = match parsed {
             Parsed::Plain(head) if head.len <= limits.max_head => head,
             // Over the limit (hyper answers 431), or not plain.
             Parsed::Plain(_) | Parsed::Other => return Outcome::Handoff(io, buf.freeze()),
@@ -139,6 +156,23 @@ where
     }
 }
 
+/// Answers a head that cannot be read safely with the proxy's page for `status`, and
+/// closes: nothing after it on the connection can be trusted to start a request.
+async fn refuse<I: AsyncWrite + Unpin, J>(
+    mut io: I,
+    status: StatusCode,
+    out: &mut Vec<u8>,
+) -> Outcome<J> {
+    out.clear();
+    let client = ClientSide {
+        http10: false,
+        keep_alive: false,
+    };
+    response_out::encode_page(status, page_for(status).as_bytes(), false, client, out);
+    let _ = write_out(&mut io, out).await;
+    close(io).await
+}
+
 /// Ends the connection: our side is shut down first so the client reads everything sent.
 async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
     let _ = io.shutdown().await;
@@ -163,41 +197,54 @@ where
     let shared = &ctx.shared;
     let snapshot = shared.table.current.load_full();
     let host = head.host(buf);
-    let backend = snapshot
-        .table
-        .route(host, head.path(buf))
-        .map(|backend| (backend.id, backend.endpoints.is_empty()));
-    let head_request = head.method(buf) == "HEAD";
+    let method = head.method(buf);
+    let head_request = method == "HEAD";
+    let admitted = admit::admit(
+        Facts {
+            method: method.as_bytes(),
+            version: if head.http10 {
+                admit::Version::Http10
+            } else {
+                admit::Version::Http11
+            },
+            hosts: 1,
+            host: Some(host.as_bytes()),
+            authority: None,
+            length_and_chunked: false,
+            via: head.via(buf),
+        },
+        &shared.policy,
+    );
+    let routed = route::route(&snapshot, host, head.path(buf));
     let log = shared
         .access_log
         .as_ref()
         .map(|_| Box::new(log_record(ctx, buf, head)));
     // Accounts for the request when dropped, on every path out of here.
     let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
-    let Some((id, no_endpoints)) = backend else {
-        return page(
-            io,
-            out,
-            &mut done,
-            host,
-            StatusCode::NOT_FOUND,
-            head_request,
-            client,
-        )
-        .await;
-    };
-    done.backend = Some(id);
-    if no_endpoints {
-        let status = StatusCode::SERVICE_UNAVAILABLE;
+    if let Err(refusal) = admitted {
+        debug!(peer = %ctx.peer, ?refusal, "request refused");
+        let status = refusal.status();
         return page(io, out, &mut done, host, status, head_request, client).await;
     }
+    let id = match routed {
+        Routed::NotFound => {
+            let status = StatusCode::NOT_FOUND;
+            return page(io, out, &mut done, host, status, head_request, client).await;
+        }
+        Routed::NoEndpoints(id) => {
+            done.backend = Some(id);
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            return page(io, out, &mut done, host, status, head_request, client).await;
+        }
+        Routed::Backend(id) => id,
+    };
+    done.backend = Some(id);
 
     let outgoing = Outgoing {
-        head: HeadSource::Raw {
-            buf,
-            head,
-            forwarded: &ctx.forwarded,
-        },
+        head: head.upstream_request(buf),
+        forwarded: &ctx.forwarded,
+        policy: &shared.policy,
         body: RequestBody::Empty,
         idempotent: head.idempotent(buf),
         head_request,
@@ -213,10 +260,7 @@ where
     let answer = match answer {
         Ok(answer) => answer,
         Err(failure) => {
-            let status = match failure {
-                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
-                Failure::BadGateway | Failure::BodyTooLarge => StatusCode::BAD_GATEWAY,
-            };
+            let status = failure.status();
             return page(io, out, &mut done, host, status, head_request, client).await;
         }
     };
@@ -245,6 +289,7 @@ where
             pool: shared.upstreams.pool,
             addr,
             reusable: response.reusable,
+            read_timeout: shared.upstreams.read_timeout,
         },
     );
     out.clear();

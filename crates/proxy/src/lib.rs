@@ -9,25 +9,41 @@
 //! snapshot once and keeps it until its response is over.
 //!
 //! ```text
-//! client ─TCP/TLS─▶ listener ─▶ handler ─route(host, path)─▶ backend ─p2c─▶ endpoint
-//!                   (h1, h2,     (headers,                      (balancer)  (pooled
-//!                    h2c, SNI)    limits)                                    HTTP/1.1)
+//! client ─TCP/TLS─▶ listener ─▶ front end ─▶ admit ─▶ route ─▶ upstream ─▶ respond
+//!           (PROXY hdr,  (http1: own   (Host,    (table:   (p2c, pool,  (framing,
+//!            TLS, h2c)    loop; handler: method,  host,     timeouts,    header
+//!                         hyper h1/h2)   loops)   path)     retries)     policy)
 //! ```
 //!
-//! * Plain port: HTTP/1.1 and h2c (prior knowledge). TLS port: ALPN `h2` / `http/1.1`, with
-//!   the certificate chosen by SNI from the table; unknown names get a self-signed default.
-//! * HTTP/1.1 clients: plain requests (no body, no upgrade) are served by the proxy's own
-//!   loop (`http1`: `request_head` parses in place, `response_out` writes the answer); the
-//!   first other request hands the connection with its unread bytes to hyper, which serves
-//!   HTTP/2, bodies and upgrades (`handler`).
-//! * Upstream: HTTP/1.1 spoken by the request's own task (no connection task, no channel):
-//!   `headers` encodes the head, `upstream` sends it and reads the response head
-//!   (`response_head`), `upstream_body` streams the body (`chunked` decodes) and hands the
-//!   connection back to a per-thread keep-alive `pool`. Endpoint choice is
-//!   power-of-two-choices on in-flight requests; connect failures are retried on other
-//!   endpoints when the request has no body. No route: 404; no endpoints: 503; upstream
-//!   failure: 502; slow head: 504.
-//! * WebSocket upgrades are relayed; bodies stream both ways with the size limit enforced.
+//! # The request pipeline
+//!
+//! Every request passes the same stages, each a module with one job; the two front ends
+//! only differ in how a head is read and how the answer is written, and both call the
+//! same stage functions:
+//!
+//! * Front ends. `http1`: the proxy's own HTTP/1.1 loop for plain bodiless requests
+//!   (`request_head` parses in place, `response_out` writes the answer); the first other
+//!   request hands the connection with its unread bytes to hyper. `handler`: requests
+//!   hyper has read (HTTP/2, bodies, upgrades). `listener` accepts, reads a PROXY protocol
+//!   header (`proxy_protocol`), terminates TLS and picks the front end.
+//! * `admit`: what a well-formed head may still not ask for (no Host in HTTP/1.1, two
+//!   Hosts, `:authority` against Host, CONNECT/TRACE, a request looping back through
+//!   this proxy).
+//! * `route`: host and path to a backend of the current snapshot (one atomic load).
+//! * `header_policy`: the one place that decides which fields cross, both directions:
+//!   hop-by-hop removal, forwarding fields (trusted proxies only), underscores, `Via`.
+//!   Its `encode_request_head` is the only upstream head encoder.
+//! * `upstream`: endpoint choice (power of two choices on in-flight requests), the
+//!   per-thread keep-alive `pool`, the exchange up to the response head
+//!   (`response_head`), retries of requests that cannot have done harm, and the connect,
+//!   send and header timeouts. `upstream_body` streams the body back (`chunked` decodes)
+//!   under the read timeout.
+//! * Respond: `response_out` (own loop) or hyper writes the head; `errors` has the pages;
+//!   `body` accounts for the request (metrics, access log) when its response ends.
+//! * Timeouts on every phase: client head, client body, connect, upstream send, upstream
+//!   head, upstream body, sending to the client (`activity`), WebSocket idle
+//!   (`websocket`), keep-alive idle. No route: 404; no endpoints: 503; upstream failure:
+//!   502; slow upstream: 504; loops: 508.
 //! * An admin listener serves `/metrics`, `/healthz` and `/readyz` ([`Readiness`]).
 //!
 //! # Using it
@@ -48,21 +64,28 @@
 #![warn(missing_docs)]
 
 mod access_log;
+mod activity;
 mod admin;
+mod admit;
 mod balancer;
 mod body;
 mod chunked;
 mod config;
+mod context;
 mod errors;
 mod handler;
-mod headers;
+mod header_policy;
 mod http1;
 mod listener;
 mod metrics;
+#[cfg(test)]
+mod parser_fuzz;
 mod pool;
+mod proxy_protocol;
 mod request_head;
 mod response_head;
 mod response_out;
+mod route;
 mod shutdown;
 mod side_wake;
 mod snapshot;
@@ -86,13 +109,13 @@ use tracing::info;
 
 pub use admin::Readiness;
 pub use config::{
-    DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
-    parse_duration, parse_size, parse_switch,
+    Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
+    parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use snapshot::TableHandle;
 pub use tls::DEFAULT_CERT_NAME;
 
-use handler::Shared;
+use context::Shared;
 use listener::{Protocols, Transport};
 use metrics::Metrics;
 use shutdown::Phases;
@@ -149,18 +172,31 @@ impl Proxy {
         } else {
             None
         };
+        let proxy_id = match &args.proxy_id {
+            Some(id) => id.clone(),
+            None => random_proxy_id(),
+        };
         let shared = Arc::new(Shared {
             table: Arc::clone(&table.shared),
-            upstreams: upstream::Upstreams {
+            upstreams: context::Upstreams {
                 pool: pool::PoolConfig {
                     id: pool::PoolId::next(),
                     idle_timeout: args.idle_timeout,
                 },
                 connect_timeout: args.connect_timeout,
+                send_timeout: args.upstream_send_timeout,
+                read_timeout: args.upstream_read_timeout,
             },
             metrics,
             access_log,
+            policy: header_policy::HeaderPolicy::new(
+                args.trusted_proxies.clone(),
+                args.allow_underscore_headers,
+                &proxy_id,
+            ),
             upstream_header_timeout: args.upstream_header_timeout,
+            client_body_timeout: args.client_body_timeout,
+            websocket_idle_timeout: args.websocket_idle_timeout,
             body_limit: args.body_limit(),
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
@@ -235,6 +271,19 @@ impl Proxy {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         self.bind().await?.serve(shutdown).await
     }
+}
+
+/// A proxy id unlike any other proxy's: `sluice-` and 8 hex digits from the process's
+/// random hasher keys, the process id and the time.
+fn random_proxy_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    format!("sluice-{:08x}", hasher.finish() as u32)
 }
 
 /// A proxy with bound listeners, ready to serve.

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,10 +24,13 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
+use crate::activity::ActivityIo;
 use crate::config::{Http1Server, ProxyArgs};
-use crate::handler::{self, ConnCtx, Shared};
-use crate::headers::Forwarded;
+use crate::context::{ConnCtx, Shared};
+use crate::handler;
+use crate::header_policy::Forwarded;
 use crate::http1;
+use crate::proxy_protocol;
 use crate::shutdown::Phases;
 use crate::side_wake::SideWake;
 
@@ -51,6 +55,10 @@ pub(crate) struct Protocols {
     own_http1: bool,
     /// Limits of the own loop.
     limits: http1::Limits,
+    /// `--send-timeout`.
+    send_timeout: Duration,
+    /// `--proxy-protocol`.
+    proxy_protocol: bool,
 }
 
 impl Protocols {
@@ -87,6 +95,8 @@ impl Protocols {
                 max_head: max_header,
                 header_timeout: args.client_header_timeout,
             },
+            send_timeout: args.send_timeout,
+            proxy_protocol: args.proxy_protocol,
         }
     }
 }
@@ -127,15 +137,16 @@ pub(crate) async fn accept_loop(
         };
         // Small responses must not wait for Nagle.
         let _ = stream.set_nodelay(true);
-        let ctx = Arc::new(ConnCtx {
+        let client = Client {
             shared: Arc::clone(&shared),
             peer,
-            forwarded: Forwarded::new(peer.ip(), tls, local_port),
-        });
+            tls,
+            local_port,
+        };
         connections.spawn(serve_connection(
             stream,
             transport.clone(),
-            ctx,
+            client,
             Arc::clone(&protocols),
             phases.clone(),
         ));
@@ -143,19 +154,68 @@ pub(crate) async fn accept_loop(
     debug!(port = local_port, "listener closed");
 }
 
-/// Serves one accepted connection: TLS handshake if needed, then HTTP.
+/// An accepted connection, before its PROXY protocol header (if any) is read.
+struct Client {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    tls: bool,
+    local_port: u16,
+}
+
+/// Reads the PROXY protocol header when the listener expects one: the client's address
+/// and the bytes read past the header. `None`: no valid header in time (the connection is
+/// dropped without a word: the spec forbids guessing).
+async fn proxy_header(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    protocols: &Protocols,
+) -> Option<(SocketAddr, BytesMut)> {
+    let mut early = BytesMut::new();
+    if !protocols.proxy_protocol {
+        return Some((peer, early));
+    }
+    let header = proxy_protocol::read_header(stream, &mut early);
+    match tokio::time::timeout(protocols.handshake_timeout, header).await {
+        // LOCAL (a balancer's health check) and unknown families keep the real peer.
+        Ok(Ok(source)) => Some((source.unwrap_or(peer), early)),
+        Ok(Err(error)) => {
+            debug!(%peer, %error, "invalid PROXY protocol header");
+            None
+        }
+        Err(_) => {
+            debug!(%peer, "no PROXY protocol header within the header timeout");
+            None
+        }
+    }
+}
+
+/// Serves one accepted connection: PROXY header and TLS handshake if needed, then HTTP.
 async fn serve_connection(
-    stream: TcpStream,
+    mut stream: TcpStream,
     transport: Transport,
-    ctx: Arc<ConnCtx>,
+    client: Client,
     protocols: Arc<Protocols>,
     phases: Phases,
 ) {
+    let header = tokio::select! {
+        header = proxy_header(&mut stream, client.peer, &protocols) => header,
+        () = phases.drain.cancelled() => return,
+    };
+    let Some((peer, early)) = header else {
+        return;
+    };
+    let trusted = client.shared.policy.trusts(peer.ip());
+    let ctx = Arc::new(ConnCtx {
+        shared: client.shared,
+        peer,
+        forwarded: Forwarded::new(peer.ip(), client.tls, client.local_port, trusted),
+    });
     let activity = Arc::new(AtomicU64::new(0));
+    let send_timeout = Some(protocols.send_timeout);
     match transport {
         Transport::Plain => {
-            let mut io = ActivityIo::new(stream, Arc::clone(&activity));
-            let first = tokio::time::timeout(protocols.handshake_timeout, sniff(&mut io));
+            let mut io = ActivityIo::new(stream, Arc::clone(&activity), send_timeout);
+            let first = tokio::time::timeout(protocols.handshake_timeout, sniff(&mut io, early));
             let sniffed = tokio::select! {
                 sniffed = first => sniffed,
                 () = phases.drain.cancelled() => return,
@@ -179,6 +239,7 @@ async fn serve_connection(
             }
         }
         Transport::Tls(acceptor) => {
+            let stream = Prefixed::new(early.freeze(), stream);
             let handshake =
                 tokio::time::timeout(protocols.handshake_timeout, acceptor.accept(stream));
             let tls = tokio::select! {
@@ -197,7 +258,7 @@ async fn serve_connection(
                 }
             };
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let io = ActivityIo::new(tls, Arc::clone(&activity));
+            let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {
                 serve_http(&protocols.http2, io, ctx, &protocols, &phases, &activity).await;
             } else {
@@ -351,16 +412,24 @@ const SNIFF_BUF: usize = 4096;
 /// Reads the first bytes of a plain connection and tells whether they are the HTTP/2
 /// preface. One read suffices unless the bytes so far are a proper prefix of the preface.
 /// (hyper-util's detection reads 24 bytes, then hyper reads the rest: two system calls.)
-async fn sniff<T: AsyncRead + Unpin>(io: &mut T) -> io::Result<(bool, BytesMut)> {
-    let mut buf = BytesMut::with_capacity(SNIFF_BUF);
+/// `buf` holds bytes already read (after a PROXY protocol header).
+async fn sniff<T: AsyncRead + Unpin>(
+    io: &mut T,
+    mut buf: BytesMut,
+) -> io::Result<(bool, BytesMut)> {
+    buf.reserve(SNIFF_BUF);
     loop {
-        let n = io.read_buf(&mut buf).await?;
-        let len = buf.len().min(H2_PREFACE.len());
-        if n == 0 || buf[..len] != H2_PREFACE[..len] {
-            return Ok((false, buf));
+        if !buf.is_empty() {
+            let len = buf.len().min(H2_PREFACE.len());
+            if buf[..len] != H2_PREFACE[..len] {
+                return Ok((false, buf));
+            }
+            if buf.len() >= H2_PREFACE.len() {
+                return Ok((true, buf));
+            }
         }
-        if buf.len() >= H2_PREFACE.len() {
-            return Ok((true, buf));
+        if io.read_buf(&mut buf).await? == 0 {
+            return Ok((false, buf));
         }
     }
 }
@@ -424,79 +493,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
     }
 }
 
-/// An I/O stream that counts its reads and writes, so an idle connection can be told from a
-/// busy one without a timer per operation.
-struct ActivityIo<T> {
-    inner: T,
-    activity: Arc<AtomicU64>,
-}
-
-impl<T> ActivityIo<T> {
-    fn new(inner: T, activity: Arc<AtomicU64>) -> Self {
-        ActivityIo { inner, activity }
-    }
-
-    fn touch(&self) {
-        // Relaxed: only "has it changed since the last check" matters.
-        self.activity.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for ActivityIo<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if result.is_ready() {
-            this.touch();
-        }
-        result
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for ActivityIo<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if result.is_ready() {
-            this.touch();
-        }
-        result
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if result.is_ready() {
-            this.touch();
-        }
-        result
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,7 +509,7 @@ mod tests {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         });
-        let (h2, prefix) = sniff(&mut server).await.unwrap();
+        let (h2, prefix) = sniff(&mut server, BytesMut::new()).await.unwrap();
         writer.await.unwrap();
         let mut all = Vec::new();
         Prefixed::new(prefix.freeze(), server)

@@ -1,5 +1,5 @@
 //! Reading a client's HTTP/1.x request head in place, for the proxy's own HTTP/1.1 loop
-//! ([`crate::http1`]).
+//! (`http1`).
 //!
 //! Pure: bytes in, a verdict out. [`parse`] tells whether the head at the front of a buffer
 //! is complete and whether it is a *plain* request, the kind the own loop serves: no body
@@ -8,12 +8,15 @@
 //! (including every malformed head) is [`Parsed::Other`]: the connection goes to hyper with
 //! the bytes unread, so rare and hostile input keeps hyper's well-tested handling.
 //!
-//! [`encode_upstream_head`] writes the upstream request from the same bytes with the rules
-//! of [`crate::headers::encode_request_head`] (a property test holds the two together).
+//! A plain head keeps its fields as spans of the buffer; [`PlainHead::upstream_request`]
+//! hands them to the one header policy ([`crate::header_policy`]), exactly as the hyper
+//! path hands over its header map.
 
 use std::mem::MaybeUninit;
 
-use crate::headers::{Forwarded, put_header};
+use crate::header_policy::{
+    ConnectionOptions, Fields, Framing, RequestField, UpstreamRequest, request_field,
+};
 
 /// Most header fields in a request head (hyper's default; more go to hyper, which answers
 /// 431).
@@ -42,21 +45,11 @@ impl Span {
     }
 }
 
-/// What becomes of a client header towards the upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    /// Sent as it came.
-    Forward,
-    /// Part of the client's `X-Forwarded-For` chain (we append the client's IP).
-    ForwardedFor,
-}
-
-/// One header kept for the upstream.
-#[derive(Debug, Clone, Copy)]
-struct Kept {
+/// One header field: name and value.
+#[derive(Debug, Clone, Copy, Default)]
+struct Field {
     name: Span,
     value: Span,
-    fate: Fate,
 }
 
 /// A complete plain request head; its spans point into the buffer it was parsed from.
@@ -73,11 +66,13 @@ pub(crate) struct PlainHead {
     pub(crate) keep_alive: bool,
     /// The client sent `Content-Length: 0` (kept: a bodiless POST needs it).
     explicit_empty: bool,
-    inline: [Kept; INLINE_HEADERS],
+    /// A `Connection` field names other fields.
+    connection_names: bool,
+    /// A `Via` field is present (loop detection reads it).
+    via: bool,
+    inline: [Field; INLINE_HEADERS],
     inline_len: usize,
-    spilled: Vec<Kept>,
-    /// Any `X-Forwarded-For` among the kept headers.
-    forwarded_for: bool,
+    spilled: Vec<Field>,
 }
 
 /// The verdict on the bytes at the front of a buffer.
@@ -116,93 +111,129 @@ impl PlainHead {
         std::str::from_utf8(self.host.get(buf)).unwrap_or("")
     }
 
-    /// Whether the client sent `Content-Length: 0` (the upstream gets it too).
-    pub(crate) fn explicit_empty(&self) -> bool {
-        self.explicit_empty
-    }
-
     /// Whether the method is safe to send again after a failure (GET, HEAD, OPTIONS,
     /// TRACE).
     pub(crate) fn idempotent(&self, buf: &[u8]) -> bool {
         matches!(self.method(buf), "GET" | "HEAD" | "OPTIONS" | "TRACE")
     }
 
-    fn kept(&self) -> impl Iterator<Item = &Kept> {
-        self.inline[..self.inline_len].iter().chain(&self.spilled)
+    /// The header fields in order, as `(name, value)`.
+    pub(crate) fn fields<'b>(&'b self, buf: &'b [u8]) -> PlainFields<'b> {
+        PlainFields { head: self, buf }
     }
 
-    fn keep(&mut self, kept: Kept) {
+    /// The values of the `Via` fields (empty when there is none).
+    pub(crate) fn via<'b>(&'b self, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> + 'b {
+        let any = self.via;
+        self.fields(buf)
+            .iter()
+            .filter(move |(name, _)| any && request_field(name) == RequestField::Via)
+            .map(|(_, value)| value)
+    }
+
+    /// The request as the header policy takes it.
+    pub(crate) fn upstream_request<'b>(
+        &'b self,
+        buf: &'b [u8],
+    ) -> UpstreamRequest<'b, PlainFields<'b>> {
+        UpstreamRequest {
+            method: self.method.get(buf),
+            target: self.target.get(buf),
+            host: self.host.get(buf),
+            fields: self.fields(buf),
+            connection_names: self.connection_names,
+            websocket: false,
+            http2: false,
+            framing: if self.explicit_empty {
+                Framing::Length(0)
+            } else {
+                Framing::None
+            },
+        }
+    }
+
+    fn keep(&mut self, field: Field) {
         if self.inline_len < INLINE_HEADERS {
-            self.inline[self.inline_len] = kept;
+            self.inline[self.inline_len] = field;
             self.inline_len += 1;
         } else {
-            self.spilled.push(kept);
+            self.spilled.push(field);
         }
     }
+}
 
-    /// Drops the kept headers (not `X-Forwarded-For`) named `name`.
-    fn drop_named(&mut self, buf: &[u8], name: &[u8]) {
-        let matches =
-            |k: &Kept| k.fate == Fate::Forward && k.name.get(buf).eq_ignore_ascii_case(name);
-        let mut write = 0;
-        for read in 0..self.inline_len {
-            if !matches(&self.inline[read]) {
-                self.inline[write] = self.inline[read];
-                write += 1;
+/// The fields of a plain head, read from its buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlainFields<'b> {
+    head: &'b PlainHead,
+    buf: &'b [u8],
+}
+
+impl<'b> Fields<'b> for PlainFields<'b> {
+    type Iter = PlainFieldsIter<'b>;
+
+    fn iter(self) -> PlainFieldsIter<'b> {
+        let head = self.head;
+        PlainFieldsIter {
+            fields: head.inline[..head.inline_len].iter().chain(&head.spilled),
+            buf: self.buf,
+        }
+    }
+}
+
+/// A walk over [`PlainFields`].
+#[derive(Debug, Clone)]
+pub(crate) struct PlainFieldsIter<'b> {
+    fields: std::iter::Chain<std::slice::Iter<'b, Field>, std::slice::Iter<'b, Field>>,
+    buf: &'b [u8],
+}
+
+impl<'b> Iterator for PlainFieldsIter<'b> {
+    type Item = (&'b [u8], &'b [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let field = self.fields.next()?;
+        Some((field.name.get(self.buf), field.value.get(self.buf)))
+    }
+}
+
+/// Whether the head at the front of `buf` (up to its empty line, or all of `buf` when it
+/// has none yet) ends a line with a bare LF instead of CRLF.
+pub(crate) fn has_bare_lf(buf: &[u8]) -> bool {
+    let (mut prev, mut line_empty) = (b'\n', true);
+    for &b in buf {
+        if b == b'\n' {
+            if prev != b'\r' {
+                return true;
             }
+            if line_empty {
+                // The empty line: the head is over, what follows is a body.
+                return false;
+            }
+            line_empty = true;
+        } else if b != b'\r' {
+            line_empty = false;
         }
-        self.inline_len = write;
-        self.spilled.retain(|k| !matches(k));
+        prev = b;
     }
+    false
 }
 
-impl Default for Kept {
-    fn default() -> Self {
-        Kept {
-            name: Span::default(),
-            value: Span::default(),
-            fate: Fate::Forward,
-        }
+/// Whether the complete head at the front of `buf` has both `Content-Length` and
+/// `Transfer-Encoding` (false for heads httparse cannot read: hyper refuses those itself).
+pub(crate) fn length_and_chunked(buf: &[u8]) -> bool {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut slots);
+    if !matches!(request.parse(buf), Ok(httparse::Status::Complete(_))) {
+        return false;
     }
-}
-
-/// Header names with a meaning for the proxy (compared case-insensitively).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Name {
-    Host,
-    ContentLength,
-    Connection,
-    Te,
-    ForwardedFor,
-    /// Sent elsewhere or never forwarded: keep-alive, proxy-connection, trailer,
-    /// x-real-ip, x-forwarded-proto/-host/-port.
-    Replaced,
-    /// Transfer-Encoding, Expect, Upgrade: hyper's business.
-    Special,
-    /// Any other header: end-to-end.
-    Other,
-}
-
-fn name_of(name: &[u8]) -> Name {
-    let is = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
-    match name.len() {
-        2 if is("te") => Name::Te,
-        4 if is("host") => Name::Host,
-        6 if is("expect") => Name::Special,
-        7 if is("upgrade") => Name::Special,
-        7 if is("trailer") => Name::Replaced,
-        9 if is("x-real-ip") => Name::Replaced,
-        10 if is("connection") => Name::Connection,
-        10 if is("keep-alive") => Name::Replaced,
-        14 if is("content-length") => Name::ContentLength,
-        15 if is("x-forwarded-for") => Name::ForwardedFor,
-        16 if is("x-forwarded-host") || is("x-forwarded-port") || is("proxy-connection") => {
-            Name::Replaced
-        }
-        17 if is("transfer-encoding") => Name::Special,
-        17 if is("x-forwarded-proto") => Name::Replaced,
-        _ => Name::Other,
-    }
+    let has = |wanted: RequestField| {
+        request
+            .headers
+            .iter()
+            .any(|h| request_field(h.name.as_bytes()) == wanted)
+    };
+    has(RequestField::ContentLength) && has(RequestField::TransferEncoding)
 }
 
 /// Whether `target` is an origin-form target made only of characters every URI parser
@@ -248,138 +279,64 @@ pub(crate) fn parse(buf: &[u8]) -> Parsed {
         http10,
         keep_alive: true,
         explicit_empty: false,
-        inline: [Kept::default(); INLINE_HEADERS],
+        connection_names: false,
+        via: false,
+        inline: [Field::default(); INLINE_HEADERS],
         inline_len: 0,
         spilled: Vec::new(),
-        forwarded_for: false,
     });
     let mut host = false;
-    let (mut close, mut keep_alive, mut named) = (false, false, false);
+    let mut connection = ConnectionOptions::default();
     for header in request.headers.iter() {
         let value = header.value;
-        let fate = match name_of(header.name.as_bytes()) {
-            Name::Host => {
+        match request_field(header.name.as_bytes()) {
+            RequestField::Host => {
                 if host || value.is_empty() || !value.iter().all(|b| b.is_ascii_graphic()) {
                     return Parsed::Other;
                 }
                 host = true;
                 head.host = Span::of(buf, value);
-                continue;
             }
-            Name::ContentLength => {
+            RequestField::ContentLength => {
                 if head.explicit_empty || value.trim_ascii() != b"0" {
                     return Parsed::Other;
                 }
                 head.explicit_empty = true;
-                continue;
             }
-            Name::Connection => {
-                for token in value.split(|&b| b == b',') {
-                    let token = token.trim_ascii();
-                    if token.eq_ignore_ascii_case(b"close") {
-                        close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                        keep_alive = true;
-                    } else if token.eq_ignore_ascii_case(b"upgrade") {
-                        return Parsed::Other;
-                    } else if !token.is_empty() {
-                        named = true;
-                    }
-                }
-                continue;
+            RequestField::Connection => connection.add(value),
+            RequestField::Via => head.via = true,
+            // Hyper's business: bodies, expectations, upgrades.
+            RequestField::TransferEncoding | RequestField::Expect | RequestField::Upgrade => {
+                return Parsed::Other;
             }
-            Name::Te => {
-                let trailers_only = value
-                    .split(|&b| b == b',')
-                    .all(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
-                if !trailers_only {
-                    continue;
-                }
-                Fate::Forward
-            }
-            Name::ForwardedFor => {
-                head.forwarded_for = true;
-                Fate::ForwardedFor
-            }
-            Name::Replaced => continue,
-            Name::Special => return Parsed::Other,
-            Name::Other => Fate::Forward,
-        };
-        head.keep(Kept {
+            _ => {}
+        }
+        head.keep(Field {
             name: Span::of(buf, header.name.as_bytes()),
             value: Span::of(buf, value),
-            fate,
         });
     }
-    if !host {
+    if !host || connection.upgrade {
         return Parsed::Other;
     }
-    head.keep_alive = !close && (!http10 || keep_alive);
-    if named {
-        // Headers listed in Connection are hop-by-hop too (RFC 9110 §7.6.1).
-        for header in request.headers.iter() {
-            if name_of(header.name.as_bytes()) != Name::Connection {
-                continue;
-            }
-            for token in header.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if !token.is_empty() {
-                    head.drop_named(buf, token);
-                }
-            }
-        }
-    }
+    head.keep_alive = !connection.close && (!http10 || connection.keep_alive);
+    head.connection_names = connection.names_fields;
     Parsed::Plain(head)
-}
-
-/// Writes the upstream's HTTP/1.1 request head for `head` (parsed from `buf`) into `out`:
-/// request line, Host, the end-to-end headers in their order, `X-Forwarded-For` (the
-/// client's chain with the client's IP appended), `X-Real-IP`,
-/// `X-Forwarded-Proto/-Host/-Port`, and `Content-Length: 0` if the client sent it.
-pub(crate) fn encode_upstream_head(
-    buf: &[u8],
-    head: &PlainHead,
-    forwarded: &Forwarded,
-    out: &mut Vec<u8>,
-) {
-    out.extend_from_slice(head.method.get(buf));
-    out.push(b' ');
-    out.extend_from_slice(head.target.get(buf));
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let host = head.host.get(buf);
-    put_header(out, b"host", host);
-    for kept in head.kept().filter(|k| k.fate == Fate::Forward) {
-        put_header(out, kept.name.get(buf), kept.value.get(buf));
-    }
-    let client_ip = forwarded.client_ip.as_bytes();
-    out.extend_from_slice(b"x-forwarded-for: ");
-    if head.forwarded_for {
-        for kept in head.kept().filter(|k| k.fate == Fate::ForwardedFor) {
-            out.extend_from_slice(kept.value.get(buf));
-            out.extend_from_slice(b", ");
-        }
-    }
-    out.extend_from_slice(client_ip);
-    out.extend_from_slice(b"\r\n");
-    put_header(out, b"x-real-ip", client_ip);
-    put_header(out, b"x-forwarded-proto", forwarded.proto.as_bytes());
-    put_header(out, b"x-forwarded-host", host);
-    put_header(out, b"x-forwarded-port", forwarded.port.as_bytes());
-    if head.explicit_empty {
-        out.extend_from_slice(b"content-length: 0\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::{self, Framing, RequestHead};
-    use http::{HeaderMap, HeaderName, HeaderValue, Method, uri::PathAndQuery};
+    use crate::header_policy::{self, Forwarded, HeaderPolicy};
+    use http::{HeaderMap, HeaderName, HeaderValue};
     use proptest::prelude::*;
 
     fn forwarded() -> Forwarded {
-        Forwarded::new("192.0.2.7".parse().unwrap(), false, 8080)
+        Forwarded::new("192.0.2.7".parse().unwrap(), false, 8080, false)
+    }
+
+    fn policy() -> HeaderPolicy {
+        HeaderPolicy::new(Vec::new(), false, "sluice-test")
     }
 
     fn plain(text: &str) -> Box<PlainHead> {
@@ -392,7 +349,9 @@ mod tests {
     fn upstream(text: &str) -> String {
         let head = plain(text);
         let mut out = Vec::new();
-        encode_upstream_head(text.as_bytes(), &head, &forwarded(), &mut out);
+        let endpoint = "127.0.0.1:1".parse().unwrap();
+        let request = head.upstream_request(text.as_bytes());
+        header_policy::encode_request_head(&request, &forwarded(), &policy(), endpoint, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -411,8 +370,32 @@ mod tests {
             upstream(text),
             "GET /a/b?x=1 HTTP/1.1\r\nhost: Example.COM:8080\r\nAccept: */*\r\n\
              x-forwarded-for: 192.0.2.7\r\nx-real-ip: 192.0.2.7\r\nx-forwarded-proto: http\r\n\
-             x-forwarded-host: Example.COM:8080\r\nx-forwarded-port: 8080\r\n\r\n"
+             x-forwarded-host: Example.COM:8080\r\nx-forwarded-port: 8080\r\n\
+             via: 1.1 sluice-test\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn bare_lf_is_found_in_the_head_only_rfc_9112_section_2_2() {
+        assert!(!has_bare_lf(
+            b"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody\nwith\nlf"
+        ));
+        assert!(has_bare_lf(b"GET / HTTP/1.1\nHost: a\r\n\r\n"));
+        assert!(has_bare_lf(b"GET / HTTP/1.1\r\nHost: a\n\r\n"));
+        assert!(has_bare_lf(b"GET / HTTP/1.1\r\nHost: a\r\n\n"));
+        assert!(has_bare_lf(b"\nGET / HTTP/1.1\r\n"));
+        assert!(!has_bare_lf(b"GET / HTTP/1.1\r\nHost: a\r"));
+        assert!(!has_bare_lf(b""));
+    }
+
+    #[test]
+    fn length_with_chunked_is_found_rfc_9112_section_6_1() {
+        let both = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(length_and_chunked(both));
+        assert!(!length_and_chunked(
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n"
+        ));
+        assert!(!length_and_chunked(&both[..both.len() - 2]));
     }
 
     #[test]
@@ -433,6 +416,7 @@ mod tests {
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n",
             "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n",
             // Hosts: none, two, empty, odd bytes.
             "GET / HTTP/1.1\r\n\r\n",
@@ -494,9 +478,9 @@ mod tests {
         assert_eq!(
             upstream(text),
             "GET / HTTP/1.1\r\nhost: a\r\nCookie: a=1\r\n\
-             x-forwarded-for: 10.0.0.1, 10.0.0.2, 192.0.2.7\r\nx-real-ip: 192.0.2.7\r\n\
+             x-forwarded-for: 192.0.2.7\r\nx-real-ip: 192.0.2.7\r\n\
              x-forwarded-proto: http\r\nx-forwarded-host: a\r\nx-forwarded-port: 8080\r\n\
-             content-length: 0\r\n\r\n"
+             via: 1.1 sluice-test\r\ncontent-length: 0\r\n\r\n"
         );
         let te = upstream("GET / HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n");
         assert!(te.contains("TE: trailers\r\n"), "{te}");
@@ -517,7 +501,8 @@ mod tests {
         assert!(out.contains(&expected), "{out}");
     }
 
-    /// The upstream head of the hyper path for the same request.
+    /// The upstream head of the hyper path for the same request: the same policy fed from
+    /// a header map instead of the read buffer.
     fn via_header_map(method: &str, target: &str, headers: &[(String, String)]) -> Vec<u8> {
         let mut map = HeaderMap::new();
         for (name, value) in headers {
@@ -527,16 +512,17 @@ mod tests {
             );
         }
         let host = map.get("host").cloned().unwrap();
-        let method = Method::from_bytes(method.as_bytes()).unwrap();
-        let path = PathAndQuery::try_from(target).unwrap();
-        let forwarded = forwarded();
-        let head = RequestHead {
-            method: &method,
-            path: &path,
-            headers: &map,
-            host: &host,
-            forwarded: &forwarded,
-            upgrading: false,
+        let mut connection = ConnectionOptions::default();
+        for value in map.get_all("connection") {
+            connection.add(value.as_bytes());
+        }
+        let request = UpstreamRequest {
+            method: method.as_bytes(),
+            target: target.as_bytes(),
+            host: host.as_bytes(),
+            fields: &map,
+            connection_names: connection.names_fields,
+            websocket: false,
             http2: false,
             framing: if map.contains_key("content-length") {
                 Framing::Length(0)
@@ -545,7 +531,8 @@ mod tests {
             },
         };
         let mut out = Vec::new();
-        headers::encode_request_head(&head, "127.0.0.1:1".parse().unwrap(), &mut out);
+        let endpoint = "127.0.0.1:1".parse().unwrap();
+        header_policy::encode_request_head(&request, &forwarded(), &policy(), endpoint, &mut out);
         out
     }
 
@@ -632,7 +619,9 @@ mod tests {
                 Parsed::Partial => panic!("complete head reported partial: {text:?}"),
             };
             let mut raw = Vec::new();
-            encode_upstream_head(text.as_bytes(), &head, &forwarded(), &mut raw);
+            let request = head.upstream_request(text.as_bytes());
+            let endpoint = "127.0.0.1:1".parse().unwrap();
+            header_policy::encode_request_head(&request, &forwarded(), &policy(), endpoint, &mut raw);
             let mapped = via_header_map(method, &target, &all);
             prop_assert_eq!(normalized(&raw), normalized(&mapped));
         }

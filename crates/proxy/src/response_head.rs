@@ -9,6 +9,10 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
 
+use crate::header_policy::{
+    ConnectionOptions, ResponseField, connection_named, response_field, tokens,
+};
+
 /// Most headers accepted in one response (as hyper's client was configured).
 const MAX_HEADERS: usize = 256;
 
@@ -54,6 +58,8 @@ pub(crate) struct ResponseHead {
     spilled: Vec<Span>,
     /// A `Date` field is among them.
     has_date: bool,
+    /// The reason phrase (offset, length in `raw`).
+    reason: (u32, u32),
 }
 
 impl ResponseHead {
@@ -67,6 +73,12 @@ impl ResponseHead {
                 let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
                 (&raw[n..n + nl], &raw[v..v + vl])
             })
+    }
+
+    /// The reason phrase as received (may be empty).
+    pub(crate) fn reason(&self) -> &[u8] {
+        let (at, len) = (self.reason.0 as usize, self.reason.1 as usize);
+        self.raw.get(at..at + len).unwrap_or(b"")
     }
 
     /// Whether the upstream sent a `Date`.
@@ -156,6 +168,9 @@ pub(crate) fn parse(
         &mut slots,
     )?;
     let len = match parsed {
+        httparse::Status::Complete(len) if len > MAX_HEAD_BYTES => {
+            return Err(HeadError::TooLarge);
+        }
         httparse::Status::Complete(len) => len,
         httparse::Status::Partial => {
             if buf.len() > MAX_HEAD_BYTES {
@@ -177,82 +192,85 @@ pub(crate) fn parse(
         inline_len: 0,
         spilled: Vec::new(),
         has_date: false,
+        reason: (0, 0),
     };
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut other_coding = false;
-    let mut close = http10;
-    let mut named = false;
+    let mut connection = ConnectionOptions::default();
     // Offsets inside the buffer (a head is at most MAX_HEAD_BYTES long, so they fit u32):
     // the fields stay where they are once the buffer is frozen.
     let base = buf.as_ptr() as usize;
     for header in response.headers.iter() {
         let name = header.name.as_bytes();
         let value = header.value;
-        if is(name, "content-length") {
-            let parsed = parse_content_length(value)?;
-            if content_length.is_some_and(|seen| seen != parsed) {
-                return Err(HeadError::Framing("conflicting Content-Length"));
-            }
-            content_length = Some(parsed);
-        } else if is(name, "transfer-encoding") {
-            // Only the final coding matters for framing; chunked must be last.
-            for coding in value.split(|&b| b == b',') {
-                let coding = coding.trim_ascii();
-                if coding.is_empty() {
-                    continue;
+        match response_field(name) {
+            ResponseField::ContentLength => {
+                let parsed = parse_content_length(value)?;
+                if content_length.is_some_and(|seen| seen != parsed) {
+                    return Err(HeadError::Framing("conflicting Content-Length"));
                 }
-                chunked = coding.eq_ignore_ascii_case(b"chunked");
-                other_coding |= !chunked;
+                content_length = Some(parsed);
             }
-            continue;
-        } else if is(name, "connection") {
-            for token in value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    if http10 {
-                        close = false;
-                    }
-                } else if !token.is_empty() && !token.eq_ignore_ascii_case(b"upgrade") {
-                    named = true;
+            ResponseField::TransferEncoding => {
+                // Only the final coding matters for framing; chunked must be last.
+                for coding in tokens(value) {
+                    chunked = coding.eq_ignore_ascii_case(b"chunked");
+                    other_coding |= !chunked;
                 }
+                continue;
             }
-            continue;
-        } else if is_hop_by_hop(name) || (!upgrade && is(name, "upgrade")) {
-            continue;
-        } else if is(name, "date") {
-            head.has_date = true;
+            ResponseField::Connection => {
+                connection.add(value);
+                continue;
+            }
+            ResponseField::HopByHop => continue,
+            ResponseField::Upgrade if !upgrade => continue,
+            ResponseField::Date => head.has_date = true,
+            ResponseField::Upgrade | ResponseField::Other => {}
         }
         let at = |part: &[u8]| (part.as_ptr() as usize - base) as u32;
         head.keep((at(name), name.len() as u32, at(value), value.len() as u32));
     }
-    // Fields listed in Connection are hop-by-hop too (rare: collected, then dropped).
-    let mut named_fields: Vec<Vec<u8>> = Vec::new();
-    if named {
-        for header in response.headers.iter() {
-            if is(header.name.as_bytes(), "connection") {
-                named_fields.extend(
-                    header
-                        .value
-                        .split(|&b| b == b',')
-                        .map(<[u8]>::trim_ascii)
-                        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"upgrade"))
-                        .map(<[u8]>::to_vec),
-                );
-            }
-        }
-    }
+    // Fields listed in Connection are hop-by-hop too (rare: collected, then dropped); the
+    // framing is never among them (see `header_policy`).
+    // `close` anywhere wins; HTTP/1.0 stays open only when asked to.
+    let mut close = connection.close || (http10 && !connection.keep_alive);
+    let named_fields: Vec<Vec<u8>> = if connection.names_fields {
+        let fields = response
+            .headers
+            .iter()
+            .map(|h| (h.name.as_bytes(), h.value));
+        connection_named(fields)
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let reason = response.reason.unwrap_or("").as_bytes();
+    head.reason = (
+        (reason.as_ptr() as usize).saturating_sub(base) as u32,
+        reason.len() as u32,
+    );
     head.raw = buf.split_to(len).freeze();
     if !named_fields.is_empty() {
         head.drop_where(|name| named_fields.iter().any(|n| name.eq_ignore_ascii_case(n)));
+        // `Connection: date` may have taken the Date away: the own loop then adds one.
+        let has_date = head.fields().any(|(name, _)| is(name, "date"));
+        head.has_date = has_date;
     }
 
     let no_body = head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
+    if status.is_informational() || status == StatusCode::NO_CONTENT {
+        // These never have a body, and a length on them would mislead the client
+        // (RFC 9110 §8.6: a server must not send Content-Length in 1xx or 204). HEAD and 304
+        // keep theirs: it describes the representation.
+        head.drop_where(|name| is(name, "content-length"));
+    }
     head.body = if no_body {
         BodyKind::Empty
     } else if chunked {
@@ -276,11 +294,6 @@ pub(crate) fn parse(
     }
     head.reusable = !close;
     Ok(Some(head))
-}
-
-/// Hop-by-hop headers other than the framing ones handled by the parser.
-fn is_hop_by_hop(name: &[u8]) -> bool {
-    is(name, "keep-alive") || is(name, "proxy-connection") || is(name, "te") || is(name, "trailer")
 }
 
 fn parse_content_length(value: &[u8]) -> Result<u64, HeadError> {

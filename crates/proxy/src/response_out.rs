@@ -1,4 +1,4 @@
-//! Response heads as the own HTTP/1.1 loop ([`crate::http1`]) writes them to clients.
+//! Response heads as the own HTTP/1.1 loop (`http1`) writes them to clients.
 //!
 //! Pure apart from reading the clock for `Date`. Decides the client-side framing of a body
 //! whose upstream framing is known: lengths pass through, chunked and close-delimited
@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 use http::header::CONTENT_TYPE;
 
-use crate::headers::put_header;
+use crate::header_policy::put_header;
 use crate::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
@@ -42,7 +42,7 @@ pub(crate) fn encode_head(
     client: ClientSide,
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
-    status_line(response.status, client, out);
+    status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
         put_header(out, name, value);
     }
@@ -72,7 +72,7 @@ pub(crate) fn encode_page(
     client: ClientSide,
     out: &mut Vec<u8>,
 ) -> bool {
-    status_line(status, client, out);
+    status_line(status, b"", client, out);
     put_header(
         out,
         CONTENT_TYPE.as_str().as_bytes(),
@@ -90,8 +90,8 @@ pub(crate) fn encode_page(
 }
 
 /// The status line, in the client's version (as hyper answers: an HTTP/1.0 client may not
-/// know what 1.1 allows).
-fn status_line(status: StatusCode, client: ClientSide, out: &mut Vec<u8>) {
+/// know what 1.1 allows). A code without a standard phrase keeps `reason`, the upstream's.
+fn status_line(status: StatusCode, reason: &[u8], client: ClientSide, out: &mut Vec<u8>) {
     out.extend_from_slice(if client.http10 {
         b"HTTP/1.0 "
     } else {
@@ -99,7 +99,7 @@ fn status_line(status: StatusCode, client: ClientSide, out: &mut Vec<u8>) {
     });
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(status.canonical_reason().map_or(reason, str::as_bytes));
     out.extend_from_slice(b"\r\n");
 }
 

@@ -20,13 +20,15 @@ use http_body_util::BodyExt as _;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpSocket, TcpStream};
 
+use http::StatusCode;
+
 use crate::balancer::{self, MAX_ATTEMPTS};
-use crate::body::{BodyTooLarge, RequestBody};
+use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
 use crate::chunked;
-use crate::headers::{self, Forwarded, Framing, RequestHead};
+use crate::context::Upstreams;
+use crate::header_policy::{self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest};
 use crate::metrics::UpstreamErrorKind;
-use crate::pool::{self, Conn, PoolConfig};
-use crate::request_head::{self, PlainHead};
+use crate::pool::{self, Conn};
 use crate::response_head::{self, ResponseHead};
 use crate::snapshot::BackendState;
 
@@ -35,15 +37,6 @@ const HEAD_READ: usize = 8 * 1024;
 
 /// Initial capacity of a connection's write buffer: most request heads fit.
 const WRITE_BUF: usize = 1024;
-
-/// How the proxy reaches upstreams: pool identity and connection settings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Upstreams {
-    /// This proxy's idle connection pool.
-    pub(crate) pool: PoolConfig,
-    /// `--connect-timeout`.
-    pub(crate) connect_timeout: Duration,
-}
 
 /// Why no usable response came back.
 #[derive(Debug)]
@@ -54,6 +47,23 @@ pub(crate) enum Failure {
     Timeout,
     /// The client's body went over the limit while streaming (413).
     BodyTooLarge,
+    /// The client's body was malformed or cut off (400).
+    ClientBody,
+    /// The client's body stalled past `--client-body-timeout` (408).
+    ClientTimeout,
+}
+
+impl Failure {
+    /// The status the client gets (the same on every front end).
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Failure::BadGateway => StatusCode::BAD_GATEWAY,
+            Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Failure::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Failure::ClientBody => StatusCode::BAD_REQUEST,
+            Failure::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
+        }
+    }
 }
 
 /// A response head, the connection its body follows on, and the endpoint (index in the
@@ -66,52 +76,29 @@ pub(crate) struct Answer {
     pub(crate) addr: SocketAddr,
 }
 
-/// Where the upstream request head comes from.
-pub(crate) enum HeadSource<'a> {
-    /// A request parsed by hyper (its header map).
-    Map(RequestHead<'a>),
-    /// A plain request read by the own HTTP/1.1 loop, still in its read buffer.
-    Raw {
-        /// The client connection's read buffer.
-        buf: &'a [u8],
-        /// The head found at its front.
-        head: &'a PlainHead,
-        /// This connection's forwarding values.
-        forwarded: &'a Forwarded,
-    },
-}
-
-impl HeadSource<'_> {
-    fn framing(&self) -> Framing {
-        match self {
-            HeadSource::Map(head) => head.framing,
-            HeadSource::Raw { head, .. } if head.explicit_empty() => Framing::Length(0),
-            HeadSource::Raw { .. } => Framing::None,
-        }
-    }
-
-    fn encode(&self, endpoint: SocketAddr, out: &mut Vec<u8>) {
-        match self {
-            HeadSource::Map(head) => headers::encode_request_head(head, endpoint, out),
-            HeadSource::Raw {
-                buf,
-                head,
-                forwarded,
-            } => request_head::encode_upstream_head(buf, head, forwarded, out),
-        }
-    }
-}
-
-/// A request ready to send: what its head says and its body.
-pub(crate) struct Outgoing<'a> {
+/// A request ready to send: its head (before the header policy) and its body.
+pub(crate) struct Outgoing<'a, F> {
     /// The head, encoded into the connection's write buffer at each attempt.
-    pub(crate) head: HeadSource<'a>,
+    pub(crate) head: UpstreamRequest<'a, F>,
+    /// The connection's forwarding values.
+    pub(crate) forwarded: &'a Forwarded,
+    /// The proxy's header policy.
+    pub(crate) policy: &'a HeaderPolicy,
     /// The body (framed as `head.framing` says).
     pub(crate) body: RequestBody,
     /// GET, HEAD, OPTIONS or TRACE: safe to send again after a failure.
     pub(crate) idempotent: bool,
     /// A HEAD request (its response has no body).
     pub(crate) head_request: bool,
+}
+
+impl<'a, F> Outgoing<'a, F>
+where
+    F: Fields<'a>,
+{
+    fn encode(&self, endpoint: SocketAddr, out: &mut Vec<u8>) {
+        header_policy::encode_request_head(&self.head, self.forwarded, self.policy, endpoint, out);
+    }
 }
 
 /// How one attempt failed.
@@ -129,19 +116,33 @@ enum AttemptError {
     BodyTooLarge,
     /// Reading the client's body failed.
     ClientBody,
+    /// The client's body stalled.
+    ClientTimeout,
+    /// The upstream stopped taking the request.
+    SendTimeout,
+    /// No response head within the header timeout after the body was sent.
+    HeadTimeout,
 }
 
 /// Sends `outgoing` to an endpoint of `backend`, trying others on connect failure.
 /// `deadline` bounds the wait for the response head over all attempts.
-pub(crate) async fn send(
+pub(crate) async fn send<'a, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
-    outgoing: Outgoing<'_>,
+    outgoing: Outgoing<'a, F>,
     start: Instant,
     deadline: Duration,
-) -> Result<Answer, Failure> {
+) -> Result<Answer, Failure>
+where
+    F: Fields<'a>,
+{
+    if !matches!(outgoing.body, RequestBody::Empty) {
+        // An upload can take long, each step bounded by its own timeout (client body,
+        // upstream send); the wait for the head starts once the body is through.
+        return attempts(upstreams, backend, outgoing, Some(deadline)).await;
+    }
     let deadline = tokio::time::Instant::from_std(start + deadline);
-    match tokio::time::timeout_at(deadline, attempts(upstreams, backend, outgoing)).await {
+    match tokio::time::timeout_at(deadline, attempts(upstreams, backend, outgoing, None)).await {
         Ok(result) => result,
         Err(_elapsed) => {
             // The attempt in progress was dropped with its connection; its endpoint's
@@ -167,18 +168,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn attempts(
+async fn attempts<'a, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
-    outgoing: Outgoing<'_>,
-) -> Result<Answer, Failure> {
+    mut outgoing: Outgoing<'a, F>,
+    head_timeout: Option<Duration>,
+) -> Result<Answer, Failure>
+where
+    F: Fields<'a>,
+{
     let balancer = &backend.balancer;
-    let Outgoing {
-        head,
-        body,
-        idempotent,
-        head_request,
-    } = outgoing;
+    let idempotent = outgoing.idempotent;
+    let body = std::mem::replace(&mut outgoing.body, RequestBody::Empty);
     let bodiless = matches!(body, RequestBody::Empty);
     // Connect failures exclude their endpoint, so they give up after every endpoint (at most
     // MAX_ATTEMPTS) failed; a reused connection closed early may be retried on any endpoint.
@@ -198,7 +199,7 @@ async fn attempts(
             index: Some(index),
         };
         let addr = balancer.get(index).addr;
-        let error = match exchange(upstreams, addr, &head, body, head_request).await {
+        let error = match exchange(upstreams, addr, &outgoing, body, head_timeout).await {
             Ok((head, conn)) => {
                 in_flight.index = None;
                 return Ok(Answer {
@@ -213,7 +214,21 @@ async fn attempts(
         drop(in_flight);
         match error {
             AttemptError::BodyTooLarge => return Err(Failure::BodyTooLarge),
-            AttemptError::ClientBody => return Err(Failure::BadGateway),
+            AttemptError::ClientBody => return Err(Failure::ClientBody),
+            AttemptError::ClientTimeout => {
+                tracing::debug!(upstream = %addr, "client body timed out");
+                return Err(Failure::ClientTimeout);
+            }
+            AttemptError::HeadTimeout => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+                tracing::debug!(upstream = %addr, "upstream response head timed out");
+                return Err(Failure::Timeout);
+            }
+            AttemptError::SendTimeout => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+                tracing::debug!(upstream = %addr, "upstream stopped reading the request");
+                return Err(Failure::Timeout);
+            }
             AttemptError::Connect(error) => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Connect);
                 balancer.mark_down(index, now_ms);
@@ -228,7 +243,10 @@ async fn attempts(
             }
             AttemptError::Protocol(error) => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::debug!(upstream = %addr, %error, "invalid upstream response");
+                tracing::warn!(
+                    service = %backend.metrics.service, upstream = %addr, %error,
+                    "invalid upstream response"
+                );
                 return Err(Failure::BadGateway);
             }
             AttemptError::Io(error) => {
@@ -269,14 +287,18 @@ async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 
 /// One attempt: a connection (pooled, else new), the request written, the response head
 /// read. 1xx heads other than 101 are skipped.
-async fn exchange(
+async fn exchange<'a, F>(
     upstreams: &Upstreams,
     addr: SocketAddr,
-    head: &HeadSource<'_>,
+    head: &Outgoing<'a, F>,
     body: RequestBody,
-    head_request: bool,
-) -> Result<(ResponseHead, Conn), AttemptError> {
-    let framing = head.framing();
+    head_timeout: Option<Duration>,
+) -> Result<(ResponseHead, Conn), AttemptError>
+where
+    F: Fields<'a>,
+{
+    let framing = head.head.framing;
+    let head_request = head.head_request;
     let mut conn = match pool::checkout(upstreams.pool, addr) {
         Some(conn) => conn,
         None => Conn {
@@ -291,7 +313,8 @@ async fn exchange(
     tracing::trace!(upstream = %addr, reused = conn.reused, "sending request");
     conn.wbuf.clear();
     head.encode(addr, &mut conn.wbuf);
-    let written = write_request(&mut conn, framing, body, head_request).await;
+    let send_timeout = upstreams.send_timeout;
+    let written = write_request(&mut conn, framing, body, head_request, send_timeout).await;
     match written {
         Ok(None) => {}
         Ok(Some(mut early)) => {
@@ -312,7 +335,12 @@ async fn exchange(
         }
         Err(error) => return Err(error),
     }
-    let response = read_head(&mut conn, head_request).await?;
+    let response = match head_timeout {
+        Some(limit) => tokio::time::timeout(limit, read_head(&mut conn, head_request))
+            .await
+            .map_err(|_| AttemptError::HeadTimeout)??,
+        None => read_head(&mut conn, head_request).await?,
+    };
     Ok((response, conn))
 }
 
@@ -325,22 +353,26 @@ async fn write_request(
     framing: Framing,
     body: RequestBody,
     head_request: bool,
+    send_timeout: Duration,
 ) -> Result<Option<ResponseHead>, AttemptError> {
     let reused = conn.reused;
-    conn.stream.write_all(&conn.wbuf).await.map_err(|error| {
-        if reused {
-            AttemptError::Stale(error)
-        } else {
-            AttemptError::Io(error)
-        }
-    })?;
+    let head = tokio::time::timeout(send_timeout, conn.stream.write_all(&conn.wbuf));
+    head.await
+        .map_err(|_| AttemptError::SendTimeout)?
+        .map_err(|error| {
+            if reused {
+                AttemptError::Stale(error)
+            } else {
+                AttemptError::Io(error)
+            }
+        })?;
     if matches!(body, RequestBody::Empty) {
         return Ok(None);
     }
     let (reader, mut writer) = conn.stream.split();
     tokio::select! {
         biased;
-        sent = send_body(&mut writer, framing, body) => sent.map(|()| None),
+        sent = send_body(&mut writer, framing, body, send_timeout) => sent.map(|()| None),
         early = early_head(&reader, &mut conn.buf, head_request) => early.map(Some),
     }
 }
@@ -350,11 +382,14 @@ async fn send_body(
     writer: &mut tokio::net::tcp::WriteHalf<'_>,
     framing: Framing,
     mut body: RequestBody,
+    send_timeout: Duration,
 ) -> Result<(), AttemptError> {
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
             if error.is::<BodyTooLarge>() {
                 AttemptError::BodyTooLarge
+            } else if error.is::<ClientBodyTimeout>() {
+                AttemptError::ClientTimeout
             } else {
                 tracing::debug!(%error, "reading the client's body failed");
                 AttemptError::ClientBody
@@ -368,24 +403,30 @@ async fn send_body(
             continue;
         }
         if framing == Framing::Chunked {
-            let header = chunked::chunk_header(data.len());
-            writer.write_all(&header).await.map_err(AttemptError::Io)?;
-            writer.write_all(&data).await.map_err(AttemptError::Io)?;
-            writer
-                .write_all(chunked::CHUNK_END)
-                .await
-                .map_err(AttemptError::Io)?;
+            write(writer, &chunked::chunk_header(data.len()), send_timeout).await?;
+            write(writer, &data, send_timeout).await?;
+            write(writer, chunked::CHUNK_END, send_timeout).await?;
         } else {
-            writer.write_all(&data).await.map_err(AttemptError::Io)?;
+            write(writer, &data, send_timeout).await?;
         }
     }
     if framing == Framing::Chunked {
-        writer
-            .write_all(chunked::LAST_CHUNK)
-            .await
-            .map_err(AttemptError::Io)?;
+        write(writer, chunked::LAST_CHUNK, send_timeout).await?;
     }
     Ok(())
+}
+
+/// Writes `bytes` to the upstream; each write must make progress within `send_timeout`
+/// (nginx `proxy_send_timeout`: a limit between two successive writes, not on the whole).
+async fn write(
+    writer: &mut tokio::net::tcp::WriteHalf<'_>,
+    bytes: &[u8],
+    send_timeout: Duration,
+) -> Result<(), AttemptError> {
+    match tokio::time::timeout(send_timeout, writer.write_all(bytes)).await {
+        Ok(written) => written.map_err(AttemptError::Io),
+        Err(_) => Err(AttemptError::SendTimeout),
+    }
 }
 
 /// Watches for a response while the body is still being sent; interim (1xx) heads are

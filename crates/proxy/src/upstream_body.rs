@@ -1,9 +1,13 @@
 //! An upstream response body read straight off the upstream connection, in the task that
 //! sends it to the client; at its end the connection goes back to the pool.
 
+use std::future::Future as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::time::Sleep;
 
 use bytes::Bytes;
 use http_body::SizeHint;
@@ -27,6 +31,9 @@ pub(crate) enum BodyError {
     /// Reading failed.
     #[error("reading the upstream body: {0}")]
     Io(#[from] std::io::Error),
+    /// Nothing arrived for `--upstream-read-timeout`.
+    #[error("upstream body timed out")]
+    Timeout,
 }
 
 /// Remaining framing of the body.
@@ -49,6 +56,8 @@ pub(crate) struct ReturnTo {
     pub(crate) addr: SocketAddr,
     /// Whether the response allows another request on it.
     pub(crate) reusable: bool,
+    /// Longest wait between two reads (nginx `proxy_read_timeout`).
+    pub(crate) read_timeout: Duration,
 }
 
 /// The body of one upstream response.
@@ -58,6 +67,11 @@ pub(crate) struct UpstreamBody {
     conn: Option<Conn>,
     remaining: Remaining,
     return_to: ReturnTo,
+    /// Runs while a read waits; `None` until the first wait.
+    stall: Option<Pin<Box<Sleep>>>,
+    /// The timer was set for the wait in progress (reset after every read, so time the
+    /// client took to take the last piece does not count).
+    armed: bool,
 }
 
 /// A body, either already complete in the bytes read with the head (the common case for
@@ -92,11 +106,15 @@ pub(crate) fn start(mut conn: Conn, kind: BodyKind, return_to: ReturnTo) -> Star
         conn: Some(conn),
         remaining,
         return_to,
+        stall: None,
+        armed: false,
     })
 }
 
 fn finish(conn: Conn, return_to: ReturnTo) {
-    if return_to.reusable {
+    // Bytes past the end of the response (a 204 that sent a body anyway, say) would be read
+    // as the next response: such a connection is not reused.
+    if return_to.reusable && conn.buf.is_empty() {
         pool::checkin(return_to.pool, return_to.addr, conn);
     }
 }
@@ -175,11 +193,27 @@ impl UpstreamBody {
                 _ => READ_CHUNK,
             };
             conn.buf.reserve(want.clamp(1, READ_CHUNK));
-            let read = ready!(tokio_util::io::poll_read_buf(
+            let read = match tokio_util::io::poll_read_buf(
                 Pin::new(&mut conn.stream),
                 cx,
-                &mut conn.buf
-            ));
+                &mut conn.buf,
+            ) {
+                Poll::Ready(read) => read,
+                Poll::Pending => {
+                    let deadline = tokio::time::Instant::now() + self.return_to.read_timeout;
+                    let sleep = self
+                        .stall
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                    if !self.armed {
+                        sleep.as_mut().reset(deadline);
+                        self.armed = true;
+                    }
+                    ready!(sleep.as_mut().poll(cx));
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(BodyError::Timeout)));
+                }
+            };
+            self.armed = false;
             match read {
                 Ok(0) => {
                     self.conn = None;

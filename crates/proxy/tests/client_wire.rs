@@ -361,8 +361,10 @@ fn comparable(raw: &Raw) -> (u8, u16, Vec<(String, String)>, String) {
 async fn the_own_loop_and_hyper_answer_alike() {
     bounded(async {
         let backend = echo("echo", "pod-a").await;
-        let own = proxy(Http1Server::Sluice, backend.addr(), |_| {}).await;
-        let hyper = proxy(Http1Server::Hyper, backend.addr(), |_| {}).await;
+        // One proxy id for both, so their `Via` entries compare equal.
+        let same_id = |args: &mut ProxyArgs| args.proxy_id = Some("sluice-test".to_owned());
+        let own = proxy(Http1Server::Sluice, backend.addr(), same_id).await;
+        let hyper = proxy(Http1Server::Hyper, backend.addr(), same_id).await;
         let cases = [
             format!("GET /a/b?q=1 HTTP/1.1\r\nHost: {HOST}\r\nAccept: */*\r\nConnection: close\r\n\r\n"),
             format!("HEAD /h HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n"),

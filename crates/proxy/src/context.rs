@@ -1,0 +1,67 @@
+//! What every stage of the request pipeline may read: the proxy-wide [`Shared`] state and
+//! the per-connection [`ConnCtx`]. Kept apart from the stages so none of them imports
+//! another just to reach these.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::access_log::AccessLog;
+use crate::header_policy::{Forwarded, HeaderPolicy};
+use crate::metrics::Metrics;
+use crate::pool::PoolConfig;
+use crate::snapshot::TableShared;
+
+/// Everything requests share, for the whole life of the proxy.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The swappable routing snapshot.
+    pub(crate) table: Arc<TableShared>,
+    /// How upstreams are reached (pool, connect, send and read timeouts).
+    pub(crate) upstreams: Upstreams,
+    /// Metric families.
+    pub(crate) metrics: Arc<Metrics>,
+    /// The access log, when enabled.
+    pub(crate) access_log: Option<AccessLog>,
+    /// Forwarding fields, underscores, `Via`.
+    pub(crate) policy: HeaderPolicy,
+    /// `--upstream-header-timeout`.
+    pub(crate) upstream_header_timeout: Duration,
+    /// `--client-body-timeout`.
+    pub(crate) client_body_timeout: Duration,
+    /// `--websocket-idle-timeout`.
+    pub(crate) websocket_idle_timeout: Duration,
+    /// `--max-body-bytes` (`None`: unlimited).
+    pub(crate) body_limit: Option<u64>,
+    /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
+    pub(crate) tunnels: TaskTracker,
+    /// Cancelled when tunnels must close.
+    pub(crate) tunnels_stop: CancellationToken,
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub(crate) struct ConnCtx {
+    /// Proxy-wide state.
+    pub(crate) shared: Arc<Shared>,
+    /// The client's address (the PROXY protocol source where that is on).
+    pub(crate) peer: SocketAddr,
+    /// Forwarding header values of this connection.
+    pub(crate) forwarded: Forwarded,
+}
+
+/// How the proxy reaches upstreams: pool identity and connection settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Upstreams {
+    /// This proxy's idle connection pool.
+    pub(crate) pool: PoolConfig,
+    /// `--connect-timeout`.
+    pub(crate) connect_timeout: Duration,
+    /// `--upstream-send-timeout`: longest wait for the upstream to take more of a request.
+    pub(crate) send_timeout: Duration,
+    /// `--upstream-read-timeout`: longest wait between two reads of a response body.
+    pub(crate) read_timeout: Duration,
+}

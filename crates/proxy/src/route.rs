@@ -1,0 +1,24 @@
+//! Routing: a request's host and path to a backend of the current snapshot. The same
+//! function for every front end.
+
+use crate::snapshot::Snapshot;
+
+/// Where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Routed {
+    /// No rule matches and there is no default backend (404).
+    NotFound,
+    /// The backend (its index in the snapshot) has no ready endpoint (503).
+    NoEndpoints(usize),
+    /// The backend (its index) to send to.
+    Backend(usize),
+}
+
+/// Looks up `host` (without port handling: the table strips it) and `path`.
+pub(crate) fn route(snapshot: &Snapshot, host: &str, path: &str) -> Routed {
+    match snapshot.table.route(host, path) {
+        None => Routed::NotFound,
+        Some(backend) if backend.endpoints.is_empty() => Routed::NoEndpoints(backend.id),
+        Some(backend) => Routed::Backend(backend.id),
+    }
+}
