@@ -7,12 +7,16 @@
 //!   the stores ([`sluice_routing::compile`]) and swaps the table into the proxy.
 //! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, status, Events.
+//! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
 pub mod client;
 pub mod cluster;
+pub mod control;
 pub mod diagnostics;
 pub mod ingress_manager;
 pub mod manifest_dir;
+#[cfg(test)]
+mod manifest_fuzz;
 pub mod rebuild;
 pub mod serve;
 pub mod sources;

@@ -2,10 +2,14 @@
 //! reads instead of an API server.
 //!
 //! One scanner polls the directory (every 250 ms by default) and re-parses only files whose
-//! modification time or size changed. A file that fails to parse is reported once, with its
+//! modification time or size changed. A file that fails to parse, or is larger than the
+//! limit (`--max-manifest-bytes`, checked before it is read), is reported once, with its
 //! name and the reason, and the objects it held before stay in place: the last good
 //! configuration keeps serving. Each kind is then offered as a [`ListWatch`], so the same
 //! informers, stores and rebuild loop serve both standalone mode and a cluster.
+//!
+//! Reading and parsing block the thread they run on; `sluice serve` runs all of this on the
+//! control plane's runtime ([`crate::control`]), never on a proxy worker.
 
 use futures::StreamExt;
 use kube::Resource;
@@ -14,7 +18,8 @@ use serde_json::Value;
 use sluice_informer::list_watch::EventStream;
 use sluice_informer::{Event, ListWatch, ListWatchError};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
@@ -128,22 +133,59 @@ pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Vec<(ObjectKey, Valu
     Ok(out)
 }
 
+/// The default largest manifest file read: 16 MiB, far above any hand-written manifest
+/// and small enough that parsing it takes a moment, not minutes and gigabytes.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads `path` as UTF-8 text if it holds at most `max` bytes. `len` (from the metadata
+/// already at hand) refuses a large file before a byte is read; the bounded read covers a
+/// file that grows in between.
+fn read_limited(path: &Path, len: u64, max: u64) -> Result<String, String> {
+    let too_big = |len: String| {
+        format!(
+            "{}: file is {len} bytes, over --max-manifest-bytes ({max})",
+            path.display()
+        )
+    };
+    if len > max {
+        return Err(too_big(len.to_string()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(format!("more than {max}")));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("cannot read: not UTF-8: {e}"))
+}
+
 /// Scans a directory and keeps per-file state between scans. No async, no threads: the
 /// [`ManifestDir`] drives it.
 pub struct Scanner {
     dir: PathBuf,
     kinds: Kinds,
+    max_file_bytes: u64,
     files: BTreeMap<PathBuf, FileState>,
 }
 
 impl Scanner {
-    /// A scanner of `dir` accepting `kinds`.
+    /// A scanner of `dir` accepting `kinds`, refusing files over [`DEFAULT_MAX_FILE_BYTES`].
     pub fn new(dir: impl Into<PathBuf>, kinds: Kinds) -> Self {
         Scanner {
             dir: dir.into(),
             kinds,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             files: BTreeMap::new(),
         }
+    }
+
+    /// Refuses files larger than `max` bytes (without reading them).
+    #[must_use]
+    pub fn with_max_file_bytes(mut self, max: u64) -> Self {
+        self.max_file_bytes = max;
+        self
     }
 
     /// Re-reads changed files. Returns true when the snapshot may differ from the last one.
@@ -178,8 +220,7 @@ impl Scanner {
                 continue;
             }
             changed = true;
-            let parsed = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read: {e}"))
+            let parsed = read_limited(&path, meta.len(), self.max_file_bytes)
                 .and_then(|text| parse_manifests(&text, &self.kinds));
             let previous = self.files.remove(&path);
             let state = match parsed {
@@ -247,8 +288,14 @@ impl ManifestDir {
     /// Scans `dir` once (so the first list is complete) and keeps polling it every `poll`
     /// on the current tokio runtime until every [`ManifestDir`] clone and stream is dropped.
     pub fn open(dir: impl Into<PathBuf>, kinds: Kinds, poll: Duration) -> std::io::Result<Self> {
-        let dir = dir.into();
-        let mut scanner = Scanner::new(dir.clone(), kinds);
+        Self::start(Scanner::new(dir, kinds), poll)
+    }
+
+    /// As [`ManifestDir::open`], with a scanner configured by the caller. Scans block the
+    /// current runtime's thread while they read and parse: call this on the control plane's
+    /// runtime, not the proxy's.
+    pub fn start(mut scanner: Scanner, poll: Duration) -> std::io::Result<Self> {
+        let dir = scanner.dir.clone();
         scanner.scan()?;
         let (tx, rx) = watch::channel(Arc::new(scanner.snapshot()));
         tokio::spawn(async move {
@@ -455,6 +502,78 @@ spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
         std::fs::remove_file(&other).unwrap();
         assert!(scanner.scan().unwrap());
         assert!(scanner.snapshot().objects.is_empty());
+    }
+
+    #[test]
+    fn a_file_over_the_size_limit_is_refused_by_name_and_keeps_its_last_good_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app.yaml");
+        let other = dir.path().join("other.yaml");
+        let service =
+            |name: &str| format!("apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n");
+        std::fs::write(&app, GOOD).unwrap();
+        std::fs::write(&other, service("a")).unwrap();
+        let limit = GOOD.len() as u64 + 16;
+        let mut scanner = Scanner::new(dir.path(), kinds()).with_max_file_bytes(limit);
+        assert!(scanner.scan().unwrap());
+        assert_eq!(scanner.snapshot().objects.len(), 3);
+
+        // app.yaml grows past the limit (a comment: it would parse) while other.yaml changes.
+        let big = format!("{GOOD}#{}\n", "x".repeat(64));
+        std::fs::write(&app, &big).unwrap();
+        std::fs::write(&other, service("b")).unwrap();
+        assert!(scanner.scan().unwrap());
+        let snap = scanner.snapshot();
+        let err = &snap.errors[&app];
+        let want = format!(
+            "{}: file is {} bytes, over --max-manifest-bytes ({limit})",
+            app.display(),
+            big.len()
+        );
+        assert_eq!(err, &want);
+        let keys: Vec<String> = snap.objects.keys().map(ToString::to_string).collect();
+        assert_eq!(
+            keys,
+            [
+                "Ingress shop/web",
+                "Service default/b",
+                "Service default/web"
+            ],
+            "app.yaml's last good objects stay, other.yaml's change loads"
+        );
+        assert_eq!(snap.errors.len(), 1, "{:?}", snap.errors);
+        assert!(!scanner.scan().unwrap(), "refused once, not on every poll");
+
+        // A file that is too big from the start contributes nothing.
+        let huge = dir.path().join("huge.yaml");
+        std::fs::write(&huge, format!("# {}\n", "x".repeat(limit as usize))).unwrap();
+        assert!(scanner.scan().unwrap());
+        let snap = scanner.snapshot();
+        assert!(snap.errors[&huge].starts_with(&format!("{}: file is ", huge.display())));
+        assert_eq!(snap.objects.len(), 3);
+
+        // Back under the limit: served again.
+        std::fs::write(&app, service("c")).unwrap();
+        std::fs::remove_file(&huge).unwrap();
+        assert!(scanner.scan().unwrap());
+        let snap = scanner.snapshot();
+        assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+        let keys: Vec<String> = snap.objects.keys().map(ToString::to_string).collect();
+        assert_eq!(keys, ["Service default/b", "Service default/c"]);
+    }
+
+    #[test]
+    fn a_file_that_grew_after_its_size_was_read_is_still_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("app.yaml");
+        std::fs::write(&file, GOOD).unwrap();
+        // As if the metadata had said 10 bytes: the read itself stops past the limit.
+        let err = read_limited(&file, 10, 20).unwrap_err();
+        assert!(
+            err.starts_with(&format!("{}: file is more than 20 bytes", file.display())),
+            "{err}"
+        );
+        assert_eq!(read_limited(&file, 10, GOOD.len() as u64).unwrap(), GOOD);
     }
 
     #[tokio::test]

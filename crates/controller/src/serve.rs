@@ -1,12 +1,13 @@
 //! `sluice serve --manifests DIR`: the data plane fed from a directory of manifests instead
 //! of an API server. The same informers, compiler and proxy as in a cluster.
 
+use crate::control::ControlRuntime;
 use crate::diagnostics::Seen;
-use crate::manifest_dir::ManifestDir;
+use crate::manifest_dir::{ManifestDir, Scanner};
 use crate::rebuild::Rebuilder;
 use crate::sources::{IngressInformers, manifest_kinds};
 use anyhow::Context;
-use sluice_proxy::{Proxy, ProxyArgs};
+use sluice_proxy::{Proxy, ProxyArgs, TableHandle};
 use sluice_routing::CompileOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +24,11 @@ pub struct ServeArgs {
     /// How often the directory is checked for changes.
     #[arg(long, default_value = "250ms", value_parser = sluice_proxy::parse_duration)]
     pub poll_interval: Duration,
+
+    /// Largest manifest file read; a larger one is refused (by its size, unread) and its last
+    /// good objects keep serving.
+    #[arg(long, default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
+    pub max_manifest_bytes: u64,
 
     #[command(flatten)]
     pub class: ClassArgs,
@@ -56,27 +62,67 @@ impl ClassArgs {
 }
 
 /// Serves the manifests in `args.manifests` until `shutdown` completes, then drains.
+///
+/// The proxy runs on the caller's runtime; reading and parsing the manifests, the informers
+/// and compiling run on a [`ControlRuntime`] of their own, so that a huge file delays the
+/// next table but never a request.
 pub async fn serve(
     args: ServeArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let dir = ManifestDir::open(&args.manifests, manifest_kinds(), args.poll_interval)
-        .with_context(|| {
-            format!(
-                "cannot read manifest directory {}",
-                args.manifests.display()
-            )
-        })?;
     let proxy = Proxy::new(args.proxy.clone())?;
     let readiness = proxy.readiness();
+    let control = ControlRuntime::new()?;
+    let (informers, rebuilder, worker) = control
+        .run(start_control(args.clone(), proxy.table_handle()))
+        .await??;
+    let bound = proxy.bind().await?;
+    tracing::info!(
+        http = %bound.http_addr(),
+        https = %bound.https_addr(),
+        admin = %bound.admin_addr(),
+        manifests = %args.manifests.display(),
+        "sluice serving"
+    );
+    readiness.set_ready(true);
+    let result = bound.serve(shutdown).await;
+    control
+        .run(async move {
+            rebuilder.queue().shut_down();
+            let _ = worker.await;
+            informers.shutdown().await;
+        })
+        .await?;
+    result
+}
+
+/// The control plane of `serve`, on the control runtime: the first scan, informers synced,
+/// the first table installed, then the rebuild loop and diagnostics logging running.
+async fn start_control(
+    args: ServeArgs,
+    table: TableHandle,
+) -> anyhow::Result<(
+    IngressInformers,
+    Arc<Rebuilder>,
+    tokio::task::JoinHandle<()>,
+)> {
+    let scanner = Scanner::new(&args.manifests, manifest_kinds())
+        .with_max_file_bytes(args.max_manifest_bytes);
+    let dir = ManifestDir::start(scanner, args.poll_interval).with_context(|| {
+        format!(
+            "cannot read manifest directory {}",
+            args.manifests.display()
+        )
+    })?;
     let informers = IngressInformers::from_manifests(&dir);
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
         args.class.compile_options(None),
-        proxy.table_handle(),
+        table,
     ));
     informers.start();
     if !informers.wait_for_sync(Duration::from_secs(10)).await {
+        informers.shutdown().await;
         anyhow::bail!("manifest informers did not sync");
     }
     rebuilder.rebuild_now();
@@ -97,18 +143,5 @@ pub async fn serve(
         let r = rebuilder.clone();
         tokio::spawn(async move { r.run().await })
     };
-    let bound = proxy.bind().await?;
-    tracing::info!(
-        http = %bound.http_addr(),
-        https = %bound.https_addr(),
-        admin = %bound.admin_addr(),
-        manifests = %args.manifests.display(),
-        "sluice serving"
-    );
-    readiness.set_ready(true);
-    let result = bound.serve(shutdown).await;
-    rebuilder.queue().shut_down();
-    let _ = worker.await;
-    informers.shutdown().await;
-    result
+    Ok((informers, rebuilder, worker))
 }

@@ -1,6 +1,7 @@
 //! Standalone mode end to end: `serve()` over a directory of manifests, echo backends on
 //! loopback, real HTTP. Reloads within a second of a file change, keeps open connections,
-//! and keeps serving the last good configuration when a file turns bad.
+//! and keeps serving the last good configuration when a file turns bad or too big; the
+//! manifests are read and parsed on the control plane's thread, never the proxy's.
 
 use clap::Parser;
 use http_body_util::{BodyExt, Empty};
@@ -9,6 +10,7 @@ use sluice_controller::serve::{ServeArgs, serve};
 use sluice_echo::{EchoServer, Identity};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -97,8 +99,72 @@ async fn ask(conn: &mut Conn) -> (u16, String) {
     (status, json["service"].as_str().unwrap_or("").to_string())
 }
 
+/// Every log line of this test binary (with thread names), for the tests to look into.
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("sluice_controller=info")
+            .with_thread_names(true)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(sink.clone()))
+            .try_init();
+        logs
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Log lines that contain `needle`.
+fn log_lines(needle: &str) -> Vec<String> {
+    let logs = logs().lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&logs)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `sluice serve` flags for `dir` on a free HTTP port, plus `extra`; and that port's address.
+fn serve_args(dir: &Path, extra: &[&str]) -> (ServeArgs, SocketAddr) {
+    let (http, admin) = (
+        sluice_testenv::free_port().unwrap(),
+        sluice_testenv::free_port().unwrap(),
+    );
+    let mut argv = vec![
+        "serve".to_string(),
+        "--manifests".into(),
+        dir.to_str().unwrap().into(),
+        "--http-addr".into(),
+        format!("127.0.0.1:{http}"),
+        "--https-addr".into(),
+        "127.0.0.1:0".into(),
+        "--admin-addr".into(),
+        format!("127.0.0.1:{admin}"),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let args = Cli::try_parse_from(argv).unwrap().args;
+    (args, SocketAddr::from(([127, 0, 0, 1], http)))
+}
+
 #[tokio::test]
-async fn reloads_on_change_keeps_connections_and_survives_a_bad_file() {
+async fn a_file_over_the_size_limit_is_refused_and_manifests_are_parsed_off_the_proxy() {
+    logs();
     let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
         .await
         .unwrap();
@@ -107,28 +173,81 @@ async fn reloads_on_change_keeps_connections_and_survives_a_bad_file() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     manifests(dir.path(), web.addr(), api.addr());
-    let (http, admin) = (
-        sluice_testenv::free_port().unwrap(),
-        sluice_testenv::free_port().unwrap(),
-    );
-    let args = Cli::try_parse_from([
-        "serve",
-        "--manifests",
-        dir.path().to_str().unwrap(),
-        "--http-addr",
-        &format!("127.0.0.1:{http}"),
-        "--https-addr",
-        "127.0.0.1:0",
-        "--admin-addr",
-        &format!("127.0.0.1:{admin}"),
-    ])
-    .unwrap()
-    .args;
+    let (args, addr) = serve_args(dir.path(), &["--max-manifest-bytes", "64KiB"]);
+    assert_eq!(args.max_manifest_bytes, 64 << 10);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(args, async move {
         let _ = stopped.await;
     }));
-    let addr = SocketAddr::from(([127, 0, 0, 1], http));
+    sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await
+    .unwrap();
+    let mut conn = connect(addr).await;
+    assert_eq!(ask(&mut conn).await, (200, "web".to_string()));
+
+    // 1 MiB of valid YAML (a comment) over a 64 KiB limit, next to a change that is fine.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, format!("#{}\n", "x".repeat((1 << 20) - 2))).unwrap();
+    write_ingress(dir.path(), "api");
+    // On the connection opened before: the proxy kept serving while big.yaml was looked at.
+    let changed = Instant::now();
+    while ask(&mut conn).await != (200, "api".to_string()) {
+        assert!(
+            changed.elapsed() < Duration::from_secs(5),
+            "change not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await; // a few more polls
+    let refused = log_lines(&format!(
+        "{}: file is 1048576 bytes, over --max-manifest-bytes (65536)",
+        big.display()
+    ));
+    assert_eq!(refused.len(), 1, "refused once, by name: {refused:?}");
+
+    // Everything read from the directory was read on the control plane's thread.
+    let dir_name = dir.path().display().to_string();
+    let reads: Vec<String> = log_lines(&dir_name)
+        .into_iter()
+        .filter(|l| l.contains("manifests loaded") || l.contains("manifest file rejected"))
+        .collect();
+    assert!(reads.len() >= 3, "{reads:?}");
+    for line in &reads {
+        assert!(
+            line.contains(" sluice-control "),
+            "not on the control thread: {line}"
+        );
+    }
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+    api.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn reloads_on_change_keeps_connections_and_survives_a_bad_file() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let api = EchoServer::start("127.0.0.1:0", Identity::new("api", "api-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    manifests(dir.path(), web.addr(), api.addr());
+    let (args, addr) = serve_args(dir.path(), &[]);
+    assert_eq!(args.max_manifest_bytes, 16 << 20, "default limit");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
     sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
         tokio::net::TcpStream::connect(addr).await.ok().map(drop)
     })

@@ -124,10 +124,16 @@ impl PlainHead {
 
     /// The values of the `Via` fields (empty when there is none).
     pub(crate) fn via<'b>(&'b self, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> + 'b {
-        let any = self.via;
+        // Most requests carry no Via: then nothing is walked at all.
+        let fields = if self.via {
+            self.inline_len + self.spilled.len()
+        } else {
+            0
+        };
         self.fields(buf)
             .iter()
-            .filter(move |(name, _)| any && request_field(name) == RequestField::Via)
+            .take(fields)
+            .filter(|(name, _)| request_field(name) == RequestField::Via)
             .map(|(_, value)| value)
     }
 

@@ -43,11 +43,11 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve Ingresses from a directory of manifests, without a cluster.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the Ingress controller and its proxy against a Kubernetes cluster.
     Controller(Box<ControllerArgs>),
     /// Give every Service annotated `ingress/http` an Ingress it owns.
-    IngressManager(IngressManagerArgs),
+    IngressManager(Box<IngressManagerArgs>),
 }
 
 fn init_logging(cli: &Cli) {
@@ -84,9 +84,12 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(&cli);
     match cli.command {
+        // The proxy's workers run here; the control plane (manifests, informers, compiling)
+        // starts its own runtime inside `serve`/`run` (sluice_controller::control), so its
+        // work never lands on a worker.
         Command::Serve(args) => {
             let runtime = args.proxy.build_runtime()?;
-            runtime.block_on(sluice_controller::serve::serve(args, signalled()))?;
+            runtime.block_on(sluice_controller::serve::serve(*args, signalled()))?;
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
         Command::Controller(args) => {
@@ -95,6 +98,7 @@ fn main() -> anyhow::Result<()> {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
         Command::IngressManager(args) => {
+            let args = *args;
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(async {
                 let client = sluice_controller::ingress_manager::client_from(&args).await?;

@@ -10,6 +10,7 @@ pub mod events;
 pub mod leader;
 pub mod status;
 
+use crate::control::ControlRuntime;
 use crate::rebuild::Rebuilder;
 use crate::serve::ClassArgs;
 use crate::sources::{EndpointSource, IngressInformers};
@@ -97,6 +98,10 @@ pub fn default_identity() -> String {
 }
 
 /// A bound, running controller; see [`Controller::serve`].
+///
+/// The proxy serves on the caller's runtime; informers, compiling, leader election, status
+/// and Events run on the controller's own [`ControlRuntime`], so a huge object or a slow
+/// compile never stalls a proxy worker.
 pub struct Controller {
     bound: sluice_proxy::BoundProxy,
     readiness: sluice_proxy::Readiness,
@@ -105,85 +110,52 @@ pub struct Controller {
     stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     shutdown_delay: Duration,
+    // Last field: dropped after everything that may still hold tasks on it.
+    control: ControlRuntime,
 }
 
 impl Controller {
     /// Connects the informers, waits for the caches, builds the first table, binds the
     /// listeners and starts leader election, status and Events. Not serving yet.
     pub async fn start(args: ControllerArgs, client: kube::Client) -> anyhow::Result<Controller> {
+        Self::start_on(ControlRuntime::new()?, args, client).await
+    }
+
+    /// As [`Controller::start`], with the control plane on `control` (where `client` was
+    /// best built too: a kube client's connections run on the runtime that built it).
+    pub async fn start_on(
+        control: ControlRuntime,
+        args: ControllerArgs,
+        client: kube::Client,
+    ) -> anyhow::Result<Controller> {
         let publish = Publish::from_flags(
             args.publish_service.as_deref(),
             args.publish_status_address.as_deref(),
         )?;
         let proxy = Proxy::new(args.proxy.clone())?;
         let readiness = proxy.readiness();
-        let source = endpoint_source(&client).await;
-        tracing::info!(?source, namespace = ?args.watch_namespace, "watching");
-        let factory = SharedInformerFactory::new(client.clone());
-        let informers =
-            IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), source);
-        let rebuilder = Arc::new(Rebuilder::new(
-            informers.clone(),
-            args.class.compile_options(args.watch_namespace.clone()),
-            proxy.table_handle(),
-        ));
-        informers.start();
-        if !informers.wait_for_sync(args.sync_timeout).await {
-            informers.shutdown().await;
-            anyhow::bail!(
-                "caches did not sync within {:?}: is the API server reachable, and may this \
-                 identity list and watch Ingresses, IngressClasses, Services, {} and Secrets?",
-                args.sync_timeout,
-                if source == EndpointSource::Slices {
-                    "EndpointSlices"
-                } else {
-                    "Endpoints"
-                }
-            );
-        }
-        rebuilder.rebuild_now();
+        let (informers, rebuilder) = control
+            .run(start_informers(
+                args.clone(),
+                client.clone(),
+                proxy.table_handle(),
+            ))
+            .await??;
         let bound = proxy.bind().await.context("binding the listeners")?;
 
         let stop = CancellationToken::new();
-        let mut tasks = Vec::new();
-        {
-            let r = rebuilder.clone();
-            tasks.push(tokio::spawn(async move { r.run().await }));
-        }
         let identity = args.identity.clone().unwrap_or_else(default_identity);
-        let lease_ns = args
-            .election_namespace
-            .clone()
-            .or_else(|| args.watch_namespace.clone())
-            .unwrap_or_else(|| "default".into());
-        let election = LeaderElection::new(
-            Api::<Lease>::namespaced(client.clone(), &lease_ns),
-            &args.election_id,
-            &identity,
-            LeaseTiming::for_lease(args.lease_duration),
-        );
-        let (leading, election_task) = election.spawn(stop.clone());
-        tasks.push(election_task);
-
-        let writer = StatusWriter::new(
-            client.clone(),
-            informers.ingresses.store().clone(),
-            informers.services.store().clone(),
-            publish,
-        );
-        tasks.push(tokio::spawn(status_loop(
-            writer,
-            rebuilder.reports(),
-            leading.clone(),
-            stop.clone(),
-        )));
-        let publisher = events::EventPublisher::new(
-            client.clone(),
-            &args.class.controller_name,
-            &identity,
-            informers.ingresses.store().clone(),
-        );
-        tasks.push(tokio::spawn(publisher.run(rebuilder.reports(), leading)));
+        let tasks = control
+            .run(start_loops(
+                args.clone(),
+                client,
+                identity.clone(),
+                publish,
+                informers.clone(),
+                rebuilder.clone(),
+                stop.clone(),
+            ))
+            .await?;
 
         tracing::info!(
             http = %bound.http_addr(),
@@ -201,6 +173,7 @@ impl Controller {
             stop,
             tasks,
             shutdown_delay: args.shutdown_delay,
+            control,
         })
     }
 
@@ -238,14 +211,105 @@ impl Controller {
             })
             .await;
         stop.cancel();
-        self.rebuilder.queue().shut_down();
-        for t in self.tasks {
-            // Status and Events loops end with the rebuilder's reports; the rest with `stop`.
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
-        }
-        self.informers.shutdown().await;
+        let (rebuilder, tasks, informers) = (self.rebuilder, self.tasks, self.informers);
+        self.control
+            .run(async move {
+                rebuilder.queue().shut_down();
+                for t in tasks {
+                    // Status and Events loops end with the rebuilder's reports; the rest with
+                    // `stop`.
+                    let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+                }
+                informers.shutdown().await;
+            })
+            .await?;
         result
     }
+}
+
+/// On the control runtime: informers connected and synced, the first table installed.
+async fn start_informers(
+    args: ControllerArgs,
+    client: kube::Client,
+    table: sluice_proxy::TableHandle,
+) -> anyhow::Result<(IngressInformers, Arc<Rebuilder>)> {
+    let source = endpoint_source(&client).await;
+    tracing::info!(?source, namespace = ?args.watch_namespace, "watching");
+    let factory = SharedInformerFactory::new(client);
+    let informers =
+        IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), source);
+    let rebuilder = Arc::new(Rebuilder::new(
+        informers.clone(),
+        args.class.compile_options(args.watch_namespace.clone()),
+        table,
+    ));
+    informers.start();
+    if !informers.wait_for_sync(args.sync_timeout).await {
+        informers.shutdown().await;
+        anyhow::bail!(
+            "caches did not sync within {:?}: is the API server reachable, and may this \
+             identity list and watch Ingresses, IngressClasses, Services, {} and Secrets?",
+            args.sync_timeout,
+            if source == EndpointSource::Slices {
+                "EndpointSlices"
+            } else {
+                "Endpoints"
+            }
+        );
+    }
+    rebuilder.rebuild_now();
+    Ok((informers, rebuilder))
+}
+
+/// On the control runtime: the rebuild loop, leader election, the status and Events loops.
+async fn start_loops(
+    args: ControllerArgs,
+    client: kube::Client,
+    identity: String,
+    publish: Publish,
+    informers: IngressInformers,
+    rebuilder: Arc<Rebuilder>,
+    stop: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    {
+        let r = rebuilder.clone();
+        tasks.push(tokio::spawn(async move { r.run().await }));
+    }
+    let lease_ns = args
+        .election_namespace
+        .clone()
+        .or_else(|| args.watch_namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let election = LeaderElection::new(
+        Api::<Lease>::namespaced(client.clone(), &lease_ns),
+        &args.election_id,
+        &identity,
+        LeaseTiming::for_lease(args.lease_duration),
+    );
+    let (leading, election_task) = election.spawn(stop.clone());
+    tasks.push(election_task);
+
+    let writer = StatusWriter::new(
+        client.clone(),
+        informers.ingresses.store().clone(),
+        informers.services.store().clone(),
+        publish,
+    );
+    tasks.push(tokio::spawn(status_loop(
+        writer,
+        rebuilder.reports(),
+        leading.clone(),
+        stop,
+    )));
+    let publisher = events::EventPublisher::new(
+        client,
+        &args.class.controller_name,
+        &identity,
+        informers.ingresses.store().clone(),
+    );
+    tasks.push(tokio::spawn(publisher.run(rebuilder.reports(), leading)));
+    tasks
 }
 
 async fn status_loop(
@@ -283,6 +347,15 @@ pub async fn run(
     args: ControllerArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let client = crate::client::client_from(args.kubeconfig.as_deref()).await?;
-    Controller::start(args, client).await?.serve(shutdown).await
+    let control = ControlRuntime::new()?;
+    // Built on the control runtime, so that its connections (TLS, reading watch streams of
+    // any size) run there too, not on a proxy worker.
+    let kubeconfig = args.kubeconfig.clone();
+    let client = control
+        .run(async move { crate::client::client_from(kubeconfig.as_deref()).await })
+        .await??;
+    Controller::start_on(control, args, client)
+        .await?
+        .serve(shutdown)
+        .await
 }
