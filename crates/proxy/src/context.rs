@@ -51,6 +51,8 @@ pub(crate) struct ConnCtx {
     pub(crate) peer: SocketAddr,
     /// Forwarding header values of this connection.
     pub(crate) forwarded: Forwarded,
+    /// The client connected over TLS.
+    pub(crate) tls: bool,
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

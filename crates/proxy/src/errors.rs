@@ -21,7 +21,13 @@ macro_rules! page {
 /// The body of the error page for `status`.
 pub(crate) fn page_for(status: StatusCode) -> &'static str {
     match status.as_u16() {
+        301 => page!("301 Moved Permanently"),
+        302 => page!("302 Found"),
+        303 => page!("303 See Other"),
+        307 => page!("307 Temporary Redirect"),
+        308 => page!("308 Permanent Redirect"),
         400 => page!("400 Bad Request"),
+        403 => page!("403 Forbidden"),
         404 => page!("404 Not Found"),
         405 => page!("405 Not Allowed"),
         408 => page!("408 Request Time-out"),

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING, UPGRADE, VIA};
+use http::header::{
+    ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, HOST, LOCATION, ORIGIN, TRANSFER_ENCODING,
+    UPGRADE, VIA,
+};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body as _;
@@ -23,6 +26,7 @@ use crate::context::ConnCtx;
 use crate::errors::error_response;
 use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::metrics::UpstreamErrorKind;
+use crate::policy;
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo};
@@ -57,16 +61,43 @@ pub(crate) async fn handle(
         tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
         return Ok(fail(done, host_str, refusal.status()));
     }
-    let id = match routed {
+    let (id, entry) = match routed {
         Routed::NotFound => return Ok(fail(done, host_str, StatusCode::NOT_FOUND)),
         Routed::NoEndpoints(id) => {
             done.backend = Some(id);
             return Ok(fail(done, host_str, StatusCode::SERVICE_UNAVAILABLE));
         }
-        Routed::Backend(id) => id,
+        Routed::Backend { backend, entry } => (backend, entry),
     };
     done.backend = Some(id);
-    if let Some(limit) = ctx.shared.body_limit
+    let route_policy = &*done.snapshot.table.entry(entry).policy;
+    let origin = request.headers().get(ORIGIN).map(HeaderValue::as_bytes);
+    let view = policy::Request {
+        tls: ctx.tls,
+        method: request.method().as_str().as_bytes(),
+        host: host_str,
+        path: request.uri().path(),
+        target: request
+            .uri()
+            .path_and_query()
+            .map_or("/", PathAndQuery::as_str),
+        client: ctx.peer.ip(),
+        origin,
+        preflight: request
+            .headers()
+            .contains_key(ACCESS_CONTROL_REQUEST_METHOD),
+    };
+    if let Some(answer) = policy::answer(route_policy, &view) {
+        return Ok(answered(done, host_str, answer));
+    }
+    // Allocates nothing for a route that sets no response fields.
+    let response_fields = policy::response_fields(route_policy, origin);
+    let body_limit = match route_policy.body_limit {
+        Some(0) => None,
+        Some(limit) => Some(limit),
+        None => ctx.shared.body_limit,
+    };
+    if let Some(limit) = body_limit
         && request.body().size_hint().lower() > limit
     {
         return Ok(fail(done, host_str, StatusCode::PAYLOAD_TOO_LARGE));
@@ -90,8 +121,7 @@ pub(crate) async fn handle(
     let body = if body.is_end_stream() {
         RequestBody::Empty
     } else {
-        let shared = &ctx.shared;
-        RequestBody::streaming(body, shared.body_limit, shared.client_body_timeout)
+        RequestBody::streaming(body, body_limit, ctx.shared.client_body_timeout)
     };
     let framing = match &body {
         // An explicit empty body keeps its `Content-Length: 0` (a bodiless POST needs it).
@@ -113,6 +143,9 @@ pub(crate) async fn handle(
             websocket,
             http2,
             framing,
+            set: &route_policy.request_headers,
+            vhost: route_policy.upstream_vhost.as_ref(),
+            forwarded_prefix: route_policy.forwarded_prefix.as_ref(),
         },
         forwarded: &ctx.forwarded,
         policy: &ctx.shared.policy,
@@ -125,8 +158,10 @@ pub(crate) async fn handle(
     };
 
     let state = &done.snapshot.backends[id];
-    let upstreams = &ctx.shared.upstreams;
-    let header_timeout = ctx.shared.upstream_header_timeout;
+    let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
+    let header_timeout = route_policy
+        .read_timeout
+        .unwrap_or(ctx.shared.upstream_header_timeout);
     let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
     let answer = match answer {
         Ok(answer) => answer,
@@ -156,6 +191,11 @@ pub(crate) async fn handle(
             return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
         }
     };
+
+    for (name, value) in response_fields {
+        // Replaces the upstream's (nginx `more_set_headers`).
+        response.headers_mut().insert(name, value);
+    }
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {
@@ -233,6 +273,25 @@ fn path_and_query(request: &Request<Incoming>) -> PathAndQuery {
         .path_and_query()
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"))
+}
+
+/// An answer of the policy stage (redirect, 403, CORS preflight), counted like a page.
+fn answered(mut done: Completion, host: &str, answer: policy::Answer) -> Response<ResponseBody> {
+    done.count(host, answer.status.as_u16());
+    let bodiless = answer.status == StatusCode::NO_CONTENT;
+    let mut response = error_response(answer.status, |page: Bytes| {
+        ResponseBody::fixed((!bodiless).then_some(page), done)
+    });
+    if bodiless {
+        response.headers_mut().remove(http::header::CONTENT_TYPE);
+    }
+    if let Some(location) = answer.location {
+        response.headers_mut().insert(LOCATION, location);
+    }
+    for (name, value) in answer.fields {
+        response.headers_mut().insert(name, value);
+    }
+    response
 }
 
 /// An error page, counted in the metrics of the routed backend (or as unrouted).

@@ -57,6 +57,8 @@ pub(crate) enum RequestField {
     ForwardedHost,
     /// `X-Forwarded-Port`.
     ForwardedPort,
+    /// `X-Forwarded-Prefix`.
+    ForwardedPrefix,
     /// `Forwarded` (RFC 7239).
     Forwarded,
     /// `Via`.
@@ -89,6 +91,7 @@ pub(crate) fn request_field(name: &[u8]) -> RequestField {
         16 if is("proxy-connection") => RequestField::HopByHop,
         17 if is("transfer-encoding") => RequestField::TransferEncoding,
         17 if is("x-forwarded-proto") => RequestField::ForwardedProto,
+        18 if is("x-forwarded-prefix") => RequestField::ForwardedPrefix,
         _ => RequestField::Other,
     }
 }
@@ -336,6 +339,14 @@ pub(crate) struct UpstreamRequest<'a, F> {
     pub(crate) http2: bool,
     /// Body framing chosen by the caller.
     pub(crate) framing: Framing,
+    /// Fields the route sets, replacing the client's of the same name.
+    pub(crate) set: &'a [(http::HeaderName, HeaderValue)],
+    /// The Host the route sends instead of the client's (`upstream-vhost`); the client's
+    /// stays in `X-Forwarded-Host`.
+    pub(crate) vhost: Option<&'a HeaderValue>,
+    /// `X-Forwarded-Prefix` the route sets (a client's is believed only from a trusted
+    /// proxy, and only when the route sets none).
+    pub(crate) forwarded_prefix: Option<&'a HeaderValue>,
 }
 
 /// The client's forwarding fields, kept when the client is trusted.
@@ -363,7 +374,9 @@ pub(crate) fn encode_request_head<'a, F>(
     out.push(b' ');
     out.extend_from_slice(request.target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    if request.host.is_empty() {
+    if let Some(vhost) = request.vhost {
+        put_header(out, b"host", vhost.as_bytes());
+    } else if request.host.is_empty() {
         use std::io::Write as _;
         let _ = write!(out, "host: {endpoint}\r\n");
     } else {
@@ -410,6 +423,7 @@ pub(crate) fn encode_request_head<'a, F>(
                 believed.port.get_or_insert(value);
                 continue;
             }
+            RequestField::ForwardedPrefix if trusted && request.forwarded_prefix.is_none() => {}
             _ => continue,
         }
         if !policy.allow_underscores && name.contains(&b'_') {
@@ -418,7 +432,21 @@ pub(crate) fn encode_request_head<'a, F>(
         if !named.is_empty() && named.iter().any(|n| n.eq_ignore_ascii_case(name)) {
             continue;
         }
+        if !request.set.is_empty()
+            && request
+                .set
+                .iter()
+                .any(|(set, _)| set.as_str().as_bytes().eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
         put_header(out, name, value);
+    }
+    for (name, value) in request.set {
+        put_header(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if let Some(prefix) = request.forwarded_prefix {
+        put_header(out, b"x-forwarded-prefix", prefix.as_bytes());
     }
     if cookies {
         out.extend_from_slice(b"cookie: ");
@@ -554,6 +582,8 @@ mod tests {
         framing: Framing,
         trusted: Vec<Cidr>,
         underscores: bool,
+        set: Vec<(HeaderName, HeaderValue)>,
+        prefix: Option<HeaderValue>,
     }
 
     impl Case {
@@ -567,6 +597,8 @@ mod tests {
                 framing: Framing::None,
                 trusted: Vec::new(),
                 underscores: false,
+                set: Vec::new(),
+                prefix: None,
             }
         }
 
@@ -588,6 +620,9 @@ mod tests {
                 websocket: self.websocket,
                 http2: self.http2,
                 framing: self.framing,
+                set: &self.set,
+                vhost: None,
+                forwarded_prefix: self.prefix.as_ref(),
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();
@@ -803,6 +838,29 @@ mod tests {
         let lines = bare.encode().1;
         assert_eq!(lines.iter().filter(|l| l.starts_with("host")).count(), 1);
         assert!(lines.contains(&"host: 10.0.0.1:8080".to_owned()));
+    }
+
+    #[test]
+    fn route_fields_replace_the_clients_like_proxy_set_header() {
+        let mut case = Case::new(&[
+            ("X-Team", "evil"),
+            ("x-forwarded-prefix", "/evil"),
+            ("x-a", "1"),
+        ]);
+        case.set = vec![(
+            HeaderName::from_static("x-team"),
+            HeaderValue::from_static("blue"),
+        )];
+        let (_, lines) = case.encode();
+        assert!(lines.contains(&"x-team: blue".to_owned()), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("evil")), "{lines:?}");
+        case.prefix = Some(HeaderValue::from_static("/shop"));
+        let (_, lines) = case.encode();
+        assert!(
+            lines.contains(&"x-forwarded-prefix: /shop".to_owned()),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"x-a: 1".to_owned()));
     }
 
     #[test]

@@ -28,6 +28,7 @@ use crate::body::{Completion, RequestBody};
 use crate::chunked;
 use crate::context::ConnCtx;
 use crate::errors::page_for;
+use crate::policy;
 use crate::request_head::{self, Parsed, PlainHead};
 use crate::response_out::{self, ClientFraming, ClientSide};
 use crate::route::{self, Routed};
@@ -237,21 +238,49 @@ where
             let status = StatusCode::SERVICE_UNAVAILABLE;
             return page(io, out, &mut done, host, status, head_request, client).await;
         }
-        Routed::Backend(id) => id,
+        Routed::Backend { backend, entry } => (backend, entry),
     };
+    let (id, entry) = id;
     done.backend = Some(id);
-
+    let route_policy = &*done.snapshot.table.entry(entry).policy;
+    // Only a CORS route looks at Origin: no field walk per request otherwise.
+    let origin = route_policy
+        .cors
+        .as_ref()
+        .and_then(|_| head.field(buf, b"origin"));
+    let view = policy::Request {
+        tls: ctx.tls,
+        method: method.as_bytes(),
+        host,
+        path: head.path(buf),
+        target: head.target(buf),
+        client: ctx.peer.ip(),
+        origin,
+        preflight: origin.is_some() && head.field(buf, b"access-control-request-method").is_some(),
+    };
+    if let Some(answer) = policy::answer(route_policy, &view) {
+        return answered(io, out, &mut done, host, answer, head_request, client).await;
+    }
+    // Allocates nothing for a route that sets no response fields.
+    let response_fields = policy::response_fields(route_policy, origin);
+    let upstreams = policy::upstreams(&shared.upstreams, route_policy);
+    let mut request = head.upstream_request(buf);
+    request.vhost = route_policy.upstream_vhost.as_ref();
+    request.set = &route_policy.request_headers;
+    request.forwarded_prefix = route_policy.forwarded_prefix.as_ref();
     let outgoing = Outgoing {
-        head: head.upstream_request(buf),
+        head: request,
         forwarded: &ctx.forwarded,
         policy: &shared.policy,
         body: RequestBody::Empty,
         idempotent: head.idempotent(buf),
         head_request,
     };
-    let timeout = shared.upstream_header_timeout;
+    let timeout = route_policy
+        .read_timeout
+        .unwrap_or(shared.upstream_header_timeout);
     let state = &done.snapshot.backends[id];
-    let answer = upstream::send(&shared.upstreams, state, outgoing, start, timeout).await;
+    let answer = upstream::send(&upstreams, state, outgoing, start, timeout).await;
     // A drain that began while the upstream was working is announced in this answer.
     let client = ClientSide {
         keep_alive: client.keep_alive && !closing.load(Ordering::Relaxed),
@@ -289,11 +318,11 @@ where
             pool: shared.upstreams.pool,
             addr,
             reusable: response.reusable,
-            read_timeout: shared.upstreams.read_timeout,
+            read_timeout: upstreams.read_timeout,
         },
     );
     out.clear();
-    let (framing, keep_alive) = response_out::encode_head(&response, client, out);
+    let (framing, keep_alive) = response_out::encode_head(&response, client, &response_fields, out);
     drop(response);
     let sent = match body {
         Started::Complete(bytes) => {
@@ -378,6 +407,28 @@ async fn page<I: AsyncWrite + Unpin>(
     }
     out.clear();
     let keep_alive = response_out::encode_page(status, body, head_request, client, out);
+    write_out(io, out).await && keep_alive
+}
+
+/// Answers with the policy stage's own response (redirect, 403, CORS preflight).
+async fn answered<I: AsyncWrite + Unpin>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    done: &mut Completion,
+    host: &str,
+    answer: policy::Answer,
+    head_request: bool,
+    client: ClientSide,
+) -> bool {
+    done.count(host, answer.status.as_u16());
+    let mut fields = answer.fields;
+    if let Some(location) = answer.location {
+        fields.push((http::header::LOCATION, location));
+    }
+    let body = page_for(answer.status).as_bytes();
+    out.clear();
+    let keep_alive =
+        response_out::encode_answer(answer.status, &fields, body, head_request, client, out);
     write_out(io, out).await && keep_alive
 }
 

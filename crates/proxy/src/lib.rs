@@ -80,6 +80,7 @@ mod listener;
 mod metrics;
 #[cfg(test)]
 mod parser_fuzz;
+mod policy;
 mod pool;
 mod proxy_protocol;
 mod request_head;

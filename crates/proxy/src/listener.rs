@@ -209,6 +209,7 @@ async fn serve_connection(
         shared: client.shared,
         peer,
         forwarded: Forwarded::new(peer.ip(), client.tls, client.local_port, trusted),
+        tls: client.tls,
     });
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);

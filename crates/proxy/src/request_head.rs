@@ -122,6 +122,14 @@ impl PlainHead {
         PlainFields { head: self, buf }
     }
 
+    /// The first value of the field `name` (lower case), if any.
+    pub(crate) fn field<'b>(&'b self, buf: &'b [u8], name: &[u8]) -> Option<&'b [u8]> {
+        self.fields(buf)
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
     /// The values of the `Via` fields (empty when there is none).
     pub(crate) fn via<'b>(&'b self, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> + 'b {
         // Most requests carry no Via: then nothing is walked at all.
@@ -155,6 +163,9 @@ impl PlainHead {
             } else {
                 Framing::None
             },
+            set: &[],
+            vhost: None,
+            forwarded_prefix: None,
         }
     }
 
@@ -535,6 +546,9 @@ mod tests {
             } else {
                 Framing::None
             },
+            set: &[],
+            vhost: None,
+            forwarded_prefix: None,
         };
         let mut out = Vec::new();
         let endpoint = "127.0.0.1:1".parse().unwrap();

@@ -8,8 +8,8 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::StatusCode;
 use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::header_policy::put_header;
 use crate::response_head::{BodyKind, ResponseHead};
@@ -40,11 +40,23 @@ pub(crate) struct ClientSide {
 pub(crate) fn encode_head(
     response: &ResponseHead,
     client: ClientSide,
+    set: &[(HeaderName, HeaderValue)],
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
+        // Fields the route sets replace the upstream's (nginx `more_set_headers`).
+        if !set.is_empty()
+            && set
+                .iter()
+                .any(|(n, _)| n.as_str().as_bytes().eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
         put_header(out, name, value);
+    }
+    for (name, value) in set {
+        put_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
     if !response.has_date() {
         // A proxy adds the Date an upstream left out (RFC 9110 §6.6.1).
@@ -72,18 +84,37 @@ pub(crate) fn encode_page(
     client: ClientSide,
     out: &mut Vec<u8>,
 ) -> bool {
+    encode_answer(status, &[], page, head_request, client, out)
+}
+
+/// Writes a whole response of the proxy's own: `fields` (a redirect's Location, CORS),
+/// then the page (none for 204 and 304). Returns whether the connection stays open.
+pub(crate) fn encode_answer(
+    status: StatusCode,
+    fields: &[(HeaderName, HeaderValue)],
+    page: &[u8],
+    head_request: bool,
+    client: ClientSide,
+    out: &mut Vec<u8>,
+) -> bool {
     status_line(status, b"", client, out);
-    put_header(
-        out,
-        CONTENT_TYPE.as_str().as_bytes(),
-        b"text/html; charset=utf-8",
-    );
-    out.extend_from_slice(b"content-length: ");
-    out.extend_from_slice(page.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
+    for (name, value) in fields {
+        put_header(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    let bodiless = status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+    if !bodiless {
+        put_header(
+            out,
+            CONTENT_TYPE.as_str().as_bytes(),
+            b"text/html; charset=utf-8",
+        );
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(page.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     put_date(out);
     end_head(client, client.keep_alive, out);
-    if !head_request {
+    if !head_request && !bodiless {
         out.extend_from_slice(page);
     }
     client.keep_alive
@@ -176,7 +207,7 @@ mod tests {
             .unwrap();
         assert_eq!(response.body, body);
         let mut out = Vec::new();
-        let (framing, keep_alive) = encode_head(&response, client, &mut out);
+        let (framing, keep_alive) = encode_head(&response, client, &[], &mut out);
         (String::from_utf8(out).unwrap(), framing, keep_alive)
     }
 

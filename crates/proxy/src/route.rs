@@ -10,15 +10,28 @@ pub(crate) enum Routed {
     NotFound,
     /// The backend (its index in the snapshot) has no ready endpoint (503).
     NoEndpoints(usize),
-    /// The backend (its index) to send to.
-    Backend(usize),
+    /// The backend (its index) to send to, and the route entry (its index in the table)
+    /// whose policy applies.
+    Backend {
+        /// Backend index.
+        backend: usize,
+        /// Entry index ([`sluice_routing::RouteTable::entry`]).
+        entry: usize,
+    },
 }
 
 /// Looks up `host` (without port handling: the table strips it) and `path`.
 pub(crate) fn route(snapshot: &Snapshot, host: &str, path: &str) -> Routed {
-    match snapshot.table.route(host, path) {
-        None => Routed::NotFound,
-        Some(backend) if backend.endpoints.is_empty() => Routed::NoEndpoints(backend.id),
-        Some(backend) => Routed::Backend(backend.id),
+    let Some(entry) = snapshot.table.route_id(host, path) else {
+        return Routed::NotFound;
+    };
+    let backend = &snapshot.table.entry(entry).backend;
+    if backend.endpoints.is_empty() {
+        Routed::NoEndpoints(backend.id)
+    } else {
+        Routed::Backend {
+            backend: backend.id,
+            entry,
+        }
     }
 }

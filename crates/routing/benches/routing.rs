@@ -37,6 +37,14 @@ fn inputs() -> Inputs {
         inputs.ingresses.push(from::<Ingress>(json!({
             "metadata": {
                 "namespace": ns, "name": format!("ing{i}"),
+                // A policy on every route: what "route + policy" is measured with.
+                "annotations": {
+                    "nginx.ingress.kubernetes.io/proxy-body-size": "8m",
+                    "nginx.ingress.kubernetes.io/allowlist-source-range": "10.0.0.0/8, 192.168.0.0/16",
+                    "nginx.ingress.kubernetes.io/enable-cors": "true",
+                    "nginx.ingress.kubernetes.io/x-forwarded-prefix": "/p",
+                    "nginx.ingress.kubernetes.io/proxy-read-timeout": "30",
+                },
                 "creationTimestamp": format!("2024-01-01T{:02}:{:02}:{:02}Z", i / 3600 % 24, i / 60 % 60, i % 60)
             },
             "spec": {
@@ -189,7 +197,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         })
         .collect();
     for (host, path) in &requests {
-        assert!(table.route(host, path).is_some());
+        assert!(table.route_backend(host, path).is_some());
     }
 
     let mut group = c.benchmark_group(clock);
@@ -198,11 +206,32 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         b.iter(|| {
             let (host, path) = &requests[k % requests.len()];
             k += 1;
-            black_box(table.route(black_box(host), black_box(path)))
+            black_box(table.route_backend(black_box(host), black_box(path)))
         })
     });
+    // The request-time reads of a policy the proxy does: source range, redirect, CORS.
+    let client: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    group.bench_function(
+        "route + policy 10k hosts x 5 paths (every route annotated)",
+        |b| {
+            let mut k = 0usize;
+            b.iter(|| {
+                let (host, path) = &requests[k % requests.len()];
+                k += 1;
+                let entry = table.route(black_box(host), black_box(path));
+                black_box(entry.map(|e| {
+                    let p = &*e.policy;
+                    let allowed = p.deny.iter().all(|n| !n.contains(client))
+                        && (p.allow.is_empty() || p.allow.iter().any(|n| n.contains(client)));
+                    (allowed, p.https_redirect, p.cors.is_some(), p.body_limit)
+                }))
+            })
+        },
+    );
     group.bench_function("route miss (unknown host, 404)", |b| {
-        b.iter(|| black_box(table.route(black_box("unknown.example.org"), black_box("/x/y"))))
+        b.iter(|| {
+            black_box(table.route_backend(black_box("unknown.example.org"), black_box("/x/y")))
+        })
     });
 
     group.sample_size(10);

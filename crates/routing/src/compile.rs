@@ -12,7 +12,7 @@
 //! created itself), so malformed objects can only ever produce diagnostics.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -22,11 +22,14 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::annotations;
 use crate::backend::{Backend, BackendKey, BackendProblem, ServiceIndex, backend_key};
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;
 use crate::path::{PathMatcher, RulePath, parse_rule_path};
+use crate::policy::Policy;
+use crate::table::RouteEntry;
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Diagnostic, Inputs, ObjectRef, Reason, RouteTable, ServiceRef};
 
@@ -97,6 +100,13 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         loaded_secrets: HashMap::new(),
         slots: Vec::with_capacity(2 * ingresses.len()),
         slot_of: HashMap::with_capacity(2 * ingresses.len()),
+        policies: Vec::with_capacity(ingresses.len()),
+        tls_hosts: HashSet::new(),
+        no_policy: Arc::new(Policy::default()),
+        redirect_only: Arc::new(Policy {
+            https_redirect: Some(HTTPS_REDIRECT_CODE),
+            ..Policy::default()
+        }),
     };
     for (index, ingress) in ingresses.iter().enumerate() {
         compiler.ingress(index, ingress);
@@ -107,10 +117,17 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         default_backend,
         certs,
         slots,
+        policies,
+        tls_hosts,
         ..
     } = compiler;
 
-    let table = build_table(routes, default_backend, certs, slots);
+    let entries = EntryInputs {
+        ingresses: &ingresses,
+        policies,
+        tls_hosts,
+    };
+    let table = build_table(routes, default_backend, certs, slots, entries);
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,
@@ -133,6 +150,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
 struct OurIngress<'a> {
     object: ObjectRef,
     namespace: &'a str,
+    annotations: Option<&'a BTreeMap<String, String>>,
     created: Option<&'a Time>,
     spec: Option<&'a IngressSpec>,
 }
@@ -144,6 +162,7 @@ impl<'a> OurIngress<'a> {
         OurIngress {
             object: ObjectRef::ingress(namespace, meta.name.as_deref().unwrap_or("")),
             namespace,
+            annotations: meta.annotations.as_ref(),
             created: meta.creation_timestamp.as_ref(),
             spec: ingress.spec.as_ref(),
         }
@@ -196,6 +215,42 @@ struct Compiler<'c, 'a> {
     /// Distinct Service ports, in order of first reference.
     slots: Vec<Slot>,
     slot_of: HashMap<BackendKey<'a>, usize>,
+    /// Per Ingress (same index as `ingresses`): the policy its annotations compile to.
+    policies: Vec<IngressPolicy>,
+    /// Every host some Ingress of ours lists under `spec.tls` (for `ssl-redirect`).
+    tls_hosts: HashSet<HostPattern>,
+    /// The policy of Ingresses without annotations, shared.
+    no_policy: Arc<Policy>,
+    /// The same with an HTTPS redirect, shared.
+    redirect_only: Arc<Policy>,
+}
+
+/// The policy of one Ingress, in the two forms its routes may need.
+struct IngressPolicy {
+    /// Without an HTTPS redirect.
+    plain: Arc<Policy>,
+    /// With one (`force-ssl-redirect`, or `ssl-redirect` on a host with TLS).
+    redirecting: Arc<Policy>,
+    /// `ssl-redirect`.
+    ssl_redirect: bool,
+    /// `force-ssl-redirect`.
+    force_ssl_redirect: bool,
+}
+
+/// ingress-nginx's redirect code for plain HTTP to HTTPS (its `http-redirect-code`
+/// default): 308 keeps the method and body.
+const HTTPS_REDIRECT_CODE: u16 = 308;
+
+impl IngressPolicy {
+    /// The policy of a route of this Ingress on a host that has TLS or not.
+    fn for_host(&self, has_tls: bool) -> (&Arc<Policy>, bool) {
+        let redirect = self.force_ssl_redirect || (self.ssl_redirect && has_tls);
+        if redirect {
+            (&self.redirecting, true)
+        } else {
+            (&self.plain, false)
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -211,7 +266,40 @@ impl<'a> Compiler<'_, 'a> {
             .push(Diagnostic::new(object, field, reason, detail));
     }
 
+    /// Compiles the Ingress's annotations; problems become diagnostics on them.
+    fn annotations(&mut self, index: usize, ingress: &OurIngress<'a>) {
+        let Some(map) = ingress.annotations.filter(|m| !m.is_empty()) else {
+            self.policies.push(IngressPolicy {
+                plain: Arc::clone(&self.no_policy),
+                redirecting: Arc::clone(&self.redirect_only),
+                ssl_redirect: true,
+                force_ssl_redirect: false,
+            });
+            return;
+        };
+        let parsed = annotations::parse(map);
+        for problem in parsed.problems {
+            let field = format!("metadata.annotations[{}]", problem.annotation);
+            self.diag(index, field, problem.reason, problem.detail);
+        }
+        let plain = if parsed.policy == Policy::default() {
+            Arc::clone(&self.no_policy)
+        } else {
+            Arc::new(parsed.policy.clone())
+        };
+        self.policies.push(IngressPolicy {
+            plain,
+            redirecting: Arc::new(Policy {
+                https_redirect: Some(HTTPS_REDIRECT_CODE),
+                ..parsed.policy
+            }),
+            ssl_redirect: parsed.ssl_redirect,
+            force_ssl_redirect: parsed.force_ssl_redirect,
+        });
+    }
+
     fn ingress(&mut self, index: usize, ingress: &OurIngress<'a>) {
+        self.annotations(index, ingress);
         let Some(spec) = ingress.spec else { return };
         let namespace = ingress.namespace;
 
@@ -344,7 +432,12 @@ impl<'a> Compiler<'_, 'a> {
                     let field = format!("spec.tls[{ti}].hosts[{hi}]");
                     self.diag(index, field, Reason::InvalidHost, "TLS host is empty");
                 }
-                Ok(pattern) => hosts.push((hi, pattern)),
+                Ok(pattern) => {
+                    // Served over TLS (with the default certificate if need be): routes
+                    // of this host redirect plain HTTP unless `ssl-redirect: "false"`.
+                    self.tls_hosts.insert(pattern.clone());
+                    hosts.push((hi, pattern));
+                }
                 Err(e) => {
                     let field = format!("spec.tls[{ti}].hosts[{hi}]");
                     self.diag(index, field, Reason::InvalidHost, e.to_string());
@@ -412,11 +505,44 @@ impl<'a> Compiler<'_, 'a> {
     }
 }
 
+/// What route entries are made of besides backends.
+struct EntryInputs<'c, 'a> {
+    ingresses: &'c [OurIngress<'a>],
+    policies: Vec<IngressPolicy>,
+    tls_hosts: HashSet<HostPattern>,
+}
+
+/// Route entries, one per distinct (backend, Ingress, redirecting) triple.
+struct Entries<'c, 'a> {
+    inputs: EntryInputs<'c, 'a>,
+    entries: Vec<RouteEntry>,
+    index: HashMap<(u32, usize, bool), u32>,
+}
+
+impl Entries<'_, '_> {
+    fn get(&mut self, backend: &Arc<Backend>, owner: usize, has_tls: bool) -> u32 {
+        let (policy, redirecting) = self.inputs.policies[owner].for_host(has_tls);
+        let key = (backend.id as u32, owner, redirecting);
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.entries.len() as u32;
+        self.entries.push(RouteEntry {
+            backend: Arc::clone(backend),
+            policy: Arc::clone(policy),
+            source: self.inputs.ingresses[owner].object.clone(),
+        });
+        self.index.insert(key, id);
+        id
+    }
+}
+
 fn build_table(
     routes: Routes,
     default_backend: Option<Claim>,
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
+    entry_inputs: EntryInputs<'_, '_>,
 ) -> RouteTable {
     // Backend ids in ServiceRef order, so that they do not depend on input order; only
     // slots that some claim uses become backends.
@@ -435,7 +561,7 @@ fn build_table(
         id_of[slot] = id as u32;
     }
     let mut slots: Vec<Option<Slot>> = slots.into_iter().map(Some).collect();
-    let backends = order
+    let backends: Vec<Arc<Backend>> = order
         .iter()
         .enumerate()
         .filter_map(|(id, &slot)| {
@@ -451,17 +577,33 @@ fn build_table(
         })
         .collect();
 
+    let mut entries = Entries {
+        inputs: entry_inputs,
+        entries: Vec::new(),
+        index: HashMap::new(),
+    };
+    // The default backend serves requests no rule claims: no Ingress's policy applies.
+    let default_entry = default_backend.map(|claim| {
+        let id = entries.entries.len() as u32;
+        entries.entries.push(RouteEntry {
+            backend: Arc::clone(&backends[id_of[claim.slot] as usize]),
+            policy: Arc::new(Policy::default()),
+            source: entries.inputs.ingresses[claim.owner].object.clone(),
+        });
+        id
+    });
     let mut table = RouteTable {
-        default_backend: default_backend.map(|c| id_of[c.slot]),
-        backends,
+        default_backend: default_entry,
         ..RouteTable::default()
     };
     table.exact_hosts.reserve(routes.len());
     table.exact_certs.reserve(certs.len());
     for (host, paths) in routes {
         let mut matcher = PathMatcher::default();
+        let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (path, claim) in &paths {
-            matcher.insert(path, id_of[claim.slot]);
+            let backend = &backends[id_of[claim.slot] as usize];
+            matcher.insert(path, entries.get(backend, claim.owner, has_tls));
         }
         match host {
             HostPattern::Exact(h) => {
@@ -489,5 +631,7 @@ fn build_table(
         }
     }
     table.certificates = in_use.into_values().collect();
+    table.entries = entries.entries;
+    table.backends = backends;
     table
 }

@@ -59,6 +59,14 @@ pub enum Reason {
     UnsupportedBackend,
     /// The backend is malformed (no service name, no port, ...); that path is skipped.
     InvalidBackend,
+    /// An annotation sluice does not implement; it has no effect (the message says what to
+    /// use instead, where there is something).
+    UnsupportedAnnotation,
+    /// An annotation whose value is invalid; it has no effect, the rest of the Ingress is
+    /// served.
+    InvalidAnnotation,
+    /// A snippet annotation (nginx configuration text); refused, never applied.
+    SnippetRefused,
 }
 
 impl Reason {
@@ -74,6 +82,9 @@ impl Reason {
             Reason::TlsSecretInvalid => "TlsSecretInvalid",
             Reason::UnsupportedBackend => "UnsupportedBackend",
             Reason::InvalidBackend => "InvalidBackend",
+            Reason::UnsupportedAnnotation => "UnsupportedAnnotation",
+            Reason::InvalidAnnotation => "InvalidAnnotation",
+            Reason::SnippetRefused => "SnippetRefused",
         }
     }
 }

@@ -9,6 +9,14 @@
 //!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours.
 //! * [`RouteTable::route`] (`table.rs`) answers "which [`Backend`] gets this request?";
 //!   [`RouteTable::certificate`] answers "which certificate for this SNI name?".
+//! * A match yields a [`RouteEntry`]: the [`Backend`] plus the compiled [`Policy`] of the
+//!   rule's Ingress (redirects, source ranges, CORS, body limit, timeouts, header changes).
+//!   The entry is the intermediate form every API compiles into: Ingress annotations
+//!   (`annotations.rs`: ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics,
+//!   and the same keys under `sluice.dev/*`) today, Gateway API filters later. Annotations
+//!   are parsed once here; the proxy only reads the compiled values, and an annotation that
+//!   is unsupported, invalid or a snippet becomes a [`Diagnostic`] on its Ingress while the
+//!   rest of the Ingress is served.
 //! * One concept per file: `class.rs` (is this Ingress ours?), `host.rs` (host names and
 //!   wildcards), `path.rs` (path types and the segment trie), `backend.rs` (Service ports
 //!   to endpoints), `tls.rs` (Secrets to certificates), `diagnostic.rs`, `refs.rs` (names).
@@ -72,7 +80,9 @@
 
 #![warn(missing_docs)]
 
+mod annotations;
 mod backend;
+mod cidr;
 mod class;
 mod compile;
 mod diagnostic;
@@ -80,17 +90,20 @@ mod host;
 mod inputs;
 mod key;
 mod path;
+mod policy;
 mod refs;
 mod table;
 mod tls;
 
 pub use backend::{Backend, SERVICE_NAME_LABEL};
+pub use cidr::{Cidr, parse_cidr};
 pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
 pub use compile::{Compiled, compile};
 pub use diagnostic::{Diagnostic, Reason};
 pub use host::normalize_request_host;
 pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS, Inputs};
 pub use path::normalize_request_path;
+pub use policy::{Cors, OriginPattern, Policy, Redirect};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
-pub use table::{Route, RouteTable};
+pub use table::{Route, RouteEntry, RouteTable};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

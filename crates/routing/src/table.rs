@@ -7,6 +7,8 @@ use crate::backend::Backend;
 use crate::host::{normalize_request_host_in, wildcard_suffix};
 use crate::key::Key;
 use crate::path::{PathKind, PathMatcher};
+use crate::policy::Policy;
+use crate::refs::ObjectRef;
 use crate::tls::TlsCertificate;
 
 /// One route of a [`RouteTable`], as listed by [`RouteTable::routes`] (for debugging and tests).
@@ -22,6 +24,19 @@ pub struct Route {
     pub backend: crate::ServiceRef,
 }
 
+/// What a request that matches a rule gets: the backend, and the compiled policy of the
+/// rule's Ingress (redirects, access rules, CORS, limits, timeouts, header changes). The
+/// shared intermediate form of every API that feeds routes.
+#[derive(Debug)]
+pub struct RouteEntry {
+    /// Where the request goes.
+    pub backend: Arc<Backend>,
+    /// What happens on the way; `Policy::default()` changes nothing.
+    pub policy: Arc<Policy>,
+    /// The object that defined the rule (for logs and Events).
+    pub source: ObjectRef,
+}
+
 /// The result of [`crate::compile`]: everything the data plane needs to route a request.
 ///
 /// Immutable and `Send + Sync`; the controller swaps whole tables (e.g. through an `ArcSwap`)
@@ -34,8 +49,10 @@ pub struct RouteTable {
     pub(crate) wildcard_hosts: HashMap<Key, PathMatcher>,
     /// Rules without a host; `None` when no Ingress has any.
     pub(crate) any_host: Option<PathMatcher>,
-    /// Id of the winning `spec.defaultBackend`.
+    /// Entry of the winning `spec.defaultBackend`.
     pub(crate) default_backend: Option<u32>,
+    /// What matches yield; path matchers hold indices into this.
+    pub(crate) entries: Vec<RouteEntry>,
     /// Certificates for exact SNI names.
     pub(crate) exact_certs: HashMap<Key, Arc<TlsCertificate>>,
     /// Certificates for `*.suffix`, keyed by `suffix`.
@@ -63,7 +80,13 @@ impl RouteTable {
     /// wildcard's, else the host-less rules. Within that set the longest matching path wins
     /// (Exact beats Prefix at equal length). There is no fallthrough to another host's rules:
     /// if the chosen set has no matching path, the default backend is used. `None` means 404.
-    pub fn route(&self, host: &str, path: &str) -> Option<&Arc<Backend>> {
+    pub fn route(&self, host: &str, path: &str) -> Option<&RouteEntry> {
+        self.route_id(host, path).map(|id| &self.entries[id])
+    }
+
+    /// The index of the entry [`RouteTable::route`] picks ([`RouteTable::entry`] reads it):
+    /// for callers that keep the table behind a reference they must move later.
+    pub fn route_id(&self, host: &str, path: &str) -> Option<usize> {
         let mut buf = [0u8; 256];
         let host = normalize_request_host_in(host, &mut buf);
         let rules = self
@@ -75,7 +98,21 @@ impl RouteTable {
         let id = rules
             .and_then(|rules| rules.lookup(path))
             .or(self.default_backend)?;
-        self.backends.get(id as usize)
+        // Ids come from this table's own matchers: always in range.
+        ((id as usize) < self.entries.len()).then_some(id as usize)
+    }
+
+    /// An entry by the index [`RouteTable::route_id`] returned.
+    ///
+    /// # Panics
+    /// If `id` did not come from this table.
+    pub fn entry(&self, id: usize) -> &RouteEntry {
+        &self.entries[id]
+    }
+
+    /// The backend [`RouteTable::route`] picks, without its policy.
+    pub fn route_backend(&self, host: &str, path: &str) -> Option<&Arc<Backend>> {
+        self.route(host, path).map(|entry| &entry.backend)
     }
 
     /// SNI lookup (exact name, then the one-label wildcard), for choosing a TLS certificate.
@@ -101,7 +138,8 @@ impl RouteTable {
     /// The backend used when no rule matches (the oldest `spec.defaultBackend`), if any.
     pub fn default_backend(&self) -> Option<&Arc<Backend>> {
         self.default_backend
-            .and_then(|id| self.backends.get(id as usize))
+            .and_then(|id| self.entries.get(id as usize))
+            .map(|entry| &entry.backend)
     }
 
     /// Every route in the table, sorted: a readable, deterministic dump of what was compiled.
@@ -120,9 +158,10 @@ impl RouteTable {
         let mut out = Vec::new();
         for (host, matcher) in hosts {
             for (kind, key, id) in matcher.entries() {
-                let Some(backend) = self.backends.get(id as usize) else {
+                let Some(entry) = self.entries.get(id as usize) else {
                     continue;
                 };
+                let backend = &entry.backend;
                 let (path_type, path) = match kind {
                     PathKind::Exact => ("Exact", key),
                     PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),

@@ -364,7 +364,7 @@ proptest! {
     ) {
         let compiled = run(&build_inputs(&ings));
         for (host, path) in &requests {
-            let got = compiled.table.route(host, path).map(|b| b.service.clone());
+            let got = compiled.table.route_backend(host, path).map(|b| b.service.clone());
             let want = reference_route(&ings, host, path);
             prop_assert_eq!(got, want, "host {:?} path {:?}\nroutes {:#?}", host, path, compiled.table.routes());
         }
@@ -763,7 +763,7 @@ fn observe(c: &Compiled) -> impl PartialEq + std::fmt::Debug + use<> {
 }
 
 fn probe(table: &RouteTable, host: &str, path: &str) {
-    let _ = table.route(host, path);
+    let _ = table.route_backend(host, path);
     let _ = table.certificate(host);
 }
 

@@ -120,7 +120,7 @@ fn no_match_and_no_default_is_none() {
             ("bar.example.com", "/api", None),
         ],
     );
-    assert!(RouteTable::empty().route("x", "/").is_none());
+    assert!(RouteTable::empty().route_backend("x", "/").is_none());
     assert!(RouteTable::empty().backends().is_empty());
 }
 
@@ -288,7 +288,10 @@ fn conflicts_go_to_the_oldest() {
             inp.services.push(service(ns, svc, &[(None, 80)]));
         }
         let out = run(&inp);
-        let got = out.table.route("h", "/p/q").map(|b| b.service.name.clone());
+        let got = out
+            .table
+            .route_backend("h", "/p/q")
+            .map(|b| b.service.name.clone());
         assert_eq!(got.as_deref(), Some(*winner), "{ings:?}");
         let conflicts = find(&out.diagnostics, "ConflictLost");
         let mut names: Vec<&str> = conflicts.iter().map(|d| d.object.name.as_str()).collect();
@@ -494,7 +497,11 @@ fn class_selection() {
         };
         let out = run(&inp);
         assert_eq!(!out.ours.is_empty(), *ours, "case {i}");
-        assert_eq!(out.table.route("good.io", "/").is_some(), *ours, "case {i}");
+        assert_eq!(
+            out.table.route_backend("good.io", "/").is_some(),
+            *ours,
+            "case {i}"
+        );
         assert_eq!(out.diagnostics.len(), usize::from(*ours), "case {i}");
     }
 }
@@ -542,7 +549,7 @@ fn options_controller_class_and_namespace() {
         },
     );
     assert_eq!(out.ours, vec![ObjectRef::ingress("a", "by-class")]);
-    assert!(out.table.route("two.io", "/").is_none());
+    assert!(out.table.route_backend("two.io", "/").is_none());
     let defaults = CompileOptions::default();
     assert_eq!(defaults.controller_name, "sluice.dev/ingress-controller");
     assert_eq!(defaults.ingress_class, "sluice");
@@ -609,7 +616,7 @@ fn ports_by_number_and_name() {
     let out = run(&inp);
     let t = &out.table;
     let ep = |p: &str| {
-        t.route("h", p).map(|b| {
+        t.route_backend("h", p).map(|b| {
             (
                 b.service.port.clone(),
                 b.endpoints
@@ -740,7 +747,7 @@ fn endpoint_slices_ready_filtering_and_port_names() {
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
     let eps = |p: &str| -> Vec<String> {
         out.table
-            .route("h", p)
+            .route_backend("h", p)
             .unwrap()
             .endpoints
             .iter()
@@ -806,7 +813,7 @@ fn endpoints_fallback_excludes_not_ready() {
     assert!(out.diagnostics.is_empty());
     let eps = |p: &str| -> Vec<String> {
         out.table
-            .route("h", p)
+            .route_backend("h", p)
             .unwrap()
             .endpoints
             .iter()
@@ -860,11 +867,11 @@ fn identical_service_refs_share_one_backend() {
     inp.services.push(service("ns", "s", &[(Some("http"), 80)]));
     let out = run(&inp);
     let t = &out.table;
-    let a = t.route("a", "/").unwrap();
-    let b = t.route("b", "/").unwrap();
+    let a = t.route_backend("a", "/").unwrap();
+    let b = t.route_backend("b", "/").unwrap();
     assert!(Arc::ptr_eq(a, b));
-    assert!(!Arc::ptr_eq(a, t.route("b", "/n").unwrap()));
-    assert!(!Arc::ptr_eq(a, t.route("c", "/").unwrap()));
+    assert!(!Arc::ptr_eq(a, t.route_backend("b", "/n").unwrap()));
+    assert!(!Arc::ptr_eq(a, t.route_backend("c", "/").unwrap()));
     let backends = t.backends();
     assert_eq!(backends.len(), 4);
     for (i, backend) in backends.iter().enumerate() {

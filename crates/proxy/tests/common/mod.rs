@@ -41,6 +41,8 @@ pub struct Route {
     pub endpoints: Vec<SocketAddr>,
     /// PEM certificate chain and key for `host` (a kubernetes.io/tls Secret).
     pub tls: Option<(String, String)>,
+    /// The Ingress's annotations.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl Route {
@@ -51,7 +53,20 @@ impl Route {
             service: service.to_owned(),
             endpoints,
             tls: None,
+            annotations: Default::default(),
         }
+    }
+
+    /// Adds an annotation to the route's Ingress.
+    pub fn with_annotation(mut self, key: &str, value: &str) -> Route {
+        self.annotations.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The route on another path (Prefix).
+    pub fn with_path(mut self, path: &str) -> Route {
+        self.path = path.to_owned();
+        self
     }
 
     pub fn with_tls(mut self, cert_pem: String, key_pem: String) -> Route {
@@ -106,7 +121,8 @@ pub fn inputs(routes: &[Route]) -> Inputs {
             "metadata": {
                 "name": format!("ing-{i}"),
                 "namespace": NS,
-                "creationTimestamp": format!("2026-01-01T00:00:{:02}Z", i % 60)
+                "creationTimestamp": format!("2026-01-01T00:00:{:02}Z", i % 60),
+                "annotations": route.annotations,
             },
             "spec": spec
         })));

@@ -177,7 +177,9 @@ pub fn run(inputs: &Inputs) -> Compiled {
 
 /// "ns/name:port" of the backend a request routes to, or None.
 pub fn routed(table: &RouteTable, host: &str, path: &str) -> Option<String> {
-    table.route(host, path).map(|b| b.service.to_string())
+    table
+        .route_backend(host, path)
+        .map(|b| b.service.to_string())
 }
 
 /// (object name, field, reason) of every diagnostic, for compact assertions.

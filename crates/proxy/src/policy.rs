@@ -1,0 +1,285 @@
+//! The policy stage: what a route's compiled [`Policy`] says about a request before it goes
+//! upstream (answer it here, or let it through), and what it adds to the response.
+//!
+//! Pure: request facts in, a verdict out. The order is ingress-nginx's: source ranges (403),
+//! the HTTPS redirect, a configured redirect, the app root (302), then a CORS preflight
+//! answered by the proxy (204).
+
+use std::net::IpAddr;
+
+use http::header::{
+    ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
+};
+use http::{HeaderName, HeaderValue, StatusCode};
+use sluice_routing::Policy;
+
+use crate::context::Upstreams;
+
+/// What the policy stage needs to know of a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    /// The client arrived over TLS.
+    pub(crate) tls: bool,
+    /// The method.
+    pub(crate) method: &'a [u8],
+    /// The Host (or `:authority`) as received.
+    pub(crate) host: &'a str,
+    /// The path.
+    pub(crate) path: &'a str,
+    /// Path and query, as received.
+    pub(crate) target: &'a str,
+    /// The client's address.
+    pub(crate) client: IpAddr,
+    /// The `Origin` field, if any.
+    pub(crate) origin: Option<&'a [u8]>,
+    /// An `Access-Control-Request-Method` field is present.
+    pub(crate) preflight: bool,
+}
+
+/// An answer the proxy gives itself.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// Its status.
+    pub(crate) status: StatusCode,
+    /// `Location`, for redirects.
+    pub(crate) location: Option<HeaderValue>,
+    /// Further fields (CORS on a preflight).
+    pub(crate) fields: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Answer {
+    fn status(status: StatusCode) -> Answer {
+        Answer {
+            status,
+            location: None,
+            fields: Vec::new(),
+        }
+    }
+
+    fn redirect(status: u16, location: HeaderValue) -> Answer {
+        Answer {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::FOUND),
+            location: Some(location),
+            fields: Vec::new(),
+        }
+    }
+}
+
+/// Decides whether the proxy answers the request itself (`Some`) or lets it through.
+pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
+    // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
+    if policy.deny.iter().any(|net| net.contains(request.client))
+        || (!policy.allow.is_empty() && !policy.allow.iter().any(|n| n.contains(request.client)))
+    {
+        return Some(Answer::status(StatusCode::FORBIDDEN));
+    }
+    if let Some(code) = policy.https_redirect
+        && !request.tls
+    {
+        // ingress-nginx: `return 308 https://$redirect_host$request_uri` (host without port).
+        let host = host_without_port(request.host);
+        let location = format!("https://{host}{}", request.target);
+        if let Ok(location) = HeaderValue::try_from(location) {
+            return Some(Answer::redirect(code, location));
+        }
+    }
+    if let Some(redirect) = &policy.redirect {
+        return Some(Answer::redirect(redirect.status, redirect.location.clone()));
+    }
+    if let Some(root) = &policy.app_root
+        && request.path == "/"
+    {
+        return Some(Answer::redirect(302, root.clone()));
+    }
+    if let Some(cors) = &policy.cors
+        && request.method == b"OPTIONS"
+        && request.preflight
+    {
+        // ingress-nginx answers every OPTIONS of a CORS location with 204 and the CORS
+        // fields; a preflight from an origin not allowed gets no Allow-Origin.
+        let mut answer = Answer::status(StatusCode::NO_CONTENT);
+        answer.fields = cors_fields(policy, request.origin);
+        answer
+            .fields
+            .push((ACCESS_CONTROL_MAX_AGE, HeaderValue::from(cors.max_age)));
+        return Some(answer);
+    }
+    None
+}
+
+/// The fields the policy sets on a response (replacing the upstream's of the same name):
+/// CORS for an allowed origin, then the configured response fields.
+pub(crate) fn response_fields(
+    policy: &Policy,
+    origin: Option<&[u8]>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut fields = cors_fields(policy, origin);
+    fields.extend(policy.response_headers.iter().cloned());
+    fields
+}
+
+/// The CORS fields for a request from `origin` (none when CORS is off or the origin is
+/// not allowed).
+fn cors_fields(policy: &Policy, origin: Option<&[u8]>) -> Vec<(HeaderName, HeaderValue)> {
+    let (Some(cors), Some(origin)) = (&policy.cors, origin) else {
+        return Vec::new();
+    };
+    let Some(allowed) = std::str::from_utf8(origin)
+        .ok()
+        .and_then(|origin| cors.allow_origin(origin))
+        .and_then(|allowed| HeaderValue::try_from(allowed).ok())
+    else {
+        return Vec::new();
+    };
+    let mut fields = vec![
+        (ACCESS_CONTROL_ALLOW_ORIGIN, allowed),
+        (ACCESS_CONTROL_ALLOW_METHODS, cors.allow_methods.clone()),
+        (ACCESS_CONTROL_ALLOW_HEADERS, cors.allow_headers.clone()),
+    ];
+    if cors.allow_credentials {
+        fields.push((
+            ACCESS_CONTROL_ALLOW_CREDENTIALS,
+            HeaderValue::from_static("true"),
+        ));
+    }
+    if let Some(expose) = &cors.expose_headers {
+        fields.push((ACCESS_CONTROL_EXPOSE_HEADERS, expose.clone()));
+    }
+    fields
+}
+
+/// The upstream settings of a route: its policy's timeouts where it sets them.
+pub(crate) fn upstreams(shared: &Upstreams, policy: &Policy) -> Upstreams {
+    Upstreams {
+        connect_timeout: policy.connect_timeout.unwrap_or(shared.connect_timeout),
+        send_timeout: policy.send_timeout.unwrap_or(shared.send_timeout),
+        read_timeout: policy.read_timeout.unwrap_or(shared.read_timeout),
+        ..*shared
+    }
+}
+
+/// `host` without a `:port` (IPv6 literals keep their brackets).
+fn host_without_port(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(at) if !host[at..].contains(']') => &host[..at],
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_routing::{Cors, OriginPattern, Redirect, parse_cidr};
+
+    fn request<'a>() -> Request<'a> {
+        Request {
+            tls: false,
+            method: b"GET",
+            host: "shop.example:8080",
+            path: "/a",
+            target: "/a?x=1",
+            client: "10.0.0.7".parse().unwrap(),
+            origin: None,
+            preflight: false,
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_without_a_policy() {
+        assert!(answer(&Policy::default(), &request()).is_none());
+    }
+
+    #[test]
+    fn source_ranges_deny_before_allow_like_nginx() {
+        let mut policy = Policy {
+            allow: vec![parse_cidr("10.0.0.0/8").unwrap()],
+            ..Policy::default()
+        };
+        assert!(answer(&policy, &request()).is_none());
+        policy.deny = vec![parse_cidr("10.0.0.7").unwrap()];
+        assert_eq!(answer(&policy, &request()).unwrap().status, 403);
+        policy.deny.clear();
+        policy.allow = vec![parse_cidr("192.168.0.0/16").unwrap()];
+        assert_eq!(answer(&policy, &request()).unwrap().status, 403);
+    }
+
+    #[test]
+    fn ssl_redirect_is_308_to_the_same_uri_without_the_port() {
+        let policy = Policy {
+            https_redirect: Some(308),
+            ..Policy::default()
+        };
+        let got = answer(&policy, &request()).unwrap();
+        assert_eq!(got.status, 308);
+        assert_eq!(got.location.unwrap(), "https://shop.example/a?x=1");
+        let tls = Request {
+            tls: true,
+            ..request()
+        };
+        assert!(answer(&policy, &tls).is_none());
+        assert_eq!(host_without_port("[::1]:80"), "[::1]");
+        assert_eq!(host_without_port("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn redirects_and_app_root() {
+        let policy = Policy {
+            redirect: Some(Redirect {
+                status: 301,
+                location: HeaderValue::from_static("https://new.example/"),
+            }),
+            ..Policy::default()
+        };
+        let got = answer(&policy, &request()).unwrap();
+        assert_eq!(
+            (got.status.as_u16(), got.location.unwrap()),
+            (301, HeaderValue::from_static("https://new.example/"))
+        );
+        let policy = Policy {
+            app_root: Some(HeaderValue::from_static("/app")),
+            ..Policy::default()
+        };
+        assert!(answer(&policy, &request()).is_none());
+        let root = Request {
+            path: "/",
+            ..request()
+        };
+        let got = answer(&policy, &root).unwrap();
+        assert_eq!(
+            (got.status.as_u16(), got.location.unwrap()),
+            (302, HeaderValue::from_static("/app"))
+        );
+    }
+
+    #[test]
+    fn cors_preflight_answered_with_204_like_ingress_nginx() {
+        let policy = Policy {
+            cors: Some(Cors {
+                origins: vec![OriginPattern::Exact("https://app.example".into())],
+                allow_methods: HeaderValue::from_static("GET, POST"),
+                allow_headers: HeaderValue::from_static("X-A"),
+                expose_headers: None,
+                allow_credentials: true,
+                max_age: 600,
+            }),
+            ..Policy::default()
+        };
+        let preflight = Request {
+            method: b"OPTIONS",
+            origin: Some(b"https://app.example"),
+            preflight: true,
+            ..request()
+        };
+        let got = answer(&policy, &preflight).unwrap();
+        assert_eq!(got.status, 204);
+        let names: Vec<&str> = got.fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"access-control-allow-origin"));
+        assert!(names.contains(&"access-control-max-age"));
+        let fields = response_fields(&policy, Some(b"https://evil.example"));
+        assert!(fields.is_empty());
+        let fields = response_fields(&policy, Some(b"https://app.example"));
+        assert_eq!(fields[0].1, "https://app.example");
+        assert!(answer(&policy, &request()).is_none());
+    }
+}

@@ -1,0 +1,387 @@
+//! ingress-nginx annotations through the real proxy: each answer (status, Location, headers,
+//! which backend) compared with ingress-nginx's documented behaviour. Every case runs as a
+//! bodiless GET (sluice's own HTTP/1.1 loop) and as a POST with a body (hyper's path), since
+//! both front ends must apply a route's policy alike.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use http::Request;
+use http_body_util::Full;
+use sluice_echo::EchoServer;
+use sluice_proxy::ProxyArgs;
+use sluice_routing::{CompileOptions, Reason, compile};
+
+const NGINX: &str = "nginx.ingress.kubernetes.io/";
+
+/// A request of each front end's kind: (label, method, body).
+const SHAPES: [(&str, &str, &str); 2] =
+    [("own loop GET", "GET", ""), ("hyper POST", "POST", "x=1")];
+
+/// Sends `method path` with `Host: host`, extra `headers` and `body`.
+async fn request(
+    proxy: &TestProxy,
+    (method, body): (&str, &str),
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut sender = http1_connect(proxy.http).await;
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", host);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    send(&mut sender, request).await
+}
+
+/// A proxy routing `host` to a fresh echo backend with the given annotations (keys without
+/// prefix get ingress-nginx's).
+async fn proxy_with(host: &str, annotations: &[(&str, &str)]) -> (TestProxy, EchoServer) {
+    proxy_with_args(ProxyArgs::loopback(), host, annotations).await
+}
+
+async fn proxy_with_args(
+    args: ProxyArgs,
+    host: &str,
+    annotations: &[(&str, &str)],
+) -> (TestProxy, EchoServer) {
+    let backend = echo("web", "web-0").await;
+    let proxy = TestProxy::start(args).await;
+    proxy.route(&[annotated(
+        Route::new(host, "web", vec![backend.addr()]),
+        annotations,
+    )]);
+    (proxy, backend)
+}
+
+fn annotated(mut route: Route, annotations: &[(&str, &str)]) -> Route {
+    for (key, value) in annotations {
+        let key = if key.contains('/') {
+            (*key).to_owned()
+        } else {
+            format!("{NGINX}{key}")
+        };
+        route = route.with_annotation(&key, value);
+    }
+    route
+}
+
+#[tokio::test]
+async fn ssl_redirect_is_308_for_hosts_with_tls_unless_turned_off() {
+    init_tracing();
+    bounded(async {
+        let (cert, key, _) = ca_and_leaf("secure.example.com");
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            Route::new("secure.example.com", "web", vec![backend.addr()])
+                .with_tls(cert.clone(), key.clone()),
+            annotated(
+                Route::new("optout.example.com", "web", vec![backend.addr()]).with_tls(cert, key),
+                &[("ssl-redirect", "false")],
+            ),
+            Route::new("plain.example.com", "web", vec![backend.addr()]),
+        ]);
+        for (label, method, body) in SHAPES {
+            let got = request(
+                &proxy,
+                (method, body),
+                "secure.example.com:8080",
+                "/a/b?c=d",
+                &[],
+            )
+            .await;
+            assert_eq!(got.status, 308, "{label}");
+            assert_eq!(
+                got.headers["location"], "https://secure.example.com/a/b?c=d",
+                "{label}"
+            );
+            let got = request(&proxy, (method, body), "optout.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200, "{label}: ssl-redirect false");
+            let got = request(&proxy, (method, body), "plain.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200, "{label}: no TLS, no redirect");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn force_ssl_redirect_redirects_without_tls() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) =
+            proxy_with("f.example.com", &[("force-ssl-redirect", "true")]).await;
+        for (label, method, body) in SHAPES {
+            let got = request(&proxy, (method, body), "f.example.com", "/x", &[]).await;
+            assert_eq!(got.status, 308, "{label}");
+            assert_eq!(
+                got.headers["location"], "https://f.example.com/x",
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn permanent_and_temporal_redirects_with_their_codes() {
+    init_tracing();
+    bounded(async {
+        let cases: [(&[(&str, &str)], u16); 4] = [
+            (&[("permanent-redirect", "https://new.example.com/")], 301),
+            (
+                &[
+                    ("permanent-redirect", "https://new.example.com/"),
+                    ("permanent-redirect-code", "308"),
+                ],
+                308,
+            ),
+            (&[("temporal-redirect", "https://new.example.com/")], 302),
+            // An invalid code is reported and the default used.
+            (
+                &[
+                    ("permanent-redirect", "https://new.example.com/"),
+                    ("permanent-redirect-code", "999"),
+                ],
+                301,
+            ),
+        ];
+        for (annotations, status) in cases {
+            let (proxy, _backend) = proxy_with("r.example.com", annotations).await;
+            for (label, method, body) in SHAPES {
+                let got = request(&proxy, (method, body), "r.example.com", "/old/path", &[]).await;
+                assert_eq!(got.status, status, "{label} {annotations:?}");
+                // nginx `return`: the configured URL as is, the request path not appended.
+                assert_eq!(
+                    got.headers["location"], "https://new.example.com/",
+                    "{label}"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn app_root_redirects_only_the_root_with_302() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with("a.example.com", &[("app-root", "/app1")]).await;
+        for (label, method, body) in SHAPES {
+            let got = request(&proxy, (method, body), "a.example.com", "/", &[]).await;
+            assert_eq!(got.status, 302, "{label}");
+            assert_eq!(got.headers["location"], "/app1", "{label}");
+            let got = request(&proxy, (method, body), "a.example.com", "/app1", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn source_ranges_answer_403_like_nginx_allow_and_deny() {
+    init_tracing();
+    bounded(async {
+        let cases: [(&[(&str, &str)], u16); 5] = [
+            (
+                &[("whitelist-source-range", "10.0.0.0/8, 192.168.0.0/16")],
+                403,
+            ),
+            (&[("allowlist-source-range", "127.0.0.0/8")], 200),
+            (&[("denylist-source-range", "127.0.0.1/32")], 403),
+            (
+                &[
+                    ("allowlist-source-range", "127.0.0.0/8"),
+                    ("denylist-source-range", "127.0.0.1"),
+                ],
+                403,
+            ),
+            // An invalid range fails closed, as ingress-nginx denies such a location.
+            (&[("allowlist-source-range", "10.0.0.0/40")], 403),
+        ];
+        for (annotations, status) in cases {
+            let (proxy, _backend) = proxy_with("s.example.com", annotations).await;
+            for (label, method, body) in SHAPES {
+                let got = request(&proxy, (method, body), "s.example.com", "/", &[]).await;
+                assert_eq!(got.status, status, "{label} {annotations:?}");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn proxy_body_size_413_uses_nginx_size_syntax() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with("b.example.com", &[("proxy-body-size", "1k")]).await;
+        let small = "x".repeat(1000);
+        let large = "x".repeat(2000);
+        let got = request(&proxy, ("POST", &small), "b.example.com", "/", &[]).await;
+        assert_eq!(got.status, 200);
+        let got = request(&proxy, ("POST", &large), "b.example.com", "/", &[]).await;
+        assert_eq!(got.status, 413);
+        // "0" lifts the proxy-wide limit for this route (nginx client_max_body_size 0).
+        let mut args = ProxyArgs::loopback();
+        args.max_body_bytes = 100;
+        let (proxy, _backend) =
+            proxy_with_args(args, "u.example.com", &[("proxy-body-size", "0")]).await;
+        let got = request(&proxy, ("POST", &large), "u.example.com", "/", &[]).await;
+        assert_eq!(got.status, 200);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn proxy_read_timeout_gives_504_per_route() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with("t.example.com", &[("proxy-read-timeout", "1")]).await;
+        for (label, method, body) in SHAPES {
+            let got = request(&proxy, (method, body), "t.example.com", "/delay/3000", &[]).await;
+            assert_eq!(got.status, 504, "{label}");
+            let got = request(&proxy, (method, body), "t.example.com", "/delay/10", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cors_preflight_and_response_fields_like_ingress_nginx_enable_cors() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with(
+            "c.example.com",
+            &[
+                ("enable-cors", "true"),
+                (
+                    "cors-allow-origin",
+                    "https://app.example.com, https://*.partner.example",
+                ),
+                ("cors-max-age", "600"),
+            ],
+        )
+        .await;
+        let preflight = [
+            ("origin", "https://app.example.com"),
+            ("access-control-request-method", "PUT"),
+        ];
+        let got = request(&proxy, ("OPTIONS", ""), "c.example.com", "/api", &preflight).await;
+        assert_eq!(got.status, 204);
+        assert_eq!(
+            got.headers["access-control-allow-origin"],
+            "https://app.example.com"
+        );
+        assert_eq!(got.headers["access-control-max-age"], "600");
+        assert_eq!(got.headers["access-control-allow-credentials"], "true");
+        assert!(got.headers.contains_key("access-control-allow-methods"));
+        assert!(got.body.is_empty());
+        for (label, method, body) in SHAPES {
+            let origin = [("origin", "https://x.partner.example")];
+            let got = request(&proxy, (method, body), "c.example.com", "/api", &origin).await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(
+                got.headers["access-control-allow-origin"], "https://x.partner.example",
+                "{label}"
+            );
+            let evil = [("origin", "https://evil.example")];
+            let got = request(&proxy, (method, body), "c.example.com", "/api", &evil).await;
+            assert_eq!(got.status, 200, "{label}");
+            assert!(
+                !got.headers.contains_key("access-control-allow-origin"),
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn upstream_vhost_prefix_and_header_annotations_reach_the_backend() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with(
+            "h.example.com",
+            &[
+                ("upstream-vhost", "internal.svc"),
+                ("x-forwarded-prefix", "/shop"),
+                ("sluice.dev/request-headers", "X-Team: blue\nX-Env: prod"),
+                ("sluice.dev/response-headers", "X-Frame-Options: DENY"),
+            ],
+        )
+        .await;
+        for (label, method, body) in SHAPES {
+            let got = request(
+                &proxy,
+                (method, body),
+                "h.example.com",
+                "/",
+                &[("x-team", "evil")],
+            )
+            .await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.headers["x-frame-options"], "DENY", "{label}");
+            let report = got.report();
+            assert_eq!(report.host.as_deref(), Some("internal.svc"), "{label}");
+            assert_eq!(report.headers["x-forwarded-prefix"], "/shop", "{label}");
+            assert_eq!(report.headers["x-team"], "blue", "{label}");
+            assert_eq!(report.headers["x-env"], "prod", "{label}");
+            // The client asked for h.example.com: that is what X-Forwarded-Host says.
+            assert_eq!(
+                report.headers["x-forwarded-host"], "h.example.com",
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+#[test]
+fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_stays() {
+    let route = annotated(
+        Route::new("d.example.com", "web", vec!["127.0.0.1:1".parse().unwrap()]),
+        &[
+            ("configuration-snippet", "more_set_headers \"X: y\";"),
+            ("proxy-body-size", "12x"),
+            ("affinity", "cookie"),
+        ],
+    );
+    let compiled = compile(&inputs(&[route]), &CompileOptions::default());
+    let reasons: Vec<(&str, &Reason)> = compiled
+        .diagnostics
+        .iter()
+        .map(|d| (d.field.as_str(), &d.reason))
+        .collect();
+    let field = |key: &str| format!("metadata.annotations[{NGINX}{key}]");
+    assert!(
+        reasons.contains(&(
+            field("configuration-snippet").as_str(),
+            &Reason::SnippetRefused
+        )),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&(
+            field("proxy-body-size").as_str(),
+            &Reason::InvalidAnnotation
+        )),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&(field("affinity").as_str(), &Reason::UnsupportedAnnotation)),
+        "{reasons:?}"
+    );
+    // The rest of the Ingress keeps working.
+    assert!(compiled.table.route("d.example.com", "/").is_some());
+    for d in &compiled.diagnostics {
+        assert!(d.message.contains("default/ing-0"), "{}", d.message);
+    }
+}

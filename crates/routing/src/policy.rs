@@ -1,0 +1,174 @@
+//! What a route does besides choosing a backend: the compiled, immutable [`Policy`] that a
+//! match yields together with its backend ([`crate::RouteEntry`]).
+//!
+//! This is the intermediate form every API that feeds routes compiles into: Ingress
+//! annotations (ingress-nginx's `nginx.ingress.kubernetes.io/*` and sluice's own
+//! `sluice.dev/*`, parsed in `annotations.rs`) today, Gateway API HTTPRoute filters later.
+//! Everything is parsed and validated once, at compile time; the request path only reads
+//! these fields (no string parsing per request). Values are data: nothing is ever
+//! templated into configuration text, which is why snippet annotations have no place here.
+//!
+//! The proxy applies a policy in this order (ingress-nginx's, where it has one):
+//! source ranges (403), HTTPS redirect (308), permanent/temporary redirect, app root
+//! (302), CORS preflight (204), then the request goes upstream with the header changes,
+//! body limit and timeouts below, and the response gets the CORS and response headers.
+
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+
+use crate::cidr::Cidr;
+
+/// The policy of one route. `Policy::default()` changes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Clients allowed (`allowlist-source-range`, alias `whitelist-source-range`); empty:
+    /// everyone. Others get 403.
+    pub allow: Vec<Cidr>,
+    /// Clients refused with 403 (`denylist-source-range`); checked before `allow`.
+    pub deny: Vec<Cidr>,
+    /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
+    /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
+    pub https_redirect: Option<u16>,
+    /// Every request is redirected here (`permanent-redirect`, `temporal-redirect`).
+    pub redirect: Option<Redirect>,
+    /// Requests for `/` are redirected here with 302 (`app-root`).
+    pub app_root: Option<HeaderValue>,
+    /// Cross-origin rules (`enable-cors` and `cors-*`).
+    pub cors: Option<Cors>,
+    /// Largest request body (`proxy-body-size`); `Some(0)`: unlimited; `None`: the
+    /// proxy's `--max-body-bytes`.
+    pub body_limit: Option<u64>,
+    /// Upstream connect timeout (`proxy-connect-timeout`).
+    pub connect_timeout: Option<Duration>,
+    /// Upstream read timeout, between two reads (`proxy-read-timeout`).
+    pub read_timeout: Option<Duration>,
+    /// Upstream send timeout, between two writes (`proxy-send-timeout`).
+    pub send_timeout: Option<Duration>,
+    /// The Host sent upstream instead of the client's (`upstream-vhost`).
+    pub upstream_vhost: Option<HeaderValue>,
+    /// Sent upstream as `X-Forwarded-Prefix` (`x-forwarded-prefix`).
+    pub forwarded_prefix: Option<HeaderValue>,
+    /// Request fields set towards the upstream, replacing the client's of the same name
+    /// (`sluice.dev/request-headers`).
+    pub request_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Response fields set towards the client, replacing the upstream's of the same name
+    /// (`sluice.dev/response-headers`).
+    pub response_headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// A redirect answered by the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// 3xx status.
+    pub status: u16,
+    /// The `Location`, as configured (the request's path is not appended, as nginx's
+    /// `return` does).
+    pub location: HeaderValue,
+}
+
+/// Cross-origin resource sharing, as ingress-nginx's `enable-cors` answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cors {
+    /// Origins allowed (`cors-allow-origin`, default `*`).
+    pub origins: Vec<OriginPattern>,
+    /// `Access-Control-Allow-Methods` (`cors-allow-methods`).
+    pub allow_methods: HeaderValue,
+    /// `Access-Control-Allow-Headers` (`cors-allow-headers`).
+    pub allow_headers: HeaderValue,
+    /// `Access-Control-Expose-Headers` (`cors-expose-headers`), if any.
+    pub expose_headers: Option<HeaderValue>,
+    /// `Access-Control-Allow-Credentials: true` (`cors-allow-credentials`, default true).
+    pub allow_credentials: bool,
+    /// `Access-Control-Max-Age` in seconds (`cors-max-age`, default 1728000).
+    pub max_age: u64,
+}
+
+/// One entry of `cors-allow-origin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginPattern {
+    /// `*`: any origin.
+    Any,
+    /// `https://example.com` (compared case-insensitively).
+    Exact(String),
+    /// `https://*.example.com`: scheme, then any one or more labels before the suffix.
+    Wildcard {
+        /// `https://`.
+        scheme: String,
+        /// `.example.com` (with an optional `:port`).
+        suffix: String,
+    },
+}
+
+impl OriginPattern {
+    /// Whether `origin` (an `Origin` request header) is allowed by this entry.
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            OriginPattern::Any => true,
+            OriginPattern::Exact(allowed) => allowed.eq_ignore_ascii_case(origin),
+            OriginPattern::Wildcard { scheme, suffix } => {
+                let lower = origin.to_ascii_lowercase();
+                lower.strip_prefix(scheme.as_str()).is_some_and(|rest| {
+                    rest.strip_suffix(suffix.as_str())
+                        .is_some_and(|labels| !labels.is_empty() && !labels.contains('/'))
+                })
+            }
+        }
+    }
+}
+
+impl Cors {
+    /// The `Access-Control-Allow-Origin` value for a request from `origin`: the origin
+    /// itself when listed (or `*` when any origin is allowed without credentials), `None`
+    /// when it is not allowed.
+    pub fn allow_origin<'a>(&self, origin: &'a str) -> Option<&'a str> {
+        let any = self.origins.contains(&OriginPattern::Any);
+        if any && !self.allow_credentials {
+            return Some("*");
+        }
+        self.origins
+            .iter()
+            .any(|p| p.allows(origin))
+            .then_some(origin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_patterns() {
+        assert!(OriginPattern::Any.allows("https://x.example"));
+        let exact = OriginPattern::Exact("https://a.example".into());
+        assert!(exact.allows("HTTPS://A.example"));
+        assert!(!exact.allows("https://b.example"));
+        let wild = OriginPattern::Wildcard {
+            scheme: "https://".into(),
+            suffix: ".example.com".into(),
+        };
+        assert!(wild.allows("https://a.example.com"));
+        assert!(wild.allows("https://a.b.example.com"));
+        assert!(!wild.allows("https://example.com"));
+        assert!(!wild.allows("http://a.example.com"));
+        assert!(!wild.allows("https://evil.com/.example.com"));
+    }
+
+    #[test]
+    fn allow_origin_echoes_the_origin_when_credentials_are_allowed() {
+        let mut cors = Cors {
+            origins: vec![OriginPattern::Any],
+            allow_methods: HeaderValue::from_static("GET"),
+            allow_headers: HeaderValue::from_static("X"),
+            expose_headers: None,
+            allow_credentials: true,
+            max_age: 1,
+        };
+        assert_eq!(cors.allow_origin("https://a"), Some("https://a"));
+        cors.allow_credentials = false;
+        assert_eq!(cors.allow_origin("https://a"), Some("*"));
+        cors.origins = vec![OriginPattern::Exact("https://b".into())];
+        assert_eq!(cors.allow_origin("https://a"), None);
+        assert_eq!(cors.allow_origin("https://b"), Some("https://b"));
+    }
+}
