@@ -70,7 +70,8 @@ pub(crate) async fn handle(
         Routed::Backend { backend, entry } => (backend, entry),
     };
     done.backend = Some(id);
-    let route_policy = &*done.snapshot.table.entry(entry).policy;
+    let route_entry = done.snapshot.table.entry(entry);
+    let route_policy = &*route_entry.policy;
     let origin = request.headers().get(ORIGIN).map(HeaderValue::as_bytes);
     let view = policy::Request {
         tls: ctx.tls,
@@ -90,6 +91,13 @@ pub(crate) async fn handle(
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Ok(answered(done, host_str, answer));
     }
+    let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
+        Some(policy::Rewritten::Redirect(location)) => {
+            return Ok(answered(done, host_str, policy::Answer::found(location)));
+        }
+        Some(policy::Rewritten::Target(target)) => Some(target),
+        None => None,
+    };
     // Allocates nothing for a route that sets no response fields.
     let response_fields = policy::response_fields(route_policy, origin);
     let body_limit = match route_policy.body_limit {
@@ -132,7 +140,10 @@ pub(crate) async fn handle(
             None => Framing::Chunked,
         },
     };
-    let target = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+    let target = match &rewritten {
+        Some(target) => target.as_str(),
+        None => parts.uri.path_and_query().map_or("/", PathAndQuery::as_str),
+    };
     let outgoing = Outgoing {
         head: UpstreamRequest {
             method: parts.method.as_str().as_bytes(),

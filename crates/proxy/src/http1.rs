@@ -242,7 +242,8 @@ where
     };
     let (id, entry) = id;
     done.backend = Some(id);
-    let route_policy = &*done.snapshot.table.entry(entry).policy;
+    let route_entry = done.snapshot.table.entry(entry);
+    let route_policy = &*route_entry.policy;
     // Only a CORS route looks at Origin: no field walk per request otherwise.
     let origin = route_policy
         .cors
@@ -261,10 +262,21 @@ where
     if let Some(answer) = policy::answer(route_policy, &view) {
         return answered(io, out, &mut done, host, answer, head_request, client).await;
     }
+    let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
+        Some(policy::Rewritten::Redirect(location)) => {
+            let answer = policy::Answer::found(location);
+            return answered(io, out, &mut done, host, answer, head_request, client).await;
+        }
+        Some(policy::Rewritten::Target(target)) => Some(target),
+        None => None,
+    };
     // Allocates nothing for a route that sets no response fields.
     let response_fields = policy::response_fields(route_policy, origin);
     let upstreams = policy::upstreams(&shared.upstreams, route_policy);
     let mut request = head.upstream_request(buf);
+    if let Some(target) = &rewritten {
+        request.target = target.as_bytes();
+    }
     request.vhost = route_policy.upstream_vhost.as_ref();
     request.set = &route_policy.request_headers;
     request.forwarded_prefix = route_policy.forwarded_prefix.as_ref();

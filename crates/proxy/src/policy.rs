@@ -12,7 +12,7 @@ use http::header::{
     ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
 };
 use http::{HeaderName, HeaderValue, StatusCode};
-use sluice_routing::Policy;
+use sluice_routing::{Policy, Rewrite};
 
 use crate::context::Upstreams;
 
@@ -55,6 +55,11 @@ impl Answer {
             location: None,
             fields: Vec::new(),
         }
+    }
+
+    /// A 302 to `location`.
+    pub(crate) fn found(location: HeaderValue) -> Answer {
+        Answer::redirect(302, location)
     }
 
     fn redirect(status: u16, location: HeaderValue) -> Answer {
@@ -159,6 +164,34 @@ pub(crate) fn upstreams(shared: &Upstreams, policy: &Policy) -> Upstreams {
     }
 }
 
+/// What `rewrite-target` makes of a request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Rewritten {
+    /// Send this target (path and query) upstream instead.
+    Target(String),
+    /// nginx answers a rewrite to an `http(s)://` URL with a 302 redirect.
+    Redirect(HeaderValue),
+}
+
+/// Applies the route's rewrite to `target` (path and query as received); `None` when the
+/// route has none or its path does not match (nginx then leaves the URI alone). The query
+/// is kept: appended with `?`, or with `&` when the target brings its own (nginx's
+/// `rewrite` rule).
+pub(crate) fn rewrite(rewrite: Option<&Rewrite>, target: &str) -> Option<Rewritten> {
+    let (path, query) = target
+        .split_once('?')
+        .map_or((target, None), |(p, q)| (p, Some(q)));
+    let mut out = rewrite?.apply(path)?;
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
+        out.push(if out.contains('?') { '&' } else { '?' });
+        out.push_str(query);
+    }
+    if out.starts_with("http://") || out.starts_with("https://") {
+        return HeaderValue::try_from(out).ok().map(Rewritten::Redirect);
+    }
+    Some(Rewritten::Target(out))
+}
+
 /// `host` without a `:port` (IPv6 literals keep their brackets).
 fn host_without_port(host: &str) -> &str {
     match host.rfind(':') {
@@ -183,6 +216,48 @@ mod tests {
             origin: None,
             preflight: false,
         }
+    }
+
+    #[test]
+    fn rewrite_target_uses_captures_and_keeps_the_query_like_nginx_rewrite() {
+        let rule = |path: &str, target: &str| Rewrite {
+            regex: regex::RegexBuilder::new(&format!("^(?:{path})"))
+                .case_insensitive(true)
+                .build()
+                .unwrap(),
+            target: target.to_owned(),
+        };
+        // ingress-nginx's documented example: path /something(/|$)(.*), target /$2.
+        let r = rule("/something(/|$)(.*)", "/$2");
+        let got = |t: &str| rewrite(Some(&r), t);
+        assert_eq!(got("/something"), Some(Rewritten::Target("/".into())));
+        assert_eq!(got("/something/"), Some(Rewritten::Target("/".into())));
+        assert_eq!(
+            got("/something/new"),
+            Some(Rewritten::Target("/new".into()))
+        );
+        assert_eq!(
+            got("/SOMETHING/new?a=1"),
+            Some(Rewritten::Target("/new?a=1".into()))
+        );
+        assert_eq!(got("/other"), None);
+        // Without captures the whole path is replaced.
+        let r = rule("/api", "/");
+        assert_eq!(
+            rewrite(Some(&r), "/api/v1/x"),
+            Some(Rewritten::Target("/".into()))
+        );
+        let r = rule("/q", "/new?x=1");
+        assert_eq!(
+            rewrite(Some(&r), "/q?y=2"),
+            Some(Rewritten::Target("/new?x=1&y=2".into()))
+        );
+        let r = rule("/(.*)", "https://elsewhere.example/$1");
+        assert!(matches!(
+            rewrite(Some(&r), "/a"),
+            Some(Rewritten::Redirect(_))
+        ));
+        assert_eq!(rewrite(None, "/a"), None);
     }
 
     #[test]

@@ -385,3 +385,95 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         assert!(d.message.contains("default/ing-0"), "{}", d.message);
     }
 }
+
+#[tokio::test]
+async fn rewrite_target_with_captures_like_ingress_nginx_docs() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        // The example of ingress-nginx's rewrite documentation.
+        proxy.route(&[annotated(
+            Route::new("rewrite.bar.com", "web", vec![backend.addr()])
+                .with_path("/something(/|$)(.*)"),
+            &[("use-regex", "true"), ("rewrite-target", "/$2")],
+        )]);
+        for (label, method, body) in SHAPES {
+            for (asked, sent, query) in [
+                ("/something", "/", None),
+                ("/something/", "/", None),
+                ("/something/new?x=1", "/new", Some("x=1")),
+                ("/SomeThing/a/b", "/a/b", None),
+            ] {
+                let got = request(&proxy, (method, body), "rewrite.bar.com", asked, &[]).await;
+                assert_eq!(got.status, 200, "{label} {asked}");
+                let report = got.report();
+                assert_eq!(report.path, sent, "{label} {asked}");
+                assert_eq!(report.query.as_deref(), query, "{label} {asked}");
+            }
+            // Not matched by the regex location: the host's default (404 here).
+            let got = request(&proxy, (method, body), "rewrite.bar.com", "/other", &[]).await;
+            assert_eq!(got.status, 404, "{label}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn use_regex_makes_every_path_of_the_host_a_regex_longest_first() {
+    init_tracing();
+    bounded(async {
+        let versioned = echo("versioned", "v-0").await;
+        let plain = echo("plain", "p-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("re.example.com", "versioned", vec![versioned.addr()])
+                    .with_path("/api/v[0-9]+/.*"),
+                &[("use-regex", "true")],
+            ),
+            // No annotation, same host: its Prefix path becomes a regex too
+            // (ingress-nginx applies use-regex to every path of the host).
+            Route::new("re.example.com", "plain", vec![plain.addr()]).with_path("/api"),
+        ]);
+        for (label, method, body) in SHAPES {
+            let pick =
+                |path: &'static str| request(&proxy, (method, body), "re.example.com", path, &[]);
+            assert_eq!(
+                pick("/api/v2/users").await.report().service,
+                "versioned",
+                "{label}"
+            );
+            assert_eq!(
+                pick("/api/vx/users").await.report().service,
+                "plain",
+                "{label}"
+            );
+            // A regex location is a prefix of the path, case-insensitive: /APIX matches /api.
+            assert_eq!(pick("/APIX").await.report().service, "plain", "{label}");
+        }
+    })
+    .await;
+}
+
+#[test]
+fn an_invalid_regex_path_is_an_invalid_path_diagnostic() {
+    let route = annotated(
+        Route::new(
+            "bad.example.com",
+            "web",
+            vec!["127.0.0.1:1".parse().unwrap()],
+        )
+        .with_path("/a(b"),
+        &[("use-regex", "true")],
+    );
+    let compiled = compile(&inputs(&[route]), &CompileOptions::default());
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .any(|d| d.reason == Reason::InvalidPath && d.message.contains("regular expression")),
+        "{:?}",
+        compiled.diagnostics
+    );
+}

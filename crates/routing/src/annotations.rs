@@ -59,6 +59,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "upstream-vhost",
     "whitelist-source-range",
     "x-forwarded-prefix",
+    "rewrite-target",
+    "use-regex",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -102,6 +104,12 @@ const SNIPPET_DETAIL: &str = "snippets are nginx configuration text; sluice neve
 pub(crate) struct Parsed {
     /// Everything but the HTTPS redirect, which depends on the rule's host.
     pub policy: Policy,
+    /// `use-regex` (default false): this Ingress's paths are regular expressions, and so
+    /// are all paths of its hosts (ingress-nginx's rule).
+    pub use_regex: bool,
+    /// `rewrite-target`: the path sent upstream, `$1`..`$9` standing for the captures of
+    /// the rule's path; setting it makes the paths regular expressions too.
+    pub rewrite_target: Option<String>,
     /// `ssl-redirect` (default true): redirect plain HTTP when the host has TLS.
     pub ssl_redirect: bool,
     /// `force-ssl-redirect` (default false): redirect plain HTTP even without TLS.
@@ -127,7 +135,35 @@ pub(crate) fn parse(annotations: &BTreeMap<String, String>) -> Parsed {
     parse_traced(annotations).0
 }
 
-/// [`parse`], also returning the full keys applied without a problem (for tests).
+/// What sluice makes of one Ingress's annotations, for reports such as `sluice migrate`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationReport {
+    /// Full keys applied as written.
+    pub honoured: Vec<String>,
+    /// Full keys with no effect: (key, reason, why).
+    pub problems: Vec<(String, Reason, String)>,
+}
+
+/// Checks one Ingress's annotations the way [`crate::compile`] does.
+pub fn check_annotations(annotations: &BTreeMap<String, String>) -> AnnotationReport {
+    let (parsed, applied) = parse_traced(annotations);
+    AnnotationReport {
+        honoured: applied.into_iter().map(str::to_owned).collect(),
+        problems: parsed
+            .problems
+            .into_iter()
+            .map(|p| (p.annotation, p.reason, p.detail))
+            .collect(),
+    }
+}
+
+/// The annotation keys (without prefix) sluice honours; `request-headers` and
+/// `response-headers` only under `sluice.dev/`.
+pub fn supported_annotations() -> &'static [&'static str] {
+    SUPPORTED
+}
+
+/// [`parse`], also returning the full keys applied without a problem.
 fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     let mut cx = Cx::new(annotations);
     let mut policy = Policy::default();
@@ -142,6 +178,13 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
             parse_bool(v).map_err(|e| format!("{e}; force-ssl-redirect stays false"))
         })
         .unwrap_or(false);
+
+    let use_regex = cx
+        .value("use-regex", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; use-regex stays false"))
+        })
+        .unwrap_or(false);
+    let rewrite_target = cx.value("rewrite-target", parse_rewrite_target);
 
     policy.redirect = redirect(&mut cx);
     policy.app_root = cx.value("app-root", parse_app_root);
@@ -179,6 +222,8 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     problems.sort_by(|a, b| a.annotation.cmp(&b.annotation));
     let parsed = Parsed {
         policy,
+        use_regex,
+        rewrite_target,
         ssl_redirect,
         force_ssl_redirect,
         problems,
@@ -323,10 +368,6 @@ pub(crate) fn unsupported_detail(name: &str, under_nginx: bool) -> String {
 fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
-        "rewrite-target" | "use-regex" => {
-            "regular-expression paths and rewrites are not supported yet; paths are matched \
-             as Prefix or Exact"
-        }
         "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
         "from-to-www-redirect" => {
             "not supported yet; add a rule for the other host with permanent-redirect"
@@ -967,6 +1008,30 @@ fn parse_forwarded_prefix(value: &str) -> Result<HeaderValue, String> {
         .map_err(|_| format!("value {} is not a valid header value", shown(value)))
 }
 
+/// `rewrite-target`: an absolute path (or http(s) URL) where `$1`..`$9` name captures;
+/// other nginx variables (`$uri`, `$request_uri`, ...) are not expanded by sluice.
+fn parse_rewrite_target(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    if !(v.starts_with('/') || v.starts_with("http://") || v.starts_with("https://")) {
+        return Err(format!(
+            "value {} is not an absolute path or an http(s) URL",
+            shown(value)
+        ));
+    }
+    let bytes = v.as_bytes();
+    for (at, &b) in bytes.iter().enumerate() {
+        if b == b'$' && !bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
+            return Err(format!(
+                "value {} uses an nginx variable; only capture groups ($1..$9) are expanded",
+                shown(value)
+            ));
+        }
+    }
+    HeaderValue::from_str(v)
+        .map(|_| v.to_owned())
+        .map_err(|_| format!("value {} is not a valid path", shown(value)))
+}
+
 /// `request-headers`/`response-headers`: one `Name: value` per line; blank lines skipped.
 fn parse_fields(value: &str) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
     let mut fields = Vec::new();
@@ -1098,11 +1163,31 @@ mod tests {
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         // Also for unsupported keys: only the winning key is reported.
         let parsed = parse(&map(&[
-            (&nginx("rewrite-target"), "/"),
-            (&sluice("rewrite-target"), "/"),
+            (&nginx("affinity"), "cookie"),
+            (&sluice("affinity"), "cookie"),
         ]));
         assert_eq!(parsed.problems.len(), 1);
-        assert_eq!(parsed.problems[0].annotation, sluice("rewrite-target"));
+        assert_eq!(parsed.problems[0].annotation, sluice("affinity"));
+    }
+
+    #[test]
+    fn rewrite_target_allows_captures_only() {
+        let parsed = parse(&map(&[
+            (&nginx("rewrite-target"), "/$2"),
+            (&nginx("use-regex"), "true"),
+        ]));
+        assert_eq!(parsed.rewrite_target.as_deref(), Some("/$2"));
+        assert!(parsed.use_regex);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        for bad in ["$2", "/x$request_uri", "foo"] {
+            let parsed = parse(&map(&[(&nginx("rewrite-target"), bad)]));
+            assert_eq!(parsed.rewrite_target, None, "{bad}");
+            assert_eq!(
+                parsed.problems[0].reason,
+                Reason::InvalidAnnotation,
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -1776,14 +1861,6 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_as_unsupported() {
         for (name, detail) in [
-            (
-                "rewrite-target",
-                "not supported by sluice: regular-expression paths",
-            ),
-            (
-                "use-regex",
-                "not supported by sluice: regular-expression paths",
-            ),
             (
                 "affinity",
                 "not supported by sluice: session affinity is not supported yet",

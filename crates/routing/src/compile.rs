@@ -27,9 +27,11 @@ use crate::backend::{Backend, BackendKey, BackendProblem, ServiceIndex, backend_
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;
-use crate::path::{PathMatcher, RulePath, parse_rule_path};
+use crate::path::{
+    PathKind, PathMatcher, RulePath, parse_regex_rule_path, parse_rule_path, path_regex,
+};
 use crate::policy::Policy;
-use crate::table::RouteEntry;
+use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Diagnostic, Inputs, ObjectRef, Reason, RouteTable, ServiceRef};
 
@@ -87,7 +89,32 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         })
         .collect();
 
+    // Annotations first: whether a host's paths are regular expressions depends on every
+    // Ingress naming it (ingress-nginx: `use-regex` or `rewrite-target` on one Ingress makes
+    // all paths of its hosts regexes).
+    let parsed: Vec<Option<annotations::Parsed>> = ingresses
+        .iter()
+        .map(|i| {
+            i.annotations
+                .filter(|m| !m.is_empty())
+                .map(annotations::parse)
+        })
+        .collect();
+    let regex_hosts: HashSet<HostPattern> = ingresses
+        .iter()
+        .zip(&parsed)
+        .filter(|(_, p)| {
+            p.as_ref()
+                .is_some_and(|p| p.use_regex || p.rewrite_target.is_some())
+        })
+        .flat_map(|(i, _)| i.spec.and_then(|s| s.rules.as_ref()).into_iter().flatten())
+        .filter_map(|rule| parse_rule_host(rule.host.as_deref()).ok())
+        .collect();
+
     let mut compiler = Compiler {
+        parsed,
+        regex_hosts,
+        regexes: HashMap::new(),
         services: &services,
         secrets: &secrets,
         ingresses: &ingresses,
@@ -119,6 +146,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         slots,
         policies,
         tls_hosts,
+        regexes,
         ..
     } = compiler;
 
@@ -126,6 +154,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         ingresses: &ingresses,
         policies,
         tls_hosts,
+        regexes,
     };
     let table = build_table(routes, default_backend, certs, slots, entries);
     diagnostics.sort_by(|a, b| {
@@ -201,6 +230,12 @@ type Routes = HashMap<HostPattern, BTreeMap<RulePath, Claim>>;
 
 /// State of one compilation.
 struct Compiler<'c, 'a> {
+    /// Per Ingress: its parsed annotations, taken when the Ingress is walked.
+    parsed: Vec<Option<annotations::Parsed>>,
+    /// Hosts whose Prefix paths are regular expressions.
+    regex_hosts: HashSet<HostPattern>,
+    /// Compiled regex rule paths, by pattern.
+    regexes: HashMap<String, regex::Regex>,
     services: &'c ServiceIndex<'a>,
     secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
     /// Our Ingresses, oldest first; claims refer to them by index.
@@ -235,6 +270,8 @@ struct IngressPolicy {
     ssl_redirect: bool,
     /// `force-ssl-redirect`.
     force_ssl_redirect: bool,
+    /// `rewrite-target`.
+    rewrite_target: Option<String>,
 }
 
 /// ingress-nginx's redirect code for plain HTTP to HTTPS (its `http-redirect-code`
@@ -267,17 +304,17 @@ impl<'a> Compiler<'_, 'a> {
     }
 
     /// Compiles the Ingress's annotations; problems become diagnostics on them.
-    fn annotations(&mut self, index: usize, ingress: &OurIngress<'a>) {
-        let Some(map) = ingress.annotations.filter(|m| !m.is_empty()) else {
+    fn annotations(&mut self, index: usize) {
+        let Some(parsed) = self.parsed.get_mut(index).and_then(Option::take) else {
             self.policies.push(IngressPolicy {
                 plain: Arc::clone(&self.no_policy),
                 redirecting: Arc::clone(&self.redirect_only),
                 ssl_redirect: true,
                 force_ssl_redirect: false,
+                rewrite_target: None,
             });
             return;
         };
-        let parsed = annotations::parse(map);
         for problem in parsed.problems {
             let field = format!("metadata.annotations[{}]", problem.annotation);
             self.diag(index, field, problem.reason, problem.detail);
@@ -295,11 +332,12 @@ impl<'a> Compiler<'_, 'a> {
             }),
             ssl_redirect: parsed.ssl_redirect,
             force_ssl_redirect: parsed.force_ssl_redirect,
+            rewrite_target: parsed.rewrite_target,
         });
     }
 
     fn ingress(&mut self, index: usize, ingress: &OurIngress<'a>) {
-        self.annotations(index, ingress);
+        self.annotations(index);
         let Some(spec) = ingress.spec else { return };
         let namespace = ingress.namespace;
 
@@ -340,7 +378,15 @@ impl<'a> Compiler<'_, 'a> {
         path: &'a HTTPIngressPath,
     ) {
         let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
-        let rule_path = match parse_rule_path(path.path.as_deref(), &path.path_type) {
+        let parsed = if self.regex_hosts.contains(host) && path.path_type != "Exact" {
+            parse_regex_rule_path(path.path.as_deref(), &path.path_type).map(|(rule, regex)| {
+                self.regexes.entry(rule.key.clone()).or_insert(regex);
+                rule
+            })
+        } else {
+            parse_rule_path(path.path.as_deref(), &path.path_type)
+        };
+        let rule_path = match parsed {
             Ok(p) => p,
             Err(e) => {
                 let field = format!("{}.{}", field(), e.field());
@@ -510,19 +556,38 @@ struct EntryInputs<'c, 'a> {
     ingresses: &'c [OurIngress<'a>],
     policies: Vec<IngressPolicy>,
     tls_hosts: HashSet<HostPattern>,
+    regexes: HashMap<String, regex::Regex>,
 }
 
-/// Route entries, one per distinct (backend, Ingress, redirecting) triple.
+/// Route entries, one per distinct (backend, Ingress, redirecting, rewritten path).
 struct Entries<'c, 'a> {
     inputs: EntryInputs<'c, 'a>,
     entries: Vec<RouteEntry>,
-    index: HashMap<(u32, usize, bool), u32>,
+    index: HashMap<(u32, usize, bool, Option<String>), u32>,
 }
 
 impl Entries<'_, '_> {
-    fn get(&mut self, backend: &Arc<Backend>, owner: usize, has_tls: bool) -> u32 {
-        let (policy, redirecting) = self.inputs.policies[owner].for_host(has_tls);
-        let key = (backend.id as u32, owner, redirecting);
+    fn get(&mut self, backend: &Arc<Backend>, owner: usize, has_tls: bool, path: &RulePath) -> u32 {
+        let owner_policy = &self.inputs.policies[owner];
+        let (policy, redirecting) = owner_policy.for_host(has_tls);
+        // A rewrite depends on the rule's path too (its captures).
+        let rewrite = owner_policy.rewrite_target.as_ref().and_then(|target| {
+            let regex = match path.kind {
+                PathKind::Regex => self.inputs.regexes.get(&path.key).cloned(),
+                // ingress-nginx's rewrite reads any path as a regex, Exact ones included.
+                _ => path_regex(&path.key).ok(),
+            }?;
+            Some(Rewrite {
+                regex,
+                target: target.clone(),
+            })
+        });
+        let key = (
+            backend.id as u32,
+            owner,
+            redirecting,
+            rewrite.as_ref().map(|_| path.key.clone()),
+        );
         if let Some(&id) = self.index.get(&key) {
             return id;
         }
@@ -531,6 +596,7 @@ impl Entries<'_, '_> {
             backend: Arc::clone(backend),
             policy: Arc::clone(policy),
             source: self.inputs.ingresses[owner].object.clone(),
+            rewrite,
         });
         self.index.insert(key, id);
         id
@@ -589,6 +655,7 @@ fn build_table(
             backend: Arc::clone(&backends[id_of[claim.slot] as usize]),
             policy: Arc::new(Policy::default()),
             source: entries.inputs.ingresses[claim.owner].object.clone(),
+            rewrite: None,
         });
         id
     });
@@ -603,7 +670,13 @@ fn build_table(
         let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (path, claim) in &paths {
             let backend = &backends[id_of[claim.slot] as usize];
-            matcher.insert(path, entries.get(backend, claim.owner, has_tls));
+            let entry = entries.get(backend, claim.owner, has_tls, path);
+            match entries.inputs.regexes.get(&path.key) {
+                Some(regex) if path.kind == PathKind::Regex => {
+                    matcher.insert_regex(path, regex.clone(), entry);
+                }
+                _ => matcher.insert(path, entry),
+            }
         }
         match host {
             HostPattern::Exact(h) => {

@@ -95,6 +95,9 @@ mod refs;
 mod table;
 mod tls;
 
+pub use annotations::{
+    AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
+};
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};
 pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
@@ -105,5 +108,5 @@ pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS,
 pub use path::normalize_request_path;
 pub use policy::{Cors, OriginPattern, Policy, Redirect};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
-pub use table::{Route, RouteEntry, RouteTable};
+pub use table::{Rewrite, Route, RouteEntry, RouteTable};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

@@ -20,6 +20,11 @@ pub(crate) enum PathKind {
     Exact,
     /// `Prefix`, and `ImplementationSpecific` (which this controller defines as Prefix).
     Prefix,
+    /// Prefix and ImplementationSpecific paths of a host where some Ingress has `use-regex`
+    /// or `rewrite-target` (ingress-nginx's rule): a case-insensitive regular expression
+    /// anchored at the start of the path; longer patterns are tried first, the first match
+    /// wins (ingress-nginx orders regex locations by length).
+    Regex,
 }
 
 /// A validated rule path: its kind and its matching key.
@@ -46,6 +51,8 @@ pub(crate) enum PathError {
     NotAbsolute(String),
     #[error("path {0:?} contains '//', a '.' or '..' segment, or an encoded '/' (%2F)")]
     Unsafe(String),
+    #[error("path {0:?} is not a valid regular expression (use-regex): {1}")]
+    BadRegex(String, String),
 }
 
 impl PathError {
@@ -53,7 +60,7 @@ impl PathError {
     pub(crate) fn field(&self) -> &'static str {
         match self {
             PathError::MissingType | PathError::UnknownType(_) => "pathType",
-            PathError::NotAbsolute(_) | PathError::Unsafe(_) => "path",
+            PathError::NotAbsolute(_) | PathError::Unsafe(_) | PathError::BadRegex(..) => "path",
         }
     }
 }
@@ -93,17 +100,55 @@ pub(crate) fn parse_rule_path(path: Option<&str>, path_type: &str) -> Result<Rul
         return Err(PathError::Unsafe(path.to_owned()));
     }
     let key = match kind {
-        PathKind::Exact => path.to_owned(),
+        PathKind::Exact | PathKind::Regex => path.to_owned(),
         PathKind::Prefix => path.strip_suffix('/').unwrap_or(path).to_owned(),
     };
     Ok(RulePath { kind, key })
 }
 
-/// The path rules of one host, compiled for lookup. Values are backend ids.
+/// Validates a Prefix or ImplementationSpecific path of a regex host and compiles it as
+/// nginx's `location ~* "^path"` does: case-insensitive, anchored at the start only.
+pub(crate) fn parse_regex_rule_path(
+    path: Option<&str>,
+    path_type: &str,
+) -> Result<(RulePath, regex::Regex), PathError> {
+    match path_type {
+        "Prefix" | "ImplementationSpecific" => {}
+        "" => return Err(PathError::MissingType),
+        other => return Err(PathError::UnknownType(other.to_owned())),
+    }
+    let path = match path {
+        None | Some("") => "/",
+        Some(p) => p,
+    };
+    if !path.starts_with('/') {
+        return Err(PathError::NotAbsolute(path.to_owned()));
+    }
+    let regex = path_regex(path)?;
+    let rule = RulePath {
+        kind: PathKind::Regex,
+        key: path.to_owned(),
+    };
+    Ok((rule, regex))
+}
+
+/// `path` as nginx's `~*` location or `rewrite "(?i)path"` reads it.
+pub(crate) fn path_regex(path: &str) -> Result<regex::Regex, PathError> {
+    regex::RegexBuilder::new(&format!("^(?:{path})"))
+        .case_insensitive(true)
+        // Bounded: a rule path cannot make the proxy build a huge automaton.
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| PathError::BadRegex(path.to_owned(), e.to_string()))
+}
+
+/// The path rules of one host, compiled for lookup. Values are route entry ids.
 #[derive(Debug, Default)]
 pub(crate) struct PathMatcher {
     exact: SmallMap<u32>,
     prefix: PrefixNode,
+    /// Regex rules, longest pattern first (ties by pattern, for determinism).
+    regexes: Vec<(String, regex::Regex, u32)>,
 }
 
 #[derive(Debug, Default)]
@@ -174,6 +219,10 @@ impl PathMatcher {
     /// and have already dropped the losers, so this only matters for robustness).
     pub(crate) fn insert(&mut self, rule: &RulePath, backend: u32) {
         match rule.kind {
+            PathKind::Regex => {
+                // Only reachable through `insert_regex`; a regex without its compiled form
+                // cannot match anything.
+            }
             PathKind::Exact => {
                 self.exact.get_or_insert_with(&rule.key, || backend);
             }
@@ -187,6 +236,19 @@ impl PathMatcher {
                 }
                 node.backend.get_or_insert(backend);
             }
+        }
+    }
+
+    /// Adds a regex rule (compiled by [`parse_regex_rule_path`]); the first insertion of a
+    /// pattern wins.
+    pub(crate) fn insert_regex(&mut self, rule: &RulePath, regex: regex::Regex, entry: u32) {
+        let order = |key: &str| (std::cmp::Reverse(key.len()), key.to_owned());
+        match self
+            .regexes
+            .binary_search_by(|(key, _, _)| order(key).cmp(&order(&rule.key)))
+        {
+            Ok(_) => {}
+            Err(at) => self.regexes.insert(at, (rule.key.clone(), regex, entry)),
         }
     }
 
@@ -206,6 +268,11 @@ impl PathMatcher {
                 stack.push((format!("{key}/{segment}"), child));
             }
         }
+        out.extend(
+            self.regexes
+                .iter()
+                .map(|(key, _, id)| (PathKind::Regex, key.clone(), *id)),
+        );
         out
     }
 
@@ -213,6 +280,9 @@ impl PathMatcher {
     pub(crate) fn lookup(&self, path: &str) -> Option<u32> {
         if let Some(&id) = self.exact.get(path) {
             return Some(id);
+        }
+        if let Some((_, _, id)) = self.regexes.iter().find(|(_, re, _)| re.is_match(path)) {
+            return Some(*id);
         }
         // Prefix rules only ever match absolute paths (e.g. not "*" of `OPTIONS *`).
         let rest = path.strip_prefix('/')?;

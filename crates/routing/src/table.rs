@@ -16,7 +16,8 @@ use crate::tls::TlsCertificate;
 pub struct Route {
     /// `"www.example.com"`, `"*.example.com"`, or `""` for the host-less rules.
     pub host: String,
-    /// `"Exact"` or `"Prefix"` (ImplementationSpecific is listed as Prefix).
+    /// `"Exact"`, `"Prefix"` (ImplementationSpecific is listed as Prefix) or `"Regex"`
+    /// (paths of a host with `use-regex` or `rewrite-target`).
     pub path_type: &'static str,
     /// The rule path; Prefix paths are shown without their trailing slash, except `/`.
     pub path: String,
@@ -35,6 +36,51 @@ pub struct RouteEntry {
     pub policy: Arc<Policy>,
     /// The object that defined the rule (for logs and Events).
     pub source: ObjectRef,
+    /// `rewrite-target`: the path sent upstream instead of the request's.
+    pub rewrite: Option<Rewrite>,
+}
+
+/// ingress-nginx's `rewrite "(?i)<rule path>" <target> break;`: when the rule's path
+/// matches, the whole request path is replaced by the target, `$1`..`$9` standing for the
+/// captures; the query string is kept.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    /// The rule path as a regex (anchored at the start, case-insensitive).
+    pub regex: regex::Regex,
+    /// The target with `$n` placeholders.
+    pub target: String,
+}
+
+impl Rewrite {
+    /// The path to send for request path `path`; `None` when the rule path does not match
+    /// it (the request then goes unchanged, as nginx's `rewrite` leaves it).
+    pub fn apply(&self, path: &str) -> Option<String> {
+        let captures = self.regex.captures(path)?;
+        let mut out = String::with_capacity(self.target.len() + path.len());
+        let bytes = self.target.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            if bytes[at] == b'$'
+                && let Some(&digit) = bytes.get(at + 1)
+                && digit.is_ascii_digit()
+            {
+                let group = usize::from(digit - b'0');
+                if let Some(m) = captures.get(group) {
+                    out.push_str(m.as_str());
+                }
+                at += 2;
+                continue;
+            }
+            // Copy up to the next `$` in one go (the target is ASCII-checked at compile
+            // time, but any UTF-8 is copied correctly).
+            let next = self.target[at + 1..]
+                .find('$')
+                .map_or(bytes.len(), |n| at + 1 + n);
+            out.push_str(&self.target[at..next]);
+            at = next;
+        }
+        Some(out)
+    }
 }
 
 /// The result of [`crate::compile`]: everything the data plane needs to route a request.
@@ -163,6 +209,7 @@ impl RouteTable {
                 };
                 let backend = &entry.backend;
                 let (path_type, path) = match kind {
+                    PathKind::Regex => ("Regex", key),
                     PathKind::Exact => ("Exact", key),
                     PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),
                     PathKind::Prefix => ("Prefix", key),
