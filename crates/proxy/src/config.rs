@@ -102,6 +102,26 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub proxy_id: Option<String>,
 
+    /// Send `Strict-Transport-Security` on HTTPS responses (ingress-nginx's `hsts`, on by
+    /// default).
+    #[arg(long, default_value = "on", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub hsts: bool,
+
+    /// HSTS `max-age` in seconds (ingress-nginx's `hsts-max-age`).
+    #[arg(long, default_value = "31536000")]
+    pub hsts_max_age: u64,
+
+    /// HSTS `includeSubDomains` (ingress-nginx's `hsts-include-subdomains`).
+    #[arg(long, default_value = "on", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub hsts_include_subdomains: bool,
+
+    /// HSTS `preload` (ingress-nginx's `hsts-preload`).
+    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
+          default_missing_value = "on")]
+    pub hsts_preload: bool,
+
     /// Largest request head (request line plus headers) accepted; larger gets 431.
     #[arg(long, default_value = "64KiB", value_parser = parse_size)]
     pub max_header_bytes: u64,
@@ -146,6 +166,10 @@ impl Default for ProxyArgs {
             proxy_protocol: false,
             allow_underscore_headers: false,
             proxy_id: None,
+            hsts: true,
+            hsts_max_age: 31_536_000,
+            hsts_include_subdomains: true,
+            hsts_preload: false,
             max_header_bytes: 64 * 1024,
             max_body_bytes: 1 << 30,
             workers: None,
@@ -193,6 +217,21 @@ impl ProxyArgs {
         };
         builder.enable_all().thread_name("sluice-worker");
         builder.build()
+    }
+
+    /// The `Strict-Transport-Security` value for HTTPS responses, `None` when off.
+    pub(crate) fn hsts_value(&self) -> Option<http::HeaderValue> {
+        if !self.hsts {
+            return None;
+        }
+        let mut value = format!("max-age={}", self.hsts_max_age);
+        if self.hsts_include_subdomains {
+            value.push_str("; includeSubDomains");
+        }
+        if self.hsts_preload {
+            value.push_str("; preload");
+        }
+        http::HeaderValue::try_from(value).ok()
     }
 
     /// The request body limit, `None` when unlimited.
@@ -299,6 +338,23 @@ mod tests {
         assert!(p.access_log);
         let cli = Cli::try_parse_from(["sluice", "--access-log", "off"]).unwrap();
         assert!(!cli.proxy.access_log);
+    }
+
+    #[test]
+    fn hsts_like_ingress_nginx_defaults() {
+        let cli = Cli::try_parse_from(["sluice"]).unwrap();
+        assert_eq!(
+            cli.proxy.hsts_value().unwrap(),
+            "max-age=31536000; includeSubDomains"
+        );
+        let cli =
+            Cli::try_parse_from(["sluice", "--hsts-preload", "--hsts-max-age", "60"]).unwrap();
+        assert_eq!(
+            cli.proxy.hsts_value().unwrap(),
+            "max-age=60; includeSubDomains; preload"
+        );
+        let cli = Cli::try_parse_from(["sluice", "--hsts", "off"]).unwrap();
+        assert!(cli.proxy.hsts_value().is_none());
     }
 
     #[test]

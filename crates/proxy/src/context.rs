@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) upstream_header_timeout: Duration,
     /// `--client-body-timeout`.
     pub(crate) client_body_timeout: Duration,
+    /// `Strict-Transport-Security` for HTTPS responses (`--hsts*`).
+    pub(crate) hsts: Option<http::HeaderValue>,
     /// `--websocket-idle-timeout`.
     pub(crate) websocket_idle_timeout: Duration,
     /// `--max-body-bytes` (`None`: unlimited).

@@ -98,8 +98,13 @@ pub(crate) async fn handle(
         Some(policy::Rewritten::Target(target)) => Some(target),
         None => None,
     };
-    // Allocates nothing for a route that sets no response fields.
-    let response_fields = policy::response_fields(route_policy, origin);
+    // Allocates nothing for a route that sets no response fields (over plain HTTP).
+    let mut response_fields = policy::response_fields(route_policy, origin);
+    if ctx.tls
+        && let Some(hsts) = &ctx.shared.hsts
+    {
+        response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
+    }
     let body_limit = match route_policy.body_limit {
         Some(0) => None,
         Some(limit) => Some(limit),

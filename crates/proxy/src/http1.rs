@@ -270,8 +270,13 @@ where
         Some(policy::Rewritten::Target(target)) => Some(target),
         None => None,
     };
-    // Allocates nothing for a route that sets no response fields.
-    let response_fields = policy::response_fields(route_policy, origin);
+    // Allocates nothing for a route that sets no response fields (over plain HTTP).
+    let mut response_fields = policy::response_fields(route_policy, origin);
+    if ctx.tls
+        && let Some(hsts) = &ctx.shared.hsts
+    {
+        response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
+    }
     let upstreams = policy::upstreams(&shared.upstreams, route_policy);
     let mut request = head.upstream_request(buf);
     if let Some(target) = &rewritten {

@@ -198,6 +198,7 @@ impl Proxy {
             upstream_header_timeout: args.upstream_header_timeout,
             client_body_timeout: args.client_body_timeout,
             websocket_idle_timeout: args.websocket_idle_timeout,
+            hsts: args.hsts_value(),
             body_limit: args.body_limit(),
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),

@@ -139,6 +139,11 @@ async fn h2_over_tls_with_certificate_from_secret() {
             assert_eq!(response.version(), Version::HTTP_2);
             let answer = collect(response).await;
             assert_eq!(answer.status, 200);
+            // ingress-nginx's hsts defaults on HTTPS responses.
+            assert_eq!(
+                answer.headers["strict-transport-security"],
+                "max-age=31536000; includeSubDomains"
+            );
             let report = answer.report();
             assert_eq!(report.path, format!("/h2/{i}"));
             assert_eq!(report.protocol, "HTTP/1.1");
@@ -170,6 +175,11 @@ async fn h2_over_tls_with_certificate_from_secret() {
         let answer = collect(sender.send_request(request).await.unwrap()).await;
         assert_eq!(answer.status, 200);
         assert_eq!(answer.report().headers["x-forwarded-proto"], "https");
+        // The own HTTP/1.1 loop sets it too; plain HTTP never gets it.
+        assert_eq!(
+            answer.headers["strict-transport-security"],
+            "max-age=31536000; includeSubDomains"
+        );
     })
     .await;
 }
