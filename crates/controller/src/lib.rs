@@ -6,6 +6,8 @@
 //! - [`rebuild::Rebuilder`]: every change enqueues one coalesced rebuild; the worker compiles
 //!   the stores ([`sluice_routing::compile`]) and swaps the table into the proxy.
 //! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
+//! - [`migrate`]: `sluice migrate`, what sluice would make of existing (ingress-nginx)
+//!   Ingresses.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, status, Events.
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
@@ -17,6 +19,7 @@ pub mod ingress_manager;
 pub mod manifest_dir;
 #[cfg(test)]
 mod manifest_fuzz;
+pub mod migrate;
 pub mod rebuild;
 pub mod serve;
 pub mod sources;

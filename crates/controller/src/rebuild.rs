@@ -20,6 +20,9 @@ pub struct RebuildReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class.
     pub ours: Vec<ObjectRef>,
+    /// Problems with the objects the flags name (`--default-backend-service`,
+    /// `--default-ssl-certificate`); logged when they appear and when they are gone.
+    pub flag_diagnostics: Vec<Diagnostic>,
 }
 
 /// Drives rebuilds from informer changes.
@@ -66,10 +69,13 @@ impl Rebuilder {
             table,
             diagnostics,
             ours,
+            flag_diagnostics,
         } = compile(&self.informers.inputs(), &self.options);
         let elapsed = started.elapsed();
         self.table.update(table, elapsed);
-        let generation = self.report.borrow().generation + 1;
+        let previous = self.report.borrow().clone();
+        log_flag_changes(&previous.flag_diagnostics, &flag_diagnostics);
+        let generation = previous.generation + 1;
         tracing::debug!(
             generation,
             ?elapsed,
@@ -80,6 +86,7 @@ impl Rebuilder {
             generation,
             diagnostics,
             ours,
+            flag_diagnostics,
         }));
     }
 
@@ -89,5 +96,19 @@ impl Rebuilder {
             self.rebuild_now();
             self.queue.done(&key);
         }
+    }
+}
+
+/// Logs the flag problems of `now` that were not in `before` (an error: the flag's object
+/// is not used as asked), and that a flag's problems of `before` are gone.
+fn log_flag_changes(before: &[Diagnostic], now: &[Diagnostic]) {
+    for d in now.iter().filter(|d| !before.contains(d)) {
+        tracing::error!(flag = %d.field, object = %d.object, reason = d.reason.as_str(), "{}", d.message);
+    }
+    for d in before
+        .iter()
+        .filter(|d| !now.iter().any(|n| n.field == d.field))
+    {
+        tracing::info!(flag = %d.field, object = %d.object, "{}: {}: resolved", d.object, d.field);
     }
 }

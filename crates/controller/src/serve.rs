@@ -8,7 +8,7 @@ use crate::rebuild::Rebuilder;
 use crate::sources::{IngressInformers, manifest_kinds};
 use anyhow::Context;
 use sluice_proxy::{Proxy, ProxyArgs, TableHandle};
-use sluice_routing::CompileOptions;
+use sluice_routing::{CompileOptions, ObjectRef};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,9 @@ pub struct ServeArgs {
     pub class: ClassArgs,
 
     #[command(flatten)]
+    pub defaults: DefaultsArgs,
+
+    #[command(flatten)]
     pub proxy: ProxyArgs,
 }
 
@@ -48,6 +51,11 @@ pub struct ClassArgs {
     /// The `spec.controller` value of IngressClasses we serve.
     #[arg(long, default_value = "sluice.dev/ingress-controller")]
     pub controller_name: String,
+
+    /// Also serve Ingresses with neither `spec.ingressClassName` nor the annotation
+    /// `kubernetes.io/ingress.class`, even when our IngressClass is not the default class.
+    #[arg(long)]
+    pub watch_ingress_without_class: bool,
 }
 
 impl ClassArgs {
@@ -57,7 +65,66 @@ impl ClassArgs {
             controller_name: self.controller_name.clone(),
             ingress_class: self.ingress_class.clone(),
             watch_namespace,
+            watch_ingress_without_class: self.watch_ingress_without_class,
+            ..CompileOptions::default()
         }
+    }
+}
+
+/// What serves the requests and TLS names no Ingress claims (ingress-nginx's flags of the
+/// same names). Problems with the objects they name are logged, naming the flag.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct DefaultsArgs {
+    /// Service whose first port gets the requests no rule matches, when no Ingress of ours
+    /// has `spec.defaultBackend` (instead of a 404 page); 503 while it does not exist.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_namespaced_name)]
+    pub default_backend_service: Option<NamespacedName>,
+
+    /// `kubernetes.io/tls` Secret served for unknown or absent SNI names and for TLS hosts
+    /// without a usable Secret of their own (instead of the generated self-signed
+    /// certificate, which stands in while the Secret is missing or invalid).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_namespaced_name)]
+    pub default_ssl_certificate: Option<NamespacedName>,
+}
+
+impl DefaultsArgs {
+    /// `options` with these flags' objects added.
+    pub fn apply(&self, options: CompileOptions) -> CompileOptions {
+        CompileOptions {
+            default_backend_service: self
+                .default_backend_service
+                .as_ref()
+                .map(|n| ObjectRef::service(&n.namespace, &n.name)),
+            default_certificate: self
+                .default_ssl_certificate
+                .as_ref()
+                .map(|n| ObjectRef::secret(&n.namespace, &n.name)),
+            ..options
+        }
+    }
+}
+
+/// A flag's `NAMESPACE/NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespacedName {
+    /// The namespace.
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+/// Parses `NAMESPACE/NAME`: both parts non-empty, one `/`.
+pub fn parse_namespaced_name(value: &str) -> Result<NamespacedName, String> {
+    match value.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok(NamespacedName {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got {value:?}")),
     }
 }
 
@@ -117,7 +184,7 @@ async fn start_control(
     let informers = IngressInformers::from_manifests(&dir);
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
-        args.class.compile_options(None),
+        args.defaults.apply(args.class.compile_options(None)),
         table,
     ));
     informers.start();

@@ -3,6 +3,8 @@
 //! and keeps serving the last good configuration when a file turns bad or too big; the
 //! manifests are read and parsed on the control plane's thread, never the proxy's.
 
+mod tls_support;
+
 use clap::Parser;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -140,7 +142,8 @@ fn log_lines(needle: &str) -> Vec<String> {
         .collect()
 }
 
-/// `sluice serve` flags for `dir` on a free HTTP port, plus `extra`; and that port's address.
+/// `sluice serve` flags for `dir` on a free HTTP port, plus `extra` (which may set
+/// `--https-addr`); and that port's address.
 fn serve_args(dir: &Path, extra: &[&str]) -> (ServeArgs, SocketAddr) {
     let (http, admin) = (
         sluice_testenv::free_port().unwrap(),
@@ -152,11 +155,12 @@ fn serve_args(dir: &Path, extra: &[&str]) -> (ServeArgs, SocketAddr) {
         dir.to_str().unwrap().into(),
         "--http-addr".into(),
         format!("127.0.0.1:{http}"),
-        "--https-addr".into(),
-        "127.0.0.1:0".into(),
         "--admin-addr".into(),
         format!("127.0.0.1:{admin}"),
     ];
+    if !extra.contains(&"--https-addr") {
+        argv.extend(["--https-addr".into(), "127.0.0.1:0".into()]);
+    }
     argv.extend(extra.iter().map(|s| s.to_string()));
     let args = Cli::try_parse_from(argv).unwrap().args;
     (args, SocketAddr::from(([127, 0, 0, 1], http)))
@@ -306,4 +310,155 @@ async fn reloads_on_change_keeps_connections_and_survives_a_bad_file() {
         .unwrap();
     web.shutdown().await.unwrap();
     api.shutdown().await.unwrap();
+}
+
+/// (status, service that answered) of `GET /` with `Host: host` on a new connection.
+async fn ask_host(addr: SocketAddr, host: &str) -> (u16, String) {
+    let mut conn = connect(addr).await;
+    let req = hyper::Request::get("/")
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(5), conn.send_request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    (status, json["service"].as_str().unwrap_or("").to_string())
+}
+
+/// Writes `default-tls.json`, a TLS Secret, by rename.
+fn write_default_secret(dir: &Path, cert: &str, key: &str) {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "default-tls"},
+        "data": {"tls.crt": b64(cert), "tls.key": b64(key)},
+    });
+    let tmp = dir.join(".default-tls.json.tmp");
+    std::fs::write(&tmp, secret.to_string()).unwrap();
+    std::fs::rename(&tmp, dir.join("default-tls.json")).unwrap();
+}
+
+#[tokio::test]
+async fn default_backend_default_certificate_and_class_less_ingresses_from_flags() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let fallback = EchoServer::start("127.0.0.1:0", Identity::new("fallback", "fallback-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Our IngressClass is not the default class, and the Ingress names no class.
+    let objects = format!(
+        "apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {{name: sluice}}
+spec: {{controller: sluice.dev/ingress-controller}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: web}}
+subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: http, port: {}}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: fallback}}
+spec: {{ports: [{{name: web, port: 8080}}, {{name: other, port: 9090}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: fallback}}
+subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: web, port: {}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: app}}
+spec:
+  rules:
+  - host: app.test
+    http:
+      paths:
+      - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{name: http}}}}}}}}
+",
+        web.addr().port(),
+        fallback.addr().port()
+    );
+    std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
+    let https_port = sluice_testenv::free_port().unwrap();
+    let https_flag = format!("127.0.0.1:{https_port}");
+    let https = SocketAddr::from(([127, 0, 0, 1], https_port));
+    let (args, addr) = serve_args(
+        dir.path(),
+        &[
+            "--https-addr",
+            &https_flag,
+            "--watch-ingress-without-class",
+            "--default-backend-service",
+            "default/fallback",
+            "--default-ssl-certificate",
+            "default/default-tls",
+        ],
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await
+    .unwrap();
+
+    // The class-less Ingress is ours; what no rule matches goes to the fallback Service.
+    assert_eq!(ask_host(addr, "app.test").await, (200, "web".to_string()));
+    assert_eq!(
+        ask_host(addr, "other.test").await,
+        (200, "fallback".to_string())
+    );
+
+    // The Secret is missing: said so, naming the flag and the Secret; the generated
+    // certificate is served meanwhile.
+    let missing = log_lines("--default-ssl-certificate");
+    assert!(
+        missing
+            .iter()
+            .any(|l| l.contains("Secret default/default-tls") && l.contains("not found")),
+        "{missing:?}"
+    );
+    let (cert, key, ca) = tls_support::ca_and_leaf(&["unknown.test"]).unwrap();
+    assert!(
+        tls_support::tls_get(https, &ca, "unknown.test")
+            .await
+            .is_err()
+    );
+
+    // The Secret appears in the directory, then is renewed: followed both times.
+    write_default_secret(dir.path(), &cert, &key);
+    tls_support::until_tls(https, &ca, "unknown.test", "fallback", 200)
+        .await
+        .unwrap();
+    let (cert2, key2, ca2) = tls_support::ca_and_leaf(&["unknown.test"]).unwrap();
+    write_default_secret(dir.path(), &cert2, &key2);
+    tls_support::until_tls(https, &ca2, "unknown.test", "fallback", 200)
+        .await
+        .unwrap();
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+    fallback.shutdown().await.unwrap();
 }

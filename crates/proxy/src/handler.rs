@@ -173,16 +173,60 @@ pub(crate) async fn handle(
         head_request: parts.method == Method::HEAD,
     };
 
-    let state = &done.snapshot.backends[id];
+    let mut state = &done.snapshot.backends[id];
     let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
     let header_timeout = route_policy
         .read_timeout
         .unwrap_or(ctx.shared.upstream_header_timeout);
     let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
-    let answer = match answer {
+    let mut answer = match answer {
         Ok(answer) => answer,
         Err(failure) => return Ok(fail(done, host_str, failure.status())),
     };
+    if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
+        // custom-http-errors: this status is answered by the default backend (nginx's
+        // error_page internal redirect, which turns the request into a GET).
+        state.balancer.release(answer.endpoint);
+        let status = answer.head.status.as_u16();
+        drop(answer);
+        let accept = parts
+            .headers
+            .get(http::header::ACCEPT)
+            .map(HeaderValue::as_bytes);
+        let original = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
+        let fields = policy::error_fields(status, accept, original, route_entry);
+        let outgoing = Outgoing {
+            head: UpstreamRequest {
+                // nginx's error_page keeps HEAD and turns every other method into GET.
+                method: if parts.method == Method::HEAD {
+                    b"HEAD"
+                } else {
+                    b"GET"
+                },
+                target: original.as_bytes(),
+                host: host.as_bytes(),
+                fields: &parts.headers,
+                connection_names: connection.names_fields,
+                websocket: false,
+                http2,
+                framing: Framing::None,
+                set: &fields,
+                vhost: None,
+                forwarded_prefix: None,
+            },
+            forwarded: &ctx.forwarded,
+            policy: &ctx.shared.policy,
+            body: RequestBody::Empty,
+            idempotent: true,
+            head_request: parts.method == Method::HEAD,
+        };
+        done.backend = Some(fallback.id);
+        state = &done.snapshot.backends[fallback.id];
+        answer = match upstream::send(upstreams, state, outgoing, start, header_timeout).await {
+            Ok(answer) => answer,
+            Err(failure) => return Ok(fail(done, host_str, failure.status())),
+        };
+    }
     done.endpoint = Some(answer.endpoint);
     let upstream::Answer {
         head, conn, addr, ..

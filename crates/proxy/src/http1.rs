@@ -303,13 +303,45 @@ where
         keep_alive: client.keep_alive && !closing.load(Ordering::Relaxed),
         ..client
     };
-    let answer = match answer {
+    let mut answer = match answer {
         Ok(answer) => answer,
         Err(failure) => {
             let status = failure.status();
             return page(io, out, &mut done, host, status, head_request, client).await;
         }
     };
+    if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
+        // custom-http-errors: this status is answered by the default backend (nginx's
+        // error_page internal redirect, which turns the request into a GET).
+        state.balancer.release(answer.endpoint);
+        let status = answer.head.status.as_u16();
+        drop(answer);
+        let original = head.target(buf);
+        let accept = head.field(buf, b"accept");
+        let fields = policy::error_fields(status, accept, original, route_entry);
+        let mut request = head.upstream_request(buf);
+        // nginx's error_page keeps HEAD and turns every other method into GET.
+        request.method = if head_request { b"HEAD" } else { b"GET" };
+        request.framing = crate::header_policy::Framing::None;
+        request.set = &fields;
+        let outgoing = Outgoing {
+            head: request,
+            forwarded: &ctx.forwarded,
+            policy: &shared.policy,
+            body: RequestBody::Empty,
+            idempotent: true,
+            head_request,
+        };
+        done.backend = Some(fallback.id);
+        let state = &done.snapshot.backends[fallback.id];
+        answer = match upstream::send(&upstreams, state, outgoing, start, timeout).await {
+            Ok(answer) => answer,
+            Err(failure) => {
+                let status = failure.status();
+                return page(io, out, &mut done, host, status, head_request, client).await;
+            }
+        };
+    }
     done.endpoint = Some(answer.endpoint);
     let upstream::Answer {
         head: response,
@@ -323,7 +355,7 @@ where
         return page(io, out, &mut done, host, status, head_request, client).await;
     }
     let status = response.status;
-    done.snapshot.backends[id]
+    done.snapshot.backends[done.backend.unwrap_or(id)]
         .metrics
         .count_request(host, status.as_u16());
     done.status = status.as_u16();

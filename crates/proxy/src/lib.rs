@@ -230,7 +230,8 @@ impl Proxy {
         &mut self.registry
     }
 
-    /// The self-signed certificate presented for unknown or absent SNI names.
+    /// The self-signed certificate presented for unknown or absent SNI names while the
+    /// routing table has no default certificate of its own (`--default-ssl-certificate`).
     pub fn default_certificate(&self) -> &CertificateDer<'static> {
         &self.default_cert
     }
@@ -322,7 +323,8 @@ impl BoundProxy {
         self.proxy.readiness()
     }
 
-    /// The self-signed certificate presented for unknown or absent SNI names.
+    /// The self-signed certificate presented for unknown or absent SNI names while the
+    /// routing table has no default certificate of its own (`--default-ssl-certificate`).
     pub fn default_certificate(&self) -> &CertificateDer<'static> {
         self.proxy.default_certificate()
     }

@@ -12,7 +12,7 @@ use http::header::{
     ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
 };
 use http::{HeaderName, HeaderValue, StatusCode};
-use sluice_routing::{Policy, Rewrite};
+use sluice_routing::{Backend, Policy, Rewrite, RouteEntry};
 
 use crate::context::Upstreams;
 
@@ -162,6 +162,51 @@ pub(crate) fn upstreams(shared: &Upstreams, policy: &Policy) -> Upstreams {
         read_timeout: policy.read_timeout.unwrap_or(shared.read_timeout),
         ..*shared
     }
+}
+
+/// The backend that answers instead of the route's for upstream status `status`
+/// (`custom-http-errors` with `default-backend`), if it has a ready endpoint.
+pub(crate) fn intercept(entry: &RouteEntry, status: u16) -> Option<&Backend> {
+    entry
+        .policy
+        .custom_http_errors
+        .binary_search(&status)
+        .ok()?;
+    entry
+        .fallback
+        .as_deref()
+        .filter(|backend| !backend.endpoints.is_empty())
+}
+
+/// The fields ingress-nginx's custom error pages receive (the "custom errors" convention
+/// of its default backend): `X-Code`, `X-Format`, `X-Original-URI`, `X-Namespace`,
+/// `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`.
+pub(crate) fn error_fields(
+    status: u16,
+    accept: Option<&[u8]>,
+    original_uri: &str,
+    entry: &RouteEntry,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let value = |text: &str| HeaderValue::try_from(text).ok();
+    let service = &entry.backend.service;
+    let fields = [
+        ("x-code", value(&status.to_string())),
+        (
+            "x-format",
+            accept
+                .and_then(|a| HeaderValue::from_bytes(a).ok())
+                .or(value("text/html")),
+        ),
+        ("x-original-uri", value(original_uri)),
+        ("x-namespace", value(&entry.source.namespace)),
+        ("x-ingress-name", value(&entry.source.name)),
+        ("x-service-name", value(&service.name)),
+        ("x-service-port", value(&service.port.to_string())),
+    ];
+    fields
+        .into_iter()
+        .filter_map(|(name, value)| Some((HeaderName::from_static(name), value?)))
+        .collect()
 }
 
 /// What `rewrite-target` makes of a request.

@@ -25,13 +25,18 @@ pub(crate) fn route(snapshot: &Snapshot, host: &str, path: &str) -> Routed {
     let Some(entry) = snapshot.table.route_id(host, path) else {
         return Routed::NotFound;
     };
-    let backend = &snapshot.table.entry(entry).backend;
+    let route = snapshot.table.entry(entry);
+    let mut backend = &route.backend;
     if backend.endpoints.is_empty() {
-        Routed::NoEndpoints(backend.id)
-    } else {
-        Routed::Backend {
-            backend: backend.id,
-            entry,
+        // ingress-nginx's `default-backend` annotation: it answers when the Service has no
+        // ready endpoint.
+        match &route.fallback {
+            Some(fallback) if !fallback.endpoints.is_empty() => backend = fallback,
+            _ => return Routed::NoEndpoints(backend.id),
         }
+    }
+    Routed::Backend {
+        backend: backend.id,
+        entry,
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct Snapshot {
     keys: HashMap<usize, Arc<CertifiedKey>>,
     /// The same keys with their source, so the next snapshot can reuse unchanged ones.
     parsed: Vec<(Arc<TlsCertificate>, Arc<CertifiedKey>)>,
+    /// The key of [`RouteTable::default_certificate`] (`--default-ssl-certificate`), if any
+    /// and usable: presented instead of the generated certificate.
+    default_key: Option<Arc<CertifiedKey>>,
 }
 
 impl Snapshot {
@@ -51,6 +54,7 @@ impl Snapshot {
             backends: Box::default(),
             keys: HashMap::new(),
             parsed: Vec::new(),
+            default_key: None,
         }
     }
 
@@ -58,6 +62,12 @@ impl Snapshot {
     pub(crate) fn certified_key(&self, server_name: &str) -> Option<&Arc<CertifiedKey>> {
         let cert = self.table.certificate(server_name)?;
         self.keys.get(&(Arc::as_ptr(cert) as usize))
+    }
+
+    /// The table's default certificate (`--default-ssl-certificate`), `None` for "use the
+    /// generated one".
+    pub(crate) fn default_key(&self) -> Option<&Arc<CertifiedKey>> {
+        self.default_key.as_ref()
     }
 
     /// Derives the snapshot of `table`, reusing state of `previous` where it still applies.
@@ -121,11 +131,17 @@ impl Snapshot {
             parsed.push((Arc::clone(cert), key));
         }
 
+        // One of the table's certificates; absent here if rustls refused it (logged above).
+        let default_key = table
+            .default_certificate()
+            .and_then(|cert| keys.get(&(Arc::as_ptr(cert) as usize)))
+            .cloned();
         Snapshot {
             table,
             backends,
             keys,
             parsed,
+            default_key,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! TLS termination: SNI certificate choice from the current snapshot, and the self-signed
-//! default certificate for names no Ingress covers.
+//! TLS termination: SNI certificate choice from the current snapshot, and the default
+//! certificate for names no Ingress covers: the table's (`--default-ssl-certificate`) when it
+//! has one, else a self-signed one generated at start.
 
 use std::sync::Arc;
 
@@ -34,20 +35,25 @@ pub(crate) fn default_certificate(provider: &CryptoProvider) -> anyhow::Result<A
 /// Chooses the certificate for each handshake by SNI from the current snapshot.
 ///
 /// The name-to-key map was built when the snapshot was swapped in, so a handshake does one
-/// snapshot load and two hash lookups, and never parses keys.
+/// snapshot load and two hash lookups, and never parses keys. A name without a certificate
+/// of its own (and a handshake without SNI) gets the snapshot's default certificate, else
+/// the generated one; so a changed `--default-ssl-certificate` Secret applies to the next
+/// handshake.
 #[derive(Debug)]
 pub(crate) struct SniResolver {
     table: Arc<TableShared>,
+    /// The generated certificate.
     default: Arc<CertifiedKey>,
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let found = client_hello.server_name().and_then(|name| {
-            let snapshot = self.table.current.load();
-            snapshot.certified_key(name).cloned()
-        });
-        Some(found.unwrap_or_else(|| Arc::clone(&self.default)))
+        let snapshot = self.table.current.load();
+        let found = client_hello
+            .server_name()
+            .and_then(|name| snapshot.certified_key(name))
+            .or_else(|| snapshot.default_key());
+        Some(Arc::clone(found.unwrap_or(&self.default)))
     }
 }
 

@@ -477,3 +477,67 @@ fn an_invalid_regex_path_is_an_invalid_path_diagnostic() {
         compiled.diagnostics
     );
 }
+
+#[tokio::test]
+async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_http_errors() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let errors = echo("errors", "errors-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            // A Service with no ready endpoint: its default-backend answers instead of 503.
+            annotated(
+                Route::new("empty.example.com", "empty", vec![]),
+                &[("default-backend", "errors")],
+            ),
+            annotated(
+                Route::new("pages.example.com", "web", vec![web.addr()]),
+                &[
+                    ("default-backend", "errors"),
+                    ("custom-http-errors", "404,503"),
+                ],
+            ),
+            // Makes the `errors` Service exist.
+            Route::new("errors.example.com", "errors", vec![errors.addr()]),
+        ]);
+        for (label, method, body) in SHAPES {
+            let got = request(&proxy, (method, body), "empty.example.com", "/x", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.report().service, "errors", "{label}");
+
+            // Listed statuses go to the default backend as a GET with ingress-nginx's
+            // custom-errors fields; the rest pass through.
+            let accept = [("accept", "application/json")];
+            let got = request(
+                &proxy,
+                (method, body),
+                "pages.example.com",
+                "/status/404",
+                &accept,
+            )
+            .await;
+            let report = got.report();
+            assert_eq!(report.service, "errors", "{label}");
+            assert_eq!(report.method, "GET", "{label}");
+            assert_eq!(report.headers["x-code"], "404", "{label}");
+            assert_eq!(report.headers["x-format"], "application/json", "{label}");
+            assert_eq!(report.headers["x-original-uri"], "/status/404", "{label}");
+            assert_eq!(report.headers["x-namespace"], "default", "{label}");
+            assert_eq!(report.headers["x-ingress-name"], "ing-1", "{label}");
+            assert_eq!(report.headers["x-service-name"], "web", "{label}");
+            assert_eq!(report.headers["x-service-port"], "80", "{label}");
+            let got = request(
+                &proxy,
+                (method, body),
+                "pages.example.com",
+                "/status/418",
+                &[],
+            )
+            .await;
+            assert_eq!(got.status, 418, "{label}");
+            assert_eq!(got.report().service, "web", "{label}");
+        }
+    })
+    .await;
+}

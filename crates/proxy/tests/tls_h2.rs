@@ -233,6 +233,66 @@ async fn unknown_or_absent_sni_gets_the_default_certificate() {
 }
 
 #[tokio::test]
+async fn the_tables_default_certificate_replaces_the_generated_one() {
+    use rustls::pki_types::pem::PemObject;
+    use sluice_routing::{CompileOptions, ObjectRef, compile};
+    init_tracing();
+    bounded(async {
+        let backend = echo("secure", "secure-0").await;
+        let (cert_pem, key_pem, _) = ca_and_leaf("secure.example.com");
+        let (default_pem, default_key, _) = ca_and_leaf("fallback.example.com");
+        let leaf = CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap();
+        let default_leaf = CertificateDer::from_pem_slice(default_pem.as_bytes()).unwrap();
+        let routes = [
+            Route::new("secure.example.com", "secure", vec![backend.addr()])
+                .with_tls(cert_pem, key_pem),
+        ];
+        let proxy = TestProxy::with_routes(&routes).await;
+
+        // `--default-ssl-certificate default/fallback-tls`, as the controller compiles it.
+        let mut objects = inputs(&routes);
+        objects.secrets.push(Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "fallback-tls", "namespace": NS},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": default_pem, "tls.key": default_key},
+            }))
+            .unwrap(),
+        ));
+        let options = CompileOptions {
+            default_certificate: Some(ObjectRef::secret(NS, "fallback-tls")),
+            ..CompileOptions::default()
+        };
+        let compiled = compile(&objects, &options);
+        assert!(compiled.flag_diagnostics.is_empty());
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::ZERO);
+
+        let name = |n: &str| ServerName::try_from(n.to_owned()).unwrap();
+        let ip = ServerName::IpAddress("127.0.0.1".parse::<std::net::IpAddr>().unwrap().into());
+        assert_eq!(
+            presented_cert(proxy.https, name("secure.example.com")).await,
+            leaf
+        );
+        assert_eq!(
+            presented_cert(proxy.https, name("other.example.com")).await,
+            default_leaf
+        );
+        assert_eq!(presented_cert(proxy.https, ip.clone()).await, default_leaf);
+
+        // A table without one: the generated certificate again.
+        proxy.route(&routes);
+        assert_eq!(
+            presented_cert(proxy.https, name("other.example.com")).await,
+            proxy.default_cert
+        );
+        assert_eq!(presented_cert(proxy.https, ip).await, proxy.default_cert);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn h2c_prior_knowledge_on_the_plain_port() {
     init_tracing();
     bounded(async {

@@ -61,6 +61,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "x-forwarded-prefix",
     "rewrite-target",
     "use-regex",
+    "default-backend",
+    "custom-http-errors",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -107,6 +109,10 @@ pub(crate) struct Parsed {
     /// `use-regex` (default false): this Ingress's paths are regular expressions, and so
     /// are all paths of its hosts (ingress-nginx's rule).
     pub use_regex: bool,
+    /// `default-backend`: a Service of the Ingress's namespace (its first port) that answers
+    /// when the route's Service has no ready endpoint, and the statuses of
+    /// `custom-http-errors`.
+    pub default_backend: Option<String>,
     /// `rewrite-target`: the path sent upstream, `$1`..`$9` standing for the captures of
     /// the rule's path; setting it makes the paths regular expressions too.
     pub rewrite_target: Option<String>,
@@ -200,6 +206,10 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
 
     policy.upstream_vhost = cx.value("upstream-vhost", parse_upstream_vhost);
     policy.forwarded_prefix = cx.value("x-forwarded-prefix", parse_forwarded_prefix);
+    let default_backend = cx.value("default-backend", parse_service_name);
+    policy.custom_http_errors = cx
+        .value("custom-http-errors", parse_status_list)
+        .unwrap_or_default();
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -222,6 +232,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     problems.sort_by(|a, b| a.annotation.cmp(&b.annotation));
     let parsed = Parsed {
         policy,
+        default_backend,
         use_regex,
         rewrite_target,
         ssl_redirect,
@@ -373,9 +384,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "not supported yet; add a rule for the other host with permanent-redirect"
         }
         "server-alias" => "list every host as a rule of the Ingress",
-        "default-backend" | "custom-http-errors" | "disable-proxy-intercept-errors" => {
-            "custom error backends are not supported yet"
-        }
+        "disable-proxy-intercept-errors" => "not supported yet",
         "backend-protocol" => "not supported yet",
         "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
@@ -1008,6 +1017,45 @@ fn parse_forwarded_prefix(value: &str) -> Result<HeaderValue, String> {
         .map_err(|_| format!("value {} is not a valid header value", shown(value)))
 }
 
+/// `default-backend`: a Service name (an RFC 1035 label, as Kubernetes requires).
+fn parse_service_name(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    let label = !v.is_empty()
+        && v.len() <= 63
+        && v.starts_with(|c: char| c.is_ascii_lowercase())
+        && !v.ends_with('-')
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if label {
+        Ok(v.to_owned())
+    } else {
+        Err(format!("value {} is not a Service name", shown(value)))
+    }
+}
+
+/// `custom-http-errors`: comma-separated status codes (ingress-nginx takes any integer;
+/// only 400-599 can be errors a backend answers with).
+fn parse_status_list(value: &str) -> Result<Vec<u16>, String> {
+    let mut codes = Vec::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<u16>() {
+            Ok(code) if (400..=599).contains(&code) => codes.push(code),
+            _ => {
+                return Err(format!(
+                    "value {} has {part:?}, not a status code from 400 to 599",
+                    shown(value)
+                ));
+            }
+        }
+    }
+    if codes.is_empty() {
+        return Err(format!("value {} lists no status code", shown(value)));
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    Ok(codes)
+}
+
 /// `rewrite-target`: an absolute path (or http(s) URL) where `$1`..`$9` name captures;
 /// other nginx variables (`$uri`, `$request_uri`, ...) are not expanded by sluice.
 fn parse_rewrite_target(value: &str) -> Result<String, String> {
@@ -1168,6 +1216,32 @@ mod tests {
         ]));
         assert_eq!(parsed.problems.len(), 1);
         assert_eq!(parsed.problems[0].annotation, sluice("affinity"));
+    }
+
+    #[test]
+    fn default_backend_and_custom_http_errors() {
+        let parsed = parse(&map(&[
+            (&nginx("default-backend"), "errors"),
+            (&nginx("custom-http-errors"), "404, 503,404"),
+        ]));
+        assert_eq!(parsed.default_backend.as_deref(), Some("errors"));
+        assert_eq!(parsed.policy.custom_http_errors, vec![404, 503]);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        for (key, bad) in [
+            ("default-backend", "Errors"),
+            ("default-backend", "ns/errors"),
+            ("custom-http-errors", "200"),
+            ("custom-http-errors", "abc"),
+            ("custom-http-errors", ""),
+        ] {
+            let parsed = parse(&map(&[(&nginx(key), bad)]));
+            assert_eq!(parsed.problems.len(), 1, "{key}={bad}");
+            assert_eq!(
+                parsed.problems[0].reason,
+                Reason::InvalidAnnotation,
+                "{key}={bad}"
+            );
+        }
     }
 
     #[test]
@@ -1878,8 +1952,8 @@ mod tests {
                 "not supported by sluice: not supported yet",
             ),
             (
-                "custom-http-errors",
-                "not supported by sluice: custom error backends",
+                "disable-proxy-intercept-errors",
+                "not supported by sluice: not supported yet",
             ),
             (
                 "custom-headers",

@@ -206,6 +206,14 @@ impl<'a> ServiceIndex<'a> {
         index
     }
 
+    /// The first port of Service `namespace/name` (what ingress-nginx's `default-backend`
+    /// annotation uses), if the Service exists and has one.
+    pub(crate) fn first_port(&self, namespace: &str, name: &str) -> Option<i32> {
+        let service = self.services.get(&(namespace, name))?;
+        let ports = service.spec.as_ref()?.ports.as_ref()?;
+        ports.first().map(|p| p.port)
+    }
+
     /// Resolves a Service port to its ready endpoints.
     ///
     /// `Err` with [`Reason::UnsupportedBackend`] means the rule must be skipped (ExternalName);

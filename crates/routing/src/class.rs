@@ -4,7 +4,10 @@
 //! 1. `spec.ingressClassName` names an IngressClass whose `spec.controller` is ours; else
 //! 2. its legacy annotation `kubernetes.io/ingress.class` equals our class name; else
 //! 3. it has neither, and one of our IngressClasses is annotated
-//!    `ingressclass.kubernetes.io/is-default-class: "true"`.
+//!    `ingressclass.kubernetes.io/is-default-class: "true"`, or
+//!    [`CompileOptions::watch_ingress_without_class`] is set (ingress-nginx's
+//!    `--watch-ingress-without-class`: such Ingresses are also ours when some other
+//!    controller's class is the default, or when no IngressClass of ours exists at all).
 //!
 //! The steps are tried in that order, as specified: a class name that is not ours does not stop
 //! a matching legacy annotation from making the Ingress ours (the API server refuses to create
@@ -31,6 +34,8 @@ pub(crate) struct ClassSelector<'a> {
     our_classes: HashSet<&'a str>,
     /// Whether one of them is the default class.
     default_is_ours: bool,
+    /// `--watch-ingress-without-class`.
+    without_class: bool,
     legacy_class: &'a str,
 }
 
@@ -60,6 +65,7 @@ impl<'a> ClassSelector<'a> {
         ClassSelector {
             our_classes,
             default_is_ours,
+            without_class: options.watch_ingress_without_class,
             legacy_class: &options.ingress_class,
         }
     }
@@ -84,6 +90,6 @@ impl<'a> ClassSelector<'a> {
         if let Some(value) = annotation {
             return value == self.legacy_class;
         }
-        class_name.is_none() && self.default_is_ours
+        class_name.is_none() && (self.default_is_ours || self.without_class)
     }
 }

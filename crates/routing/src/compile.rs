@@ -23,7 +23,7 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::annotations;
-use crate::backend::{Backend, BackendKey, BackendProblem, ServiceIndex, backend_key};
+use crate::backend::{Backend, BackendKey, BackendProblem, PortKey, ServiceIndex, backend_key};
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;
@@ -33,7 +33,9 @@ use crate::path::{
 use crate::policy::Policy;
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
-use crate::{CompileOptions, Diagnostic, Inputs, ObjectRef, Reason, RouteTable, ServiceRef};
+use crate::{
+    CompileOptions, Diagnostic, Inputs, ObjectRef, PortRef, Reason, RouteTable, ServiceRef,
+};
 
 /// Output of [`compile`].
 #[derive(Debug)]
@@ -44,6 +46,10 @@ pub struct Compiled {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class (the status writer uses this), sorted.
     pub ours: Vec<ObjectRef>,
+    /// Problems with the objects the controller's flags name (`--default-backend-service`,
+    /// `--default-ssl-certificate`): the object is that Service or Secret and the field is
+    /// the flag. Not an Ingress's problem, so meant for the log rather than an Event.
+    pub flag_diagnostics: Vec<Diagnostic>,
 }
 
 /// Compiles the cluster state into a routing table. Pure, total (never panics) and
@@ -143,12 +149,36 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         routes,
         default_backend,
         certs,
-        slots,
+        mut slots,
         policies,
         tls_hosts,
         regexes,
         ..
     } = compiler;
+
+    // The oldest `spec.defaultBackend` among our Ingresses, else `--default-backend-service`.
+    let mut flag_diagnostics = Vec::new();
+    let default_backend = match default_backend {
+        Some(claim) => Some(DefaultBackend {
+            slot: claim.slot,
+            source: ingresses[claim.owner].object.clone(),
+        }),
+        None => options
+            .default_backend_service
+            .as_ref()
+            .and_then(|service| {
+                flag_default_backend(
+                    service,
+                    options,
+                    &services,
+                    &mut slots,
+                    &mut flag_diagnostics,
+                )
+            }),
+    };
+    let default_certificate = options.default_certificate.as_ref().and_then(|secret| {
+        flag_default_certificate(secret, options, &secrets, &mut flag_diagnostics)
+    });
 
     let entries = EntryInputs {
         ingresses: &ingresses,
@@ -156,7 +186,10 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
     };
-    let table = build_table(routes, default_backend, certs, slots, entries);
+    let mut table = build_table(routes, default_backend, certs, slots, entries);
+    if let Some(cert) = default_certificate {
+        set_default_certificate(&mut table, cert);
+    }
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,
@@ -172,7 +205,139 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         table,
         diagnostics,
         ours,
+        flag_diagnostics,
     }
+}
+
+/// Where requests no rule claims go, and the object that said so (the Ingress with the
+/// winning `spec.defaultBackend`, or the `--default-backend-service` Service).
+struct DefaultBackend {
+    slot: usize,
+    source: ObjectRef,
+}
+
+/// `" (only namespace ... is watched ...)"` when `--watch-namespace` hides `namespace`.
+fn outside_watch(options: &CompileOptions, namespace: &str) -> String {
+    match &options.watch_namespace {
+        Some(watched) if watched != namespace => {
+            format!(" (only namespace {watched} is watched: --watch-namespace)")
+        }
+        _ => String::new(),
+    }
+}
+
+/// `--default-backend-service`: the first port of the Service, as ingress-nginx uses it.
+/// A missing (or portless) Service still yields a backend, without endpoints (503), and a
+/// diagnostic; an ExternalName Service yields none (404), as it does for a rule.
+fn flag_default_backend(
+    service: &ObjectRef,
+    options: &CompileOptions,
+    services: &ServiceIndex<'_>,
+    slots: &mut Vec<Slot>,
+    problems: &mut Vec<Diagnostic>,
+) -> Option<DefaultBackend> {
+    const FLAG: &str = "--default-backend-service";
+    let first_port = services.first_port(&service.namespace, &service.name);
+    // Port 0 stands for "no port": it never resolves, and `resolve` says why.
+    let sref = ServiceRef {
+        namespace: service.namespace.clone(),
+        name: service.name.clone(),
+        port: PortRef::Number(first_port.unwrap_or(0)),
+    };
+    let resolution = services.resolve(&sref);
+    if let Err(problem) = &resolution {
+        let detail = match problem.reason {
+            Reason::ServiceNotFound => format!(
+                "not found{}; requests no rule matches get 503 until it exists",
+                outside_watch(options, &service.namespace)
+            ),
+            Reason::UnsupportedBackend => "is of type ExternalName, which is not supported; \
+                                           requests no rule matches get 404"
+                .to_owned(),
+            Reason::PortNotFound => "has no port; requests no rule matches get 503".to_owned(),
+            _ => problem.detail.clone(),
+        };
+        problems.push(Diagnostic::new(
+            service,
+            FLAG,
+            problem.reason.clone(),
+            detail,
+        ));
+        if problem.reason == Reason::UnsupportedBackend {
+            return None;
+        }
+    }
+    // Shared with the rules that name the same Service port.
+    let slot = match slots.iter().position(|s| s.service == sref) {
+        Some(slot) => slot,
+        None => {
+            slots.push(Slot {
+                service: sref,
+                resolution,
+            });
+            slots.len() - 1
+        }
+    };
+    Some(DefaultBackend {
+        slot,
+        source: service.clone(),
+    })
+}
+
+/// `--default-ssl-certificate`: the Secret's certificate, or `None` (and a diagnostic) while
+/// it is missing or unusable, when the proxy's generated certificate stands in.
+fn flag_default_certificate<'s>(
+    secret_ref: &'s ObjectRef,
+    options: &CompileOptions,
+    secrets: &HashMap<(&'s str, &'s str), &Secret>,
+    problems: &mut Vec<Diagnostic>,
+) -> Option<Arc<TlsCertificate>> {
+    const FLAG: &str = "--default-ssl-certificate";
+    const FALLBACK: &str = "the generated self-signed certificate is served instead";
+    let key = (secret_ref.namespace.as_str(), secret_ref.name.as_str());
+    let Some(secret) = secrets.get(&key) else {
+        let detail = format!(
+            "not found (or not of type kubernetes.io/tls){}; {FALLBACK}",
+            outside_watch(options, &secret_ref.namespace)
+        );
+        problems.push(Diagnostic::new(
+            secret_ref,
+            FLAG,
+            Reason::TlsSecretMissing,
+            detail,
+        ));
+        return None;
+    };
+    match parse_secret(secret, secret_ref.clone()) {
+        Ok(cert) => Some(Arc::new(cert)),
+        Err(why) => {
+            let detail = format!("is not a usable TLS Secret: {why}; {FALLBACK}");
+            problems.push(Diagnostic::new(
+                secret_ref,
+                FLAG,
+                Reason::TlsSecretInvalid,
+                detail,
+            ));
+            None
+        }
+    }
+}
+
+/// Makes `cert` the table's default certificate. An Ingress naming the same Secret shares
+/// its `Arc` (the proxy finds parsed keys by `Arc`), else it joins the certificates in
+/// Secret order.
+fn set_default_certificate(table: &mut RouteTable, cert: Arc<TlsCertificate>) {
+    let cert = match table
+        .certificates
+        .binary_search_by(|c| c.secret.cmp(&cert.secret))
+    {
+        Ok(i) => Arc::clone(&table.certificates[i]),
+        Err(i) => {
+            table.certificates.insert(i, Arc::clone(&cert));
+            cert
+        }
+    };
+    table.default_certificate = Some(cert);
 }
 
 /// An Ingress of our class, with the name used for it in diagnostics.
@@ -272,6 +437,8 @@ struct IngressPolicy {
     force_ssl_redirect: bool,
     /// `rewrite-target`.
     rewrite_target: Option<String>,
+    /// The slot of the `default-backend` annotation's Service.
+    fallback: Option<usize>,
 }
 
 /// ingress-nginx's redirect code for plain HTTP to HTTPS (its `http-redirect-code`
@@ -312,9 +479,14 @@ impl<'a> Compiler<'_, 'a> {
                 ssl_redirect: true,
                 force_ssl_redirect: false,
                 rewrite_target: None,
+                fallback: None,
             });
             return;
         };
+        let fallback = parsed
+            .default_backend
+            .as_ref()
+            .and_then(|_| self.fallback_slot(index));
         for problem in parsed.problems {
             let field = format!("metadata.annotations[{}]", problem.annotation);
             self.diag(index, field, problem.reason, problem.detail);
@@ -333,7 +505,31 @@ impl<'a> Compiler<'_, 'a> {
             ssl_redirect: parsed.ssl_redirect,
             force_ssl_redirect: parsed.force_ssl_redirect,
             rewrite_target: parsed.rewrite_target,
+            fallback,
         });
+    }
+
+    /// The backend slot of the Ingress's `default-backend` annotation: its Service's first
+    /// port, in the Ingress's namespace.
+    fn fallback_slot(&mut self, index: usize) -> Option<usize> {
+        let ingress = &self.ingresses[index];
+        let (namespace, annotations) = (ingress.namespace, ingress.annotations?);
+        let (key, name) = [annotations::SLUICE_PREFIX, annotations::NGINX_PREFIX]
+            .iter()
+            .map(|prefix| format!("{prefix}default-backend"))
+            .find_map(|key| annotations.get(&key).map(|v| (key, v.trim())))?;
+        let field = format!("metadata.annotations[{key}]");
+        let Some(port) = self.services.first_port(namespace, name) else {
+            let detail = format!("Service {namespace}/{name} not found or has no port");
+            self.diag(index, field, Reason::ServiceNotFound, detail);
+            return None;
+        };
+        let backend = BackendKey {
+            namespace,
+            name,
+            port: PortKey::Number(port),
+        };
+        self.slot(index, backend, || field)
     }
 
     fn ingress(&mut self, index: usize, ingress: &OurIngress<'a>) {
@@ -562,6 +758,8 @@ struct EntryInputs<'c, 'a> {
 /// Route entries, one per distinct (backend, Ingress, redirecting, rewritten path).
 struct Entries<'c, 'a> {
     inputs: EntryInputs<'c, 'a>,
+    backends: Vec<Arc<Backend>>,
+    id_of: Vec<u32>,
     entries: Vec<RouteEntry>,
     index: HashMap<(u32, usize, bool, Option<String>), u32>,
 }
@@ -592,11 +790,15 @@ impl Entries<'_, '_> {
             return id;
         }
         let id = self.entries.len() as u32;
+        let fallback = owner_policy
+            .fallback
+            .map(|slot| Arc::clone(&self.backends[self.id_of[slot] as usize]));
         self.entries.push(RouteEntry {
             backend: Arc::clone(backend),
             policy: Arc::clone(policy),
             source: self.inputs.ingresses[owner].object.clone(),
             rewrite,
+            fallback,
         });
         self.index.insert(key, id);
         id
@@ -605,7 +807,7 @@ impl Entries<'_, '_> {
 
 fn build_table(
     routes: Routes,
-    default_backend: Option<Claim>,
+    default_backend: Option<DefaultBackend>,
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
     entry_inputs: EntryInputs<'_, '_>,
@@ -613,12 +815,14 @@ fn build_table(
     // Backend ids in ServiceRef order, so that they do not depend on input order; only
     // slots that some claim uses become backends.
     let mut used = vec![false; slots.len()];
-    for claim in routes
-        .values()
-        .flat_map(|paths| paths.values())
-        .chain(default_backend.as_ref())
-    {
+    for claim in routes.values().flat_map(|paths| paths.values()) {
         used[claim.slot] = true;
+    }
+    if let Some(default) = &default_backend {
+        used[default.slot] = true;
+    }
+    for slot in entry_inputs.policies.iter().filter_map(|p| p.fallback) {
+        used[slot] = true;
     }
     let mut order: Vec<usize> = (0..slots.len()).filter(|&s| used[s]).collect();
     order.sort_unstable_by(|&a, &b| slots[a].service.cmp(&slots[b].service));
@@ -645,17 +849,20 @@ fn build_table(
 
     let mut entries = Entries {
         inputs: entry_inputs,
+        backends,
+        id_of,
         entries: Vec::new(),
         index: HashMap::new(),
     };
     // The default backend serves requests no rule claims: no Ingress's policy applies.
-    let default_entry = default_backend.map(|claim| {
+    let default_entry = default_backend.map(|default| {
         let id = entries.entries.len() as u32;
         entries.entries.push(RouteEntry {
-            backend: Arc::clone(&backends[id_of[claim.slot] as usize]),
+            backend: Arc::clone(&entries.backends[entries.id_of[default.slot] as usize]),
             policy: Arc::new(Policy::default()),
-            source: entries.inputs.ingresses[claim.owner].object.clone(),
+            source: default.source,
             rewrite: None,
+            fallback: None,
         });
         id
     });
@@ -669,8 +876,8 @@ fn build_table(
         let mut matcher = PathMatcher::default();
         let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (path, claim) in &paths {
-            let backend = &backends[id_of[claim.slot] as usize];
-            let entry = entries.get(backend, claim.owner, has_tls, path);
+            let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
+            let entry = entries.get(&backend, claim.owner, has_tls, path);
             match entries.inputs.regexes.get(&path.key) {
                 Some(regex) if path.kind == PathKind::Regex => {
                     matcher.insert_regex(path, regex.clone(), entry);
@@ -705,6 +912,6 @@ fn build_table(
     }
     table.certificates = in_use.into_values().collect();
     table.entries = entries.entries;
-    table.backends = backends;
+    table.backends = entries.backends;
     table
 }

@@ -5,9 +5,11 @@ use crate::refs::ObjectRef;
 /// One problem with one field of one object. Compilation carries on past it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// The object at fault (always an Ingress: that is where the Event goes).
+    /// The object at fault: an Ingress (that is where the Event goes), or, in
+    /// [`crate::Compiled::flag_diagnostics`], the Service or Secret a flag names.
     pub object: ObjectRef,
-    /// Path of the offending field, e.g. `spec.rules[0].http.paths[1].backend.service.port.name`.
+    /// Path of the offending field, e.g. `spec.rules[0].http.paths[1].backend.service.port.name`;
+    /// for a flag's object, the flag (`--default-backend-service`).
     pub field: String,
     /// Machine-readable cause.
     pub reason: Reason,

@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
+use crate::refs::ObjectRef;
+
 /// The cluster objects a table is compiled from, typically a snapshot of the informer caches.
 /// Order does not matter; keys (namespace/name) are expected to be unique per kind.
 #[derive(Default, Clone, Debug)]
@@ -24,7 +26,8 @@ pub struct Inputs {
     pub secrets: Vec<Arc<Secret>>,
 }
 
-/// Who we are: which Ingresses are ours, and which namespace we watch.
+/// Who we are: which Ingresses are ours, which namespace we watch, and what serves the
+/// requests and TLS names no Ingress claims.
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// IngressClass `spec.controller` we claim; default `"sluice.dev/ingress-controller"`.
@@ -34,6 +37,19 @@ pub struct CompileOptions {
     pub ingress_class: String,
     /// If set, namespaced objects in other namespaces are ignored.
     pub watch_namespace: Option<String>,
+    /// Also serve Ingresses with neither `spec.ingressClassName` nor the legacy annotation,
+    /// whether or not our IngressClass is the default class (ingress-nginx's
+    /// `--watch-ingress-without-class`); default `false`.
+    pub watch_ingress_without_class: bool,
+    /// A Service (ingress-nginx's `--default-backend-service`) whose first port gets the
+    /// requests no rule matches when no Ingress of ours has a `spec.defaultBackend`.
+    /// Problems with it are [`crate::Compiled::flag_diagnostics`].
+    pub default_backend_service: Option<ObjectRef>,
+    /// A `kubernetes.io/tls` Secret (ingress-nginx's `--default-ssl-certificate`) served for
+    /// TLS names no Ingress has a usable certificate for; see
+    /// [`crate::RouteTable::default_certificate`]. Problems with it are
+    /// [`crate::Compiled::flag_diagnostics`].
+    pub default_certificate: Option<ObjectRef>,
 }
 
 /// Default value of [`CompileOptions::controller_name`].
@@ -47,6 +63,9 @@ impl Default for CompileOptions {
             controller_name: DEFAULT_CONTROLLER_NAME.to_owned(),
             ingress_class: DEFAULT_INGRESS_CLASS.to_owned(),
             watch_namespace: None,
+            watch_ingress_without_class: false,
+            default_backend_service: None,
+            default_certificate: None,
         }
     }
 }

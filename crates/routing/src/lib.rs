@@ -27,8 +27,9 @@
 //! `spec.controller` is [`CompileOptions::controller_name`]; else if its legacy annotation
 //! `kubernetes.io/ingress.class` equals [`CompileOptions::ingress_class`]; else, when it has
 //! neither, if one of our IngressClasses is annotated
-//! `ingressclass.kubernetes.io/is-default-class: "true"`. Other Ingresses are ignored entirely
-//! (no routes, no diagnostics, not in [`Compiled::ours`]).
+//! `ingressclass.kubernetes.io/is-default-class: "true"` or
+//! [`CompileOptions::watch_ingress_without_class`] is set. Other Ingresses are ignored
+//! entirely (no routes, no diagnostics, not in [`Compiled::ours`]).
 //!
 //! **Hosts.** Request hosts are compared without port, without a trailing dot and
 //! case-insensitively. A rule host is either exact (`www.example.com`) or a wildcard
@@ -63,8 +64,9 @@
 //! newest; ties broken by namespace/name); the loser gets [`Reason::ConflictLost`]. The same
 //! holds for `spec.defaultBackend` and for the certificate of a TLS host.
 //!
-//! **Nothing matches.** The oldest `spec.defaultBackend` among our Ingresses, else `None`
-//! (the proxy answers 404).
+//! **Nothing matches.** The oldest `spec.defaultBackend` among our Ingresses, else the first
+//! port of [`CompileOptions::default_backend_service`] (503 while that Service is missing),
+//! else `None` (the proxy answers 404).
 //!
 //! **Backends.** A Service port by number (`port`) or by name (`name`), in the Ingress's
 //! namespace, resolved to ready endpoints (EndpointSlices, else core/v1 Endpoints). An unknown
@@ -73,7 +75,10 @@
 //!
 //! **TLS.** `spec.tls[].hosts` get the certificate of `secretName` (a Secret in the Ingress's
 //! namespace with PEM `tls.crt` and `tls.key`), looked up by SNI: exact name, then one-label
-//! wildcard. An entry without `secretName` is left to the listener's default certificate.
+//! wildcard. An entry without `secretName` is left to the listener's default certificate:
+//! [`RouteTable::default_certificate`] (the Secret of
+//! [`CompileOptions::default_certificate`]) when there is one, else the proxy's generated one.
+//! Problems with the objects these options name are [`Compiled::flag_diagnostics`].
 //!
 //! **Failures are local.** An invalid host skips its rule, an invalid path or backend skips
 //! that path, a bad TLS Secret only loses its certificate. [`compile`] never panics.

@@ -55,6 +55,9 @@ pub struct Policy {
     /// Response fields set towards the client, replacing the upstream's of the same name
     /// (`sluice.dev/response-headers`).
     pub response_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Upstream statuses answered by the route's fallback backend instead
+    /// (`custom-http-errors`; needs `default-backend` or a global default backend).
+    pub custom_http_errors: Vec<u16>,
 }
 
 /// A redirect answered by the proxy.

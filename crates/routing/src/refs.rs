@@ -25,6 +25,15 @@ impl ObjectRef {
         }
     }
 
+    /// A `Service` reference.
+    pub fn service(namespace: impl Into<String>, name: impl Into<String>) -> ObjectRef {
+        ObjectRef {
+            kind: "Service",
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
     /// A `Secret` reference.
     pub fn secret(namespace: impl Into<String>, name: impl Into<String>) -> ObjectRef {
         ObjectRef {

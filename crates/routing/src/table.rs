@@ -38,6 +38,9 @@ pub struct RouteEntry {
     pub source: ObjectRef,
     /// `rewrite-target`: the path sent upstream instead of the request's.
     pub rewrite: Option<Rewrite>,
+    /// `default-backend`: answers instead when `backend` has no ready endpoint, and for the
+    /// statuses of the policy's `custom_http_errors`.
+    pub fallback: Option<Arc<Backend>>,
 }
 
 /// ingress-nginx's `rewrite "(?i)<rule path>" <target> break;`: when the rule's path
@@ -103,8 +106,10 @@ pub struct RouteTable {
     pub(crate) exact_certs: HashMap<Key, Arc<TlsCertificate>>,
     /// Certificates for `*.suffix`, keyed by `suffix`.
     pub(crate) wildcard_certs: HashMap<Key, Arc<TlsCertificate>>,
-    /// Every certificate in use, once each, ordered by Secret.
+    /// Every certificate in use, once each, ordered by Secret (the default one included).
     pub(crate) certificates: Vec<Arc<TlsCertificate>>,
+    /// `--default-ssl-certificate`, when its Secret is usable; one of `certificates`.
+    pub(crate) default_certificate: Option<Arc<TlsCertificate>>,
     /// Every backend, `backends[i].id == i`, ordered by [`crate::ServiceRef`].
     pub(crate) backends: Vec<Arc<Backend>>,
 }
@@ -162,7 +167,8 @@ impl RouteTable {
     }
 
     /// SNI lookup (exact name, then the one-label wildcard), for choosing a TLS certificate.
-    /// `None`: the listener should present its default certificate.
+    /// `None`: the listener should present its default certificate
+    /// ([`RouteTable::default_certificate`] if there is one).
     pub fn certificate(&self, server_name: &str) -> Option<&Arc<TlsCertificate>> {
         let mut buf = [0u8; 256];
         let name = normalize_request_host_in(server_name, &mut buf);
@@ -171,9 +177,18 @@ impl RouteTable {
             .or_else(|| wildcard_suffix(&name).and_then(|suffix| self.wildcard_certs.get(suffix)))
     }
 
-    /// Every certificate referenced by the table, once each, ordered by Secret.
+    /// Every certificate referenced by the table, once each, ordered by Secret; the default
+    /// certificate is one of them (the same `Arc`).
     pub fn certificates(&self) -> impl Iterator<Item = &Arc<TlsCertificate>> {
         self.certificates.iter()
+    }
+
+    /// The certificate of `--default-ssl-certificate` ([`crate::CompileOptions::default_certificate`]),
+    /// when its Secret exists and parses: what a listener presents for names
+    /// [`RouteTable::certificate`] has nothing for (unknown or absent SNI, TLS hosts without a
+    /// usable Secret of their own) instead of a generated one.
+    pub fn default_certificate(&self) -> Option<&Arc<TlsCertificate>> {
+        self.default_certificate.as_ref()
     }
 
     /// Every distinct backend in the table; `Backend::id` is its index here (dense `0..n`).
@@ -181,7 +196,8 @@ impl RouteTable {
         &self.backends
     }
 
-    /// The backend used when no rule matches (the oldest `spec.defaultBackend`), if any.
+    /// The backend used when no rule matches (the oldest `spec.defaultBackend`, else
+    /// `--default-backend-service`), if any.
     pub fn default_backend(&self) -> Option<&Arc<Backend>> {
         self.default_backend
             .and_then(|id| self.entries.get(id as usize))

@@ -532,6 +532,7 @@ fn options_controller_class_and_namespace() {
         controller_name: "example.com/custom".into(),
         ingress_class: "custom".into(),
         watch_namespace: None,
+        ..CompileOptions::default()
     };
     let out = compile(&inp, &opts);
     assert_eq!(

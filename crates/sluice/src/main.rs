@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use sluice_controller::cluster::ControllerArgs;
 use sluice_controller::ingress_manager::IngressManagerArgs;
+use sluice_controller::migrate::MigrateArgs;
 use sluice_controller::serve::ServeArgs;
 use std::time::Duration;
 
@@ -48,10 +49,20 @@ enum Command {
     Controller(Box<ControllerArgs>),
     /// Give every Service annotated `ingress/http` an Ingress it owns.
     IngressManager(Box<IngressManagerArgs>),
+    /// Report what sluice would make of existing (ingress-nginx) Ingresses.
+    ///
+    /// Per Ingress: whether sluice serves its class, which annotations it honours, which not
+    /// and why. Exit status 0: no change needed; 1: some Ingress needs one; 2: the Ingresses
+    /// could not be read.
+    Migrate(Box<MigrateArgs>),
 }
 
 fn init_logging(cli: &Cli) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+    // `migrate` is a report on stdout; its findings are in the report, so by default it
+    // logs nothing (the manifest scanner's per-file lines would only repeat them).
+    let quiet = matches!(cli.command, Command::Migrate(_)) && cli.log == "info";
+    let log = if quiet { "off" } else { cli.log.as_str() };
+    let filter = tracing_subscriber::EnvFilter::try_new(log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -104,6 +115,18 @@ fn main() -> anyhow::Result<()> {
                 let client = sluice_controller::ingress_manager::client_from(&args).await?;
                 sluice_controller::ingress_manager::run(args, client, signalled()).await
             })?;
+        }
+        Command::Migrate(args) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let code = runtime.block_on(sluice_controller::migrate::run(
+                &args,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr(),
+            ));
+            drop(runtime);
+            std::process::exit(code);
         }
     }
     Ok(())

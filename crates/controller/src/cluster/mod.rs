@@ -12,7 +12,7 @@ pub mod status;
 
 use crate::control::ControlRuntime;
 use crate::rebuild::Rebuilder;
-use crate::serve::ClassArgs;
+use crate::serve::{ClassArgs, DefaultsArgs};
 use crate::sources::{EndpointSource, IngressInformers};
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -39,6 +39,9 @@ pub struct ControllerArgs {
 
     #[command(flatten)]
     pub class: ClassArgs,
+
+    #[command(flatten)]
+    pub defaults: DefaultsArgs,
 
     /// Publish the address of this Service (`NAMESPACE/NAME`) in Ingress status.
     #[arg(long, value_name = "NAMESPACE/NAME")]
@@ -240,7 +243,8 @@ async fn start_informers(
         IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), source);
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
-        args.class.compile_options(args.watch_namespace.clone()),
+        args.defaults
+            .apply(args.class.compile_options(args.watch_namespace.clone())),
         table,
     ));
     informers.start();

@@ -1,0 +1,222 @@
+//! End to end against a real API server: the ingress-nginx flags `--default-ssl-certificate`,
+//! `--default-backend-service` and `--watch-ingress-without-class`, and the Events an
+//! Ingress's unsupported, invalid and snippet annotations get.
+
+mod support;
+mod tls_support;
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::DeleteParams;
+use serde_json::json;
+use sluice_testenv::eventually;
+use std::time::Duration;
+use support::{World, get, until_routed};
+use tls_support::{ca_and_leaf, tls_get, until_tls};
+
+fn path(p: &str, svc: &str) -> serde_json::Value {
+    json!({"path": p, "pathType": "Prefix",
+           "backend": {"service": {"name": svc, "port": {"name": "http"}}}})
+}
+
+/// The TLS Secret `name` holding `cert` and `key`.
+fn tls_secret(name: &str, cert: &str, key: &str) -> serde_json::Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": name},
+        "data": {"tls.crt": b64(cert), "tls.key": b64(key)},
+    })
+}
+
+#[tokio::test]
+async fn default_certificate_and_default_backend_come_from_the_flags() -> anyhow::Result<()> {
+    let w = World::new("defaults").await?;
+    let mut pods = Vec::new();
+    for app in ["a", "fallback"] {
+        w.service(app).await?;
+        pods.push(w.pod(app, &format!("{app}-0")).await?);
+    }
+    // TLS hosts without a certificate of their own: no secretName, and a missing Secret.
+    // (Plain HTTP to them is redirected to HTTPS; site.test has no TLS.)
+    w.ingress(
+        "site",
+        json!({
+            "tls": [{"hosts": ["bare.test"]}, {"hosts": ["missing.test"], "secretName": "nope"}],
+            "rules": [
+                {"host": "site.test", "http": {"paths": [path("/", "a")]}},
+                {"host": "bare.test", "http": {"paths": [path("/", "a")]}},
+                {"host": "missing.test", "http": {"paths": [path("/", "a")]}},
+            ],
+        }),
+    )
+    .await?;
+    // The Secret does not exist yet when the controller starts.
+    let backend_flag = format!("{}/fallback", w.ns);
+    let cert_flag = format!("{}/default-tls", w.ns);
+    let run = w
+        .start(&[
+            "--default-backend-service",
+            &backend_flag,
+            "--default-ssl-certificate",
+            &cert_flag,
+        ])
+        .await?;
+    let (http, https) = (run.http, run.https);
+
+    // Requests no rule matches go to the flag's Service instead of a 404.
+    until_routed(http, "unknown.test", "/", "fallback", 200).await?;
+    until_routed(http, "site.test", "/", "a", 200).await?;
+
+    // Meanwhile the generated certificate is served, which no CA of ours signs.
+    let names = ["unknown.test", "bare.test", "missing.test", "127.0.0.1"];
+    let (cert, key, ca) = ca_and_leaf(&names)?;
+    assert!(
+        tls_get(https, &ca, "unknown.test").await.is_err(),
+        "no Secret yet: the generated certificate"
+    );
+
+    // The Secret appears: unknown names, absent SNI (an IP address sends none) and TLS hosts
+    // without a usable Secret of their own get its certificate.
+    w.create(tls_secret("default-tls", &cert, &key)).await?;
+    until_tls(https, &ca, "unknown.test", "fallback", 200).await?;
+    until_tls(https, &ca, "bare.test", "a", 200).await?;
+    until_tls(https, &ca, "missing.test", "a", 200).await?;
+    until_tls(https, &ca, "127.0.0.1", "fallback", 200).await?;
+
+    // The Secret is renewed (another CA): the next handshakes get the new certificate.
+    let (cert2, key2, ca2) = ca_and_leaf(&names)?;
+    w.create(tls_secret("default-tls", &cert2, &key2)).await?;
+    until_tls(https, &ca2, "unknown.test", "fallback", 200).await?;
+    assert!(tls_get(https, &ca, "unknown.test").await.is_err());
+
+    // The Secret turns invalid: the generated certificate again.
+    w.create(tls_secret("default-tls", "not a certificate", &key2))
+        .await?;
+    eventually(
+        Duration::from_secs(20),
+        "an invalid Secret: the generated certificate",
+        || async {
+            tls_get(https, &ca2, "unknown.test")
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await?;
+
+    // The default backend's Service goes away: 503, as for any missing Service.
+    w.api::<Service>()
+        .delete("fallback", &DeleteParams::default())
+        .await?;
+    until_routed(http, "unknown.test", "/", "", 503).await?;
+    assert_eq!(get(http, "site.test", "/").await?.service(), "a");
+    run.stop().await?;
+    drop(pods);
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_ingress_without_class_serves_class_less_ingresses() -> anyhow::Result<()> {
+    let w = World::new("classless").await?;
+    w.service("a").await?;
+    let _pod = w.pod("a", "a-0").await?;
+    // Neither spec.ingressClassName nor the annotation, and our IngressClass is not the
+    // default class.
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "plain"},
+        "spec": {"rules": [{"host": "plain.test", "http": {"paths": [path("/", "a")]}}]},
+    }))
+    .await?;
+    let run = w.start(&[]).await?;
+    w.ingress(
+        "marker",
+        json!({"rules": [{"host": "marker.test", "http": {"paths": [path("/", "a")]}}]}),
+    )
+    .await?;
+    until_routed(run.http, "marker.test", "/", "a", 200).await?;
+    assert_eq!(get(run.http, "plain.test", "/").await?.status, 404);
+    run.stop().await?;
+
+    let run = w.start(&["--watch-ingress-without-class"]).await?;
+    until_routed(run.http, "plain.test", "/", "a", 200).await?;
+    run.stop().await
+}
+
+#[tokio::test]
+async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_is_served()
+-> anyhow::Result<()> {
+    let w = World::new("annotations").await?;
+    w.service("a").await?;
+    let _pod = w.pod("a", "a-0").await?;
+    let run = w.start(&[]).await?;
+    let mut spec = json!({"rules": [{"host": "noted.test", "http": {"paths": [path("/", "a")]}}]});
+    spec["ingressClassName"] = json!(w.class);
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "noted", "annotations": {
+            "nginx.ingress.kubernetes.io/affinity": "cookie",
+            "nginx.ingress.kubernetes.io/proxy-body-size": "12x",
+            "nginx.ingress.kubernetes.io/configuration-snippet": "x",
+        }},
+        "spec": spec,
+    }))
+    .await?;
+    until_routed(run.http, "noted.test", "/", "a", 200).await?;
+
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = w.api();
+    let expected = [
+        (
+            "UnsupportedAnnotation",
+            "nginx.ingress.kubernetes.io/affinity",
+        ),
+        (
+            "InvalidAnnotation",
+            "nginx.ingress.kubernetes.io/proxy-body-size",
+        ),
+        (
+            "SnippetRefused",
+            "nginx.ingress.kubernetes.io/configuration-snippet",
+        ),
+    ];
+    let found = eventually(
+        Duration::from_secs(20),
+        "three annotation Events on the Ingress",
+        || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            let on_noted: Vec<_> = list
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("noted"))
+                .collect();
+            expected
+                .iter()
+                .all(|(reason, _)| {
+                    on_noted
+                        .iter()
+                        .any(|e| e.reason.as_deref() == Some(*reason))
+                })
+                .then_some(on_noted)
+        },
+    )
+    .await?;
+    for (reason, annotation) in expected {
+        let ev = found
+            .iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .expect("found above");
+        assert_eq!(ev.type_.as_deref(), Some("Warning"), "{reason}");
+        let note = ev.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains(annotation),
+            "{reason} names {annotation}: {note}"
+        );
+        let regarding = ev.regarding.as_ref().expect("regarding");
+        assert_eq!(regarding.kind.as_deref(), Some("Ingress"));
+        assert!(regarding.uid.is_some(), "the Event names the Ingress's uid");
+    }
+    // Still served, with its other settings.
+    assert_eq!(get(run.http, "noted.test", "/x").await?.service(), "a");
+    run.stop().await
+}
