@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
 
 /// Most endpoints tried for one request (the first attempt included).
-pub(crate) const MAX_ATTEMPTS: usize = 3;
+pub(crate) const MAX_ATTEMPTS: usize = 8;
 
 /// One ready address of a backend.
 #[derive(Debug)]

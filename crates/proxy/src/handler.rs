@@ -171,6 +171,7 @@ pub(crate) async fn handle(
             Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
         ),
         head_request: parts.method == Method::HEAD,
+        retry: &route_policy.next_upstream,
     };
 
     let mut state = &done.snapshot.backends[id];
@@ -219,6 +220,7 @@ pub(crate) async fn handle(
             body: RequestBody::Empty,
             idempotent: true,
             head_request: parts.method == Method::HEAD,
+            retry: &route_policy.next_upstream,
         };
         done.backend = Some(fallback.id);
         state = &done.snapshot.backends[fallback.id];

@@ -292,6 +292,7 @@ where
         body: RequestBody::Empty,
         idempotent: head.idempotent(buf),
         head_request,
+        retry: &route_policy.next_upstream,
     };
     let timeout = route_policy
         .read_timeout
@@ -331,6 +332,7 @@ where
             body: RequestBody::Empty,
             idempotent: true,
             head_request,
+            retry: &route_policy.next_upstream,
         };
         done.backend = Some(fallback.id);
         let state = &done.snapshot.backends[fallback.id];

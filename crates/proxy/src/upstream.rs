@@ -21,6 +21,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpSocket, TcpStream};
 
 use http::StatusCode;
+use sluice_routing::NextUpstream;
 
 use crate::balancer::{self, MAX_ATTEMPTS};
 use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
@@ -90,6 +91,8 @@ pub(crate) struct Outgoing<'a, F> {
     pub(crate) idempotent: bool,
     /// A HEAD request (its response has no body).
     pub(crate) head_request: bool,
+    /// When to try another endpoint (the route's `proxy-next-upstream`).
+    pub(crate) retry: &'a NextUpstream,
 }
 
 impl<'a, F> Outgoing<'a, F>
@@ -178,17 +181,27 @@ where
     F: Fields<'a>,
 {
     let balancer = &backend.balancer;
-    let idempotent = outgoing.idempotent;
+    let retry = outgoing.retry;
+    // What may be sent again once something was sent (nginx `non_idempotent`).
+    let resendable = outgoing.idempotent || retry.non_idempotent;
     let body = std::mem::replace(&mut outgoing.body, RequestBody::Empty);
     let bodiless = matches!(body, RequestBody::Empty);
     // Connect failures exclude their endpoint, so they give up after every endpoint (at most
-    // MAX_ATTEMPTS) failed; a reused connection closed early may be retried on any endpoint.
-    let attempts = if bodiless { MAX_ATTEMPTS } else { 1 };
+    // `tries`) failed; a reused connection closed early may be retried on any endpoint.
+    let attempts = if bodiless {
+        usize::from(retry.tries).clamp(1, MAX_ATTEMPTS)
+    } else {
+        1
+    };
     let mut body = Some(body);
     let mut excluded = [usize::MAX; MAX_ATTEMPTS];
     let mut excluded_len = 0;
 
-    for _ in 0..attempts {
+    // A pooled connection found closed costs no try: nothing reached the upstream.
+    let (mut attempt, mut stale_allowance) = (0, 1);
+    while attempt < attempts {
+        attempt += 1;
+        let last = attempt == attempts;
         let body = body.take().unwrap_or(RequestBody::Empty);
         let now_ms = balancer::now_millis(Instant::now());
         let Some(index) = balancer.pick(&excluded[..excluded_len], now_ms) else {
@@ -200,6 +213,21 @@ where
         };
         let addr = balancer.get(index).addr;
         let error = match exchange(upstreams, addr, &outgoing, body, head_timeout).await {
+            Ok((head, _conn))
+                if !last
+                    && resendable
+                    && retry.statuses.binary_search(&head.status.as_u16()).is_ok() =>
+            {
+                // proxy_next_upstream http_5xx: this answer is dropped with its connection
+                // and the next endpoint asked.
+                tracing::debug!(upstream = %addr, status = %head.status, "next upstream");
+                drop(in_flight);
+                if excluded_len + 1 < balancer.len() {
+                    excluded[excluded_len] = index;
+                    excluded_len += 1;
+                }
+                continue;
+            }
             Ok((head, conn)) => {
                 in_flight.index = None;
                 return Ok(Answer {
@@ -235,10 +263,19 @@ where
                 excluded[excluded_len] = index;
                 excluded_len += 1;
                 tracing::debug!(upstream = %addr, %error, "connect failed");
-                continue;
+                // Nothing was sent: any method may go elsewhere, if the route allows it.
+                let timed_out = error.kind() == io::ErrorKind::TimedOut;
+                if (timed_out && retry.timeout) || (!timed_out && retry.error) {
+                    continue;
+                }
+                return Err(Failure::BadGateway);
             }
             AttemptError::Stale(error) => {
                 tracing::debug!(upstream = %addr, %error, "pooled connection was closed");
+                if stale_allowance > 0 {
+                    stale_allowance -= 1;
+                    attempt -= 1;
+                }
                 continue;
             }
             AttemptError::Protocol(error) => {
@@ -247,7 +284,14 @@ where
                     service = %backend.metrics.service, upstream = %addr, %error,
                     "invalid upstream response"
                 );
-                return Err(Failure::BadGateway);
+                if !(retry.invalid_header && resendable) {
+                    return Err(Failure::BadGateway);
+                }
+                if excluded_len + 1 < balancer.len() {
+                    excluded[excluded_len] = index;
+                    excluded_len += 1;
+                }
+                continue;
             }
             AttemptError::Io(error) => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Io);
@@ -258,7 +302,7 @@ where
         // does by default, an idempotent request may be sent again. The endpoint is skipped
         // for this request unless it is the only one left (then it was likely a stale
         // keep-alive connection, and a fresh one will do).
-        if !idempotent {
+        if !(retry.error && resendable) {
             return Err(Failure::BadGateway);
         }
         if excluded_len + 1 < balancer.len() {

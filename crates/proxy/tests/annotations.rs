@@ -541,3 +541,88 @@ async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_htt
     })
     .await;
 }
+
+/// A backend that answers every request with 502 (keep-alive), until dropped.
+struct Always502 {
+    addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Always502 {
+    async fn start() -> Always502 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Ok(n) = stream.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        // Bodiless requests only: one answer per complete head.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let answer = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n";
+                            if stream.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Always502 { addr, task }
+    }
+}
+
+impl Drop for Always502 {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn proxy_next_upstream_sends_listed_statuses_to_the_next_endpoint() {
+    init_tracing();
+    bounded(async {
+        let bad = Always502::start().await;
+        let good = echo("web", "web-0").await;
+        let endpoints = vec![bad.addr, good.addr()];
+        for (annotations, all_ok) in [
+            (
+                &[("proxy-next-upstream", "error timeout http_502")][..],
+                true,
+            ),
+            (&[][..], false),
+        ] {
+            let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+            proxy.route(&[annotated(
+                Route::new("n.example.com", "web", endpoints.clone()),
+                annotations,
+            )]);
+            let mut statuses = Vec::new();
+            // Bounded: 30 requests; the balancer spreads them over both endpoints.
+            for _ in 0..30 {
+                let got = request(&proxy, ("GET", ""), "n.example.com", "/", &[]).await;
+                statuses.push(got.status.as_u16());
+            }
+            if all_ok {
+                assert!(
+                    statuses.iter().all(|&s| s == 200),
+                    "{annotations:?}: {statuses:?}"
+                );
+            } else {
+                // nginx's default (error timeout) passes a 502 answer through.
+                assert!(statuses.contains(&502), "{statuses:?}");
+            }
+        }
+    })
+    .await;
+}

@@ -24,7 +24,7 @@ use http::{HeaderName, HeaderValue, Uri};
 
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
-use crate::policy::{Cors, OriginPattern, Policy, Redirect};
+use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, Redirect};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -63,6 +63,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "use-regex",
     "default-backend",
     "custom-http-errors",
+    "proxy-next-upstream",
+    "proxy-next-upstream-tries",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -207,6 +209,12 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.upstream_vhost = cx.value("upstream-vhost", parse_upstream_vhost);
     policy.forwarded_prefix = cx.value("x-forwarded-prefix", parse_forwarded_prefix);
     let default_backend = cx.value("default-backend", parse_service_name);
+    if let Some(next) = cx.value("proxy-next-upstream", parse_next_upstream) {
+        policy.next_upstream = next;
+    }
+    if let Some(tries) = cx.value("proxy-next-upstream-tries", parse_tries) {
+        policy.next_upstream.tries = tries;
+    }
     policy.custom_http_errors = cx
         .value("custom-http-errors", parse_status_list)
         .unwrap_or_default();
@@ -419,7 +427,9 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         }
         _ if starts("limit-") => "rate and connection limits are not supported yet",
         _ if starts("proxy-ssl-") => "TLS to backends is not supported yet",
-        _ if starts("proxy-next-upstream") => "retries to other endpoints are not supported yet",
+        "proxy-next-upstream-timeout" => {
+            "not supported yet; --upstream-header-timeout bounds a request"
+        }
         _ if starts("proxy-cookie-") || starts("proxy-redirect-") => {
             "rewriting upstream cookies and redirects is not supported yet"
         }
@@ -1017,6 +1027,54 @@ fn parse_forwarded_prefix(value: &str) -> Result<HeaderValue, String> {
         .map_err(|_| format!("value {} is not a valid header value", shown(value)))
 }
 
+/// `proxy-next-upstream`: nginx's space-separated tokens (`error timeout http_502`, `off`).
+fn parse_next_upstream(value: &str) -> Result<NextUpstream, String> {
+    let mut next = NextUpstream {
+        error: false,
+        timeout: false,
+        ..NextUpstream::default()
+    };
+    let tokens: Vec<&str> = value.split_whitespace().collect();
+    if tokens.is_empty() {
+        return Err(format!("value {} lists nothing", shown(value)));
+    }
+    for token in &tokens {
+        match *token {
+            "off" if tokens.len() == 1 => next.tries = 1,
+            "error" => next.error = true,
+            "timeout" => next.timeout = true,
+            "invalid_header" => next.invalid_header = true,
+            "non_idempotent" => next.non_idempotent = true,
+            "http_500" | "http_502" | "http_503" | "http_504" | "http_403" | "http_404"
+            | "http_429" => {
+                // Checked just above: three digits follow "http_".
+                next.statuses.push(token[5..].parse().unwrap_or(502));
+            }
+            other => {
+                return Err(format!(
+                    "value {} has {other:?}, not one of error, timeout, invalid_header, \
+                     http_500, http_502, http_503, http_504, http_403, http_404, http_429, \
+                     non_idempotent, off",
+                    shown(value)
+                ));
+            }
+        }
+    }
+    next.statuses.sort_unstable();
+    next.statuses.dedup();
+    Ok(next)
+}
+
+/// `proxy-next-upstream-tries`: endpoints tried in all; nginx's `0` (no limit) is capped
+/// at the proxy's most, 8.
+fn parse_tries(value: &str) -> Result<u8, String> {
+    match value.trim().parse::<u32>() {
+        Ok(0) => Ok(8),
+        Ok(n) => Ok(n.min(8) as u8),
+        Err(_) => Err(format!("value {} is not a number of tries", shown(value))),
+    }
+}
+
 /// `default-backend`: a Service name (an RFC 1035 label, as Kubernetes requires).
 fn parse_service_name(value: &str) -> Result<String, String> {
     let v = value.trim();
@@ -1216,6 +1274,33 @@ mod tests {
         ]));
         assert_eq!(parsed.problems.len(), 1);
         assert_eq!(parsed.problems[0].annotation, sluice("affinity"));
+    }
+
+    #[test]
+    fn proxy_next_upstream_takes_nginx_tokens() {
+        let parsed = parse(&map(&[
+            (
+                &nginx("proxy-next-upstream"),
+                "error http_502 http_503 non_idempotent",
+            ),
+            (&nginx("proxy-next-upstream-tries"), "5"),
+        ]));
+        let next = &parsed.policy.next_upstream;
+        assert!(next.error && !next.timeout && next.non_idempotent);
+        assert_eq!(next.statuses, vec![502, 503]);
+        assert_eq!(next.tries, 5);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let off = parse(&map(&[(&nginx("proxy-next-upstream"), "off")]));
+        assert_eq!(off.policy.next_upstream.tries, 1);
+        assert_eq!(Policy::default().next_upstream.tries, 3);
+        for bad in ["", "http_418", "error off"] {
+            let parsed = parse(&map(&[(&nginx("proxy-next-upstream"), bad)]));
+            assert_eq!(
+                parsed.problems[0].reason,
+                Reason::InvalidAnnotation,
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub use diagnostic::{Diagnostic, Reason};
 pub use host::normalize_request_host;
 pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS, Inputs};
 pub use path::normalize_request_path;
-pub use policy::{Cors, OriginPattern, Policy, Redirect};
+pub use policy::{Cors, NextUpstream, OriginPattern, Policy, Redirect};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use table::{Rewrite, Route, RouteEntry, RouteTable};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

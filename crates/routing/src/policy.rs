@@ -55,9 +55,46 @@ pub struct Policy {
     /// Response fields set towards the client, replacing the upstream's of the same name
     /// (`sluice.dev/response-headers`).
     pub response_headers: Vec<(HeaderName, HeaderValue)>,
+    /// When a request is sent again to another endpoint (`proxy-next-upstream`,
+    /// `proxy-next-upstream-tries`).
+    pub next_upstream: NextUpstream,
     /// Upstream statuses answered by the route's fallback backend instead
     /// (`custom-http-errors`; needs `default-backend` or a global default backend).
     pub custom_http_errors: Vec<u16>,
+}
+
+/// nginx's `proxy_next_upstream`: which failures send a request (without a body) to another
+/// endpoint, and how many endpoints are tried in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextUpstream {
+    /// `error`: the connection failed or broke before a response head.
+    pub error: bool,
+    /// `timeout`: connecting timed out. (The response-head timeout bounds the whole
+    /// request and is not retried.)
+    pub timeout: bool,
+    /// `invalid_header`: the response head was not valid HTTP.
+    pub invalid_header: bool,
+    /// `http_500`, `http_502`, ...: these statuses (sorted).
+    pub statuses: Vec<u16>,
+    /// `non_idempotent`: also retry POST, PATCH, ... (else only GET, HEAD, OPTIONS, TRACE
+    /// after something was sent).
+    pub non_idempotent: bool,
+    /// `proxy-next-upstream-tries`: endpoints tried at most (nginx's default 3).
+    pub tries: u8,
+}
+
+impl Default for NextUpstream {
+    /// ingress-nginx's default: `error timeout`, 3 tries.
+    fn default() -> Self {
+        NextUpstream {
+            error: true,
+            timeout: true,
+            invalid_header: false,
+            statuses: Vec::new(),
+            non_idempotent: false,
+            tries: 3,
+        }
+    }
 }
 
 /// A redirect answered by the proxy.
