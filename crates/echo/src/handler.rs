@@ -1,19 +1,18 @@
 //! Request -> response: routing of the special paths and the JSON echo.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use tokio::sync::watch;
 
 use crate::Identity;
 use crate::body::{self, PatternBody, ResponseBody};
-use crate::lifecycle::{Phase, TaskGuard};
+use crate::conn::Conn;
+use crate::lifecycle::Phase;
+use crate::reply::{build, error, json_response};
 use crate::report::EchoReport;
 use crate::websocket;
 
@@ -22,19 +21,6 @@ pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// Response header naming the pod that answered (present on every response).
 pub const POD_HEADER: &str = "x-echo-pod";
-
-/// Per-connection facts a request handler needs.
-#[derive(Clone, Debug)]
-pub(crate) struct Conn {
-    /// Who we are.
-    pub(crate) identity: Arc<Identity>,
-    /// The TCP peer of this connection.
-    pub(crate) peer: SocketAddr,
-    /// Server phase, so long-lived work (delays, WebSockets) can stop.
-    pub(crate) phase: watch::Receiver<Phase>,
-    /// Keeps the server's drain waiting while this request is alive.
-    pub(crate) guard: TaskGuard,
-}
 
 /// What a request path asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -156,35 +142,6 @@ fn bytes_response(n: u64) -> Response<ResponseBody> {
     response
         .headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-    response
-}
-
-/// A JSON error document `{"error": msg}` with the given status.
-pub(crate) fn error(status: StatusCode, msg: &str) -> Response<ResponseBody> {
-    let json = serde_json::json!({ "error": msg }).to_string();
-    json_response(status, json.into_bytes())
-}
-
-fn json_response(status: StatusCode, json: Vec<u8>) -> Response<ResponseBody> {
-    build(
-        status,
-        Some("application/json"),
-        body::full(Bytes::from(json)),
-    )
-}
-
-fn build(
-    status: StatusCode,
-    content_type: Option<&'static str>,
-    body: ResponseBody,
-) -> Response<ResponseBody> {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    if let Some(content_type) = content_type {
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    }
     response
 }
 

@@ -23,9 +23,11 @@
 #![warn(missing_docs)]
 
 mod body;
+mod conn;
 mod handler;
 mod identity;
 mod lifecycle;
+mod reply;
 mod report;
 mod running;
 mod server;

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use crate::Identity;
-use crate::handler::{self, Conn};
+use crate::conn::Conn;
+use crate::handler;
 use crate::lifecycle::{self, Phase};
 
 /// How long [`serve`] lets in-flight requests and WebSockets finish after the

@@ -13,8 +13,9 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tracing::debug;
 
 use crate::body::{self, ResponseBody};
-use crate::handler::{Conn, error};
+use crate::conn::Conn;
 use crate::lifecycle::{self, Phase};
+use crate::reply::error;
 
 /// True when a header holds `token` in its comma-separated list (case-insensitive).
 fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {

@@ -152,7 +152,7 @@ pub struct AnnotationReport {
     pub problems: Vec<(String, Reason, String)>,
 }
 
-/// Checks one Ingress's annotations the way [`crate::compile`] does.
+/// Checks one Ingress's annotations the way `compile` does.
 pub fn check_annotations(annotations: &BTreeMap<String, String>) -> AnnotationReport {
     let (parsed, applied) = parse_traced(annotations);
     AnnotationReport {

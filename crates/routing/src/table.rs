@@ -86,7 +86,7 @@ impl Rewrite {
     }
 }
 
-/// The result of [`crate::compile`]: everything the data plane needs to route a request.
+/// The result of `compile`: everything the data plane needs to route a request.
 ///
 /// Immutable and `Send + Sync`; the controller swaps whole tables (e.g. through an `ArcSwap`)
 /// rather than mutating one, so lookups take no lock.
