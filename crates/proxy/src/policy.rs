@@ -306,6 +306,31 @@ mod tests {
     }
 
     #[test]
+    fn route_timeouts_override_the_flags_proxy_connect_send_read_timeout() {
+        let shared = Upstreams {
+            pool: crate::pool::PoolConfig {
+                id: crate::pool::PoolId::next(),
+                idle_timeout: std::time::Duration::from_secs(60),
+            },
+            connect_timeout: std::time::Duration::from_secs(5),
+            send_timeout: std::time::Duration::from_secs(60),
+            read_timeout: std::time::Duration::from_secs(60),
+        };
+        let second = std::time::Duration::from_secs(1);
+        let policy = Policy {
+            connect_timeout: Some(second),
+            send_timeout: Some(2 * second),
+            ..Policy::default()
+        };
+        let got = upstreams(&shared, &policy);
+        assert_eq!(got.connect_timeout, second);
+        assert_eq!(got.send_timeout, 2 * second);
+        assert_eq!(got.read_timeout, shared.read_timeout);
+        let untouched = upstreams(&shared, &Policy::default());
+        assert_eq!(untouched.connect_timeout, shared.connect_timeout);
+    }
+
+    #[test]
     fn nothing_to_do_without_a_policy() {
         assert!(answer(&Policy::default(), &request()).is_none());
     }
