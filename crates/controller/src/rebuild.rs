@@ -6,7 +6,7 @@
 use crate::sources::IngressInformers;
 use sluice_informer::workqueue::WorkQueue;
 use sluice_proxy::TableHandle;
-use sluice_routing::{CompileOptions, Compiled, Diagnostic, ObjectRef, compile};
+use sluice_routing::{CompileOptions, Compiled, Diagnostic, Inputs, ObjectRef, compile};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::watch;
@@ -20,6 +20,8 @@ pub struct RebuildReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class.
     pub ours: Vec<ObjectRef>,
+    /// Ingresses in the stores that are not of our class (not served).
+    pub unserved: Vec<ObjectRef>,
     /// Problems with the objects the flags name (`--default-backend-service`,
     /// `--default-ssl-certificate`); logged when they appear and when they are gone.
     pub flag_diagnostics: Vec<Diagnostic>,
@@ -65,12 +67,14 @@ impl Rebuilder {
     /// Compiles once now (e.g. right after the caches synced).
     pub fn rebuild_now(&self) {
         let started = Instant::now();
+        let inputs = self.informers.inputs();
         let Compiled {
             table,
             diagnostics,
             ours,
             flag_diagnostics,
-        } = compile(&self.informers.inputs(), &self.options);
+        } = compile(&inputs, &self.options);
+        let unserved = unserved(&inputs, &ours);
         let elapsed = started.elapsed();
         self.table.update(table, elapsed);
         let previous = self.report.borrow().clone();
@@ -86,6 +90,7 @@ impl Rebuilder {
             generation,
             diagnostics,
             ours,
+            unserved,
             flag_diagnostics,
         }));
     }
@@ -99,6 +104,37 @@ impl Rebuilder {
     }
 }
 
+/// The Ingresses of `inputs` that are not in `ours` (sorted).
+fn unserved(inputs: &Inputs, ours: &[ObjectRef]) -> Vec<ObjectRef> {
+    let mut out: Vec<ObjectRef> = inputs
+        .ingresses
+        .iter()
+        .map(|i| {
+            let meta = &i.metadata;
+            ObjectRef::ingress(
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or(""),
+            )
+        })
+        .filter(|i| ours.binary_search(i).is_err())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Why an Ingress of a manifest directory is not served, and what to add: standalone mode
+/// has no other controller, so an Ingress no class selects is almost always a mistake.
+pub fn unserved_warning(ingress: &ObjectRef, options: &CompileOptions) -> String {
+    format!(
+        "{ingress} is not served: no IngressClass of ours selects it. Set \
+         spec.ingressClassName: {class} and add an IngressClass {class} with spec.controller: \
+         {controller} (annotated ingressclass.kubernetes.io/is-default-class: \"true\" to take \
+         Ingresses without a class), or run with --watch-ingress-without-class",
+        class = options.ingress_class,
+        controller = options.controller_name,
+    )
+}
+
 /// Logs the flag problems of `now` that were not in `before` (an error: the flag's object
 /// is not used as asked), and that a flag's problems of `before` are gone.
 fn log_flag_changes(before: &[Diagnostic], now: &[Diagnostic]) {
@@ -110,5 +146,46 @@ fn log_flag_changes(before: &[Diagnostic], now: &[Diagnostic]) {
         .filter(|d| !now.iter().any(|n| n.field == d.field))
     {
         tracing::info!(flag = %d.field, object = %d.object, "{}: {}: resolved", d.object, d.field);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::networking::v1::Ingress;
+
+    fn ingress(ns: &str, name: &str) -> Arc<Ingress> {
+        let mut i = Ingress::default();
+        i.metadata.namespace = Some(ns.into());
+        i.metadata.name = Some(name.into());
+        Arc::new(i)
+    }
+
+    #[test]
+    fn unserved_ingresses_are_named_with_what_to_add() {
+        let inputs = Inputs {
+            ingresses: vec![
+                ingress("a", "served"),
+                ingress("b", "lost"),
+                ingress("a", "lost"),
+            ],
+            ..Inputs::default()
+        };
+        let ours = vec![ObjectRef::ingress("a", "served")];
+        let got = unserved(&inputs, &ours);
+        assert_eq!(
+            got,
+            vec![
+                ObjectRef::ingress("a", "lost"),
+                ObjectRef::ingress("b", "lost")
+            ]
+        );
+        let text = unserved_warning(&got[0], &CompileOptions::default());
+        assert!(text.contains("a/lost"), "{text}");
+        assert!(text.contains("spec.ingressClassName: sluice"), "{text}");
+        assert!(
+            text.contains("spec.controller: sluice.dev/ingress-controller"),
+            "{text}"
+        );
     }
 }

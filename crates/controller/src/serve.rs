@@ -194,13 +194,22 @@ async fn start_control(
     }
     rebuilder.rebuild_now();
     let mut reports = rebuilder.reports();
+    let options = args.defaults.apply(args.class.compile_options(None));
     tokio::spawn(async move {
         let mut seen = Seen::default();
+        let mut unserved = std::collections::BTreeSet::new();
         loop {
             let report = reports.borrow_and_update().clone();
             for d in seen.appeared(&report.diagnostics) {
                 tracing::warn!(object = %d.object, field = %d.field, reason = d.reason.as_str(), "{}", d.message);
             }
+            // Each Ingress no class selects is named once, until it is served or gone.
+            for ingress in &report.unserved {
+                if !unserved.contains(ingress) {
+                    tracing::warn!(object = %ingress, "{}", crate::rebuild::unserved_warning(ingress, &options));
+                }
+            }
+            unserved = report.unserved.iter().cloned().collect();
             if reports.changed().await.is_err() {
                 break;
             }

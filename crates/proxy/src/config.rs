@@ -17,7 +17,7 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10254";
 
 /// Flags of the data plane. `#[command(flatten)]` this into a clap command.
 ///
-/// Durations take a unit (`"250ms"`, `"5s"`, `"2m"`, `"1h"`); sizes take an optional binary
+/// Durations take units (`"250ms"`, `"5s"`, `"2m"`, `"1m30s"`, `"1h"`); sizes take an optional binary
 /// unit (`"65536"`, `"64KiB"`, `"1MiB"`, `"1GiB"`; `k`/`m`/`g` are accepted as the same).
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct ProxyArgs {
@@ -240,23 +240,45 @@ impl ProxyArgs {
     }
 }
 
-/// Parses a duration with a unit: `ms`, `s`, `m` or `h` (e.g. `"250ms"`, `"5s"`, `"1.5s"`).
+/// Parses a duration: numbers with units `ms`, `s`, `m` (or `min`) and `h`, one or several
+/// in decreasing order as Go and nginx write them (`"250ms"`, `"5s"`, `"1.5s"`, `"1m30s"`,
+/// `"1h2m3s"`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h)"))?;
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid number in duration {text:?}"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
-    };
+    if text.is_empty() {
+        return Err("empty duration; use a number with a unit (ms, s, m, h)".to_owned());
+    }
+    let mut rest = text;
+    let mut seconds = 0.0;
+    let mut last_unit = f64::INFINITY;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h)"))?;
+        let (number, after) = rest.split_at(split);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid number in duration {text:?}"))?;
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let scale = match unit.trim() {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
+        };
+        if scale >= last_unit {
+            return Err(format!(
+                "duration {text:?}: units must decrease (e.g. 1m30s)"
+            ));
+        }
+        last_unit = scale;
+        seconds += value * scale;
+        rest = next;
+    }
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("duration {text:?}: {e}"))
 }
 
@@ -371,6 +393,13 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert!(parse_duration("5").is_err());
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("2s500ms"), Ok(Duration::from_millis(2500)));
+        assert!(parse_duration("30s1m").is_err());
+        assert!(parse_duration("1m1m").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1m30").is_err());
         assert!(parse_duration("5y").is_err());
         assert!(parse_duration("s").is_err());
     }
