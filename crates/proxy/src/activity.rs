@@ -10,17 +10,16 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+
+use crate::stall::StallTimer;
 
 /// An I/O stream that counts its operations and fails a write stalled for `send_timeout`.
 pub(crate) struct ActivityIo<T> {
     inner: T,
     activity: Arc<AtomicU64>,
     send_timeout: Option<Duration>,
-    /// Runs while a write waits; allocated at the first stalled write only.
-    stall: Option<Pin<Box<Sleep>>>,
-    /// The timer was set for the stall in progress.
-    armed: bool,
+    /// Runs while a write waits.
+    stall: StallTimer,
 }
 
 impl<T> ActivityIo<T> {
@@ -31,8 +30,7 @@ impl<T> ActivityIo<T> {
             inner,
             activity,
             send_timeout,
-            stall: None,
-            armed: false,
+            stall: StallTimer::default(),
         }
     }
 
@@ -48,7 +46,7 @@ impl<T> ActivityIo<T> {
         if moved {
             self.touch();
         }
-        self.armed = false;
+        self.stall.progressed();
     }
 
     /// A write is waiting: runs the stall timer, ready with an error once it expired.
@@ -56,15 +54,7 @@ impl<T> ActivityIo<T> {
         let Some(limit) = self.send_timeout else {
             return Poll::Pending;
         };
-        let deadline = tokio::time::Instant::now() + limit;
-        let sleep = self
-            .stall
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if !self.armed {
-            sleep.as_mut().reset(deadline);
-            self.armed = true;
-        }
-        ready!(sleep.as_mut().poll(cx));
+        ready!(self.stall.poll_stalled(cx, limit));
         Poll::Ready(io::Error::new(
             io::ErrorKind::TimedOut,
             "the peer took nothing for the send timeout",
@@ -90,8 +80,6 @@ impl<T> ActivityIo<T> {
         }
     }
 }
-
-use std::future::Future as _;
 
 impl<T: AsyncRead + Unpin> AsyncRead for ActivityIo<T> {
     fn poll_read(

@@ -2,13 +2,10 @@
 //! streams) and the response body sent to the client (which also closes the request's
 //! books — metrics, in-flight count, access log — when it ends).
 
-use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
-
-use tokio::time::Sleep;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -17,6 +14,7 @@ use hyper::body::Incoming;
 use crate::access_log::{LogOutcome, LogRecord};
 use crate::context::ConnCtx;
 use crate::snapshot::Snapshot;
+use crate::stall::StallTimer;
 use crate::upstream_body::{Started, UpstreamBody};
 
 /// Boxed error type of both bodies.
@@ -46,11 +44,9 @@ pub(crate) enum RequestBody {
         remaining: u64,
         /// Stall limit between two reads (nginx `client_body_timeout`).
         timeout: Duration,
-        /// Runs while a read waits; `None` until the first wait.
-        stall: Option<Pin<Box<Sleep>>>,
-        /// The timer was set for the wait in progress (reset after every frame, so time
-        /// spent while the upstream was not asking for more does not count).
-        armed: bool,
+        /// Runs while a read waits (reset after every frame, so time spent while the
+        /// upstream was not asking for more does not count).
+        stall: StallTimer,
     },
 }
 
@@ -62,8 +58,7 @@ impl RequestBody {
             inner,
             remaining: limit.unwrap_or(u64::MAX),
             timeout,
-            stall: None,
-            armed: false,
+            stall: StallTimer::default(),
         }
     }
 }
@@ -83,23 +78,15 @@ impl Body for RequestBody {
                 remaining,
                 timeout,
                 stall,
-                armed,
             } => {
                 let frame = match Pin::new(inner).poll_frame(cx) {
                     Poll::Ready(frame) => frame,
                     Poll::Pending => {
-                        let deadline = tokio::time::Instant::now() + *timeout;
-                        let sleep = stall
-                            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                        if !*armed {
-                            sleep.as_mut().reset(deadline);
-                            *armed = true;
-                        }
-                        ready!(sleep.as_mut().poll(cx));
+                        ready!(stall.poll_stalled(cx, *timeout));
                         return Poll::Ready(Some(Err(ClientBodyTimeout.into())));
                     }
                 };
-                *armed = false;
+                stall.progressed();
                 Poll::Ready(match frame {
                     Some(Ok(frame)) => {
                         if let Some(data) = frame.data_ref() {

@@ -90,6 +90,7 @@ mod route;
 mod shutdown;
 mod side_wake;
 mod snapshot;
+mod stall;
 mod tls;
 mod upstream;
 mod upstream_body;

@@ -1,13 +1,10 @@
 //! An upstream response body read straight off the upstream connection, in the task that
 //! sends it to the client; at its end the connection goes back to the pool.
 
-use std::future::Future as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
-
-use tokio::time::Sleep;
 
 use bytes::Bytes;
 use http_body::SizeHint;
@@ -15,6 +12,7 @@ use http_body::SizeHint;
 use crate::chunked::{ChunkedDecoder, Decoded};
 use crate::pool::{self, Conn, PoolConfig};
 use crate::response_head::BodyKind;
+use crate::stall::StallTimer;
 
 /// Read size for body bytes: large enough that a 1 MiB body takes few reads.
 const READ_CHUNK: usize = 64 * 1024;
@@ -67,11 +65,9 @@ pub(crate) struct UpstreamBody {
     conn: Option<Conn>,
     remaining: Remaining,
     return_to: ReturnTo,
-    /// Runs while a read waits; `None` until the first wait.
-    stall: Option<Pin<Box<Sleep>>>,
-    /// The timer was set for the wait in progress (reset after every read, so time the
-    /// client took to take the last piece does not count).
-    armed: bool,
+    /// Runs while a read waits (reset after every read, so time the client took to take
+    /// the last piece does not count).
+    stall: StallTimer,
 }
 
 /// A body, either already complete in the bytes read with the head (the common case for
@@ -106,8 +102,7 @@ pub(crate) fn start(mut conn: Conn, kind: BodyKind, return_to: ReturnTo) -> Star
         conn: Some(conn),
         remaining,
         return_to,
-        stall: None,
-        armed: false,
+        stall: StallTimer::default(),
     })
 }
 
@@ -200,20 +195,12 @@ impl UpstreamBody {
             ) {
                 Poll::Ready(read) => read,
                 Poll::Pending => {
-                    let deadline = tokio::time::Instant::now() + self.return_to.read_timeout;
-                    let sleep = self
-                        .stall
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                    if !self.armed {
-                        sleep.as_mut().reset(deadline);
-                        self.armed = true;
-                    }
-                    ready!(sleep.as_mut().poll(cx));
+                    ready!(self.stall.poll_stalled(cx, self.return_to.read_timeout));
                     self.conn = None;
                     return Poll::Ready(Some(Err(BodyError::Timeout)));
                 }
             };
-            self.armed = false;
+            self.stall.progressed();
             match read {
                 Ok(0) => {
                     self.conn = None;
