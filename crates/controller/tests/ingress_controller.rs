@@ -3,6 +3,7 @@
 //! backend, and real HTTP/HTTPS requests through the proxy.
 
 mod support;
+mod tls_support;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -364,72 +365,13 @@ async fn graceful_stop_turns_unready_and_finishes_in_flight_requests() -> anyhow
     Ok(())
 }
 
-/// A CA and a leaf for `host` signed by it: (leaf PEM, key PEM, CA DER).
-fn ca_and_leaf(
-    host: &str,
-) -> anyhow::Result<(String, String, rustls::pki_types::CertificateDer<'static>)> {
-    let ca_key = rcgen::KeyPair::generate()?;
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
-    let leaf_key = rcgen::KeyPair::generate()?;
-    let leaf = rcgen::CertificateParams::new(vec![host.to_owned()])?.signed_by(&leaf_key, &ca)?;
-    Ok((leaf.pem(), leaf_key.serialize_pem(), ca.der().clone()))
-}
-
-/// GET over TLS, verifying the server's certificate for `sni` against `ca`.
-async fn tls_get(
-    addr: std::net::SocketAddr,
-    ca: &rustls::pki_types::CertificateDer<'static>,
-    sni: &str,
-) -> anyhow::Result<support::Reply> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.clone())?;
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await?;
-    let name = rustls::pki_types::ServerName::try_from(sni.to_string())?;
-    let mut tls =
-        tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp)).await??;
-    let req = format!("GET /tls HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n");
-    tls.write_all(req.as_bytes()).await?;
-    let mut buf = Vec::new();
-    // A peer may close TLS without close_notify; what arrived is enough.
-    let _ = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut buf)).await?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let proto = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body.split_once("\r\n").map(|(_, b)| b).unwrap_or(body)
-    } else {
-        body
-    };
-    let body = proto
-        .rsplit_once('}')
-        .map(|(b, _)| format!("{b}}}"))
-        .unwrap_or_default();
-    Ok(support::Reply { status, body })
-}
-
 #[tokio::test]
 async fn tls_from_a_secret_verifies_against_the_hostname() -> anyhow::Result<()> {
     use base64::Engine;
     let w = World::new("tls").await?;
     w.service("a").await?;
     let _pod = w.pod("a", "a-0").await?;
-    let (cert, key, ca) = ca_and_leaf("secure.test")?;
+    let (cert, key, ca) = tls_support::ca_and_leaf(&["secure.test"])?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     w.create(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -451,7 +393,7 @@ async fn tls_from_a_secret_verifies_against_the_hostname() -> anyhow::Result<()>
         Duration::from_secs(20),
         "TLS route with a verified certificate",
         || async {
-            tls_get(https, &ca, "secure.test")
+            tls_support::tls_get(https, &ca, "secure.test")
                 .await
                 .ok()
                 .filter(|r| r.status == 200)
@@ -459,11 +401,13 @@ async fn tls_from_a_secret_verifies_against_the_hostname() -> anyhow::Result<()>
     )
     .await?;
     assert_eq!(r.service(), "a", "{}", r.body);
-    let json = r.json().unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
     assert_eq!(json["headers"]["x-forwarded-proto"], "https", "{}", r.body);
     // Another name gets the generated default certificate, which our CA does not sign.
     assert!(
-        tls_get(https, &ca, "other.test").await.is_err(),
+        tls_support::tls_get(https, &ca, "other.test")
+            .await
+            .is_err(),
         "unknown SNI must not get the Secret's certificate"
     );
     run.stop().await

@@ -65,6 +65,29 @@ impl PathError {
     }
 }
 
+/// The kind of an Ingress `pathType` (ImplementationSpecific is Prefix here).
+fn path_kind(path_type: &str) -> Result<PathKind, PathError> {
+    match path_type {
+        "Exact" => Ok(PathKind::Exact),
+        "Prefix" | "ImplementationSpecific" => Ok(PathKind::Prefix),
+        "" => Err(PathError::MissingType),
+        other => Err(PathError::UnknownType(other.to_owned())),
+    }
+}
+
+/// A rule path, `/` when missing or empty; it must start with `/`.
+fn absolute(path: Option<&str>) -> Result<&str, PathError> {
+    let path = match path {
+        None | Some("") => "/",
+        Some(p) => p,
+    };
+    if path.starts_with('/') {
+        Ok(path)
+    } else {
+        Err(PathError::NotAbsolute(path.to_owned()))
+    }
+}
+
 /// Validates `path` + `pathType` of one HTTPIngressPath.
 ///
 /// A missing or empty `path` means `/`. Beyond "must start with `/`", paths containing `//`,
@@ -73,19 +96,8 @@ impl PathError {
 /// normalises the request path, and excluding `//` keeps segment matching unambiguous. The same
 /// check applies to ImplementationSpecific here, since it is matched as Prefix.
 pub(crate) fn parse_rule_path(path: Option<&str>, path_type: &str) -> Result<RulePath, PathError> {
-    let kind = match path_type {
-        "Exact" => PathKind::Exact,
-        "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
-        "" => return Err(PathError::MissingType),
-        other => return Err(PathError::UnknownType(other.to_owned())),
-    };
-    let path = match path {
-        None | Some("") => "/",
-        Some(p) => p,
-    };
-    if !path.starts_with('/') {
-        return Err(PathError::NotAbsolute(path.to_owned()));
-    }
+    let kind = path_kind(path_type)?;
+    let path = absolute(path)?;
     let encoded_slash = path
         .as_bytes()
         .windows(3)
@@ -112,18 +124,10 @@ pub(crate) fn parse_regex_rule_path(
     path: Option<&str>,
     path_type: &str,
 ) -> Result<(RulePath, regex::Regex), PathError> {
-    match path_type {
-        "Prefix" | "ImplementationSpecific" => {}
-        "" => return Err(PathError::MissingType),
-        other => return Err(PathError::UnknownType(other.to_owned())),
+    if path_kind(path_type)? != PathKind::Prefix {
+        return Err(PathError::UnknownType(path_type.to_owned()));
     }
-    let path = match path {
-        None | Some("") => "/",
-        Some(p) => p,
-    };
-    if !path.starts_with('/') {
-        return Err(PathError::NotAbsolute(path.to_owned()));
-    }
+    let path = absolute(path)?;
     let regex = path_regex(path)?;
     let rule = RulePath {
         kind: PathKind::Regex,
