@@ -127,6 +127,9 @@ enum Source {
     Upstream(UpstreamBody),
     /// A static page (taken when sent) or nothing.
     Fixed(Option<Bytes>),
+    /// A response hyper's client read (HTTPS, HTTP/2 and gRPC backends): data and trailers
+    /// pass as they come.
+    Streamed(Incoming),
 }
 
 /// The body of every response the proxy sends.
@@ -243,6 +246,14 @@ impl ResponseBody {
         }
     }
 
+    /// A response body read by hyper's client, trailers included.
+    pub(crate) fn streamed(body: Incoming, done: Completion) -> ResponseBody {
+        ResponseBody {
+            source: Source::Streamed(body),
+            done: Some(done),
+        }
+    }
+
     /// A fixed body (error page, or empty for `None`).
     pub(crate) fn fixed(bytes: Option<Bytes>, done: Completion) -> ResponseBody {
         ResponseBody {
@@ -287,6 +298,9 @@ impl Body for ResponseBody {
                 None => None,
             },
             Source::Fixed(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
+            Source::Streamed(inner) => {
+                ready!(Pin::new(inner).poll_frame(cx)).map(|frame| frame.map_err(BoxError::from))
+            }
         };
         match &frame {
             Some(Ok(frame)) => {
@@ -308,6 +322,7 @@ impl Body for ResponseBody {
         match &self.source {
             Source::Upstream(inner) => inner.is_end_stream(),
             Source::Fixed(bytes) => bytes.is_none(),
+            Source::Streamed(inner) => inner.is_end_stream(),
         }
     }
 
@@ -316,6 +331,7 @@ impl Body for ResponseBody {
             Source::Upstream(inner) => inner.size_hint(),
             Source::Fixed(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Source::Fixed(None) => SizeHint::with_exact(0),
+            Source::Streamed(inner) => inner.size_hint(),
         }
     }
 }

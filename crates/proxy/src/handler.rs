@@ -11,8 +11,8 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
-    ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, HOST, LOCATION, ORIGIN, TRANSFER_ENCODING,
-    UPGRADE, VIA,
+    ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, ORIGIN,
+    TRANSFER_ENCODING, UPGRADE, VIA,
 };
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
@@ -30,7 +30,9 @@ use crate::policy;
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo};
+use crate::upstream_client;
 use crate::websocket;
+use sluice_routing::UpstreamProtocol;
 
 /// Serves one request. Never fails: every problem becomes an error page.
 pub(crate) async fn handle(
@@ -57,15 +59,16 @@ pub(crate) async fn handle(
     // (moved, not cloned: no extra reference counting per request).
     let mut done = Completion::new(ctx, snapshot, start, log);
     let ctx = &*done.ctx;
+    let grpc = is_grpc(&request);
     if let Err(refusal) = admitted {
         tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
-        return Ok(fail(done, host_str, refusal.status()));
+        return Ok(fail(done, grpc, host_str, refusal.status()));
     }
     let (id, entry) = match routed {
-        Routed::NotFound => return Ok(fail(done, host_str, StatusCode::NOT_FOUND)),
+        Routed::NotFound => return Ok(fail(done, grpc, host_str, StatusCode::NOT_FOUND)),
         Routed::NoEndpoints(id) => {
             done.backend = Some(id);
-            return Ok(fail(done, host_str, StatusCode::SERVICE_UNAVAILABLE));
+            return Ok(fail(done, grpc, host_str, StatusCode::SERVICE_UNAVAILABLE));
         }
         Routed::Backend { backend, entry } => (backend, entry),
     };
@@ -113,7 +116,7 @@ pub(crate) async fn handle(
     if let Some(limit) = body_limit
         && request.body().size_hint().lower() > limit
     {
-        return Ok(fail(done, host_str, StatusCode::PAYLOAD_TOO_LARGE));
+        return Ok(fail(done, grpc, host_str, StatusCode::PAYLOAD_TOO_LARGE));
     }
 
     let mut connection = ConnectionOptions::default();
@@ -174,15 +177,31 @@ pub(crate) async fn handle(
         retry: &route_policy.next_upstream,
     };
 
-    let mut state = &done.snapshot.backends[id];
     let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
     let header_timeout = route_policy
         .read_timeout
         .unwrap_or(ctx.shared.upstream_header_timeout);
+    let protocol = upstream_client::protocol(&done.snapshot, id, entry);
+    if protocol != UpstreamProtocol::Http {
+        let mut outgoing = outgoing;
+        // Upgrades are relayed to plain HTTP/1.1 backends only.
+        outgoing.head.websocket = false;
+        let snapshot = &*done.snapshot;
+        let answer = match upstream_client::target(snapshot, id, protocol, route_policy) {
+            Some(target) => {
+                let state = &snapshot.backends[id];
+                upstream_client::send(upstreams, state, &target, outgoing, start, header_timeout)
+                    .await
+            }
+            None => Err(upstream::Failure::BadGateway),
+        };
+        return Ok(from_client(done, grpc, host_str, answer, response_fields));
+    }
+    let mut state = &done.snapshot.backends[id];
     let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
     let mut answer = match answer {
         Ok(answer) => answer,
-        Err(failure) => return Ok(fail(done, host_str, failure.status())),
+        Err(failure) => return Ok(fail(done, grpc, host_str, failure.status())),
     };
     if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
         // custom-http-errors: this status is answered by the default backend (nginx's
@@ -226,7 +245,7 @@ pub(crate) async fn handle(
         state = &done.snapshot.backends[fallback.id];
         answer = match upstream::send(upstreams, state, outgoing, start, header_timeout).await {
             Ok(answer) => answer,
-            Err(failure) => return Ok(fail(done, host_str, failure.status())),
+            Err(failure) => return Ok(fail(done, grpc, host_str, failure.status())),
         };
     }
     done.endpoint = Some(answer.endpoint);
@@ -250,7 +269,7 @@ pub(crate) async fn handle(
                 service = %state.metrics.service, upstream = %addr, %error,
                 "invalid upstream response"
             );
-            return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
+            return Ok(fail(done, grpc, host_str, StatusCode::BAD_GATEWAY));
         }
     };
 
@@ -262,7 +281,7 @@ pub(crate) async fn handle(
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {
             // An upgrade nobody asked for cannot be relayed.
-            return Ok(fail(done, host_str, StatusCode::BAD_GATEWAY));
+            return Ok(fail(done, grpc, host_str, StatusCode::BAD_GATEWAY));
         };
         websocket::bridge(&done.ctx.shared, client_upgrade, conn);
         state.metrics.count_request(host_str, status.as_u16());
@@ -357,7 +376,76 @@ fn answered(mut done: Completion, host: &str, answer: policy::Answer) -> Respons
 }
 
 /// An error page, counted in the metrics of the routed backend (or as unrouted).
-fn fail(mut done: Completion, host: &str, status: StatusCode) -> Response<ResponseBody> {
+/// For a gRPC request the failure is answered in gRPC's shape instead (see
+/// [`grpc_error`]); the metrics still count the HTTP status.
+fn fail(
+    mut done: Completion,
+    grpc: bool,
+    host: &str,
+    status: StatusCode,
+) -> Response<ResponseBody> {
     done.count(host, status.as_u16());
+    if grpc {
+        return grpc_error(status, done);
+    }
     error_response(status, |page: Bytes| ResponseBody::fixed(Some(page), done))
+}
+
+/// A gRPC request (`content-type: application/grpc` or `application/grpc+proto` etc.).
+fn is_grpc(request: &Request<Incoming>) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// A failure as gRPC clients understand it: HTTP 200 with the status in a trailers-only
+/// response (`grpc-status`, `grpc-message`), as Envoy and ingress-nginx answer. The code
+/// follows gRPC's "HTTP to gRPC Status Code Mapping" (doc/http-grpc-status-mapping.md):
+/// 502, 503 and 504 become UNAVAILABLE (14).
+fn grpc_error(status: StatusCode, done: Completion) -> Response<ResponseBody> {
+    let code: &'static str = match status.as_u16() {
+        400 => "13",
+        401 => "16",
+        403 => "7",
+        404 => "12",
+        429 | 502 | 503 | 504 => "14",
+        _ => "2",
+    };
+    let mut response = Response::new(ResponseBody::fixed(None, done));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static(code));
+    let message = match status.canonical_reason() {
+        Some(reason) => HeaderValue::from_static(reason),
+        None => HeaderValue::from_static("upstream error"),
+    };
+    headers.insert("grpc-message", message);
+    response
+}
+
+/// The response of an HTTPS, HTTP/2 or gRPC backend ([`upstream_client`]): it streams
+/// back with its trailers.
+fn from_client(
+    mut done: Completion,
+    grpc: bool,
+    host: &str,
+    answer: Result<upstream_client::Answer, upstream::Failure>,
+    response_fields: Vec<(http::HeaderName, HeaderValue)>,
+) -> Response<ResponseBody> {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(failure) => return fail(done, grpc, host, failure.status()),
+    };
+    done.endpoint = Some(answer.endpoint);
+    let (mut parts, body) = answer.response.into_parts();
+    parts.version = Version::default();
+    parts.extensions = http::Extensions::new();
+    header_policy::drop_hop_by_hop(&mut parts.headers);
+    for (name, value) in response_fields {
+        parts.headers.insert(name, value);
+    }
+    let status = parts.status.as_u16();
+    done.count(host, status);
+    Response::from_parts(parts, ResponseBody::streamed(body, done))
 }

@@ -132,6 +132,34 @@ pub(crate) fn response_field(name: &[u8]) -> ResponseField {
     }
 }
 
+/// Removes the hop-by-hop fields of a response that hyper's client read (the fields its
+/// `Connection` names too, RFC 9110 §7.6.1); framing is decided again for the client.
+pub(crate) fn drop_hop_by_hop(headers: &mut http::HeaderMap) {
+    let named: Vec<http::HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .flat_map(|v| tokens(v.as_bytes()))
+        .filter(|name| removable_by_connection(name))
+        .filter_map(|name| http::HeaderName::from_bytes(name).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    let hop: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            !matches!(
+                response_field(name.as_str().as_bytes()),
+                ResponseField::Other | ResponseField::Date | ResponseField::ContentLength
+            )
+        })
+        .cloned()
+        .collect();
+    for name in hop {
+        headers.remove(name);
+    }
+}
+
 /// The tokens of `Connection` headers, summed up.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnectionOptions {

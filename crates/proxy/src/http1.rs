@@ -34,6 +34,7 @@ use crate::response_out::{self, ClientFraming, ClientSide};
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo, Started};
+use crate::upstream_client;
 
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
@@ -143,7 +144,10 @@ where
             keep_alive: head.keep_alive && !signals.closing.load(Ordering::Relaxed),
         };
         let closing = &signals.closing;
-        let keep_alive = exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await;
+        let Some(keep_alive) = exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await
+        else {
+            return Outcome::Handoff(io, buf.freeze());
+        };
         buf.advance(head.len);
         if !keep_alive {
             return close(io).await;
@@ -181,7 +185,8 @@ async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
 }
 
 /// Serves one plain request (head at the front of `buf`). Returns whether the connection
-/// may carry another request (`closing`: the watchers want it closed).
+/// may carry another request (`closing`: the watchers want it closed), or `None` when the
+/// request is for hyper (its backend is not plain HTTP/1.1): nothing was sent then.
 async fn exchange<I>(
     io: &mut I,
     buf: &[u8],
@@ -190,7 +195,7 @@ async fn exchange<I>(
     closing: &AtomicBool,
     ctx: &Arc<ConnCtx>,
     out: &mut Vec<u8>,
-) -> bool
+) -> Option<bool>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
@@ -217,6 +222,12 @@ where
         &shared.policy,
     );
     let routed = route::route(&snapshot, host, head.path(buf));
+    if let Routed::Backend { backend, entry } = routed
+        && upstream_client::needed(&snapshot, backend, entry)
+    {
+        // HTTPS, HTTP/2 and gRPC backends are reached through hyper's client.
+        return None;
+    }
     let log = shared
         .access_log
         .as_ref()
@@ -226,17 +237,17 @@ where
     if let Err(refusal) = admitted {
         debug!(peer = %ctx.peer, ?refusal, "request refused");
         let status = refusal.status();
-        return page(io, out, &mut done, host, status, head_request, client).await;
+        return Some(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let id = match routed {
         Routed::NotFound => {
             let status = StatusCode::NOT_FOUND;
-            return page(io, out, &mut done, host, status, head_request, client).await;
+            return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
         Routed::NoEndpoints(id) => {
             done.backend = Some(id);
             let status = StatusCode::SERVICE_UNAVAILABLE;
-            return page(io, out, &mut done, host, status, head_request, client).await;
+            return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
         Routed::Backend { backend, entry } => (backend, entry),
     };
@@ -260,12 +271,12 @@ where
         preflight: origin.is_some() && head.field(buf, b"access-control-request-method").is_some(),
     };
     if let Some(answer) = policy::answer(route_policy, &view) {
-        return answered(io, out, &mut done, host, answer, head_request, client).await;
+        return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
     }
     let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
         Some(policy::Rewritten::Redirect(location)) => {
             let answer = policy::Answer::found(location);
-            return answered(io, out, &mut done, host, answer, head_request, client).await;
+            return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
         }
         Some(policy::Rewritten::Target(target)) => Some(target),
         None => None,
@@ -308,7 +319,7 @@ where
         Ok(answer) => answer,
         Err(failure) => {
             let status = failure.status();
-            return page(io, out, &mut done, host, status, head_request, client).await;
+            return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
     };
     if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
@@ -340,7 +351,7 @@ where
             Ok(answer) => answer,
             Err(failure) => {
                 let status = failure.status();
-                return page(io, out, &mut done, host, status, head_request, client).await;
+                return Some(page(io, out, &mut done, host, status, head_request, client).await);
             }
         };
     }
@@ -354,7 +365,7 @@ where
     if response.status == StatusCode::SWITCHING_PROTOCOLS {
         // No upgrade was asked for on this path: one cannot be relayed.
         let status = StatusCode::BAD_GATEWAY;
-        return page(io, out, &mut done, host, status, head_request, client).await;
+        return Some(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
     done.snapshot.backends[done.backend.unwrap_or(id)]
@@ -389,7 +400,7 @@ where
             stream_body(io, out, &mut body, framing, &mut done.bytes).await
         }
     };
-    sent && keep_alive
+    Some(sent && keep_alive)
 }
 
 /// Writes `out` and flushes (TLS keeps records until flushed). False if the client is gone.

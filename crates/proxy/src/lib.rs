@@ -94,6 +94,8 @@ mod stall;
 mod tls;
 mod upstream;
 mod upstream_body;
+mod upstream_client;
+mod upstream_tls;
 mod websocket;
 
 use std::future::Future;

@@ -19,6 +19,7 @@ use tracing::{debug, warn};
 
 use crate::balancer::{Balancer, Endpoint};
 use crate::metrics::{BackendMetrics, Metrics};
+use crate::upstream_tls::TlsClients;
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
 #[derive(Debug)]
@@ -44,6 +45,9 @@ pub(crate) struct Snapshot {
     /// The key of [`RouteTable::default_certificate`] (`--default-ssl-certificate`), if any
     /// and usable: presented instead of the generated certificate.
     default_key: Option<Arc<CertifiedKey>>,
+    /// TLS client configurations for HTTPS and GRPCS backends (`None` only for the empty
+    /// table, which routes nowhere).
+    pub(crate) tls_clients: Option<TlsClients>,
 }
 
 impl Snapshot {
@@ -55,6 +59,7 @@ impl Snapshot {
             keys: HashMap::new(),
             parsed: Vec::new(),
             default_key: None,
+            tls_clients: None,
         }
     }
 
@@ -75,7 +80,7 @@ impl Snapshot {
         table: RouteTable,
         previous: &Snapshot,
         metrics: &Metrics,
-        provider: &CryptoProvider,
+        provider: &Arc<CryptoProvider>,
     ) -> Snapshot {
         // Endpoint state (in-flight counts, down marks) follows the address.
         let mut endpoints: HashMap<SocketAddr, Arc<Endpoint>> = previous
@@ -136,12 +141,14 @@ impl Snapshot {
             .default_certificate()
             .and_then(|cert| keys.get(&(Arc::as_ptr(cert) as usize)))
             .cloned();
+        let tls_clients = Some(TlsClients::new(&table, provider));
         Snapshot {
             table,
             backends,
             keys,
             parsed,
             default_key,
+            tls_clients,
         }
     }
 }

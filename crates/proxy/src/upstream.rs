@@ -314,7 +314,7 @@ where
 }
 
 /// Opens a connection to `addr` within `timeout`.
-async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+pub(crate) async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
@@ -25,6 +26,7 @@ use http::{HeaderName, HeaderValue, Uri};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
 use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, Redirect};
+use crate::protocol::{self, UpstreamTls};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -65,6 +67,11 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "custom-http-errors",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
+    "backend-protocol",
+    "proxy-ssl-verify",
+    "proxy-ssl-name",
+    "proxy-ssl-server-name",
+    "proxy-ssl-secret",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -122,6 +129,9 @@ pub(crate) struct Parsed {
     pub ssl_redirect: bool,
     /// `force-ssl-redirect` (default false): redirect plain HTTP even without TLS.
     pub force_ssl_redirect: bool,
+    /// `proxy-ssl-secret`: (namespace if given, name), resolved against the Secrets by
+    /// the compiler, which fills [`Policy::upstream_tls`]'s certificates.
+    pub ssl_secret: Option<(Option<String>, String)>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -219,6 +229,9 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         .value("custom-http-errors", parse_status_list)
         .unwrap_or_default();
 
+    policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
+    let ssl_secret = upstream_tls(&mut cx, &mut policy);
+
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
         .unwrap_or_default();
@@ -245,6 +258,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         rewrite_target,
         ssl_redirect,
         force_ssl_redirect,
+        ssl_secret,
         problems,
     };
     (parsed, applied)
@@ -393,7 +407,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         }
         "server-alias" => "list every host as a rule of the Ingress",
         "disable-proxy-intercept-errors" => "not supported yet",
-        "backend-protocol" => "not supported yet",
         "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
@@ -426,7 +439,9 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "authentication is not supported yet"
         }
         _ if starts("limit-") => "rate and connection limits are not supported yet",
-        _ if starts("proxy-ssl-") => "TLS to backends is not supported yet",
+        "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
+            "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
+        }
         "proxy-next-upstream-timeout" => {
             "not supported yet; --upstream-header-timeout bounds a request"
         }
@@ -793,6 +808,25 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
         return Err(format!("value {} must be greater than zero", shown(value)));
     }
     Ok(duration)
+}
+
+/// `proxy-ssl-verify`, `proxy-ssl-name`, `proxy-ssl-server-name` and `proxy-ssl-secret`
+/// into [`Policy::upstream_tls`]; returns the Secret to resolve.
+fn upstream_tls(cx: &mut Cx<'_>, policy: &mut Policy) -> Option<(Option<String>, String)> {
+    let verify = cx.value("proxy-ssl-verify", protocol::parse_on_off);
+    let name = cx.value("proxy-ssl-name", protocol::parse_ssl_name);
+    let server_name = cx.value("proxy-ssl-server-name", protocol::parse_on_off);
+    let secret = cx.value("proxy-ssl-secret", protocol::parse_secret_ref);
+    if verify.is_none() && name.is_none() && server_name.is_none() && secret.is_none() {
+        return None;
+    }
+    policy.upstream_tls = Some(Arc::new(UpstreamTls {
+        verify: verify.unwrap_or(false),
+        name,
+        server_name: server_name.unwrap_or(false),
+        ..UpstreamTls::default()
+    }));
+    secret
 }
 
 /// Go's `strconv.ParseBool`.
@@ -2033,8 +2067,8 @@ mod tests {
                 "not supported by sluice: authentication is not supported yet",
             ),
             (
-                "backend-protocol",
-                "not supported by sluice: not supported yet",
+                "proxy-ssl-ciphers",
+                "not supported by sluice: TLS settings towards backends",
             ),
             (
                 "disable-proxy-intercept-errors",

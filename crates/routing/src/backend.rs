@@ -15,6 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressBackend;
 
 use crate::diagnostic::Reason;
+use crate::protocol::{UpstreamProtocol, app_protocol};
 use crate::refs::{PortRef, ServiceRef};
 
 /// One Service port traffic can be sent to, shared by every rule naming the same [`ServiceRef`].
@@ -27,6 +28,16 @@ pub struct Backend {
     pub service: ServiceRef,
     /// Ready endpoints, sorted and deduplicated; empty means the proxy answers 503.
     pub endpoints: Vec<SocketAddr>,
+    /// The protocol the Service port's `appProtocol` names, if sluice knows it; a route's
+    /// `backend-protocol` wins over it.
+    pub protocol: Option<UpstreamProtocol>,
+}
+
+/// A Service port resolved: its ready endpoints and its `appProtocol`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    pub endpoints: Vec<SocketAddr>,
+    pub protocol: Option<UpstreamProtocol>,
 }
 
 /// The label EndpointSlices carry to name their Service.
@@ -219,7 +230,7 @@ impl<'a> ServiceIndex<'a> {
     /// `Err` with [`Reason::UnsupportedBackend`] means the rule must be skipped (ExternalName);
     /// [`Reason::ServiceNotFound`] and [`Reason::PortNotFound`] mean it is routed to a backend
     /// without endpoints (503).
-    pub(crate) fn resolve(&self, sref: &ServiceRef) -> Result<Vec<SocketAddr>, BackendProblem> {
+    pub(crate) fn resolve(&self, sref: &ServiceRef) -> Result<Resolved, BackendProblem> {
         let Some(service) = self
             .services
             .get(&(sref.namespace.as_str(), sref.name.as_str()))
@@ -258,7 +269,10 @@ impl<'a> ServiceIndex<'a> {
             ));
         };
         let port_name = port.name.as_deref().unwrap_or("");
-        Ok(self.endpoints(&sref.namespace, &sref.name, port_name))
+        Ok(Resolved {
+            endpoints: self.endpoints(&sref.namespace, &sref.name, port_name),
+            protocol: port.app_protocol.as_deref().and_then(app_protocol),
+        })
     }
 
     /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated.

@@ -13,7 +13,6 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -23,7 +22,9 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::annotations;
-use crate::backend::{Backend, BackendKey, BackendProblem, PortKey, ServiceIndex, backend_key};
+use crate::backend::{
+    Backend, BackendKey, BackendProblem, PortKey, Resolved, ServiceIndex, backend_key,
+};
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;
@@ -31,6 +32,7 @@ use crate::path::{
     PathKind, PathMatcher, RulePath, parse_regex_rule_path, parse_rule_path, path_regex,
 };
 use crate::policy::Policy;
+use crate::protocol;
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{
@@ -387,7 +389,7 @@ struct CertClaim {
 struct Slot {
     service: ServiceRef,
     /// Ready endpoints, or why there are none.
-    resolution: Result<Vec<SocketAddr>, BackendProblem>,
+    resolution: Result<Resolved, BackendProblem>,
 }
 
 /// The rules of all hosts: host -> (path -> claim).
@@ -487,9 +489,13 @@ impl<'a> Compiler<'_, 'a> {
             .default_backend
             .as_ref()
             .and_then(|_| self.fallback_slot(index));
-        for problem in parsed.problems {
+        for problem in &parsed.problems {
             let field = format!("metadata.annotations[{}]", problem.annotation);
-            self.diag(index, field, problem.reason, problem.detail);
+            self.diag(index, field, problem.reason.clone(), &problem.detail);
+        }
+        let mut parsed = parsed;
+        if let Some((namespace, name)) = parsed.ssl_secret.take() {
+            self.upstream_secret(index, namespace, name, &mut parsed.policy);
         }
         let plain = if parsed.policy == Policy::default() {
             Arc::clone(&self.no_policy)
@@ -507,6 +513,48 @@ impl<'a> Compiler<'_, 'a> {
             rewrite_target: parsed.rewrite_target,
             fallback,
         });
+    }
+
+    /// Fills the certificates of `proxy-ssl-secret` into the policy's upstream TLS. A
+    /// missing or unusable Secret is a diagnostic; verification then stays as asked with
+    /// no roots, so a verifying route fails closed (502) instead of trusting anyone.
+    fn upstream_secret(
+        &mut self,
+        index: usize,
+        namespace: Option<String>,
+        name: String,
+        policy: &mut Policy,
+    ) {
+        let ingress = &self.ingresses[index];
+        let namespace = namespace.unwrap_or_else(|| ingress.namespace.to_owned());
+        let key = [annotations::SLUICE_PREFIX, annotations::NGINX_PREFIX]
+            .iter()
+            .map(|prefix| format!("{prefix}proxy-ssl-secret"))
+            .find(|key| ingress.annotations.is_some_and(|a| a.contains_key(key)))
+            .unwrap_or_else(|| format!("{}proxy-ssl-secret", annotations::NGINX_PREFIX));
+        let field = format!("metadata.annotations[{key}]");
+        let secret_ref = ObjectRef::secret(namespace.clone(), name.clone());
+        let Some(secret) = self.secrets.get(&(namespace.as_str(), name.as_str())) else {
+            let detail = format!(
+                "Secret {namespace}/{name} not found (sluice reads Secrets of type \
+                 kubernetes.io/tls; put ca.crt next to tls.crt and tls.key)"
+            );
+            self.diag(index, field, Reason::TlsSecretMissing, detail);
+            return;
+        };
+        match protocol::parse_upstream_secret(secret, &secret_ref) {
+            Ok((trusted, client)) => {
+                let mut tls = policy.upstream_tls.as_deref().cloned().unwrap_or_default();
+                tls.trusted = trusted;
+                tls.client = client.map(Arc::new);
+                tls.secret = Some(secret_ref);
+                policy.upstream_tls = Some(Arc::new(tls));
+            }
+            Err(why) => {
+                let detail = format!("Secret {namespace}/{name} is not usable: {why}");
+                self.diag(index, field, Reason::TlsSecretInvalid, detail);
+            }
+        }
     }
 
     /// The backend slot of the Ingress's `default-backend` annotation: its Service's first
@@ -839,10 +887,15 @@ fn build_table(
                 service,
                 resolution,
             } = slots[slot].take()?;
+            let (endpoints, protocol) = match resolution {
+                Ok(resolved) => (resolved.endpoints, resolved.protocol),
+                Err(_) => (Vec::new(), None),
+            };
             Some(Arc::new(Backend {
                 id,
                 service,
-                endpoints: resolution.unwrap_or_default(),
+                endpoints,
+                protocol,
             }))
         })
         .collect();

@@ -13,11 +13,13 @@
 //! (302), CORS preflight (204), then the request goes upstream with the header changes,
 //! body limit and timeouts below, and the response gets the CORS and response headers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
 use crate::cidr::Cidr;
+use crate::protocol::{UpstreamProtocol, UpstreamTls};
 
 /// The policy of one route. `Policy::default()` changes nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,6 +63,12 @@ pub struct Policy {
     /// Upstream statuses answered by the route's fallback backend instead
     /// (`custom-http-errors`; needs `default-backend` or a global default backend).
     pub custom_http_errors: Vec<u16>,
+    /// The protocol towards the backend (`backend-protocol`); `None`: the Service port's
+    /// `appProtocol`, else HTTP/1.1.
+    pub protocol: Option<UpstreamProtocol>,
+    /// TLS towards the backend (`proxy-ssl-*`); `None`: not verified, no SNI, no client
+    /// certificate.
+    pub upstream_tls: Option<Arc<UpstreamTls>>,
 }
 
 /// nginx's `proxy_next_upstream`: which failures send a request (without a body) to another

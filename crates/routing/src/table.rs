@@ -153,6 +153,11 @@ impl RouteTable {
         ((id as usize) < self.entries.len()).then_some(id as usize)
     }
 
+    /// Every route entry, indexed by [`RouteTable::route_id`].
+    pub fn entries(&self) -> &[RouteEntry] {
+        &self.entries
+    }
+
     /// An entry by the index [`RouteTable::route_id`] returned.
     ///
     /// # Panics

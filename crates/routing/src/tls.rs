@@ -61,7 +61,7 @@ pub(crate) fn parse_secret(
 }
 
 /// `stringData` wins over `data`, as it does when the API server merges them on write.
-fn secret_value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
+pub(crate) fn secret_value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
     let from_string = secret
         .string_data
         .as_ref()

@@ -352,6 +352,21 @@ pub fn ca_and_leaf(host: &str) -> (String, String, rustls::pki_types::Certificat
     (leaf.pem(), leaf_key.serialize_pem(), ca.der().clone())
 }
 
+/// A CA and a leaf for `host` signed by it, all PEM: (CA cert, leaf cert, leaf key).
+pub fn ca_pem_and_leaf(host: &str) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "sluice test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf_params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
+    let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
+    (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
+}
+
 /// Logs to the test output when `RUST_LOG` is set (e.g. `RUST_LOG=sluice_proxy=debug`).
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

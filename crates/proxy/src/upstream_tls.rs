@@ -1,0 +1,238 @@
+//! TLS towards backends (`backend-protocol: HTTPS|GRPCS`, `proxy-ssl-*`): one rustls client
+//! configuration per distinct route setting, built when a table is installed.
+//!
+//! As ingress-nginx (`proxy-ssl-verify: off` by default), a backend's certificate is not
+//! checked unless the route asks for it: in-cluster backends mostly serve self-signed
+//! certificates. With verification on, the certificate must chain to the `ca.crt` of
+//! `proxy-ssl-secret` and name `proxy-ssl-name` (default `<service>.<namespace>.svc`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use sluice_routing::{RouteTable, UpstreamTls};
+use tracing::warn;
+
+/// The client configurations of one route setting: ALPN `http/1.1` and ALPN `h2`.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfigs {
+    /// For HTTPS backends.
+    pub(crate) http1: Arc<ClientConfig>,
+    /// For GRPCS (HTTP/2 over TLS) backends.
+    pub(crate) http2: Arc<ClientConfig>,
+}
+
+/// Every client configuration a table needs.
+#[derive(Debug)]
+pub(crate) struct TlsClients {
+    /// Routes without `proxy-ssl-*`: no verification, no SNI, no client certificate.
+    default: ClientConfigs,
+    /// Keyed by the address of the route's `Arc<UpstreamTls>` (stable while the table
+    /// lives).
+    by_policy: HashMap<usize, ClientConfigs>,
+}
+
+impl TlsClients {
+    /// Builds the configurations `table`'s routes use. A client certificate rustls refuses
+    /// is logged and left out (the backend then decides).
+    pub(crate) fn new(table: &RouteTable, provider: &Arc<CryptoProvider>) -> TlsClients {
+        let mut by_policy = HashMap::new();
+        for entry in table.entries() {
+            let Some(tls) = &entry.policy.upstream_tls else {
+                continue;
+            };
+            let key = Arc::as_ptr(tls) as usize;
+            if by_policy.contains_key(&key) {
+                continue;
+            }
+            by_policy.insert(key, configs(Some(tls), provider));
+        }
+        TlsClients {
+            default: configs(None, provider),
+            by_policy,
+        }
+    }
+
+    /// The configurations for a route's setting.
+    pub(crate) fn get(&self, tls: Option<&Arc<UpstreamTls>>) -> &ClientConfigs {
+        tls.and_then(|tls| self.by_policy.get(&(Arc::as_ptr(tls) as usize)))
+            .unwrap_or(&self.default)
+    }
+}
+
+fn configs(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> ClientConfigs {
+    let build = |alpn: &[u8]| {
+        let mut config = client_config(tls, provider);
+        config.alpn_protocols = vec![alpn.to_vec()];
+        Arc::new(config)
+    };
+    ClientConfigs {
+        http1: build(b"http/1.1"),
+        http2: build(b"h2"),
+    }
+}
+
+fn client_config(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> ClientConfig {
+    let builder = ClientConfig::builder_with_provider(Arc::clone(provider))
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions");
+    let verifier: Arc<dyn ServerCertVerifier> = match tls {
+        Some(tls) if tls.verify => {
+            let mut roots = RootCertStore::empty();
+            let (added, ignored) = roots.add_parsable_certificates(tls.trusted.iter().cloned());
+            if ignored > 0 || added == 0 {
+                warn!(secret = ?tls.secret.as_ref().map(ToString::to_string), added, ignored,
+                      "proxy-ssl-verify is on but the CA bundle has no usable certificate; \
+                       TLS to this backend will fail");
+            }
+            match WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+                .build()
+            {
+                Ok(verifier) => verifier,
+                // No roots at all: nothing can be trusted, so everything is refused.
+                Err(_) => Arc::new(RefuseAll(Arc::clone(provider))),
+            }
+        }
+        _ => Arc::new(NoVerification(Arc::clone(provider))),
+    };
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let client = tls.and_then(|t| t.client.as_ref());
+    let mut config = match client {
+        Some(cert) => {
+            match builder
+                .clone()
+                .with_client_auth_cert(cert.cert_chain.clone(), cert.key.clone_key())
+            {
+                Ok(config) => config,
+                Err(error) => {
+                    warn!(secret = %cert.secret, %error,
+                          "client certificate of proxy-ssl-secret is not usable; none is sent");
+                    builder.with_no_client_auth()
+                }
+            }
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.enable_sni = tls.is_some_and(|t| t.server_name);
+    config
+}
+
+/// The name a backend's certificate is checked against (and sent as SNI when on).
+pub(crate) fn server_name(
+    tls: Option<&UpstreamTls>,
+    service: &str,
+    namespace: &str,
+) -> Option<ServerName<'static>> {
+    let name = match tls.and_then(|t| t.name.as_deref()) {
+        Some(name) => name.to_owned(),
+        None => format!("{service}.{namespace}.svc"),
+    };
+    ServerName::try_from(name).ok()
+}
+
+/// `proxy-ssl-verify: off`: any certificate is accepted; signatures are still checked so
+/// the handshake itself stays sound.
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Verification asked for without any usable root: fail closed.
+#[derive(Debug)]
+struct RefuseAll(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for RefuseAll {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,273 @@
+//! How the proxy talks to a route's backend: the protocol (ingress-nginx's
+//! `backend-protocol`, or the Service port's `appProtocol` as Gateway API reads it) and TLS
+//! towards the backend (`proxy-ssl-*`).
+//!
+//! Everything here is parsed once at compile time. The proxy builds one TLS client
+//! configuration per distinct [`UpstreamTls`] when a table is installed, never per request.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use crate::refs::ObjectRef;
+use crate::tls::{TlsCertificate, parse_secret, secret_value};
+
+/// The wire protocol towards a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 over TCP (the default).
+    Http,
+    /// HTTP/1.1 over TLS (`HTTPS`).
+    Https,
+    /// HTTP/2 over TCP with prior knowledge (`H2C`, Service `appProtocol: kubernetes.io/h2c`).
+    H2c,
+    /// gRPC: HTTP/2 over TCP; failures are answered in gRPC's shape (`GRPC`).
+    Grpc,
+    /// gRPC over TLS with ALPN `h2` (`GRPCS`).
+    Grpcs,
+}
+
+impl UpstreamProtocol {
+    /// Whether the connection is TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, UpstreamProtocol::Https | UpstreamProtocol::Grpcs)
+    }
+
+    /// Whether requests go over HTTP/2.
+    pub fn http2(self) -> bool {
+        matches!(
+            self,
+            UpstreamProtocol::H2c | UpstreamProtocol::Grpc | UpstreamProtocol::Grpcs
+        )
+    }
+
+    /// Whether failures are answered as gRPC errors (HTTP 200 with `grpc-status`).
+    pub fn grpc(self) -> bool {
+        matches!(self, UpstreamProtocol::Grpc | UpstreamProtocol::Grpcs)
+    }
+
+    /// The name `backend-protocol` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamProtocol::Http => "HTTP",
+            UpstreamProtocol::Https => "HTTPS",
+            UpstreamProtocol::H2c => "H2C",
+            UpstreamProtocol::Grpc => "GRPC",
+            UpstreamProtocol::Grpcs => "GRPCS",
+        }
+    }
+}
+
+/// `backend-protocol`: ingress-nginx's values (case-insensitive, as it upper-cases them),
+/// plus `H2C`. `AUTO_HTTP` is HTTP/1.1 here; FCGI and AJP are not HTTP and are refused.
+pub(crate) fn parse_backend_protocol(value: &str) -> Result<UpstreamProtocol, String> {
+    match value.trim().to_ascii_uppercase().as_str() {
+        "HTTP" | "AUTO_HTTP" => Ok(UpstreamProtocol::Http),
+        "HTTPS" => Ok(UpstreamProtocol::Https),
+        "GRPC" => Ok(UpstreamProtocol::Grpc),
+        "GRPCS" => Ok(UpstreamProtocol::Grpcs),
+        "H2C" => Ok(UpstreamProtocol::H2c),
+        "FCGI" | "AJP" => Err(format!(
+            "{} backends are not supported; the backend stays HTTP",
+            value.trim()
+        )),
+        _ => Err(format!(
+            "value {:?} is not one of HTTP, HTTPS, GRPC, GRPCS, H2C; the backend stays HTTP",
+            value.trim()
+        )),
+    }
+}
+
+/// A Service port's `appProtocol`, where it names an HTTP flavour sluice speaks
+/// (Gateway API's GEP-1911 names `kubernetes.io/h2c`, `kubernetes.io/ws`,
+/// `kubernetes.io/wss`; `https` and `grpc` are common unprefixed values). Anything else
+/// leaves the default.
+pub fn app_protocol(value: &str) -> Option<UpstreamProtocol> {
+    match value.to_ascii_lowercase().as_str() {
+        "kubernetes.io/h2c" | "h2c" => Some(UpstreamProtocol::H2c),
+        "grpc" => Some(UpstreamProtocol::Grpc),
+        "https" | "kubernetes.io/wss" => Some(UpstreamProtocol::Https),
+        "grpcs" => Some(UpstreamProtocol::Grpcs),
+        "http" | "kubernetes.io/ws" => Some(UpstreamProtocol::Http),
+        _ => None,
+    }
+}
+
+/// TLS towards the backend (`proxy-ssl-*`). Without any of these annotations a TLS backend
+/// is not verified, as ingress-nginx's default `proxy-ssl-verify: off`.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamTls {
+    /// `proxy-ssl-verify: on`: the backend's certificate must chain to `trusted` and name
+    /// the verified name.
+    pub verify: bool,
+    /// `proxy-ssl-name`: the name verified (and sent as SNI); default: the Service's
+    /// cluster name `<service>.<namespace>.svc`.
+    pub name: Option<String>,
+    /// `proxy-ssl-server-name: on`: send SNI (nginx's default is off).
+    pub server_name: bool,
+    /// `ca.crt` of `proxy-ssl-secret`: the roots a verified backend must chain to.
+    pub trusted: Vec<CertificateDer<'static>>,
+    /// `tls.crt`/`tls.key` of `proxy-ssl-secret`: the client certificate shown to the
+    /// backend.
+    pub client: Option<Arc<TlsCertificate>>,
+    /// The Secret `proxy-ssl-secret` named.
+    pub secret: Option<ObjectRef>,
+}
+
+impl PartialEq for UpstreamTls {
+    fn eq(&self, other: &Self) -> bool {
+        // Certificates from the same Secret are the same: compare the reference.
+        self.verify == other.verify
+            && self.name == other.name
+            && self.server_name == other.server_name
+            && self.trusted == other.trusted
+            && self.secret == other.secret
+            && self.client.is_some() == other.client.is_some()
+    }
+}
+
+impl Eq for UpstreamTls {}
+
+/// `proxy-ssl-verify` and `proxy-ssl-server-name`: nginx's `on`/`off` (booleans too).
+pub(crate) fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("value {:?} is not on or off", value.trim())),
+    }
+}
+
+/// `proxy-ssl-name`: a DNS name or an IP address.
+pub(crate) fn parse_ssl_name(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    let name = !v.is_empty()
+        && v.len() <= 253
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':'));
+    if name {
+        Ok(v.to_ascii_lowercase())
+    } else {
+        Err(format!("value {v:?} is not a host name"))
+    }
+}
+
+/// `proxy-ssl-secret`: `namespace/name` (the Ingress's namespace when only a name is given).
+pub(crate) fn parse_secret_ref(value: &str) -> Result<(Option<String>, String), String> {
+    let v = value.trim();
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+    };
+    match v.split_once('/') {
+        Some((ns, name)) if valid(ns) && valid(name) => Ok((Some(ns.to_owned()), name.to_owned())),
+        None if valid(v) => Ok((None, v.to_owned())),
+        _ => Err(format!("value {v:?} is not namespace/name of a Secret")),
+    }
+}
+
+/// Key of the CA bundle in a `proxy-ssl-secret` (ingress-nginx's name).
+pub const CA_CERT_KEY: &str = "ca.crt";
+
+/// Reads a `proxy-ssl-secret`: `ca.crt` (roots) and, when both are present, `tls.crt` and
+/// `tls.key` (client certificate). The error is a sentence saying what is wrong.
+pub(crate) fn parse_upstream_secret(
+    secret: &Secret,
+    secret_ref: &ObjectRef,
+) -> Result<(Vec<CertificateDer<'static>>, Option<TlsCertificate>), String> {
+    let trusted = match secret_value(secret, CA_CERT_KEY) {
+        Some(pem) => {
+            let certs = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("ca.crt is not valid PEM: {e}"))?;
+            if certs.is_empty() {
+                return Err("ca.crt holds no CERTIFICATE block".to_owned());
+            }
+            certs
+        }
+        None => Vec::new(),
+    };
+    let has_pair = secret_value(secret, crate::tls::TLS_CERT_KEY).is_some()
+        || secret_value(secret, crate::tls::TLS_PRIVATE_KEY_KEY).is_some();
+    let client = if has_pair {
+        Some(parse_secret(secret, secret_ref.clone())?)
+    } else {
+        None
+    };
+    if trusted.is_empty() && client.is_none() {
+        return Err("it has neither ca.crt nor tls.crt/tls.key".to_owned());
+    }
+    Ok((trusted, client))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_protocol_values_like_ingress_nginx() {
+        assert_eq!(parse_backend_protocol("grpc"), Ok(UpstreamProtocol::Grpc));
+        assert_eq!(
+            parse_backend_protocol(" GRPCS "),
+            Ok(UpstreamProtocol::Grpcs)
+        );
+        assert_eq!(parse_backend_protocol("HTTPS"), Ok(UpstreamProtocol::Https));
+        assert_eq!(
+            parse_backend_protocol("AUTO_HTTP"),
+            Ok(UpstreamProtocol::Http)
+        );
+        assert_eq!(parse_backend_protocol("h2c"), Ok(UpstreamProtocol::H2c));
+        assert!(
+            parse_backend_protocol("FCGI")
+                .unwrap_err()
+                .contains("not supported")
+        );
+        assert!(
+            parse_backend_protocol("spdy")
+                .unwrap_err()
+                .contains("not one of")
+        );
+    }
+
+    #[test]
+    fn protocol_properties() {
+        use UpstreamProtocol::*;
+        for p in [Http, Https, H2c, Grpc, Grpcs] {
+            assert_eq!(parse_backend_protocol(p.as_str()), Ok(p));
+            assert_eq!(p.grpc(), p.as_str().starts_with("GRPC"));
+        }
+        assert!(Grpcs.tls() && Grpcs.http2() && !H2c.tls() && H2c.http2());
+        assert!(Https.tls() && !Https.http2() && !Http.tls());
+    }
+
+    #[test]
+    fn app_protocols_gateway_api_gep_1911() {
+        assert_eq!(
+            app_protocol("kubernetes.io/h2c"),
+            Some(UpstreamProtocol::H2c)
+        );
+        assert_eq!(app_protocol("HTTPS"), Some(UpstreamProtocol::Https));
+        assert_eq!(
+            app_protocol("kubernetes.io/wss"),
+            Some(UpstreamProtocol::Https)
+        );
+        assert_eq!(app_protocol("TCP"), None);
+    }
+
+    #[test]
+    fn secret_refs() {
+        assert_eq!(
+            parse_secret_ref("ns/ca"),
+            Ok((Some("ns".into()), "ca".into()))
+        );
+        assert_eq!(parse_secret_ref("ca"), Ok((None, "ca".into())));
+        assert!(parse_secret_ref("a/b/c").is_err());
+        assert!(parse_secret_ref("").is_err());
+        assert!(parse_on_off("ON").unwrap());
+        assert!(parse_on_off("maybe").is_err());
+        assert!(parse_ssl_name("bad name").is_err());
+    }
+}
