@@ -78,6 +78,11 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub websocket_idle_timeout: Duration,
 
+    /// Status for requests over a route's `limit-rps`/`limit-rpm` (ingress-nginx's
+    /// `limit-req-status-code`).
+    #[arg(long, default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
+    pub limit_req_status_code: u16,
+
     /// Peers whose `X-Forwarded-*` / `X-Real-IP` / `Forwarded` headers are believed
     /// (comma-separated CIDRs, e.g. a load balancer's range); everyone else's are replaced.
     /// ingress-nginx's `use-forwarded-headers` + `proxy-real-ip-cidr`.
@@ -162,6 +167,7 @@ impl Default for ProxyArgs {
             upstream_send_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             websocket_idle_timeout: Duration::from_secs(60),
+            limit_req_status_code: 503,
             trusted_proxies: Vec::new(),
             proxy_protocol: false,
             allow_underscore_headers: false,
@@ -237,6 +243,12 @@ impl ProxyArgs {
     /// The request body limit, `None` when unlimited.
     pub(crate) fn body_limit(&self) -> Option<u64> {
         (self.max_body_bytes != 0).then_some(self.max_body_bytes)
+    }
+
+    /// `--limit-req-status-code` as a status (503 if out of range, which clap prevents).
+    pub(crate) fn limit_req_status(&self) -> http::StatusCode {
+        http::StatusCode::from_u16(self.limit_req_status_code)
+            .unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE)
     }
 }
 

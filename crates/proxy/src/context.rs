@@ -38,6 +38,10 @@ pub(crate) struct Shared {
     pub(crate) websocket_idle_timeout: Duration,
     /// `--max-body-bytes` (`None`: unlimited).
     pub(crate) body_limit: Option<u64>,
+    /// Rate-limit buckets (`limit-rps`, `limit-rpm`).
+    pub(crate) limiter: crate::rate_limit::Limiter,
+    /// `--limit-req-status-code`.
+    pub(crate) limit_status: http::StatusCode,
     /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
     pub(crate) tunnels: TaskTracker,
     /// Cancelled when tunnels must close.

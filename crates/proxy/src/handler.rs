@@ -94,6 +94,10 @@ pub(crate) async fn handle(
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Ok(answered(done, host_str, answer));
     }
+    if !policy::within_limits(route_policy, &ctx.shared, view.client, start) {
+        let status = ctx.shared.limit_status;
+        return Ok(fail(done, grpc, host_str, status));
+    }
     let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
         Some(policy::Rewritten::Redirect(location)) => {
             return Ok(answered(done, host_str, policy::Answer::found(location)));

@@ -83,6 +83,7 @@ mod parser_fuzz;
 mod policy;
 mod pool;
 mod proxy_protocol;
+mod rate_limit;
 mod request_head;
 mod response_head;
 mod response_out;
@@ -203,6 +204,8 @@ impl Proxy {
             websocket_idle_timeout: args.websocket_idle_timeout,
             hsts: args.hsts_value(),
             body_limit: args.body_limit(),
+            limiter: rate_limit::Limiter::default(),
+            limit_status: args.limit_req_status(),
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
         });

@@ -6,6 +6,7 @@
 //! answered by the proxy (204).
 
 use std::net::IpAddr;
+use std::time::Instant;
 
 use http::header::{
     ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
@@ -14,7 +15,7 @@ use http::header::{
 use http::{HeaderName, HeaderValue, StatusCode};
 use sluice_routing::{Backend, Policy, Rewrite, RouteEntry};
 
-use crate::context::Upstreams;
+use crate::context::{Shared, Upstreams};
 
 /// What the policy stage needs to know of a request.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +69,21 @@ impl Answer {
             location: Some(location),
             fields: Vec::new(),
         }
+    }
+}
+
+/// Whether a request that passed [`answer`] is within the route's rate limits (requests
+/// redirected or refused before never count, as nginx's `return` ends a request before
+/// `limit_req` runs).
+pub(crate) fn within_limits(
+    policy: &Policy,
+    shared: &Shared,
+    client: IpAddr,
+    now: Instant,
+) -> bool {
+    match &policy.rate_limit {
+        None => true,
+        Some(limit) => shared.limiter.admit(limit, client, now),
     }
 }
 

@@ -626,3 +626,64 @@ async fn proxy_next_upstream_sends_listed_statuses_to_the_next_endpoint() {
     })
     .await;
 }
+
+/// `limit-rpm` with `limit-burst-multiplier`: nginx `limit_req burst=rpm*multiplier
+/// nodelay` admits burst + 1 requests at once, the next gets 503 (ingress-nginx's default
+/// `limit-req-status-code`); another Ingress has its own zone; `limit-allowlist` is never
+/// limited. Per minute, so the test cannot race a refill.
+#[tokio::test]
+async fn limit_rpm_with_burst_like_nginx_limit_req_nodelay() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let limited = [("limit-rpm", "1"), ("limit-burst-multiplier", "2")];
+        proxy.route(&[
+            annotated(
+                Route::new("limited.example.com", "web", vec![backend.addr()]),
+                &limited,
+            ),
+            annotated(
+                Route::new("other.example.com", "web", vec![backend.addr()]),
+                &limited,
+            ),
+            annotated(
+                Route::new("trusted.example.com", "web", vec![backend.addr()]),
+                &[("limit-rps", "1"), ("limit-allowlist", "127.0.0.0/8")],
+            ),
+        ]);
+        // Both front ends draw from the same bucket: 3 admitted in all.
+        let mut statuses = Vec::new();
+        for (_, method, body) in SHAPES.iter().chain(&SHAPES) {
+            let got = request(&proxy, (method, body), "limited.example.com", "/", &[]).await;
+            statuses.push(got.status.as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 200, 503]);
+        let got = request(&proxy, ("GET", ""), "other.example.com", "/", &[]).await;
+        assert_eq!(got.status, 200, "another Ingress, another zone");
+        for _ in 0..10 {
+            let got = request(&proxy, ("GET", ""), "trusted.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200, "allow-listed client");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn limit_req_status_code_flag_sets_the_refusal_status() {
+    init_tracing();
+    bounded(async {
+        let mut args = ProxyArgs::loopback();
+        args.limit_req_status_code = 429;
+        let (proxy, _backend) =
+            proxy_with_args(args, "limited.example.com", &[("limit-rpm", "1")]).await;
+        let mut statuses = Vec::new();
+        for _ in 0..8 {
+            let got = request(&proxy, ("GET", ""), "limited.example.com", "/", &[]).await;
+            statuses.push(got.status.as_u16());
+        }
+        // Default multiplier 5: 6 at once.
+        assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 429, 429]);
+    })
+    .await;
+}

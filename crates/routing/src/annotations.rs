@@ -25,7 +25,7 @@ use http::{HeaderName, HeaderValue, Uri};
 
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
-use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, Redirect};
+use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
 use crate::protocol::{self, UpstreamTls};
 
 /// ingress-nginx's annotation prefix.
@@ -72,6 +72,11 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-ssl-name",
     "proxy-ssl-server-name",
     "proxy-ssl-secret",
+    "limit-rps",
+    "limit-rpm",
+    "limit-burst-multiplier",
+    "limit-allowlist",
+    "limit-whitelist",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -231,6 +236,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
 
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
+    policy.rate_limit = rate_limit(&mut cx);
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -438,7 +444,8 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         _ if starts("auth-") || name == "enable-global-auth" => {
             "authentication is not supported yet"
         }
-        _ if starts("limit-") => "rate and connection limits are not supported yet",
+        "limit-connections" => "not supported yet; limit-rps and limit-rpm are",
+        "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
         }
@@ -827,6 +834,39 @@ fn upstream_tls(cx: &mut Cx<'_>, policy: &mut Policy) -> Option<(Option<String>,
         ..UpstreamTls::default()
     }));
     secret
+}
+
+/// `limit-rps`, `limit-rpm`, `limit-burst-multiplier` and `limit-allowlist` (alias
+/// `limit-whitelist`, read when `limit-allowlist` is absent), with ingress-nginx's default
+/// multiplier 5. The zone is set by the compiler, which knows the Ingress.
+fn rate_limit(cx: &mut Cx<'_>) -> Option<RateLimit> {
+    let rps = cx.value("limit-rps", |v| parse_rate(v, "limit-rps"));
+    let rpm = cx.value("limit-rpm", |v| parse_rate(v, "limit-rpm"));
+    let multiplier = cx.value("limit-burst-multiplier", |v| {
+        parse_rate(v, "limit-burst-multiplier").map(|m| m.max(1))
+    });
+    let allowlist = cx.value("limit-allowlist", parse_cidrs);
+    let whitelist = cx.value("limit-whitelist", parse_cidrs);
+    let allow = allowlist.or(whitelist).unwrap_or_default();
+    (rps.is_some() || rpm.is_some()).then(|| RateLimit {
+        rps,
+        rpm,
+        burst_multiplier: multiplier.unwrap_or(5),
+        allow,
+        zone: 0,
+    })
+}
+
+/// A whole positive number; `0` turns the limit off, as ingress-nginx ignores it.
+fn parse_rate(value: &str, what: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(0) => Err(format!("{what} 0 sets no limit")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "value {} is not a whole positive number",
+            shown(value)
+        )),
+    }
 }
 
 /// Go's `strconv.ParseBool`.

@@ -443,6 +443,17 @@ struct IngressPolicy {
     fallback: Option<usize>,
 }
 
+/// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
+/// across table rebuilds and processes.
+fn zone_of(namespace: &str, name: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in namespace.bytes().chain([b'/']).chain(name.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
 /// ingress-nginx's redirect code for plain HTTP to HTTPS (its `http-redirect-code`
 /// default): 308 keeps the method and body.
 const HTTPS_REDIRECT_CODE: u16 = 308;
@@ -494,6 +505,10 @@ impl<'a> Compiler<'_, 'a> {
             self.diag(index, field, problem.reason.clone(), &problem.detail);
         }
         let mut parsed = parsed;
+        if let Some(limit) = &mut parsed.policy.rate_limit {
+            let ingress = &self.ingresses[index].object;
+            limit.zone = zone_of(&ingress.namespace, &ingress.name);
+        }
         if let Some((namespace, name)) = parsed.ssl_secret.take() {
             self.upstream_secret(index, namespace, name, &mut parsed.policy);
         }

@@ -69,6 +69,27 @@ pub struct Policy {
     /// TLS towards the backend (`proxy-ssl-*`); `None`: not verified, no SNI, no client
     /// certificate.
     pub upstream_tls: Option<Arc<UpstreamTls>>,
+    /// Requests per client address (`limit-rps`, `limit-rpm`, `limit-burst-multiplier`,
+    /// `limit-allowlist`).
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// ingress-nginx's request rate limits: nginx `limit_req` with `burst` and `nodelay`, keyed
+/// by the client address, one zone per Ingress. A client over the limit gets
+/// `--limit-req-status-code` (503).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    /// `limit-rps`: requests per second; burst `rps * burst_multiplier`.
+    pub rps: Option<u32>,
+    /// `limit-rpm`: requests per minute; burst `rpm * burst_multiplier`.
+    pub rpm: Option<u32>,
+    /// `limit-burst-multiplier` (default 5).
+    pub burst_multiplier: u32,
+    /// Clients never limited (`limit-allowlist`, alias `limit-whitelist`).
+    pub allow: Vec<Cidr>,
+    /// The zone: a hash of the Ingress (namespace/name), so limits survive table rebuilds
+    /// and two Ingresses never share counts.
+    pub zone: u64,
 }
 
 /// nginx's `proxy_next_upstream`: which failures send a request (without a body) to another
