@@ -45,7 +45,20 @@ pub(crate) async fn handle(
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");
     let admitted = admit::admit(facts(&request), &ctx.shared.policy);
-    let routed = route::route(&snapshot, host_str, request.uri().path());
+    let routed = route::route(&snapshot, host_str, request.uri().path(), |rule| {
+        let headers = request.headers();
+        let header = rule
+            .header
+            .as_ref()
+            .and_then(|name| headers.get(name))
+            .map(HeaderValue::as_bytes);
+        let cookies = headers.get_all(http::header::COOKIE).iter();
+        let cookie = rule
+            .cookie
+            .as_deref()
+            .and_then(|name| route::cookie(cookies.map(HeaderValue::as_bytes), name));
+        rule.chooses(header, cookie, route::roll(rule.weight_total))
+    });
     let log = ctx.shared.access_log.as_ref().map(|_| {
         Box::new(LogRecord {
             time: SystemTime::now(),

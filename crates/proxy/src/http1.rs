@@ -221,7 +221,17 @@ where
         },
         &shared.policy,
     );
-    let routed = route::route(&snapshot, host, head.path(buf));
+    let routed = route::route(&snapshot, host, head.path(buf), |rule| {
+        let header = rule
+            .header
+            .as_ref()
+            .and_then(|name| head.field(buf, name.as_str().as_bytes()));
+        let cookie = rule
+            .cookie
+            .as_deref()
+            .and_then(|name| route::cookie(cookie_values(head, buf), name));
+        rule.chooses(header, cookie, route::roll(rule.weight_total))
+    });
     if let Routed::Backend { backend, entry } = routed
         && upstream_client::needed(&snapshot, backend, entry)
     {
@@ -405,6 +415,13 @@ where
         }
     };
     Some(sent && keep_alive)
+}
+
+/// The values of the request's `Cookie` fields.
+fn cookie_values<'b>(head: &'b PlainHead, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> {
+    crate::header_policy::Fields::iter(head.fields(buf))
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"cookie"))
+        .map(|(_, value)| value)
 }
 
 /// Writes `out` and flushes (TLS keeps records until flushed). False if the client is gone.

@@ -1,5 +1,10 @@
-//! Routing: a request's host and path to a backend of the current snapshot. The same
-//! function for every front end.
+//! Routing: a request's host and path to a backend of the current snapshot, and a route's
+//! canary (ingress-nginx's canary Ingresses) chosen or not. The same functions for every
+//! front end.
+
+use std::cell::Cell;
+
+use sluice_routing::CanaryRule;
 
 use crate::snapshot::Snapshot;
 
@@ -20,12 +25,29 @@ pub(crate) enum Routed {
     },
 }
 
-/// Looks up `host` (without port handling: the table strips it) and `path`.
-pub(crate) fn route(snapshot: &Snapshot, host: &str, path: &str) -> Routed {
+/// Looks up `host` (without port handling: the table strips it) and `path`. When the route
+/// has a canary, `canary` says whether this request goes to it (see
+/// [`CanaryRule::chooses`]); a canary without ready endpoints sends everything to the main
+/// backend.
+pub(crate) fn route(
+    snapshot: &Snapshot,
+    host: &str,
+    path: &str,
+    canary: impl FnOnce(&CanaryRule) -> bool,
+) -> Routed {
     let Some(entry) = snapshot.table.route_id(host, path) else {
         return Routed::NotFound;
     };
     let route = snapshot.table.entry(entry);
+    if let Some(alternative) = &route.canary
+        && !alternative.backend.endpoints.is_empty()
+        && canary(&alternative.rule)
+    {
+        return Routed::Backend {
+            backend: alternative.backend.id,
+            entry,
+        };
+    }
     let mut backend = &route.backend;
     if backend.endpoints.is_empty() {
         // ingress-nginx's `default-backend` annotation: it answers when the Service has no
@@ -38,5 +60,67 @@ pub(crate) fn route(snapshot: &Snapshot, host: &str, path: &str) -> Routed {
     Routed::Backend {
         backend: backend.id,
         entry,
+    }
+}
+
+/// A number uniform in `0..total` for `canary-weight` (xorshift64*, one state per thread:
+/// no lock, no system call per request).
+pub(crate) fn roll(total: u32) -> u32 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(seed());
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ((u128::from(r >> 32) * u128::from(total.max(1))) >> 32) as u32
+    })
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    // RandomState is seeded from the OS per process and differs per instance.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0x5151);
+    hasher.finish() | 1
+}
+
+/// The value of cookie `name` in `Cookie` field values (`a=1; b=2`).
+pub(crate) fn cookie<'a>(values: impl Iterator<Item = &'a [u8]>, name: &str) -> Option<&'a [u8]> {
+    values
+        .flat_map(|value| value.split(|&b| b == b';'))
+        .map(<[u8]>::trim_ascii)
+        .find_map(|pair| {
+            let (key, value) = pair.split_at(pair.iter().position(|&b| b == b'=')?);
+            (key == name.as_bytes()).then(|| &value[1..])
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let values: [&[u8]; 2] = [b"a=1; canary=always", b"other=x"];
+        assert_eq!(cookie(values.into_iter(), "canary"), Some(&b"always"[..]));
+        assert_eq!(cookie(values.into_iter(), "other"), Some(&b"x"[..]));
+        assert_eq!(cookie(values.into_iter(), "canar"), None);
+        let empty: [&[u8]; 1] = [b"flag; canary="];
+        assert_eq!(cookie(empty.into_iter(), "canary"), Some(&b""[..]));
+    }
+
+    #[test]
+    fn rolls_are_uniform_within_two_percent() {
+        let mut counts = [0u32; 10];
+        for _ in 0..100_000 {
+            counts[roll(10) as usize] += 1;
+        }
+        for count in counts {
+            assert!((9_800..=10_200).contains(&count), "{counts:?}");
+        }
     }
 }

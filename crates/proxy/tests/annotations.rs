@@ -687,3 +687,89 @@ async fn limit_req_status_code_flag_sets_the_refusal_status() {
     })
     .await;
 }
+
+/// A main Ingress and its canary (ingress-nginx's canary annotations): `canary-by-header`
+/// wins over `canary-by-cookie`, which wins over `canary-weight`; `always`/`never` on
+/// both front ends; the weight's share lands within 2 points over 10,000 requests.
+#[tokio::test]
+async fn canary_by_header_then_cookie_then_weight_like_ingress_nginx() {
+    init_tracing();
+    bounded(async {
+        let main = echo("web", "web-0").await;
+        let canary = echo("web-canary", "canary-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            Route::new("shop.example.com", "web", vec![main.addr()]),
+            annotated(
+                Route::new("shop.example.com", "web-canary", vec![canary.addr()]),
+                &[
+                    ("canary", "true"),
+                    ("canary-by-header", "x-canary"),
+                    ("canary-by-cookie", "use-canary"),
+                    ("canary-weight", "20"),
+                ],
+            ),
+        ]);
+        let service = |answer: Answer| answer.report().service;
+        let cases: [(&[(&str, &str)], &str); 5] = [
+            (&[("x-canary", "always")], "web-canary"),
+            (
+                &[("x-canary", "never"), ("cookie", "use-canary=always")],
+                "web",
+            ),
+            (&[("cookie", "a=1; use-canary=always")], "web-canary"),
+            (
+                &[("x-canary", "other"), ("cookie", "use-canary=always")],
+                "web-canary",
+            ),
+            (&[("x-canary", "never")], "web"),
+        ];
+        for (label, method, body) in SHAPES {
+            for (headers, expected) in cases {
+                for _ in 0..20 {
+                    let got =
+                        request(&proxy, (method, body), "shop.example.com", "/", headers).await;
+                    assert_eq!(service(got), expected, "{label} {headers:?}");
+                }
+            }
+        }
+        // The weight, over one keep-alive connection.
+        let mut sender = http1_connect(proxy.http).await;
+        let mut to_canary = 0;
+        const N: u32 = 10_000;
+        for _ in 0..N {
+            let request = http::Request::get("/")
+                .header("host", "shop.example.com")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            if service(send(&mut sender, request).await) == "web-canary" {
+                to_canary += 1;
+            }
+        }
+        let share = f64::from(to_canary) / f64::from(N);
+        assert!((0.18..=0.22).contains(&share), "canary share {share}");
+    })
+    .await;
+}
+
+#[test]
+fn a_canary_without_a_main_ingress_is_a_diagnostic() {
+    let canary = annotated(
+        Route::new(
+            "lonely.example.com",
+            "web",
+            vec!["127.0.0.1:1".parse().unwrap()],
+        ),
+        &[("canary", "true"), ("canary-weight", "50")],
+    );
+    let compiled = compile(&inputs(&[canary]), &CompileOptions::default());
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .any(|d| d.reason == Reason::CanaryWithoutMain),
+        "{:?}",
+        compiled.diagnostics
+    );
+    assert!(compiled.table.route("lonely.example.com", "/").is_none());
+}

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
 
+use crate::canary::{self, CANARY_KEYS, CanaryRule};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
 use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
@@ -77,6 +78,13 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "limit-burst-multiplier",
     "limit-allowlist",
     "limit-whitelist",
+    "canary",
+    "canary-by-header",
+    "canary-by-header-value",
+    "canary-by-header-pattern",
+    "canary-by-cookie",
+    "canary-weight",
+    "canary-weight-total",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -137,6 +145,9 @@ pub(crate) struct Parsed {
     /// `proxy-ssl-secret`: (namespace if given, name), resolved against the Secrets by
     /// the compiler, which fills [`Policy::upstream_tls`]'s certificates.
     pub ssl_secret: Option<(Option<String>, String)>,
+    /// `canary: "true"`: this Ingress is the canary of the Ingress with the same host and
+    /// path, chosen by these rules.
+    pub canary: Option<CanaryRule>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -237,6 +248,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
     policy.rate_limit = rate_limit(&mut cx);
+    let canary = canary(&mut cx);
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -265,6 +277,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         ssl_redirect,
         force_ssl_redirect,
         ssl_secret,
+        canary,
         problems,
     };
     (parsed, applied)
@@ -439,7 +452,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         _ if starts("affinity") || starts("session-cookie-") => {
             "session affinity is not supported yet"
         }
-        _ if starts("canary") => "canary routing is not supported yet",
         _ if starts("auth-tls-") => "client certificate authentication is not supported yet",
         _ if starts("auth-") || name == "enable-global-auth" => {
             "authentication is not supported yet"
@@ -867,6 +879,37 @@ fn parse_rate(value: &str, what: &str) -> Result<u32, String> {
             shown(value)
         )),
     }
+}
+
+/// `canary` and the `canary-*` keys ([`crate::canary`]).
+fn canary(cx: &mut Cx<'_>) -> Option<CanaryRule> {
+    let enabled = cx
+        .value("canary", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; the Ingress is not a canary"))
+        })
+        .unwrap_or(false);
+    let entries: Vec<_> = CANARY_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    if !enabled {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without canary: \"true\"");
+        }
+        return None;
+    }
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (rule, problems) = canary::parse_rule(&values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(rule)
 }
 
 /// Go's `strconv.ParseBool`.
@@ -2099,8 +2142,8 @@ mod tests {
                 "not supported by sluice: session affinity is not supported yet",
             ),
             (
-                "canary-weight",
-                "not supported by sluice: canary routing is not supported yet",
+                "limit-connections",
+                "not supported by sluice: not supported yet",
             ),
             (
                 "auth-url",

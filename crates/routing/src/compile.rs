@@ -25,6 +25,7 @@ use crate::annotations;
 use crate::backend::{
     Backend, BackendKey, BackendProblem, PortKey, Resolved, ServiceIndex, backend_key,
 };
+use crate::canary::{Canary, CanaryRule};
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;
@@ -130,6 +131,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         // Sized for the common shape (about one host and a couple of Service ports per
         // Ingress) so that the maps do not rehash while growing.
         routes: HashMap::with_capacity(ingresses.len()),
+        canaries: HashMap::new(),
         default_backend: None,
         certs: HashMap::with_capacity(ingresses.len()),
         loaded_secrets: HashMap::new(),
@@ -146,9 +148,11 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     for (index, ingress) in ingresses.iter().enumerate() {
         compiler.ingress(index, ingress);
     }
+    compiler.orphan_canaries();
     let Compiler {
         mut diagnostics,
         routes,
+        canaries,
         default_backend,
         certs,
         mut slots,
@@ -188,7 +192,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
     };
-    let mut table = build_table(routes, default_backend, certs, slots, entries);
+    let mut table = build_table(routes, canaries, default_backend, certs, slots, entries);
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
     }
@@ -410,6 +414,8 @@ struct Compiler<'c, 'a> {
     diagnostics: Vec<Diagnostic>,
     /// Every host that some valid rule names (even without paths), with its claimed paths.
     routes: Routes,
+    /// Canary Ingresses' claims, by host and path (the oldest canary wins).
+    canaries: HashMap<(HostPattern, RulePath), Claim>,
     default_backend: Option<Claim>,
     certs: HashMap<HostPattern, CertClaim>,
     /// Parsed Secrets, so that a Secret used by many Ingresses is parsed (and shared) once.
@@ -441,6 +447,8 @@ struct IngressPolicy {
     rewrite_target: Option<String>,
     /// The slot of the `default-backend` annotation's Service.
     fallback: Option<usize>,
+    /// `canary: "true"`: the rules of this canary Ingress.
+    canary: Option<Arc<CanaryRule>>,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -493,6 +501,7 @@ impl<'a> Compiler<'_, 'a> {
                 force_ssl_redirect: false,
                 rewrite_target: None,
                 fallback: None,
+                canary: None,
             });
             return;
         };
@@ -527,6 +536,7 @@ impl<'a> Compiler<'_, 'a> {
             force_ssl_redirect: parsed.force_ssl_redirect,
             rewrite_target: parsed.rewrite_target,
             fallback,
+            canary: parsed.canary.map(Arc::new),
         });
     }
 
@@ -599,6 +609,20 @@ impl<'a> Compiler<'_, 'a> {
         self.annotations(index);
         let Some(spec) = ingress.spec else { return };
         let namespace = ingress.namespace;
+        if self.policies[index].canary.is_some() {
+            // A canary claims no route of its own: its paths join the main Ingress's.
+            for (ri, rule) in spec.rules.iter().flatten().enumerate() {
+                let Ok(host) = parse_rule_host(rule.host.as_deref()) else {
+                    let field = format!("spec.rules[{ri}].host");
+                    self.diag(index, field, Reason::InvalidHost, "not a valid host");
+                    continue;
+                };
+                for (pi, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+                    self.canary_path(index, namespace, &host, (ri, pi), path);
+                }
+            }
+            return;
+        }
 
         if let Some(backend) = &spec.default_backend {
             self.default_backend(index, namespace, backend);
@@ -675,6 +699,88 @@ impl<'a> Compiler<'_, 'a> {
         if let Some(slot) = self.slot(index, key, || format!("{}.backend", field())) {
             claims.insert(rule_path, Claim { owner: index, slot });
         }
+    }
+
+    /// One path of a canary Ingress: validated like any path, then remembered for the main
+    /// Ingress's route of the same host and path.
+    fn canary_path(
+        &mut self,
+        index: usize,
+        namespace: &'a str,
+        host: &HostPattern,
+        (ri, pi): (usize, usize),
+        path: &'a HTTPIngressPath,
+    ) {
+        let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
+        let parsed = if self.regex_hosts.contains(host) && path.path_type != "Exact" {
+            parse_regex_rule_path(path.path.as_deref(), &path.path_type).map(|(rule, _)| rule)
+        } else {
+            parse_rule_path(path.path.as_deref(), &path.path_type)
+        };
+        let rule_path = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                let field = format!("{}.{}", field(), e.field());
+                self.diag(index, field, Reason::InvalidPath, e.to_string());
+                return;
+            }
+        };
+        let key = match backend_key(&path.backend, namespace) {
+            Ok(k) => k,
+            Err(p) => {
+                let field = format!("{}.backend{}", field(), p.field);
+                self.diag(index, field, p.reason, p.detail);
+                return;
+            }
+        };
+        let at = (host.clone(), rule_path);
+        if let Some(winner) = self.canaries.get(&at) {
+            let winner = self.ingresses[winner.owner].object.clone();
+            let detail = format!(
+                "host {:?} path {:?} already has the canary {winner}",
+                host.to_string(),
+                path.path.as_deref().unwrap_or("/"),
+            );
+            self.diag(index, field(), Reason::ConflictLost { winner }, detail);
+            return;
+        }
+        if let Some(slot) = self.slot(index, key, || format!("{}.backend", field())) {
+            self.canaries.insert(at, Claim { owner: index, slot });
+        }
+    }
+
+    /// Canary paths that no main Ingress defines get no traffic: say so.
+    fn orphan_canaries(&mut self) {
+        let mut orphans: Vec<(usize, String, String)> = self
+            .canaries
+            .iter()
+            .filter(|((host, path), _)| {
+                !self
+                    .routes
+                    .get(host)
+                    .is_some_and(|paths| paths.contains_key(path))
+            })
+            .map(|((host, path), claim)| (claim.owner, host.to_string(), path.key.clone()))
+            .collect();
+        orphans.sort();
+        for (owner, host, path) in orphans {
+            let detail = format!(
+                "no Ingress of this class defines host {host:?} path {path:?}: a canary \
+                 only takes part of the traffic of a main Ingress, so this path gets none"
+            );
+            self.diag(
+                owner,
+                "spec.rules".to_owned(),
+                Reason::CanaryWithoutMain,
+                detail,
+            );
+        }
+        let routes = &self.routes;
+        self.canaries.retain(|(host, path), _| {
+            routes
+                .get(host)
+                .is_some_and(|paths| paths.contains_key(path))
+        });
     }
 
     fn default_backend(&mut self, index: usize, namespace: &'a str, backend: &'a IngressBackend) {
@@ -824,11 +930,22 @@ struct Entries<'c, 'a> {
     backends: Vec<Arc<Backend>>,
     id_of: Vec<u32>,
     entries: Vec<RouteEntry>,
-    index: HashMap<(u32, usize, bool, Option<String>), u32>,
+    index: HashMap<EntryKey, u32>,
 }
 
+/// What makes two route entries different: (backend id, owning Ingress, redirecting,
+/// rewritten rule path, canary Ingress).
+type EntryKey = (u32, usize, bool, Option<String>, Option<usize>);
+
 impl Entries<'_, '_> {
-    fn get(&mut self, backend: &Arc<Backend>, owner: usize, has_tls: bool, path: &RulePath) -> u32 {
+    fn get(
+        &mut self,
+        backend: &Arc<Backend>,
+        owner: usize,
+        has_tls: bool,
+        path: &RulePath,
+        canary: Option<Claim>,
+    ) -> u32 {
         let owner_policy = &self.inputs.policies[owner];
         let (policy, redirecting) = owner_policy.for_host(has_tls);
         // A rewrite depends on the rule's path too (its captures).
@@ -848,6 +965,7 @@ impl Entries<'_, '_> {
             owner,
             redirecting,
             rewrite.as_ref().map(|_| path.key.clone()),
+            canary.map(|c| c.owner),
         );
         if let Some(&id) = self.index.get(&key) {
             return id;
@@ -862,6 +980,14 @@ impl Entries<'_, '_> {
             source: self.inputs.ingresses[owner].object.clone(),
             rewrite,
             fallback,
+            canary: canary.and_then(|claim| {
+                let rule = self.inputs.policies[claim.owner].canary.clone()?;
+                Some(Canary {
+                    backend: Arc::clone(&self.backends[self.id_of[claim.slot] as usize]),
+                    rule,
+                    source: self.inputs.ingresses[claim.owner].object.clone(),
+                })
+            }),
         });
         self.index.insert(key, id);
         id
@@ -870,6 +996,7 @@ impl Entries<'_, '_> {
 
 fn build_table(
     routes: Routes,
+    canaries: HashMap<(HostPattern, RulePath), Claim>,
     default_backend: Option<DefaultBackend>,
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
@@ -879,6 +1006,9 @@ fn build_table(
     // slots that some claim uses become backends.
     let mut used = vec![false; slots.len()];
     for claim in routes.values().flat_map(|paths| paths.values()) {
+        used[claim.slot] = true;
+    }
+    for claim in canaries.values() {
         used[claim.slot] = true;
     }
     if let Some(default) = &default_backend {
@@ -931,6 +1061,7 @@ fn build_table(
             source: default.source,
             rewrite: None,
             fallback: None,
+            canary: None,
         });
         id
     });
@@ -945,7 +1076,8 @@ fn build_table(
         let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (path, claim) in &paths {
             let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
-            let entry = entries.get(&backend, claim.owner, has_tls, path);
+            let canary = canaries.get(&(host.clone(), path.clone())).copied();
+            let entry = entries.get(&backend, claim.owner, has_tls, path, canary);
             match entries.inputs.regexes.get(&path.key) {
                 Some(regex) if path.kind == PathKind::Regex => {
                     matcher.insert_regex(path, regex.clone(), entry);

@@ -69,6 +69,8 @@ pub enum Reason {
     InvalidAnnotation,
     /// A snippet annotation (nginx configuration text); refused, never applied.
     SnippetRefused,
+    /// A canary Ingress's host and path that no main Ingress defines; it gets no traffic.
+    CanaryWithoutMain,
 }
 
 impl Reason {
@@ -87,6 +89,7 @@ impl Reason {
             Reason::UnsupportedAnnotation => "UnsupportedAnnotation",
             Reason::InvalidAnnotation => "InvalidAnnotation",
             Reason::SnippetRefused => "SnippetRefused",
+            Reason::CanaryWithoutMain => "CanaryWithoutMain",
         }
     }
 }

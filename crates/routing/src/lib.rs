@@ -87,6 +87,7 @@
 
 mod annotations;
 mod backend;
+mod canary;
 mod cidr;
 mod class;
 mod compile;
@@ -105,6 +106,7 @@ pub use annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
 pub use backend::{Backend, SERVICE_NAME_LABEL};
+pub use canary::{Canary, CanaryRule};
 pub use cidr::{Cidr, parse_cidr};
 pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
 pub use compile::{Compiled, compile};

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::Backend;
+use crate::canary::Canary;
 use crate::host::{normalize_request_host_in, wildcard_suffix};
 use crate::key::Key;
 use crate::path::{PathKind, PathMatcher};
@@ -41,6 +42,8 @@ pub struct RouteEntry {
     /// `default-backend`: answers instead when `backend` has no ready endpoint, and for the
     /// statuses of the policy's `custom_http_errors`.
     pub fallback: Option<Arc<Backend>>,
+    /// A canary Ingress for the same host and path, which takes part of the requests.
+    pub canary: Option<Canary>,
 }
 
 /// ingress-nginx's `rewrite "(?i)<rule path>" <target> break;`: when the rule's path

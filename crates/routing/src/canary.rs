@@ -1,0 +1,250 @@
+//! Canary Ingresses (ingress-nginx's `canary: "true"` and `canary-*`): a second Ingress for
+//! the same host and path whose backend gets part of the traffic of the main one.
+//!
+//! ingress-nginx's precedence: `canary-by-header`, then `canary-by-cookie`, then
+//! `canary-weight`. A header (or cookie) value `always` sends the request to the canary and
+//! `never` keeps it on the main backend; with `canary-by-header-value` (or, failing that,
+//! `canary-by-header-pattern`) a matching value means the canary and any other value falls
+//! through to the next rule. The canary's other annotations are ignored: the main
+//! Ingress's policy applies to both backends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+
+use crate::backend::Backend;
+use crate::refs::ObjectRef;
+
+/// The canary of a route: where its share goes and how the share is chosen.
+#[derive(Debug, Clone)]
+pub struct Canary {
+    /// The canary Ingress's backend.
+    pub backend: Arc<Backend>,
+    /// The rules.
+    pub rule: Arc<CanaryRule>,
+    /// The canary Ingress.
+    pub source: ObjectRef,
+}
+
+/// How requests are chosen for the canary.
+#[derive(Debug, Clone, Default)]
+pub struct CanaryRule {
+    /// `canary-by-header`: the request header looked at.
+    pub header: Option<HeaderName>,
+    /// `canary-by-header-value`: this value means the canary.
+    pub header_value: Option<HeaderValue>,
+    /// `canary-by-header-pattern`: a value matching this means the canary (unused when
+    /// `header_value` is set, as in ingress-nginx).
+    pub header_pattern: Option<regex::Regex>,
+    /// `canary-by-cookie`: the cookie looked at (`always` / `never`).
+    pub cookie: Option<String>,
+    /// `canary-weight`: share out of `weight_total`.
+    pub weight: u32,
+    /// `canary-weight-total` (default 100).
+    pub weight_total: u32,
+}
+
+impl PartialEq for CanaryRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.header == other.header
+            && self.header_value == other.header_value
+            && self.header_pattern.as_ref().map(regex::Regex::as_str)
+                == other.header_pattern.as_ref().map(regex::Regex::as_str)
+            && self.cookie == other.cookie
+            && self.weight == other.weight
+            && self.weight_total == other.weight_total
+    }
+}
+
+impl Eq for CanaryRule {}
+
+impl CanaryRule {
+    /// Whether a request goes to the canary. `header` is the value of the rule's header,
+    /// `cookie` the value of its cookie; `roll` is uniform in `0..weight_total`.
+    pub fn chooses(&self, header: Option<&[u8]>, cookie: Option<&[u8]>, roll: u32) -> bool {
+        if self.header.is_some()
+            && let Some(value) = header
+        {
+            if let Some(wanted) = &self.header_value {
+                if value == wanted.as_bytes() {
+                    return true;
+                }
+            } else if let Some(pattern) = &self.header_pattern {
+                if std::str::from_utf8(value).is_ok_and(|v| pattern.is_match(v)) {
+                    return true;
+                }
+            } else if value == b"always" {
+                return true;
+            } else if value == b"never" {
+                return false;
+            }
+        }
+        if self.cookie.is_some()
+            && let Some(value) = cookie
+        {
+            if value == b"always" {
+                return true;
+            }
+            if value == b"never" {
+                return false;
+            }
+        }
+        self.weight > 0 && roll < self.weight
+    }
+}
+
+/// The `canary-*` keys (without prefix), which only matter with `canary: "true"`.
+pub(crate) const CANARY_KEYS: &[&str] = &[
+    "canary-by-header",
+    "canary-by-header-value",
+    "canary-by-header-pattern",
+    "canary-by-cookie",
+    "canary-weight",
+    "canary-weight-total",
+];
+
+/// Parses the `canary-*` values (already known to be under `canary: "true"`). Returns the
+/// rule and, per key, a problem sentence for values that do not parse.
+pub(crate) fn parse_rule(
+    values: &BTreeMap<&str, &str>,
+) -> (CanaryRule, Vec<(&'static str, String)>) {
+    let mut rule = CanaryRule {
+        weight_total: 100,
+        ..CanaryRule::default()
+    };
+    let mut problems = Vec::new();
+    let get = |key: &str| values.get(key).map(|v| v.trim());
+    if let Some(name) = get("canary-by-header") {
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(name) => rule.header = Some(name),
+            Err(_) => problems.push(("canary-by-header", format!("{name:?} is not a header name"))),
+        }
+    }
+    if let Some(value) = get("canary-by-header-value") {
+        match HeaderValue::from_str(value) {
+            Ok(value) if !value.is_empty() => rule.header_value = Some(value),
+            _ => problems.push(("canary-by-header-value", "not a header value".to_owned())),
+        }
+    }
+    if let Some(pattern) = get("canary-by-header-pattern") {
+        match regex::Regex::new(pattern) {
+            Ok(regex) => rule.header_pattern = Some(regex),
+            Err(e) => problems.push((
+                "canary-by-header-pattern",
+                format!("not a regular expression: {e}"),
+            )),
+        }
+    }
+    if let Some(cookie) = get("canary-by-cookie") {
+        let valid = !cookie.is_empty()
+            && cookie
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+        if valid {
+            rule.cookie = Some(cookie.to_owned());
+        } else {
+            problems.push((
+                "canary-by-cookie",
+                format!("{cookie:?} is not a cookie name"),
+            ));
+        }
+    }
+    if let Some(total) = get("canary-weight-total") {
+        match total.parse::<u32>() {
+            Ok(total) if total > 0 => rule.weight_total = total,
+            _ => problems.push((
+                "canary-weight-total",
+                format!("{total:?} is not a whole number > 0; 100 is used"),
+            )),
+        }
+    }
+    if let Some(weight) = get("canary-weight") {
+        match weight.parse::<u32>() {
+            Ok(weight) if weight <= rule.weight_total => rule.weight = weight,
+            _ => problems.push((
+                "canary-weight",
+                format!(
+                    "{weight:?} is not a whole number from 0 to {}; the weight is 0",
+                    rule.weight_total
+                ),
+            )),
+        }
+    }
+    (rule, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(pairs: &[(&str, &str)]) -> CanaryRule {
+        let values: BTreeMap<&str, &str> = pairs.iter().copied().collect();
+        let (rule, problems) = parse_rule(&values);
+        assert!(problems.is_empty(), "{problems:?}");
+        rule
+    }
+
+    /// ingress-nginx's precedence: header, then cookie, then weight.
+    #[test]
+    fn header_then_cookie_then_weight() {
+        let r = rule(&[
+            ("canary-by-header", "x-canary"),
+            ("canary-by-cookie", "canary"),
+            ("canary-weight", "30"),
+        ]);
+        assert!(r.chooses(Some(b"always"), Some(b"never"), 99));
+        assert!(!r.chooses(Some(b"never"), Some(b"always"), 0));
+        // Another header value falls through to the cookie, then to the weight.
+        assert!(r.chooses(Some(b"maybe"), Some(b"always"), 99));
+        assert!(!r.chooses(Some(b"maybe"), Some(b"never"), 0));
+        assert!(r.chooses(None, Some(b"other"), 29));
+        assert!(!r.chooses(None, None, 30));
+    }
+
+    #[test]
+    fn header_value_and_pattern() {
+        let r = rule(&[
+            ("canary-by-header", "x-region"),
+            ("canary-by-header-value", "eu"),
+            ("canary-by-header-pattern", "^us-.*"),
+        ]);
+        assert!(r.chooses(Some(b"eu"), None, 0));
+        // With a value set, the pattern is not used, and `always` is just another value.
+        assert!(!r.chooses(Some(b"us-east"), None, 0));
+        assert!(!r.chooses(Some(b"always"), None, 0));
+        let r = rule(&[
+            ("canary-by-header", "x-region"),
+            ("canary-by-header-pattern", "^us-.*"),
+        ]);
+        assert!(r.chooses(Some(b"us-east"), None, 0));
+        assert!(!r.chooses(Some(b"eu"), None, 0));
+    }
+
+    #[test]
+    fn weight_out_of_total() {
+        let r = rule(&[("canary-weight", "1"), ("canary-weight-total", "1000")]);
+        assert_eq!(
+            (0..1000)
+                .filter(|&roll| r.chooses(None, None, roll))
+                .count(),
+            1
+        );
+        let none = rule(&[]);
+        assert!((0..100).all(|roll| !none.chooses(None, None, roll)));
+    }
+
+    #[test]
+    fn invalid_values_are_problems() {
+        let values: BTreeMap<&str, &str> = [
+            ("canary-weight", "150"),
+            ("canary-by-header", "bad header"),
+            ("canary-by-header-pattern", "("),
+        ]
+        .into_iter()
+        .collect();
+        let (rule, problems) = parse_rule(&values);
+        assert_eq!(rule.weight, 0);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+}
