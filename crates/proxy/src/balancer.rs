@@ -63,6 +63,27 @@ pub(crate) fn now_millis(at: Instant) -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct Balancer {
     endpoints: Box<[Arc<Endpoint>]>,
+    /// [`endpoint_key`] of each endpoint (session cookies, consistent hashing).
+    keys: Box<[u64]>,
+}
+
+/// A stable 64-bit name of an endpoint address (FNV-1a of `ip:port`): the same in every
+/// sluice instance, so a session cookie set by one is understood by all.
+pub(crate) fn endpoint_key(addr: SocketAddr) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in addr.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Mixes a request key with an endpoint key (rendezvous hashing's weight).
+fn weight(key: u64, endpoint: u64) -> u64 {
+    let mut x = key ^ endpoint.rotate_left(17);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 impl Balancer {
@@ -82,7 +103,40 @@ impl Balancer {
                 )
             })
             .collect();
-        Balancer { endpoints }
+        let keys = addrs.iter().map(|&addr| endpoint_key(addr)).collect();
+        Balancer { endpoints, keys }
+    }
+
+    /// The stable key of endpoint `index`.
+    pub(crate) fn key(&self, index: usize) -> u64 {
+        self.keys[index]
+    }
+
+    /// The endpoint whose key is `key`, if it is still here.
+    pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        self.keys.iter().position(|&k| k == key)
+    }
+
+    /// The endpoint a request key maps to by rendezvous (highest random weight) hashing
+    /// over the endpoints not down: adding or removing an endpoint moves only the keys that
+    /// belong to it.
+    pub(crate) fn rendezvous(&self, key: u64, now_ms: u64) -> Option<usize> {
+        (0..self.endpoints.len())
+            .filter(|&i| self.endpoints[i].down_until.load(Ordering::Relaxed) <= now_ms)
+            .max_by_key(|&i| weight(key, self.keys[i]))
+    }
+
+    /// Takes endpoint `index` for a request, like [`Self::pick`], unless it is down or in
+    /// `tried`.
+    pub(crate) fn take(&self, index: usize, tried: &[usize], now_ms: u64) -> bool {
+        let Some(endpoint) = self.endpoints.get(index) else {
+            return false;
+        };
+        if tried.contains(&index) || endpoint.down_until.load(Ordering::Relaxed) > now_ms {
+            return false;
+        }
+        endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// All endpoints.
@@ -162,7 +216,7 @@ impl Balancer {
 
 /// A uniformly distributed number in `0..n` (`n > 0`) from a per-thread xorshift generator:
 /// fast, lock-free, and good enough for choosing endpoints.
-fn random_below(n: usize) -> usize {
+pub(crate) fn random_below(n: usize) -> usize {
     thread_local! {
         static STATE: Cell<u64> = const { Cell::new(0) };
     }

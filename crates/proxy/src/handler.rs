@@ -21,6 +21,8 @@ use hyper::body::Incoming;
 
 use crate::access_log::LogRecord;
 use crate::admit::{self, Facts};
+use crate::affinity;
+use crate::balancer;
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::context::ConnCtx;
 use crate::errors::error_response;
@@ -169,6 +171,18 @@ pub(crate) async fn handle(
         Some(target) => target.as_str(),
         None => parts.uri.path_and_query().map_or("/", PathAndQuery::as_str),
     };
+    let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
+        let facts = affinity::Facts {
+            headers: &parts.headers,
+            client: ctx.peer.ip(),
+            uri: &parts.uri,
+            host: host_str,
+        };
+        let balancer = &done.snapshot.backends[id].balancer;
+        affinity::preference(route_policy, balancer, balancer::now_millis(start), &facts)
+    } else {
+        affinity::Preference::default()
+    };
     let outgoing = Outgoing {
         head: UpstreamRequest {
             method: parts.method.as_str().as_bytes(),
@@ -192,6 +206,7 @@ pub(crate) async fn handle(
         ),
         head_request: parts.method == Method::HEAD,
         retry: &route_policy.next_upstream,
+        prefer: preference.endpoint,
     };
 
     let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
@@ -212,7 +227,18 @@ pub(crate) async fn handle(
             }
             None => Err(upstream::Failure::BadGateway),
         };
-        return Ok(from_client(done, grpc, host_str, answer, response_fields));
+        let balancer = &done.snapshot.backends[id].balancer;
+        let cookie = answer.as_ref().ok().and_then(|answer| {
+            affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint)
+        });
+        return Ok(from_client(
+            done,
+            grpc,
+            host_str,
+            answer,
+            response_fields,
+            cookie,
+        ));
     }
     let mut state = &done.snapshot.backends[id];
     let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
@@ -257,6 +283,7 @@ pub(crate) async fn handle(
             idempotent: true,
             head_request: parts.method == Method::HEAD,
             retry: &route_policy.next_upstream,
+            prefer: None,
         };
         done.backend = Some(fallback.id);
         state = &done.snapshot.backends[fallback.id];
@@ -266,6 +293,7 @@ pub(crate) async fn handle(
         };
     }
     done.endpoint = Some(answer.endpoint);
+    let answer_endpoint = answer.endpoint;
     let upstream::Answer {
         head, conn, addr, ..
     } = answer;
@@ -293,6 +321,14 @@ pub(crate) async fn handle(
     for (name, value) in response_fields {
         // Replaces the upstream's (nginx `more_set_headers`).
         response.headers_mut().insert(name, value);
+    }
+    if done.backend == Some(id)
+        && let Some(cookie) =
+            affinity::set_cookie(route_policy, &state.balancer, &preference, answer_endpoint)
+    {
+        response
+            .headers_mut()
+            .append(http::header::SET_COOKIE, cookie);
     }
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -449,6 +485,7 @@ fn from_client(
     host: &str,
     answer: Result<upstream_client::Answer, upstream::Failure>,
     response_fields: Vec<(http::HeaderName, HeaderValue)>,
+    cookie: Option<HeaderValue>,
 ) -> Response<ResponseBody> {
     let answer = match answer {
         Ok(answer) => answer,
@@ -461,6 +498,10 @@ fn from_client(
     header_policy::drop_hop_by_hop(&mut parts.headers);
     for (name, value) in response_fields {
         parts.headers.insert(name, value);
+    }
+    if let Some(cookie) = cookie {
+        // Added to the upstream's own cookies, never replacing them.
+        parts.headers.append(http::header::SET_COOKIE, cookie);
     }
     let status = parts.status.as_u16();
     done.count(host, status);

@@ -34,7 +34,6 @@ use crate::response_out::{self, ClientFraming, ClientSide};
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo, Started};
-use crate::upstream_client;
 
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
@@ -233,9 +232,9 @@ where
         rule.chooses(header, cookie, route::roll(rule.weight_total))
     });
     if let Routed::Backend { backend, entry } = routed
-        && upstream_client::needed(&snapshot, backend, entry)
+        && route::needs_hyper(&snapshot, backend, entry)
     {
-        // HTTPS, HTTP/2 and gRPC backends are reached through hyper's client.
+        // HTTPS, HTTP/2 and gRPC backends, and routes with session affinity.
         return None;
     }
     let log = shared
@@ -318,6 +317,7 @@ where
         idempotent: head.idempotent(buf),
         head_request,
         retry: &route_policy.next_upstream,
+        prefer: None,
     };
     let timeout = route_policy
         .read_timeout
@@ -358,6 +358,7 @@ where
             idempotent: true,
             head_request,
             retry: &route_policy.next_upstream,
+            prefer: None,
         };
         done.backend = Some(fallback.id);
         let state = &done.snapshot.backends[fallback.id];

@@ -67,6 +67,7 @@ mod access_log;
 mod activity;
 mod admin;
 mod admit;
+mod affinity;
 mod balancer;
 mod body;
 mod chunked;

@@ -2,8 +2,6 @@
 //! canary (ingress-nginx's canary Ingresses) chosen or not. The same functions for every
 //! front end.
 
-use std::cell::Cell;
-
 use sluice_routing::CanaryRule;
 
 use crate::snapshot::Snapshot;
@@ -63,29 +61,20 @@ pub(crate) fn route(
     }
 }
 
-/// A number uniform in `0..total` for `canary-weight` (xorshift64*, one state per thread:
-/// no lock, no system call per request).
-pub(crate) fn roll(total: u32) -> u32 {
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new(seed());
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        ((u128::from(r >> 32) * u128::from(total.max(1))) >> 32) as u32
-    })
+/// Whether a routed request needs the hyper front end's upstream step: a backend that is
+/// not plain HTTP/1.1 ([`crate::upstream_client`]), or a route whose endpoint choice reads
+/// cookies and sets them (session affinity, `upstream-hash-by`).
+pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> bool {
+    let policy = &snapshot.table.entry(entry).policy;
+    policy.affinity.is_some()
+        || policy.hash_by.is_some()
+        || crate::upstream_client::protocol(snapshot, backend, entry)
+            != sluice_routing::UpstreamProtocol::Http
 }
 
-fn seed() -> u64 {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    // RandomState is seeded from the OS per process and differs per instance.
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(0x5151);
-    hasher.finish() | 1
+/// A number uniform in `0..total` for `canary-weight`.
+pub(crate) fn roll(total: u32) -> u32 {
+    crate::balancer::random_below(total.max(1) as usize) as u32
 }
 
 /// The value of cookie `name` in `Cookie` field values (`a=1; b=2`).

@@ -93,6 +93,8 @@ pub(crate) struct Outgoing<'a, F> {
     pub(crate) head_request: bool,
     /// When to try another endpoint (the route's `proxy-next-upstream`).
     pub(crate) retry: &'a NextUpstream,
+    /// The endpoint to try first (session affinity, `upstream-hash-by`).
+    pub(crate) prefer: Option<usize>,
 }
 
 impl<'a, F> Outgoing<'a, F>
@@ -204,7 +206,11 @@ where
         let last = attempt == attempts;
         let body = body.take().unwrap_or(RequestBody::Empty);
         let now_ms = balancer::now_millis(Instant::now());
-        let Some(index) = balancer.pick(&excluded[..excluded_len], now_ms) else {
+        let tried = &excluded[..excluded_len];
+        let preferred = outgoing
+            .prefer
+            .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
+        let Some(index) = preferred.or_else(|| balancer.pick(tried, now_ms)) else {
             break;
         };
         let mut in_flight = InFlight {

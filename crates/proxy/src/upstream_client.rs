@@ -89,11 +89,6 @@ pub(crate) fn protocol(snapshot: &Snapshot, id: usize, entry: usize) -> Upstream
         .unwrap_or(UpstreamProtocol::Http)
 }
 
-/// Whether requests for this route go through this module (not plain HTTP/1.1).
-pub(crate) fn needed(snapshot: &Snapshot, id: usize, entry: usize) -> bool {
-    protocol(snapshot, id, entry) != UpstreamProtocol::Http
-}
-
 /// How to reach backend `id` of `snapshot` for a route with `policy`; `None` only for the
 /// empty table.
 pub(crate) fn target<'s>(
@@ -183,7 +178,11 @@ where
     while attempt < tries {
         attempt += 1;
         let now_ms = balancer::now_millis(Instant::now());
-        let Some(index) = balancer.pick(&excluded[..excluded_len], now_ms) else {
+        let tried = &excluded[..excluded_len];
+        let preferred = outgoing
+            .prefer
+            .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
+        let Some(index) = preferred.or_else(|| balancer.pick(tried, now_ms)) else {
             break;
         };
         let mut in_flight = InFlight {

@@ -351,7 +351,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         &[
             ("configuration-snippet", "more_set_headers \"X: y\";"),
             ("proxy-body-size", "12x"),
-            ("affinity", "cookie"),
+            ("limit-connections", "10"),
         ],
     );
     let compiled = compile(&inputs(&[route]), &CompileOptions::default());
@@ -376,7 +376,10 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         "{reasons:?}"
     );
     assert!(
-        reasons.contains(&(field("affinity").as_str(), &Reason::UnsupportedAnnotation)),
+        reasons.contains(&(
+            field("limit-connections").as_str(),
+            &Reason::UnsupportedAnnotation
+        )),
         "{reasons:?}"
     );
     // The rest of the Ingress keeps working.
@@ -772,4 +775,174 @@ fn a_canary_without_a_main_ingress_is_a_diagnostic() {
         compiled.diagnostics
     );
     assert!(compiled.table.route("lonely.example.com", "/").is_none());
+}
+
+/// The `name=value` part of the response's `Set-Cookie` for `name`, if any.
+fn set_cookie(answer: &Answer, name: &str) -> Option<String> {
+    answer
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap_or("").to_owned())
+}
+
+/// ingress-nginx's `affinity: cookie` in `persistent` mode: the first answer sets an
+/// HttpOnly cookie, 1,000 requests with it (both front ends) reach the same pod, and when
+/// that pod's endpoint leaves, the session fails over to a live one and the cookie is
+/// pointed there.
+#[tokio::test]
+async fn affinity_cookie_sticks_and_fails_over_when_the_endpoint_leaves() {
+    init_tracing();
+    bounded(async {
+        let pods = [
+            echo("web", "web-0").await,
+            echo("web", "web-1").await,
+            echo("web", "web-2").await,
+        ];
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let sticky = [
+            ("affinity", "cookie"),
+            ("affinity-mode", "persistent"),
+            ("session-cookie-name", "route"),
+            ("session-cookie-max-age", "3600"),
+        ];
+        let route_to = |pods: &[&EchoServer]| {
+            annotated(
+                Route::new(
+                    "sticky.example.com",
+                    "web",
+                    pods.iter().map(|p| p.addr()).collect(),
+                ),
+                &sticky,
+            )
+        };
+        proxy.route(&[route_to(&[&pods[0], &pods[1], &pods[2]])]);
+        let first = request(&proxy, ("GET", ""), "sticky.example.com", "/", &[]).await;
+        let raw = first.headers["set-cookie"].to_str().unwrap().to_owned();
+        assert!(raw.contains("; Path=/; Max-Age=3600; HttpOnly"), "{raw}");
+        let cookie = set_cookie(&first, "route").expect("a session cookie");
+        let pod = first.report().pod;
+        for i in 0..1_000 {
+            let (_, method, body) = SHAPES[i % 2];
+            let got = request(
+                &proxy,
+                (method, body),
+                "sticky.example.com",
+                "/",
+                &[("cookie", &format!("a=b; {cookie}"))],
+            )
+            .await;
+            assert_eq!(got.report().pod, pod, "request {i}");
+            assert!(
+                set_cookie(&got, "route").is_none(),
+                "no new cookie while it holds"
+            );
+        }
+        // The pod's endpoint leaves the Service.
+        let rest: Vec<&EchoServer> = pods
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| format!("web-{i}") != pod)
+            .map(|(_, p)| p)
+            .collect();
+        proxy.route(&[route_to(&rest)]);
+        let moved = request(
+            &proxy,
+            ("GET", ""),
+            "sticky.example.com",
+            "/",
+            &[("cookie", &cookie)],
+        )
+        .await;
+        let new_pod = moved.report().pod;
+        assert_ne!(new_pod, pod);
+        let new_cookie = set_cookie(&moved, "route").expect("the cookie follows the session");
+        for _ in 0..50 {
+            let got = request(
+                &proxy,
+                ("GET", ""),
+                "sticky.example.com",
+                "/",
+                &[("cookie", &new_cookie)],
+            )
+            .await;
+            assert_eq!(got.report().pod, new_pod);
+        }
+    })
+    .await;
+}
+
+/// `balanced` mode (ingress-nginx's default) keeps each session on one pod and spreads
+/// sessions over all pods; `upstream-hash-by` does the same for a header's value.
+#[tokio::test]
+async fn balanced_affinity_and_upstream_hash_by_spread_sessions_and_keep_them() {
+    init_tracing();
+    bounded(async {
+        let pods = [
+            echo("web", "web-0").await,
+            echo("web", "web-1").await,
+            echo("web", "web-2").await,
+        ];
+        let addrs: Vec<_> = pods.iter().map(|p| p.addr()).collect();
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("balanced.example.com", "web", addrs.clone()),
+                &[("affinity", "cookie")],
+            ),
+            annotated(
+                Route::new("hashed.example.com", "web", addrs.clone()),
+                &[("upstream-hash-by", "$http_x_user")],
+            ),
+        ]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..60 {
+            let first = request(&proxy, ("GET", ""), "balanced.example.com", "/", &[]).await;
+            let cookie = set_cookie(&first, "INGRESSCOOKIE").expect("default cookie name");
+            let pod = first.report().pod;
+            seen.insert(pod.clone());
+            for _ in 0..5 {
+                let got = request(
+                    &proxy,
+                    ("GET", ""),
+                    "balanced.example.com",
+                    "/",
+                    &[("cookie", &cookie)],
+                )
+                .await;
+                assert_eq!(got.report().pod, pod);
+            }
+        }
+        assert_eq!(seen.len(), 3, "sessions spread over every pod");
+        let mut seen = std::collections::HashSet::new();
+        for user in 0..60 {
+            let user = format!("user-{user}");
+            let pod = request(
+                &proxy,
+                ("GET", ""),
+                "hashed.example.com",
+                "/",
+                &[("x-user", &user)],
+            )
+            .await
+            .report()
+            .pod;
+            seen.insert(pod.clone());
+            for _ in 0..5 {
+                let got = request(
+                    &proxy,
+                    ("POST", "x"),
+                    "hashed.example.com",
+                    "/",
+                    &[("x-user", &user)],
+                )
+                .await;
+                assert_eq!(got.report().pod, pod, "{user}");
+            }
+        }
+        assert_eq!(seen.len(), 3, "users spread over every pod");
+    })
+    .await;
 }

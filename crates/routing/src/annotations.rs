@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Uri};
 
+use crate::affinity::{self, AFFINITY_KEYS, Affinity};
 use crate::canary::{self, CANARY_KEYS, CanaryRule};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
@@ -85,6 +86,17 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "canary-by-cookie",
     "canary-weight",
     "canary-weight-total",
+    "affinity",
+    "affinity-mode",
+    "session-cookie-name",
+    "session-cookie-path",
+    "session-cookie-domain",
+    "session-cookie-samesite",
+    "session-cookie-secure",
+    "session-cookie-max-age",
+    "session-cookie-expires",
+    "session-cookie-change-on-failure",
+    "upstream-hash-by",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -249,6 +261,8 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
     policy.rate_limit = rate_limit(&mut cx);
     let canary = canary(&mut cx);
+    policy.affinity = affinity(&mut cx);
+    policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -431,9 +445,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "TLS settings are not configurable per Ingress"
         }
         "preserve-trailing-slash" => "not supported yet",
-        "service-upstream" | "upstream-hash-by" | "load-balance" => {
-            "load-balancing choices are not supported yet"
-        }
+        "service-upstream" | "load-balance" => "load-balancing choices are not supported yet",
         "satisfy" => "not supported yet",
         "connection-proxy-header" => "not supported yet",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
@@ -449,8 +461,8 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         | "proxy-max-temp-file-size"
         | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
         "proxy-http-version" => "not supported yet",
-        _ if starts("affinity") || starts("session-cookie-") => {
-            "session affinity is not supported yet"
+        "affinity-canary-behavior" | "session-cookie-conditional-samesite-none" => {
+            "not supported yet"
         }
         _ if starts("auth-tls-") => "client certificate authentication is not supported yet",
         _ if starts("auth-") || name == "enable-global-auth" => {
@@ -879,6 +891,38 @@ fn parse_rate(value: &str, what: &str) -> Result<u32, String> {
             shown(value)
         )),
     }
+}
+
+/// `affinity: cookie` and its `session-cookie-*` companions ([`crate::affinity`]).
+fn affinity(cx: &mut Cx<'_>) -> Option<Affinity> {
+    let enabled = cx.value("affinity", |v| match v.trim() {
+        "cookie" => Ok(true),
+        other => Err(format!(
+            "value {other:?} is not cookie (the only affinity type)"
+        )),
+    });
+    let entries: Vec<_> = AFFINITY_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    if enabled != Some(true) {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without affinity: cookie");
+        }
+        return None;
+    }
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (settings, problems) = affinity::parse_affinity(&values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(settings)
 }
 
 /// `canary` and the `canary-*` keys ([`crate::canary`]).
@@ -1386,11 +1430,11 @@ mod tests {
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         // Also for unsupported keys: only the winning key is reported.
         let parsed = parse(&map(&[
-            (&nginx("affinity"), "cookie"),
-            (&sluice("affinity"), "cookie"),
+            (&nginx("limit-connections"), "5"),
+            (&sluice("limit-connections"), "5"),
         ]));
         assert_eq!(parsed.problems.len(), 1);
-        assert_eq!(parsed.problems[0].annotation, sluice("affinity"));
+        assert_eq!(parsed.problems[0].annotation, sluice("limit-connections"));
     }
 
     #[test]
@@ -2137,10 +2181,6 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_as_unsupported() {
         for (name, detail) in [
-            (
-                "affinity",
-                "not supported by sluice: session affinity is not supported yet",
-            ),
             (
                 "limit-connections",
                 "not supported by sluice: not supported yet",

@@ -85,6 +85,7 @@
 
 #![warn(missing_docs)]
 
+mod affinity;
 mod annotations;
 mod backend;
 mod canary;
@@ -102,6 +103,7 @@ mod refs;
 mod table;
 mod tls;
 
+pub use affinity::{Affinity, AffinityMode, HashBy};
 pub use annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
+use crate::affinity::{Affinity, HashBy};
 use crate::cidr::Cidr;
 use crate::protocol::{UpstreamProtocol, UpstreamTls};
 
@@ -72,6 +73,11 @@ pub struct Policy {
     /// Requests per client address (`limit-rps`, `limit-rpm`, `limit-burst-multiplier`,
     /// `limit-allowlist`).
     pub rate_limit: Option<RateLimit>,
+    /// Session affinity (`affinity: cookie`, `session-cookie-*`, `affinity-mode`).
+    pub affinity: Option<Affinity>,
+    /// Consistent hashing of requests onto endpoints (`upstream-hash-by`); affinity wins
+    /// when both are set.
+    pub hash_by: Option<HashBy>,
 }
 
 /// ingress-nginx's request rate limits: nginx `limit_req` with `burst` and `nodelay`, keyed

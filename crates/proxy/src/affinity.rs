@@ -1,0 +1,221 @@
+//! Which endpoint a request prefers: session affinity cookies (ingress-nginx's
+//! `affinity: cookie`) and consistent hashing (`upstream-hash-by`). The balancer's normal
+//! choice applies when there is no preference or the preferred endpoint is down.
+//!
+//! Cookie values are 16 hex digits: in `persistent` mode the endpoint's stable key
+//! ([`crate::balancer::endpoint_key`]), in `balanced` mode a random session key mapped to
+//! an endpoint by rendezvous hashing, so new endpoints take over a fair share of sessions.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, HeaderValue, Uri};
+use sluice_routing::{Affinity, AffinityMode, HashBy, Policy};
+
+use crate::balancer::{self, Balancer};
+use crate::route;
+
+/// What a request brings to the endpoint choice.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Preference {
+    /// The endpoint to try first.
+    pub(crate) endpoint: Option<usize>,
+    /// The session key of a valid affinity cookie, or the new one to set.
+    key: Option<u64>,
+    /// The client had no usable affinity cookie.
+    new: bool,
+}
+
+/// The request facts the choice may read.
+pub(crate) struct Facts<'a> {
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) client: IpAddr,
+    pub(crate) uri: &'a Uri,
+    pub(crate) host: &'a str,
+}
+
+/// The preference of a request for a route with `policy` (affinity wins over
+/// `upstream-hash-by`).
+pub(crate) fn preference(
+    policy: &Policy,
+    balancer: &Balancer,
+    now_ms: u64,
+    facts: &Facts<'_>,
+) -> Preference {
+    if let Some(affinity) = &policy.affinity {
+        let cookie = cookie(facts.headers, &affinity.cookie).and_then(parse_key);
+        return match (affinity.mode, cookie) {
+            (AffinityMode::Persistent, Some(key)) => Preference {
+                endpoint: balancer.find(key),
+                key: Some(key),
+                new: false,
+            },
+            (AffinityMode::Persistent, None) => Preference {
+                new: true,
+                ..Preference::default()
+            },
+            (AffinityMode::Balanced, found) => {
+                let key = found.unwrap_or_else(random_key);
+                Preference {
+                    endpoint: balancer.rendezvous(key, now_ms),
+                    key: Some(key),
+                    new: found.is_none(),
+                }
+            }
+        };
+    }
+    let Some(hash_by) = &policy.hash_by else {
+        return Preference::default();
+    };
+    let key = match hash_by {
+        HashBy::ClientAddress => hash(facts.client.to_string().as_bytes()),
+        HashBy::Header(name) => hash(
+            facts
+                .headers
+                .get(name)
+                .map_or(&b""[..], HeaderValue::as_bytes),
+        ),
+        HashBy::Cookie(name) => hash(cookie(facts.headers, name).unwrap_or(b"")),
+        HashBy::RequestUri => hash(
+            facts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .as_bytes(),
+        ),
+        HashBy::Path => hash(facts.uri.path().as_bytes()),
+        HashBy::Host => hash(facts.host.as_bytes()),
+    };
+    Preference {
+        endpoint: balancer.rendezvous(key, now_ms),
+        key: None,
+        new: false,
+    }
+}
+
+/// The `Set-Cookie` a response carries after endpoint `chosen` answered, if any: a new
+/// session's cookie, or (`persistent`) a cookie pointing at the endpoint that took over
+/// from one that left, or failed with `session-cookie-change-on-failure`.
+pub(crate) fn set_cookie(
+    policy: &Policy,
+    balancer: &Balancer,
+    preference: &Preference,
+    chosen: usize,
+) -> Option<HeaderValue> {
+    let affinity = policy.affinity.as_ref()?;
+    let key = match affinity.mode {
+        AffinityMode::Persistent => {
+            let moved = preference.endpoint != Some(chosen);
+            let left = preference.endpoint.is_none();
+            if !(preference.new || left || (moved && affinity.change_on_failure)) {
+                return None;
+            }
+            balancer.key(chosen)
+        }
+        AffinityMode::Balanced => {
+            let moved = preference.endpoint != Some(chosen);
+            if moved && affinity.change_on_failure {
+                // A key that maps to the endpoint that answered (a few draws suffice:
+                // each maps there with probability 1/endpoints).
+                let now = balancer::now_millis(std::time::Instant::now());
+                (0..256)
+                    .map(|_| random_key())
+                    .find(|&k| balancer.rendezvous(k, now) == Some(chosen))?
+            } else if preference.new {
+                preference.key?
+            } else {
+                return None;
+            }
+        }
+    };
+    HeaderValue::try_from(cookie_line(affinity, key, SystemTime::now())).ok()
+}
+
+/// `name=<16 hex digits><attributes>[; Expires=<HTTP date>]`.
+fn cookie_line(affinity: &Affinity, key: u64, now: SystemTime) -> String {
+    let mut line = format!("{}={key:016x}{}", affinity.cookie, affinity.attributes);
+    if let Some(seconds) = affinity.expires {
+        let at = now + Duration::from_secs(seconds);
+        line.push_str("; Expires=");
+        line.push_str(&httpdate::fmt_http_date(at));
+    }
+    line
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
+    let values = headers.get_all(http::header::COOKIE).iter();
+    route::cookie(values.map(HeaderValue::as_bytes), name)
+}
+
+fn parse_key(value: &[u8]) -> Option<u64> {
+    if value.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(value).ok()?, 16).ok()
+}
+
+fn random_key() -> u64 {
+    let high = balancer::random_below(u32::MAX as usize) as u64;
+    let low = balancer::random_below(u32::MAX as usize) as u64;
+    (high << 32) | low
+}
+
+/// FNV-1a, for `upstream-hash-by` keys.
+fn hash(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+
+    fn balancer(n: u16) -> Balancer {
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|i| SocketAddr::from(([10, 0, 0, 1], 8000 + i)))
+            .collect();
+        Balancer::new(&addrs, &mut HashMap::new())
+    }
+
+    #[test]
+    fn rendezvous_moves_few_keys_when_an_endpoint_is_added() {
+        let (four, five) = (balancer(4), balancer(5));
+        let keys: Vec<u64> = (0..10_000u64).map(|i| hash(&i.to_le_bytes())).collect();
+        let moved = keys
+            .iter()
+            .filter(|&&k| four.rendezvous(k, 0) != five.rendezvous(k, 0))
+            .count();
+        // Ideally 1/5 of the keys move (to the new endpoint), and no others.
+        assert!((1_700..=2_300).contains(&moved), "{moved}");
+        for &k in &keys {
+            let after = five.rendezvous(k, 0).unwrap();
+            if four.rendezvous(k, 0) != Some(after) {
+                assert_eq!(after, 4, "a key moved between old endpoints");
+            }
+        }
+    }
+
+    #[test]
+    fn cookie_lines_like_ingress_nginx_sticky_cookies() {
+        let affinity = Affinity {
+            cookie: "route".into(),
+            attributes: "; Path=/; HttpOnly".into(),
+            expires: Some(60),
+            mode: AffinityMode::Persistent,
+            change_on_failure: false,
+        };
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            cookie_line(&affinity, 0xab, at),
+            "route=00000000000000ab; Path=/; HttpOnly; Expires=Tue, 14 Nov 2023 22:14:20 GMT"
+        );
+        assert_eq!(parse_key(b"00000000000000ab"), Some(0xab));
+        assert_eq!(parse_key(b"zz"), None);
+    }
+}
