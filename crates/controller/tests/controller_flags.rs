@@ -156,7 +156,7 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     w.create(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "noted", "annotations": {
-            "nginx.ingress.kubernetes.io/affinity": "cookie",
+            "nginx.ingress.kubernetes.io/auth-type": "basic",
             "nginx.ingress.kubernetes.io/proxy-body-size": "12x",
             "nginx.ingress.kubernetes.io/configuration-snippet": "x",
         }},
@@ -169,7 +169,7 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     let expected = [
         (
             "UnsupportedAnnotation",
-            "nginx.ingress.kubernetes.io/affinity",
+            "nginx.ingress.kubernetes.io/auth-type",
         ),
         (
             "InvalidAnnotation",

@@ -59,7 +59,7 @@ metadata:
   namespace: shop
   annotations:
     nginx.ingress.kubernetes.io/rewrite-target: /$2
-    nginx.ingress.kubernetes.io/affinity: cookie
+    nginx.ingress.kubernetes.io/auth-type: basic
 spec:
   ingressClassName: sluice
   rules:
@@ -204,8 +204,8 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
             "  invalid      nginx.ingress.kubernetes.io/proxy-body-size: value \"10 MB\" is \
              not a size (digits with an optional k, m or g suffix)\n",
             "  class        sluice (spec.ingressClassName): served",
-            "  unsupported  nginx.ingress.kubernetes.io/affinity: not supported by sluice: \
-             session affinity is not supported yet\n",
+            "  unsupported  nginx.ingress.kubernetes.io/auth-type: not supported by sluice: \
+             basic authentication is not supported yet; use auth-url\n",
             &rewrite_line,
         ],
     );
@@ -280,10 +280,10 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
         .map(|p| p["annotation"].as_str().unwrap())
         .collect();
     if rewrite_supported {
-        assert_eq!(problem_keys, [nginx("affinity")]);
+        assert_eq!(problem_keys, [nginx("auth-type")]);
         assert_eq!(rewrite["honoured"], json!([nginx("rewrite-target")]));
     } else {
-        assert_eq!(problem_keys, [nginx("affinity"), nginx("rewrite-target")]);
+        assert_eq!(problem_keys, [nginx("auth-type"), nginx("rewrite-target")]);
         assert_eq!(rewrite["problems"][1]["reason"], "UnsupportedAnnotation");
     }
     assert_eq!(rewrite["problems"][0]["reason"], "UnsupportedAnnotation");
@@ -406,7 +406,7 @@ metadata:
   namespace: {ns}
   annotations:
     nginx.ingress.kubernetes.io/enable-cors: \"true\"
-    nginx.ingress.kubernetes.io/auth-url: https://auth.example.com/
+    nginx.ingress.kubernetes.io/auth-type: basic
 spec:
   ingressClassName: {nginx_class}
   defaultBackend: {{service: {{name: web, port: {{number: 80}}}}}}
@@ -443,10 +443,10 @@ spec:
         format!("IngressClass {nginx_class} belongs to spec.controller k8s.io/ingress-nginx")
     );
     assert_eq!(legacy["honoured"], json!([nginx("enable-cors")]));
-    assert_eq!(legacy["problems"][0]["annotation"], nginx("auth-url"));
+    assert_eq!(legacy["problems"][0]["annotation"], nginx("auth-type"));
     assert_eq!(
         legacy["problems"][0]["detail"],
-        "not supported by sluice: authentication is not supported yet"
+        "not supported by sluice: basic authentication is not supported yet; use auth-url"
     );
     let ready = &v["ingresses"][1];
     assert_eq!(ready["name"], "ready");

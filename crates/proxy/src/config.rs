@@ -78,6 +78,11 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub websocket_idle_timeout: Duration,
 
+    /// Longest wait for a route's external auth service (`auth-url`), connect included;
+    /// past it the request gets 500.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub auth_timeout: Duration,
+
     /// Status for requests over a route's `limit-rps`/`limit-rpm` (ingress-nginx's
     /// `limit-req-status-code`).
     #[arg(long, default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
@@ -168,6 +173,7 @@ impl Default for ProxyArgs {
             send_timeout: Duration::from_secs(60),
             websocket_idle_timeout: Duration::from_secs(60),
             limit_req_status_code: 503,
+            auth_timeout: Duration::from_secs(5),
             trusted_proxies: Vec::new(),
             proxy_protocol: false,
             allow_underscore_headers: false,

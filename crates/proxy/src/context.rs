@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) limiter: crate::rate_limit::Limiter,
     /// `--limit-req-status-code`.
     pub(crate) limit_status: http::StatusCode,
+    /// `--auth-timeout`: longest wait for an `auth-url` answer.
+    pub(crate) auth_timeout: Duration,
     /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
     pub(crate) tunnels: TaskTracker,
     /// Cancelled when tunnels must close.

@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 use crate::access_log::LogRecord;
 use crate::admit::{self, Facts};
 use crate::affinity;
+use crate::auth;
 use crate::balancer;
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::context::ConnCtx;
@@ -113,6 +114,22 @@ pub(crate) async fn handle(
         let status = ctx.shared.limit_status;
         return Ok(fail(done, grpc, host_str, status));
     }
+    let mut auth_fields = Vec::new();
+    if let Some(external) = &route_policy.auth {
+        let original = auth::Original {
+            method: request.method(),
+            headers: request.headers(),
+            scheme: if ctx.tls { "https" } else { "http" },
+            host: host_str,
+            uri: view.target,
+            client: view.client,
+        };
+        match auth::check(external, &ctx.shared, &done.snapshot, &original).await {
+            auth::Verdict::Allow(fields) => auth_fields = fields,
+            auth::Verdict::Deny(answer) => return Ok(answered(done, host_str, answer)),
+            auth::Verdict::Fail(status) => return Ok(fail(done, grpc, host_str, status)),
+        }
+    }
     let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
         Some(policy::Rewritten::Redirect(location)) => {
             return Ok(answered(done, host_str, policy::Answer::found(location)));
@@ -171,6 +188,16 @@ pub(crate) async fn handle(
         Some(target) => target.as_str(),
         None => parts.uri.path_and_query().map_or("/", PathAndQuery::as_str),
     };
+    // The route's request fields, then those the auth service sent (they win).
+    let request_set: std::borrow::Cow<'_, [(http::HeaderName, HeaderValue)]> =
+        if auth_fields.is_empty() {
+            std::borrow::Cow::Borrowed(&route_policy.request_headers)
+        } else {
+            let mut fields = route_policy.request_headers.clone();
+            fields.retain(|(name, _)| !auth_fields.iter().any(|(n, _)| n == name));
+            fields.extend(auth_fields);
+            std::borrow::Cow::Owned(fields)
+        };
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
         let facts = affinity::Facts {
             headers: &parts.headers,
@@ -193,7 +220,7 @@ pub(crate) async fn handle(
             websocket,
             http2,
             framing,
-            set: &route_policy.request_headers,
+            set: &request_set,
             vhost: route_policy.upstream_vhost.as_ref(),
             forwarded_prefix: route_policy.forwarded_prefix.as_ref(),
         },

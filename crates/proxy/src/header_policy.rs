@@ -471,7 +471,10 @@ pub(crate) fn encode_request_head<'a, F>(
         put_header(out, name, value);
     }
     for (name, value) in request.set {
-        put_header(out, name.as_str().as_bytes(), value.as_bytes());
+        // An empty value removes the field (nginx `proxy_set_header` does not send it).
+        if !value.is_empty() {
+            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+        }
     }
     if let Some(prefix) = request.forwarded_prefix {
         put_header(out, b"x-forwarded-prefix", prefix.as_bytes());

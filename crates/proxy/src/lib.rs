@@ -68,6 +68,7 @@ mod activity;
 mod admin;
 mod admit;
 mod affinity;
+mod auth;
 mod balancer;
 mod body;
 mod chunked;
@@ -207,6 +208,7 @@ impl Proxy {
             body_limit: args.body_limit(),
             limiter: rate_limit::Limiter::default(),
             limit_status: args.limit_req_status(),
+            auth_timeout: args.auth_timeout,
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
         });

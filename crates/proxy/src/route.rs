@@ -62,12 +62,14 @@ pub(crate) fn route(
 }
 
 /// Whether a routed request needs the hyper front end's upstream step: a backend that is
-/// not plain HTTP/1.1 ([`crate::upstream_client`]), or a route whose endpoint choice reads
-/// cookies and sets them (session affinity, `upstream-hash-by`).
+/// not plain HTTP/1.1 ([`crate::upstream_client`]), a route whose endpoint choice reads
+/// cookies and sets them (session affinity, `upstream-hash-by`), or one that asks an
+/// external auth service first.
 pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> bool {
     let policy = &snapshot.table.entry(entry).policy;
     policy.affinity.is_some()
         || policy.hash_by.is_some()
+        || policy.auth.is_some()
         || crate::upstream_client::protocol(snapshot, backend, entry)
             != sluice_routing::UpstreamProtocol::Http
 }

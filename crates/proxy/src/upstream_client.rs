@@ -296,6 +296,50 @@ where
     Err(Failure::BadGateway)
 }
 
+/// One HTTP/1.1 request to `addr` outside any backend (the external auth service), over
+/// TLS when `tls` is given, on the same per-thread connection pool. A pooled connection
+/// found closed before it took the request is replaced once.
+pub(crate) async fn call(
+    upstreams: &Upstreams,
+    addr: SocketAddr,
+    tls: Option<&ClientConfigs>,
+    server_name: Option<ServerName<'static>>,
+    mut request: Request<RequestBody>,
+) -> Result<Response<Incoming>, String> {
+    let target = Target {
+        protocol: if tls.is_some() {
+            UpstreamProtocol::Https
+        } else {
+            UpstreamProtocol::Http
+        },
+        tls,
+        server_name,
+    };
+    let key = (addr, tls.map_or(0, |t| config_key(t, false)));
+    for _ in 0..2 {
+        let sender = match checkout(key, false) {
+            Some(sender) => sender,
+            None => open(upstreams, &target, addr)
+                .await
+                .map_err(|e| format!("connecting to {addr}: {e}"))?,
+        };
+        let Sender::Http1(mut sender) = sender else {
+            return Err("not an HTTP/1.1 connection".to_owned());
+        };
+        match sender.try_send_request(request).await {
+            Ok(response) => {
+                checkin_http1(key, sender);
+                return Ok(response);
+            }
+            Err(mut error) => match error.take_message() {
+                Some(unsent) => request = unsent,
+                None => return Err(error.into_error().to_string()),
+            },
+        }
+    }
+    Err(format!("{addr} closed every connection"))
+}
+
 /// A failure caused by the client's body (too large, stalled, malformed) rather than by
 /// the backend.
 fn client_body_failure(error: &hyper::Error) -> Option<Failure> {

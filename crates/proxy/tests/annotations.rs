@@ -946,3 +946,167 @@ async fn balanced_affinity_and_upstream_hash_by_spread_sessions_and_keep_them() 
     })
     .await;
 }
+
+/// A small auth service, like oauth2-proxy behind ingress-nginx's `auth-url`: decides by
+/// `Authorization`, and tells what it saw in `x-auth-saw`.
+struct AuthService {
+    addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AuthService {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn auth_service() -> AuthService {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |request: http::Request<hyper::body::Incoming>| async move {
+                        let header = |name: &str| {
+                            request
+                                .headers()
+                                .get(name)
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("")
+                                .to_owned()
+                        };
+                        let saw = format!(
+                            "{} {} {} host={} from={}",
+                            request.method(),
+                            header("x-original-method"),
+                            header("x-original-url"),
+                            header("host"),
+                            header("x-sent-from"),
+                        );
+                        let mut response = http::Response::builder().header("x-auth-saw", saw);
+                        let status = match header("authorization").as_str() {
+                            "Bearer good" => {
+                                response = response.header("x-user", "alice");
+                                200
+                            }
+                            "Bearer forbidden" => 403,
+                            "Bearer broken" => 500,
+                            "Bearer slow" => {
+                                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                                200
+                            }
+                            _ => {
+                                response =
+                                    response.header("www-authenticate", "Bearer realm=\"test\"");
+                                401
+                            }
+                        };
+                        Ok::<_, std::convert::Infallible>(
+                            response
+                                .status(status)
+                                .body(Full::new(Bytes::from_static(b"auth")))
+                                .unwrap(),
+                        )
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    AuthService { addr, task }
+}
+
+/// ingress-nginx's `auth-url` (nginx `auth_request`): 2xx lets the request through with
+/// `auth-response-headers` (a client cannot smuggle them in), 401 passes the challenge or
+/// redirects to `auth-signin` with `rd`, 403 stays 403, a failing or slow auth service is
+/// a 500. Both front ends; a POST body still reaches the backend.
+#[tokio::test]
+async fn auth_url_allows_denies_redirects_and_copies_headers() {
+    init_tracing();
+    bounded(async {
+        let auth = auth_service().await;
+        let backend = echo("web", "web-0").await;
+        let mut args = ProxyArgs::loopback();
+        args.auth_timeout = std::time::Duration::from_millis(500);
+        let proxy = TestProxy::start(args).await;
+        let url = format!("http://{}/verify?via=sluice", auth.addr);
+        proxy.route(&[
+            annotated(
+                Route::new("app.example.com", "web", vec![backend.addr()]),
+                &[
+                    ("auth-url", &url),
+                    ("auth-response-headers", "X-User, X-Auth-Saw, X-Email"),
+                ],
+            ),
+            annotated(
+                Route::new("signin.example.com", "web", vec![backend.addr()]),
+                &[
+                    ("auth-url", &url),
+                    ("auth-signin", "https://login.example.com/start"),
+                ],
+            ),
+            annotated(
+                Route::new("down.example.com", "web", vec![backend.addr()]),
+                &[("auth-url", &format!("http://{}/", closed_port().await))],
+            ),
+        ]);
+        for (label, method, body) in SHAPES {
+            let shape = (method, body);
+            let got = request(
+                &proxy,
+                shape,
+                "app.example.com",
+                "/orders?id=7",
+                &[
+                    ("authorization", "Bearer good"),
+                    ("x-user", "mallory"),
+                    ("x-email", "mallory@example.com"),
+                ],
+            )
+            .await;
+            assert_eq!(got.status, 200, "{label}: {}", got.text());
+            let report = got.report();
+            assert_eq!(report.headers["x-user"], "alice", "{label}");
+            assert!(!report.headers.contains_key("x-email"), "{label}: smuggled");
+            assert_eq!(
+                report.headers["x-auth-saw"],
+                format!(
+                    "GET {method} http://app.example.com/orders?id=7 host={} from=nginx-ingress-controller",
+                    auth.addr
+                ),
+                "{label}"
+            );
+            assert_eq!(report.body_bytes, body.len() as u64, "{label}");
+
+            let got = request(&proxy, shape, "app.example.com", "/", &[]).await;
+            assert_eq!(got.status, 401, "{label}");
+            assert_eq!(got.headers["www-authenticate"], "Bearer realm=\"test\"");
+
+            let got = request(&proxy, shape, "signin.example.com", "/a?b=c", &[]).await;
+            assert_eq!(got.status, 302, "{label}");
+            assert_eq!(
+                got.headers["location"],
+                "https://login.example.com/start?rd=http%3A%2F%2Fsignin.example.com%2Fa%3Fb%3Dc"
+            );
+
+            let forbidden = [("authorization", "Bearer forbidden")];
+            let got = request(&proxy, shape, "app.example.com", "/", &forbidden).await;
+            assert_eq!(got.status, 403, "{label}");
+            let broken = [("authorization", "Bearer broken")];
+            let got = request(&proxy, shape, "app.example.com", "/", &broken).await;
+            assert_eq!(got.status, 500, "{label}: auth service error");
+            let slow = [("authorization", "Bearer slow")];
+            let got = request(&proxy, shape, "app.example.com", "/", &slow).await;
+            assert_eq!(got.status, 500, "{label}: --auth-timeout");
+            let got = request(&proxy, shape, "down.example.com", "/", &[]).await;
+            assert_eq!(got.status, 500, "{label}: auth service unreachable");
+        }
+    })
+    .await;
+}

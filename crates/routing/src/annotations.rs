@@ -24,6 +24,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, Uri};
 
 use crate::affinity::{self, AFFINITY_KEYS, Affinity};
+use crate::auth::{self, AUTH_KEYS, ExternalAuth};
 use crate::canary::{self, CANARY_KEYS, CanaryRule};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
@@ -97,6 +98,12 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "session-cookie-expires",
     "session-cookie-change-on-failure",
     "upstream-hash-by",
+    "auth-url",
+    "auth-method",
+    "auth-signin",
+    "auth-signin-redirect-param",
+    "auth-response-headers",
+    "auth-request-redirect",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -263,6 +270,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     let canary = canary(&mut cx);
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
+    policy.auth = external_auth(&mut cx);
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -465,9 +473,10 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "not supported yet"
         }
         _ if starts("auth-tls-") => "client certificate authentication is not supported yet",
-        _ if starts("auth-") || name == "enable-global-auth" => {
-            "authentication is not supported yet"
+        "auth-type" | "auth-secret" | "auth-secret-type" | "auth-realm" => {
+            "basic authentication is not supported yet; use auth-url"
         }
+        _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
         "limit-connections" => "not supported yet; limit-rps and limit-rpm are",
         "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
@@ -916,6 +925,33 @@ fn affinity(cx: &mut Cx<'_>) -> Option<Affinity> {
         .map(|(name, entry)| (*name, entry.value))
         .collect();
     let (settings, problems) = affinity::parse_affinity(&values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(settings)
+}
+
+/// `auth-url` and its companions ([`crate::auth`]).
+fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
+    let url = cx.value("auth-url", auth::parse_url);
+    let entries: Vec<_> = AUTH_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    let Some(url) = url else {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without a valid auth-url");
+        }
+        return None;
+    };
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (settings, problems) = auth::parse_auth(url, &values);
     for (name, entry) in entries {
         match problems.iter().find(|(bad, _)| *bad == name) {
             Some((_, why)) => cx.invalid(entry, why.clone()),
@@ -2186,8 +2222,8 @@ mod tests {
                 "not supported by sluice: not supported yet",
             ),
             (
-                "auth-url",
-                "not supported by sluice: authentication is not supported yet",
+                "auth-type",
+                "not supported by sluice: basic authentication is not supported yet",
             ),
             (
                 "proxy-ssl-ciphers",

@@ -87,6 +87,7 @@
 
 mod affinity;
 mod annotations;
+mod auth;
 mod backend;
 mod canary;
 mod cidr;
@@ -107,6 +108,7 @@ pub use affinity::{Affinity, AffinityMode, HashBy};
 pub use annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
+pub use auth::ExternalAuth;
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use canary::{Canary, CanaryRule};
 pub use cidr::{Cidr, parse_cidr};

@@ -19,6 +19,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 
 use crate::affinity::{Affinity, HashBy};
+use crate::auth::ExternalAuth;
 use crate::cidr::Cidr;
 use crate::protocol::{UpstreamProtocol, UpstreamTls};
 
@@ -78,6 +79,9 @@ pub struct Policy {
     /// Consistent hashing of requests onto endpoints (`upstream-hash-by`); affinity wins
     /// when both are set.
     pub hash_by: Option<HashBy>,
+    /// External authentication (`auth-url`, `auth-method`, `auth-signin`,
+    /// `auth-response-headers`, ...).
+    pub auth: Option<ExternalAuth>,
 }
 
 /// ingress-nginx's request rate limits: nginx `limit_req` with `burst` and `nodelay`, keyed

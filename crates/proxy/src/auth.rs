@@ -1,0 +1,256 @@
+//! External authentication (ingress-nginx's `auth-url`): before a request goes upstream,
+//! the auth service is asked with the request's headers and no body, as nginx's
+//! `auth_request` does.
+//!
+//! - 2xx: the request goes on, with the `auth-response-headers` of the answer;
+//! - 401: 401 with the service's `WWW-Authenticate`, or with `auth-signin` a 302 there
+//!   carrying the original URL in `rd`;
+//! - 403: 403;
+//! - anything else, no answer within `--auth-timeout`, or no connection: 500 (nginx:
+//!   "auth request unexpected status").
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use http::header::{HOST, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
+use http_body_util::BodyExt as _;
+use sluice_routing::ExternalAuth;
+
+use crate::body::RequestBody;
+use crate::context::Shared;
+use crate::header_policy::{self, RequestField};
+use crate::policy::Answer;
+use crate::snapshot::Snapshot;
+use crate::upstream_client;
+
+/// How long a resolved auth service name is reused.
+const DNS_TTL: Duration = Duration::from_secs(10);
+
+/// The largest auth answer body read (to keep the connection reusable); larger ones close
+/// it.
+const MAX_AUTH_BODY: usize = 64 * 1024;
+
+/// What the auth service decided.
+pub(crate) enum Verdict {
+    /// Go on upstream, with these fields added to the request.
+    Allow(Vec<(HeaderName, HeaderValue)>),
+    /// Answer the client with this (401, 403 or a redirect to sign in).
+    Deny(Answer),
+    /// The auth service failed: answer with this status (500).
+    Fail(StatusCode),
+}
+
+/// The request being authorised.
+pub(crate) struct Original<'a> {
+    pub(crate) method: &'a http::Method,
+    pub(crate) headers: &'a HeaderMap,
+    /// `http` or `https`, as the client came.
+    pub(crate) scheme: &'a str,
+    pub(crate) host: &'a str,
+    /// Path and query.
+    pub(crate) uri: &'a str,
+    pub(crate) client: IpAddr,
+}
+
+/// Asks the auth service about `original`.
+pub(crate) async fn check(
+    auth: &ExternalAuth,
+    shared: &Shared,
+    snapshot: &Snapshot,
+    original: &Original<'_>,
+) -> Verdict {
+    let asked = tokio::time::timeout(shared.auth_timeout, ask(auth, shared, snapshot, original));
+    let (status, headers) = match asked.await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(error)) => {
+            tracing::warn!(url = %auth.url, %error, "auth service failed");
+            return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        Err(_) => {
+            tracing::warn!(url = %auth.url, "auth service did not answer within --auth-timeout");
+            return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
+        }
+    };
+    match status.as_u16() {
+        // Each listed field is set from the answer, or removed when the answer has none
+        // (nginx `proxy_set_header` with an empty value): a client never smuggles it in.
+        200..=299 => Verdict::Allow(
+            auth.response_headers
+                .iter()
+                .map(|name| {
+                    let value = headers.get(name).cloned();
+                    (
+                        name.clone(),
+                        value.unwrap_or_else(|| HeaderValue::from_static("")),
+                    )
+                })
+                .collect(),
+        ),
+        401 => match &auth.signin {
+            Some(signin) => {
+                let location = signin_location(signin, &auth.signin_redirect_param, original);
+                match HeaderValue::try_from(location) {
+                    Ok(location) => Verdict::Deny(Answer {
+                        status: StatusCode::FOUND,
+                        location: Some(location),
+                        fields: Vec::new(),
+                    }),
+                    Err(_) => Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR),
+                }
+            }
+            None => Verdict::Deny(Answer {
+                status: StatusCode::UNAUTHORIZED,
+                location: None,
+                fields: headers
+                    .get(WWW_AUTHENTICATE)
+                    .map(|v| (WWW_AUTHENTICATE, v.clone()))
+                    .into_iter()
+                    .collect(),
+            }),
+        },
+        403 => Verdict::Deny(Answer {
+            status: StatusCode::FORBIDDEN,
+            location: None,
+            fields: Vec::new(),
+        }),
+        other => {
+            tracing::warn!(url = %auth.url, status = other, "auth service answered an unexpected status");
+            Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
+async fn ask(
+    auth: &ExternalAuth,
+    shared: &Shared,
+    snapshot: &Snapshot,
+    original: &Original<'_>,
+) -> Result<(StatusCode, HeaderMap), String> {
+    let tls = auth.url.scheme_str() == Some("https");
+    let host = auth.url.host().unwrap_or("");
+    let port = auth.url.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let addr = resolve(host, port).await?;
+    let request = subrequest(auth, original)?;
+    let configs = match (tls, &snapshot.tls_clients) {
+        (false, _) => None,
+        (true, Some(clients)) => Some(clients.get(None)),
+        (true, None) => return Err("no TLS configuration".to_owned()),
+    };
+    let server_name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok();
+    let upstreams = &shared.upstreams;
+    let response = upstream_client::call(upstreams, addr, configs, server_name, request).await?;
+    let (parts, body) = response.into_parts();
+    // Read a small body to its end so the connection can carry the next check.
+    let _ = http_body_util::Limited::new(body, MAX_AUTH_BODY)
+        .collect()
+        .await;
+    Ok((parts.status, parts.headers))
+}
+
+/// The auth request: the client's end-to-end fields, `Host` of the auth service, and
+/// ingress-nginx's `X-Original-URL`, `X-Original-Method`, `X-Sent-From`, `X-Real-IP`,
+/// `X-Forwarded-For`, `X-Auth-Request-Redirect`; no body.
+fn subrequest(
+    auth: &ExternalAuth,
+    original: &Original<'_>,
+) -> Result<Request<RequestBody>, String> {
+    let mut builder = Request::builder()
+        .method(auth.method.clone())
+        .uri(auth.url.path_and_query().map_or("/", |p| p.as_str()));
+    let headers = builder.headers_mut().ok_or("invalid auth request")?;
+    for (name, value) in original.headers {
+        let kind = header_policy::request_field(name.as_str().as_bytes());
+        if matches!(kind, RequestField::Other | RequestField::Cookie) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let authority = auth.url.authority().map_or("", |a| a.as_str());
+    let value = |s: &str| HeaderValue::try_from(s).map_err(|e| e.to_string());
+    headers.insert(HOST, value(authority)?);
+    let url = format!("{}://{}{}", original.scheme, original.host, original.uri);
+    headers.insert("x-original-url", value(&url)?);
+    headers.insert("x-original-method", value(original.method.as_str())?);
+    headers.insert(
+        "x-sent-from",
+        HeaderValue::from_static("nginx-ingress-controller"),
+    );
+    let client = original.client.to_string();
+    headers.insert("x-real-ip", value(&client)?);
+    headers.insert("x-forwarded-for", value(&client)?);
+    let redirect = auth.request_redirect.as_deref().unwrap_or(original.uri);
+    headers.insert("x-auth-request-redirect", value(redirect)?);
+    builder.body(RequestBody::Empty).map_err(|e| e.to_string())
+}
+
+/// `auth-signin` with the original URL added as `<param>=<escaped URL>`.
+fn signin_location(signin: &str, param: &str, original: &Original<'_>) -> String {
+    let url = format!("{}://{}{}", original.scheme, original.host, original.uri);
+    let mut location = String::with_capacity(signin.len() + url.len() * 3);
+    location.push_str(signin);
+    location.push(if signin.contains('?') { '&' } else { '?' });
+    location.push_str(param);
+    location.push('=');
+    for byte in url.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            location.push(byte as char);
+        } else {
+            let _ = write!(location, "%{byte:02X}");
+        }
+    }
+    location
+}
+
+/// The auth service's address (a literal, or a name looked up and kept for [`DNS_TTL`]).
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    thread_local! {
+        static CACHE: RefCell<HashMap<(String, u16), (SocketAddr, Instant)>> =
+            RefCell::new(HashMap::new());
+    }
+    let key = (host.to_owned(), port);
+    let cached = CACHE.with_borrow(|cache| cache.get(&key).copied());
+    if let Some((addr, at)) = cached
+        && at.elapsed() < DNS_TTL
+    {
+        return Ok(addr);
+    }
+    let addr = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("resolving {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    CACHE.with_borrow_mut(|cache| {
+        cache.insert(key, (addr, Instant::now()));
+    });
+    Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signin_carries_the_original_url_like_ingress_nginx_rd() {
+        let headers = HeaderMap::new();
+        let original = Original {
+            method: &http::Method::GET,
+            headers: &headers,
+            scheme: "https",
+            host: "app.example.com",
+            uri: "/a b?x=1",
+            client: "10.0.0.1".parse().unwrap(),
+        };
+        assert_eq!(
+            signin_location("https://login.example.com/start", "rd", &original),
+            "https://login.example.com/start?rd=https%3A%2F%2Fapp.example.com%2Fa%20b%3Fx%3D1"
+        );
+        assert!(signin_location("/login?a=1", "next", &original).starts_with("/login?a=1&next="));
+    }
+}

@@ -1,0 +1,165 @@
+//! External authentication (ingress-nginx's `auth-url` family): every request is first
+//! asked about at an HTTP service, as nginx's `auth_request` does.
+
+use http::{HeaderName, Method, Uri};
+
+/// `auth-url` and its companions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalAuth {
+    /// `auth-url`: an absolute `http://` or `https://` URL.
+    pub url: Uri,
+    /// `auth-method` (default GET).
+    pub method: Method,
+    /// `auth-signin`: where a 401 from the auth service redirects the client (302), with
+    /// the original URL in the `signin_redirect_param` query parameter.
+    pub signin: Option<String>,
+    /// `auth-signin-redirect-param` (default `rd`).
+    pub signin_redirect_param: String,
+    /// `auth-response-headers`: fields copied from the auth service's answer to the
+    /// upstream request.
+    pub response_headers: Vec<HeaderName>,
+    /// `auth-request-redirect`: the `X-Auth-Request-Redirect` sent to the auth service
+    /// (default: the request's URI).
+    pub request_redirect: Option<String>,
+}
+
+/// The `auth-*` keys besides `auth-url` (without prefix).
+pub(crate) const AUTH_KEYS: &[&str] = &[
+    "auth-method",
+    "auth-signin",
+    "auth-signin-redirect-param",
+    "auth-response-headers",
+    "auth-request-redirect",
+];
+
+/// Parses `auth-url`.
+pub(crate) fn parse_url(value: &str) -> Result<Uri, String> {
+    let v = value.trim();
+    let uri: Uri = v.parse().map_err(|_| format!("value {v:?} is not a URL"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(host)) if !host.is_empty() && !v.contains('$') => Ok(uri),
+        _ => Err(format!(
+            "value {v:?} is not an absolute http:// or https:// URL (nginx variables are not expanded)"
+        )),
+    }
+}
+
+/// Parses the companions of a valid `auth-url`; per key, a problem for values that do not
+/// parse (their defaults apply).
+pub(crate) fn parse_auth(
+    url: Uri,
+    values: &std::collections::BTreeMap<&str, &str>,
+) -> (ExternalAuth, Vec<(&'static str, String)>) {
+    let mut problems = Vec::new();
+    let get = |key: &str| values.get(key).map(|v| v.trim());
+    let method = match get("auth-method") {
+        None => Method::GET,
+        Some(m) => match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
+            Ok(method) => method,
+            Err(_) => {
+                problems.push(("auth-method", format!("{m:?} is not a method; GET is used")));
+                Method::GET
+            }
+        },
+    };
+    let signin = match get("auth-signin") {
+        None => None,
+        Some(s)
+            if (s.starts_with("http://") || s.starts_with("https://") || s.starts_with('/'))
+                && !s.contains('$')
+                && s.parse::<Uri>().is_ok() =>
+        {
+            Some(s.to_owned())
+        }
+        Some(s) => {
+            problems.push((
+                "auth-signin",
+                format!("{s:?} is not a URL or path (nginx variables are not expanded)"),
+            ));
+            None
+        }
+    };
+    let signin_redirect_param = match get("auth-signin-redirect-param") {
+        None => "rd".to_owned(),
+        Some(p)
+            if !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            p.to_owned()
+        }
+        Some(p) => {
+            problems.push((
+                "auth-signin-redirect-param",
+                format!("{p:?} is not a parameter name"),
+            ));
+            "rd".to_owned()
+        }
+    };
+    let mut response_headers = Vec::new();
+    if let Some(list) = get("auth-response-headers") {
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match HeaderName::from_bytes(name.as_bytes()) {
+                Ok(name) => response_headers.push(name),
+                Err(_) => problems.push((
+                    "auth-response-headers",
+                    format!("{name:?} is not a header name"),
+                )),
+            }
+        }
+    }
+    let request_redirect = get("auth-request-redirect")
+        .filter(|r| !r.contains('$') && http::HeaderValue::from_str(r).is_ok())
+        .map(str::to_owned);
+    if get("auth-request-redirect").is_some() && request_redirect.is_none() {
+        problems.push(("auth-request-redirect", "not a plain value".to_owned()));
+    }
+    let auth = ExternalAuth {
+        url,
+        method,
+        signin,
+        signin_redirect_param,
+        response_headers,
+        request_redirect,
+    };
+    (auth, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn auth_url_must_be_absolute_http() {
+        assert!(parse_url("http://auth.ns.svc:8080/verify").is_ok());
+        assert!(parse_url("https://auth.example.com/").is_ok());
+        assert!(parse_url("/verify").is_err());
+        assert!(parse_url("http://$host/auth").is_err());
+        assert!(parse_url("ftp://x/").is_err());
+    }
+
+    #[test]
+    fn companions_with_ingress_nginx_defaults() {
+        let url = parse_url("http://auth/").unwrap();
+        let values: BTreeMap<&str, &str> = [
+            ("auth-method", "post"),
+            ("auth-signin", "https://login.example.com/start"),
+            ("auth-response-headers", "X-User, X-Email"),
+        ]
+        .into_iter()
+        .collect();
+        let (auth, problems) = parse_auth(url, &values);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(auth.method, Method::POST);
+        assert_eq!(auth.signin_redirect_param, "rd");
+        assert_eq!(auth.response_headers.len(), 2);
+        let (_, problems) = parse_auth(
+            parse_url("http://auth/").unwrap(),
+            &[("auth-signin", "https://$host/login")]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(problems.len(), 1);
+    }
+}
