@@ -16,6 +16,9 @@
 # Printed per peer: calls/s, p50, p99 (from h2load's per-request log; medians over the
 # rounds), and the proxy's own CPU time per call (user + system, from /proc), which a noisy
 # neighbour disturbs far less than throughput and tail latency; ratios are sluice / peer.
+# Also the backend's CPU per call: nginx sends one call at a time per upstream connection,
+# sluice multiplexes calls on one, and the backend shares its cores with h2load, so where
+# those cores are the bottleneck calls/s reflects the backend's cost as well as the proxy's.
 #
 # Environment knobs (defaults in brackets):
 #   WORKERS [1]        proxy worker threads / processes, the same for every peer
@@ -265,26 +268,35 @@ run_h2load() { # peer round
     local peer=$1 round=$2 port
     port=$(peer_port "$peer")
     local out="$TMP/h2load-$peer-$round.txt" reqlog="$TMP/h2load-$peer-$round.log"
-    local t0 s0 t1 s1 steal c0 c1
+    local t0 s0 t1 s1 steal c0 c1 b0 b1
     read -r t0 s0 < <(cpu_ticks)
     c0=$(proxy_ticks "$PEER_PID")
+    b0=$(proxy_ticks "$BACKEND_PID")
     h2load_bounded -c "$CONNS" -m "$STREAMS" -t "$H2LOAD_THREADS" -D "$DURATION" \
         --log-file="$reqlog" "http://127.0.0.1:$port$METHOD" >"$out" 2>&1 || true
     c1=$(proxy_ticks "$PEER_PID")
+    b1=$(proxy_ticks "$BACKEND_PID")
     read -r t1 s1 < <(cpu_ticks)
     steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
     # "finished in 5.00s, 41234.40 req/s, ..."; "requests: N total, N started, N done,
     # N succeeded, N failed, N errored, N timeout"; "status codes: N 2xx, ..."; "traffic:
     # ... (N) data".
-    local cps done ok2xx failed data errors cpu_us p50 p99
+    local cps done ok2xx failed data errors cpu_us backend_us p50 p99
     cps=$(awk '/^finished in/ {gsub(",", ""); print $4}' "$out")
     read -r done failed < <(awk '/^requests:/ {gsub(",", ""); print $6, $10 + $12 + $14}' "$out")
     ok2xx=$(awk '/^status codes:/ {print $3}' "$out")
     data=$(awk '/^traffic:/ {d = $NF; for (i = 1; i <= NF; i++) if ($(i + 1) == "data") d = $i; gsub(/[()]/, "", d); print d}' "$out")
     # A call failed if h2load says so, if it had no 2xx, or if its response had no message.
+    # (A call still in flight when the run stops may have its 2xx and DATA counted but not
+    # be "done": hence the clamps at 0.)
     errors=$(awk -v n="${done:-0}" -v f="${failed:-0}" -v ok="${ok2xx:-0}" -v d="${data:-0}" -v fb="$FRAME_BYTES" \
-        'BEGIN { e = f + (n - ok); m = n - int(d / fb); if (m > e) e = m; if (n == 0) e = -1; print e }')
+        'BEGIN { s = n - ok; if (s < 0) s = 0; m = n - int(d / fb); if (m < 0) m = 0
+                 e = f + (s > m ? s : m); if (n == 0) e = 1; print e }')
     cpu_us=$(awk -v c=$((c1 - c0)) -v r="${done:-0}" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN {printf "%.2f", (r > 0 ? c / hz * 1e6 / r : 0)}')
+    # The backend's CPU per call too: nginx sends one call at a time per upstream connection,
+    # sluice multiplexes them on one, and the backend shares the load generator's cores.
+    backend_us=$(awk -v c=$((b1 - b0)) -v r="${done:-0}" -v hz="$(getconf CLK_TCK)" \
         'BEGIN {printf "%.2f", (r > 0 ? c / hz * 1e6 / r : 0)}')
     # Per-call latency (third column, microseconds) from h2load's request log.
     read -r p50 p99 < <(cut -f3 "$reqlog" 2>/dev/null | sort -n | awk '
@@ -293,9 +305,9 @@ run_h2load() { # peer round
               i50 = int(NR * 0.50); if (i50 < 1) i50 = 1; i99 = int(NR * 0.99); if (i99 < 1) i99 = 1
               printf "%.3f %.3f\n", v[i50] / 1000, v[i99] / 1000 }')
     rm -f "$reqlog"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$peer" "$round" "${cps:-0}" "$p50" "$p99" "$errors" "$steal" "$cpu_us" >>"$RESULTS"
-    log "$(printf '%-7s round %s: %10s calls/s  p50 %7s ms  p99 %7s ms  cpu %6s us/call  calls %s  failed %s  cpu steal %s%%' \
-        "$peer" "$round" "${cps:-0}" "$p50" "$p99" "$cpu_us" "${done:-0}" "$errors" "$steal")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$peer" "$round" "${cps:-0}" "$p50" "$p99" "$errors" "$steal" "$cpu_us" "$backend_us" >>"$RESULTS"
+    log "$(printf '%-7s round %s: %10s calls/s  p50 %7s ms  p99 %7s ms  cpu %6s us/call  backend cpu %6s us/call  calls %s  failed %s  cpu steal %s%%' \
+        "$peer" "$round" "${cps:-0}" "$p50" "$p99" "$cpu_us" "$backend_us" "${done:-0}" "$errors" "$steal")"
     if ((errors != 0)); then
         log "$peer round $round: not every call succeeded; h2load said:"
         cat "$out" >&2
@@ -336,27 +348,28 @@ function median(v, key, c,    a, i, j, x) {
 {
     k = $1
     c = ++n[k]
-    cps[k, c] = $3; p50[k, c] = $4; p99[k, c] = $5; err[k] += $6; steal[k] += $7; cpu[k, c] = $8
+    cps[k, c] = $3; p50[k, c] = $4; p99[k, c] = $5; err[k] += $6; steal[k] += $7; cpu[k, c] = $8; bcpu[k, c] = $9
     if (!(k in seen)) { seen[k] = 1; order[++np] = k }
 }
 END {
-    printf "%-8s %10s %9s %9s %8s %7s %7s %9s %9s %9s\n", "peer", "calls/s", "p50 ms", "p99 ms", "us/call", "failed", "steal%", "cps s/x", "p99 s/x", "cpu s/x"
+    printf "%-8s %10s %9s %9s %8s %8s %7s %7s %9s %9s %9s\n", "peer", "calls/s", "p50 ms", "p99 ms", "us/call", "be us/c", "failed", "steal%", "cps s/x", "p99 s/x", "cpu s/x"
     ks = "sluice"
     if (ks in n) { sr = median(cps, ks, n[ks]); sp = median(p99, ks, n[ks]); sc = median(cpu, ks, n[ks]) }
     for (j = 1; j <= np; j++) {
         p = order[j]
-        r = median(cps, p, n[p]); a = median(p50, p, n[p]); b = median(p99, p, n[p]); c = median(cpu, p, n[p])
+        r = median(cps, p, n[p]); a = median(p50, p, n[p]); b = median(p99, p, n[p]); c = median(cpu, p, n[p]); bc = median(bcpu, p, n[p])
         ratio_r = "-"; ratio_p = "-"; ratio_c = "-"
         if (p != "sluice" && (ks in n) && r > 0) {
             ratio_r = sprintf("%.2f", sr / r)
             if (b > 0) ratio_p = sprintf("%.2f", sp / b)
             if (c > 0) ratio_c = sprintf("%.2f", sc / c)
         }
-        printf "%-8s %10.0f %9.3f %9.3f %8.2f %7d %7.1f %9s %9s %9s\n", p, r, a, b, c, err[p], steal[p] / n[p], ratio_r, ratio_p, ratio_c
+        printf "%-8s %10.0f %9.3f %9.3f %8.2f %8.2f %7d %7.1f %9s %9s %9s\n", p, r, a, b, c, bc, err[p], steal[p] / n[p], ratio_r, ratio_p, ratio_c
     }
 }' "$RESULTS"
 echo "(cps s/x > 1: sluice completes more calls/s; p99 s/x < 1: sluice has lower tail latency;"
 echo " us/call: the proxy's own CPU time (user + system) per call; cpu s/x < 1: sluice needs less;"
+echo " be us/c: the backend's CPU time per call (it shares the load generator's cores);"
 echo " failed: calls without HTTP 2xx or without the echoed message, summed over the rounds;"
 echo " steal%: CPU time the hypervisor gave to other guests during the runs; high values mean noisy figures)"
 if awk -F'\t' '$6 != 0 { bad = 1 } END { exit !bad }' "$RESULTS"; then
