@@ -6,6 +6,9 @@
 //!     --backend 127.0.0.1:9000 --http-addr 127.0.0.1:8080 --https-addr 127.0.0.1:8443 --workers 1
 //! ```
 //!
+//! `--backend-protocol GRPC` (or any value of ingress-nginx's `backend-protocol` annotation)
+//! puts that annotation on the route, as `bench/grpc.sh` does.
+//!
 //! Runs until SIGINT or SIGTERM, then drains like the real thing.
 
 /// mimalloc, as the `sluice` binary uses (see its main.rs).
@@ -29,6 +32,10 @@ struct Cli {
     #[arg(long = "backend", required = true)]
     backends: Vec<SocketAddr>,
 
+    /// `nginx.ingress.kubernetes.io/backend-protocol` on the Ingress (HTTP when absent).
+    #[arg(long)]
+    backend_protocol: Option<String>,
+
     #[command(flatten)]
     proxy: ProxyArgs,
 }
@@ -37,19 +44,24 @@ fn object<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value)
     Arc::new(serde_json::from_value(value).expect("valid object"))
 }
 
-/// One host-less Ingress routing `/` (Prefix) to Service `bench` port 80 on `backends`.
-fn inputs(backends: &[SocketAddr]) -> Inputs {
+/// One host-less Ingress routing `/` (Prefix) to Service `bench` port 80 on `backends`,
+/// with the `backend-protocol` annotation when `protocol` is given.
+fn inputs(backends: &[SocketAddr], protocol: Option<&str>) -> Inputs {
     let subsets: Vec<_> = backends
         .iter()
         .map(|a| json!({"addresses": [{"ip": a.ip().to_string()}], "ports": [{"port": a.port()}]}))
         .collect();
+    let annotations = match protocol {
+        Some(p) => json!({"nginx.ingress.kubernetes.io/backend-protocol": p}),
+        None => json!({}),
+    };
     Inputs {
         ingress_classes: vec![object(json!({
             "metadata": {"name": "sluice"},
             "spec": {"controller": "sluice.dev/ingress-controller"}
         }))],
         ingresses: vec![object(json!({
-            "metadata": {"name": "bench", "namespace": "default"},
+            "metadata": {"name": "bench", "namespace": "default", "annotations": annotations},
             "spec": {
                 "ingressClassName": "sluice",
                 "rules": [{"http": {"paths": [{
@@ -81,7 +93,10 @@ fn main() -> anyhow::Result<()> {
     let runtime = cli.proxy.build_runtime().context("building the runtime")?;
     runtime.block_on(async move {
         let started = Instant::now();
-        let compiled = compile(&inputs(&cli.backends), &CompileOptions::default());
+        let compiled = compile(
+            &inputs(&cli.backends, cli.backend_protocol.as_deref()),
+            &CompileOptions::default(),
+        );
         anyhow::ensure!(
             compiled.diagnostics.is_empty(),
             "bench table has problems: {:?}",
