@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use sluice_routing::LoadBalance;
+
 /// How long an endpoint is avoided after a failed connect (passive health check).
 pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
 
@@ -30,6 +32,11 @@ pub(crate) struct Endpoint {
     in_flight: AtomicUsize,
     /// Milliseconds since [`epoch`] until which this endpoint is avoided; 0 = never failed.
     down_until: AtomicU64,
+    /// Peak-EWMA of response-head latency in microseconds (`f64` bits; 0: no sample yet),
+    /// for `load-balance: ewma`.
+    ewma: AtomicU64,
+    /// When `ewma` was last updated, in milliseconds since [`epoch`].
+    ewma_at: AtomicU64,
 }
 
 impl Endpoint {
@@ -38,6 +45,8 @@ impl Endpoint {
             addr,
             in_flight: AtomicUsize::new(0),
             down_until: AtomicU64::new(0),
+            ewma: AtomicU64::new(0),
+            ewma_at: AtomicU64::new(0),
         }
     }
 
@@ -65,6 +74,21 @@ pub(crate) struct Balancer {
     endpoints: Box<[Arc<Endpoint>]>,
     /// [`endpoint_key`] of each endpoint (session cookies, consistent hashing).
     keys: Box<[u64]>,
+    /// The next turn of `load-balance: round_robin`.
+    turn: AtomicUsize,
+}
+
+/// How fast old latency samples fade (ingress-nginx's and linkerd's 10 s decay).
+const EWMA_DECAY_MS: f64 = 10_000.0;
+
+/// The peak-EWMA step (pure): a sample above the average replaces it at once (peaks are
+/// believed immediately), a lower one is blended in by how long ago the last one was.
+pub(crate) fn peak_ewma(previous: f64, sample: f64, elapsed_ms: f64) -> f64 {
+    if previous == 0.0 || sample > previous {
+        return sample;
+    }
+    let w = (-elapsed_ms / EWMA_DECAY_MS).exp();
+    previous * w + sample * (1.0 - w)
 }
 
 /// A stable 64-bit name of an endpoint address (FNV-1a of `ip:port`): the same in every
@@ -104,7 +128,11 @@ impl Balancer {
             })
             .collect();
         let keys = addrs.iter().map(|&addr| endpoint_key(addr)).collect();
-        Balancer { endpoints, keys }
+        Balancer {
+            endpoints,
+            keys,
+            turn: AtomicUsize::new(0),
+        }
     }
 
     /// The stable key of endpoint `index`.
@@ -162,6 +190,73 @@ impl Balancer {
             .in_flight
             .fetch_add(1, Ordering::Relaxed);
         Some(chosen)
+    }
+
+    /// [`Self::pick`] with a route's `load-balance` algorithm (`None`: the default).
+    pub(crate) fn pick_with(
+        &self,
+        mode: Option<LoadBalance>,
+        tried: &[usize],
+        now_ms: u64,
+    ) -> Option<usize> {
+        let chosen = match mode {
+            None => return self.pick(tried, now_ms),
+            Some(LoadBalance::RoundRobin) => self.round_robin(tried, now_ms),
+            Some(LoadBalance::Ewma) => self.least_latency(tried, now_ms),
+        }?;
+        self.endpoints[chosen]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        Some(chosen)
+    }
+
+    /// Records a response head after `latency` from endpoint `index` (`load-balance: ewma`).
+    pub(crate) fn observe(&self, index: usize, latency: Duration, now_ms: u64) {
+        let Some(e) = self.endpoints.get(index) else {
+            return;
+        };
+        let previous = f64::from_bits(e.ewma.load(Ordering::Relaxed));
+        let elapsed = now_ms.saturating_sub(e.ewma_at.swap(now_ms, Ordering::Relaxed));
+        let next = peak_ewma(previous, latency.as_secs_f64() * 1e6, elapsed as f64);
+        e.ewma.store(next.to_bits(), Ordering::Relaxed);
+    }
+
+    fn usable(&self, i: usize, tried: &[usize], now_ms: u64) -> bool {
+        !tried.contains(&i) && self.endpoints[i].down_until.load(Ordering::Relaxed) <= now_ms
+    }
+
+    /// The next endpoint in turn that is neither tried nor down (else any not tried).
+    fn round_robin(&self, tried: &[usize], now_ms: u64) -> Option<usize> {
+        let n = self.endpoints.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.usable(i, tried, now_ms))
+            .or_else(|| (0..n).map(|k| (start + k) % n).find(|i| !tried.contains(i)))
+    }
+
+    /// Two random usable endpoints; the lower `ewma * (in flight + 1)` wins (an endpoint
+    /// without a sample yet costs nothing, so it gets tried).
+    fn least_latency(&self, tried: &[usize], now_ms: u64) -> Option<usize> {
+        let n = self.endpoints.len();
+        let cost = |i: usize| {
+            let e = &self.endpoints[i];
+            let ewma = f64::from_bits(e.ewma.load(Ordering::Relaxed));
+            ewma * (e.in_flight.load(Ordering::Relaxed) + 1) as f64
+        };
+        let usable: Vec<usize> = (0..n).filter(|&i| self.usable(i, tried, now_ms)).collect();
+        match usable.len() {
+            0 => self.choose(tried, now_ms),
+            1 => Some(usable[0]),
+            m => {
+                let a = usable[random_below(m)];
+                let b = usable[(random_below(m - 1)
+                    + 1
+                    + usable.iter().position(|&x| x == a).unwrap_or(0))
+                    % m];
+                Some(if cost(b) < cost(a) { b } else { a })
+            }
+        }
     }
 
     /// Ends the in-flight request counted by [`Self::pick`].
@@ -330,5 +425,54 @@ mod tests {
                 assert!(random_below(n) < n);
             }
         }
+    }
+
+    #[test]
+    fn peak_ewma_takes_peaks_at_once_and_decays_in_ten_seconds() {
+        assert_eq!(peak_ewma(0.0, 500.0, 0.0), 500.0);
+        assert_eq!(peak_ewma(100.0, 900.0, 1.0), 900.0);
+        let after_one = peak_ewma(900.0, 100.0, 10_000.0);
+        // One decay time: e^-1 of the old value remains.
+        assert!((after_one - (900.0 * (-1f64).exp() + 100.0 * (1.0 - (-1f64).exp()))).abs() < 1e-9);
+        assert!((peak_ewma(900.0, 100.0, 0.0) - 900.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn round_robin_takes_turns_and_skips_down_endpoints() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(3), &mut prev);
+        let turns: Vec<usize> = (0..6)
+            .map(|_| {
+                let i = b.pick_with(Some(LoadBalance::RoundRobin), &[], 0).unwrap();
+                b.release(i);
+                i
+            })
+            .collect();
+        assert_eq!(turns, [0, 1, 2, 0, 1, 2]);
+        b.mark_down(1, 0);
+        let turns: Vec<usize> = (0..4)
+            .map(|_| {
+                let i = b.pick_with(Some(LoadBalance::RoundRobin), &[], 1).unwrap();
+                b.release(i);
+                i
+            })
+            .collect();
+        assert!(!turns.contains(&1), "{turns:?}");
+    }
+
+    #[test]
+    fn ewma_prefers_the_faster_endpoint() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(2), &mut prev);
+        b.observe(0, Duration::from_millis(1), 1);
+        b.observe(1, Duration::from_millis(50), 1);
+        let fast = (0..100)
+            .filter(|_| {
+                let i = b.pick_with(Some(LoadBalance::Ewma), &[], 2).unwrap();
+                b.release(i);
+                i == 0
+            })
+            .count();
+        assert_eq!(fast, 100);
     }
 }

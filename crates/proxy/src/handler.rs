@@ -234,6 +234,7 @@ pub(crate) async fn handle(
         head_request: parts.method == Method::HEAD,
         retry: &route_policy.next_upstream,
         prefer: preference.endpoint,
+        balance: route_policy.load_balance,
     };
 
     let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
@@ -311,6 +312,7 @@ pub(crate) async fn handle(
             head_request: parts.method == Method::HEAD,
             retry: &route_policy.next_upstream,
             prefer: None,
+            balance: None,
         };
         done.backend = Some(fallback.id);
         state = &done.snapshot.backends[fallback.id];

@@ -318,6 +318,7 @@ where
         head_request,
         retry: &route_policy.next_upstream,
         prefer: None,
+        balance: route_policy.load_balance,
     };
     let timeout = route_policy
         .read_timeout
@@ -359,6 +360,7 @@ where
             head_request,
             retry: &route_policy.next_upstream,
             prefer: None,
+            balance: None,
         };
         done.backend = Some(fallback.id);
         let state = &done.snapshot.backends[fallback.id];

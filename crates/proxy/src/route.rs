@@ -105,13 +105,14 @@ mod tests {
     }
 
     #[test]
-    fn rolls_are_uniform_within_two_percent() {
+    fn rolls_are_uniform() {
         let mut counts = [0u32; 10];
         for _ in 0..100_000 {
             counts[roll(10) as usize] += 1;
         }
         for count in counts {
-            assert!((9_800..=10_200).contains(&count), "{counts:?}");
+            // 10,000 expected, standard deviation ~95: 5 sigma either way.
+            assert!((9_500..=10_500).contains(&count), "{counts:?}");
         }
     }
 }

@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpSocket, TcpStream};
 
 use http::StatusCode;
-use sluice_routing::NextUpstream;
+use sluice_routing::{LoadBalance, NextUpstream};
 
 use crate::balancer::{self, MAX_ATTEMPTS};
 use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
@@ -95,6 +95,8 @@ pub(crate) struct Outgoing<'a, F> {
     pub(crate) retry: &'a NextUpstream,
     /// The endpoint to try first (session affinity, `upstream-hash-by`).
     pub(crate) prefer: Option<usize>,
+    /// The route's `load-balance` (`None`: the default choice).
+    pub(crate) balance: Option<LoadBalance>,
 }
 
 impl<'a, F> Outgoing<'a, F>
@@ -210,9 +212,11 @@ where
         let preferred = outgoing
             .prefer
             .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
-        let Some(index) = preferred.or_else(|| balancer.pick(tried, now_ms)) else {
+        let picked = || balancer.pick_with(outgoing.balance, tried, now_ms);
+        let Some(index) = preferred.or_else(picked) else {
             break;
         };
+        let sent_at = Instant::now();
         let mut in_flight = InFlight {
             backend,
             index: Some(index),
@@ -235,6 +239,13 @@ where
                 continue;
             }
             Ok((head, conn)) => {
+                if outgoing.balance == Some(LoadBalance::Ewma) {
+                    balancer.observe(
+                        index,
+                        sent_at.elapsed(),
+                        balancer::now_millis(Instant::now()),
+                    );
+                }
                 in_flight.index = None;
                 return Ok(Answer {
                     head,

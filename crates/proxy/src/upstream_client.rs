@@ -182,9 +182,11 @@ where
         let preferred = outgoing
             .prefer
             .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
-        let Some(index) = preferred.or_else(|| balancer.pick(tried, now_ms)) else {
+        let picked = || balancer.pick_with(outgoing.balance, tried, now_ms);
+        let Some(index) = preferred.or_else(picked) else {
             break;
         };
+        let sent_at = Instant::now();
         let mut in_flight = InFlight {
             backend,
             index: Some(index),
@@ -255,6 +257,10 @@ where
                     }
                     body = Some(RequestBody::Empty);
                     continue;
+                }
+                if outgoing.balance == Some(sluice_routing::LoadBalance::Ewma) {
+                    let now = balancer::now_millis(Instant::now());
+                    balancer.observe(index, sent_at.elapsed(), now);
                 }
                 in_flight.index = None;
                 return Ok(Answer {

@@ -1110,3 +1110,85 @@ async fn auth_url_allows_denies_redirects_and_copies_headers() {
     })
     .await;
 }
+
+/// A backend answering `body` after `delay`, for load-balancing tests.
+async fn slow_server(delay: std::time::Duration, body: &'static str) -> AuthService {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |_: http::Request<hyper::body::Incoming>| async move {
+                        tokio::time::sleep(delay).await;
+                        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                            Bytes::from_static(body.as_bytes()),
+                        )))
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    AuthService { addr, task }
+}
+
+/// ingress-nginx's `load-balance`: `round_robin` takes endpoints in turn; `ewma` (peak
+/// EWMA of latency, as ingress-nginx and linkerd) sends most requests to the fast endpoint
+/// once it has seen both.
+#[tokio::test]
+async fn load_balance_round_robin_and_ewma() {
+    init_tracing();
+    bounded(async {
+        let pods = [
+            slow_server(std::time::Duration::ZERO, "a").await,
+            slow_server(std::time::Duration::ZERO, "b").await,
+            slow_server(std::time::Duration::ZERO, "c").await,
+        ];
+        let fast = slow_server(std::time::Duration::ZERO, "fast").await;
+        let slow = slow_server(std::time::Duration::from_millis(30), "slow").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new(
+                    "rr.example.com",
+                    "rr",
+                    pods.iter().map(|p| p.addr).collect(),
+                ),
+                &[("load-balance", "round_robin")],
+            ),
+            annotated(
+                Route::new("ewma.example.com", "ewma", vec![fast.addr, slow.addr]),
+                &[("load-balance", "ewma")],
+            ),
+        ]);
+        let mut counts = std::collections::BTreeMap::new();
+        for i in 0..30 {
+            let (_, method, body) = SHAPES[i % 2];
+            let got = request(&proxy, (method, body), "rr.example.com", "/", &[]).await;
+            *counts.entry(got.text()).or_insert(0) += 1;
+        }
+        assert_eq!(
+            counts.values().copied().collect::<Vec<_>>(),
+            [10, 10, 10],
+            "{counts:?}"
+        );
+        let mut fast_answers = 0;
+        for _ in 0..100 {
+            let got = request(&proxy, ("GET", ""), "ewma.example.com", "/", &[]).await;
+            if got.text() == "fast" {
+                fast_answers += 1;
+            }
+        }
+        assert!(
+            fast_answers >= 85,
+            "fast endpoint answered {fast_answers} of 100"
+        );
+    })
+    .await;
+}

@@ -28,7 +28,7 @@ use crate::auth::{self, AUTH_KEYS, ExternalAuth};
 use crate::canary::{self, CANARY_KEYS, CanaryRule};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
-use crate::policy::{Cors, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
+use crate::policy::{Cors, LoadBalance, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
 use crate::protocol::{self, UpstreamTls};
 
 /// ingress-nginx's annotation prefix.
@@ -98,6 +98,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "session-cookie-expires",
     "session-cookie-change-on-failure",
     "upstream-hash-by",
+    "load-balance",
     "auth-url",
     "auth-method",
     "auth-signin",
@@ -271,6 +272,13 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
+    policy.load_balance = cx.value("load-balance", |v| match v.trim() {
+        "round_robin" => Ok(LoadBalance::RoundRobin),
+        "ewma" => Ok(LoadBalance::Ewma),
+        other => Err(format!(
+            "value {other:?} is not round_robin or ewma; sluice's default (least requests in flight of two random endpoints) is used"
+        )),
+    });
 
     policy.request_headers = cx
         .sluice_value("request-headers", parse_fields)
@@ -453,7 +461,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "TLS settings are not configurable per Ingress"
         }
         "preserve-trailing-slash" => "not supported yet",
-        "service-upstream" | "load-balance" => "load-balancing choices are not supported yet",
+        "service-upstream" => "not supported yet; sluice always balances over endpoints",
         "satisfy" => "not supported yet",
         "connection-proxy-header" => "not supported yet",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",

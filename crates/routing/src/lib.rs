@@ -118,7 +118,7 @@ pub use diagnostic::{Diagnostic, Reason};
 pub use host::normalize_request_host;
 pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS, Inputs};
 pub use path::normalize_request_path;
-pub use policy::{Cors, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
+pub use policy::{Cors, LoadBalance, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use table::{Rewrite, Route, RouteEntry, RouteTable};

@@ -82,6 +82,19 @@ pub struct Policy {
     /// External authentication (`auth-url`, `auth-method`, `auth-signin`,
     /// `auth-response-headers`, ...).
     pub auth: Option<ExternalAuth>,
+    /// Endpoint choice (`load-balance`); `None`: sluice's default, the fewer requests in
+    /// flight of two random endpoints.
+    pub load_balance: Option<LoadBalance>,
+}
+
+/// `load-balance` algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadBalance {
+    /// `round_robin`: endpoints in turn (ingress-nginx's default).
+    RoundRobin,
+    /// `ewma`: peak-EWMA of response-head latency times requests in flight, the lower of
+    /// two random endpoints (ingress-nginx's and linkerd's latency-aware choice).
+    Ewma,
 }
 
 /// ingress-nginx's request rate limits: nginx `limit_req` with `burst` and `nodelay`, keyed
