@@ -160,6 +160,8 @@ pub(crate) struct Completion {
     pub(crate) bytes: u64,
     /// The access log record, when the access log is on.
     pub(crate) log: Option<Box<LogRecord>>,
+    /// The `limit-connections` count this request holds, released when it is over.
+    pub(crate) limit_slot: Option<usize>,
 }
 
 impl Completion {
@@ -179,6 +181,7 @@ impl Completion {
             status: 0,
             bytes: 0,
             log,
+            limit_slot: None,
         }
     }
 
@@ -204,6 +207,9 @@ impl Drop for Completion {
     /// The request is over (its body ended, or it was dropped): count it, release its
     /// endpoint, log it.
     fn drop(&mut self) {
+        if let Some(slot) = self.limit_slot {
+            self.ctx.shared.limiter.leave(slot);
+        }
         let elapsed = self.start.elapsed();
         let backend = self.backend.map(|b| &self.snapshot.backends[b]);
         let metrics = match backend {

@@ -110,9 +110,12 @@ pub(crate) async fn handle(
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Ok(answered(done, host_str, answer));
     }
-    if !policy::within_limits(route_policy, &ctx.shared, view.client, start) {
-        let status = ctx.shared.limit_status;
-        return Ok(fail(done, grpc, host_str, status));
+    match policy::within_limits(route_policy, &ctx.shared, view.client, start) {
+        Ok(slot) => done.limit_slot = slot,
+        Err(()) => {
+            let status = ctx.shared.limit_status;
+            return Ok(fail(done, grpc, host_str, status));
+        }
     }
     let mut auth_fields = Vec::new();
     if let Some(external) = &route_policy.auth {

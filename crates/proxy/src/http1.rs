@@ -282,9 +282,12 @@ where
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
     }
-    if !policy::within_limits(route_policy, shared, view.client, start) {
-        let status = shared.limit_status;
-        return Some(page(io, out, &mut done, host, status, head_request, client).await);
+    match policy::within_limits(route_policy, shared, view.client, start) {
+        Ok(slot) => done.limit_slot = slot,
+        Err(()) => {
+            let status = shared.limit_status;
+            return Some(page(io, out, &mut done, host, status, head_request, client).await);
+        }
     }
     let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
         Some(policy::Rewritten::Redirect(location)) => {

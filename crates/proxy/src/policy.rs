@@ -75,15 +75,18 @@ impl Answer {
 /// Whether a request that passed [`answer`] is within the route's rate limits (requests
 /// redirected or refused before never count, as nginx's `return` ends a request before
 /// `limit_req` runs).
+/// `Ok(Some(slot))`: a `limit-connections` count was taken, to release when the request is
+/// over ([`crate::body::Completion`] does).
 pub(crate) fn within_limits(
     policy: &Policy,
     shared: &Shared,
     client: IpAddr,
     now: Instant,
-) -> bool {
+) -> Result<Option<usize>, ()> {
     match &policy.rate_limit {
-        None => true,
-        Some(limit) => shared.limiter.admit(limit, client, now),
+        None => Ok(None),
+        Some(limit) if !shared.limiter.admit(limit, client, now) => Err(()),
+        Some(limit) => shared.limiter.enter(limit, client),
     }
 }
 

@@ -14,7 +14,7 @@
 //! rare. Stale slots need no cleanup: a TAT in the past counts as an empty bucket.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use sluice_routing::RateLimit;
@@ -43,6 +43,8 @@ pub(crate) fn shape(rate: u32, period_ns: u64, multiplier: u32) -> (u64, u64) {
 /// The process's rate-limit buckets.
 pub(crate) struct Limiter {
     slots: Box<[AtomicU64]>,
+    /// Requests in progress per (zone, client), for `limit-connections`.
+    in_progress: Box<[AtomicU32]>,
     epoch: Instant,
 }
 
@@ -56,6 +58,7 @@ impl Default for Limiter {
     fn default() -> Self {
         Limiter {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            in_progress: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
             epoch: Instant::now(),
         }
     }
@@ -95,6 +98,34 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// Counts a request in progress for `client` under `limit-connections` (nginx
+    /// `limit_conn`): `Ok(Some(slot))` to release with [`Limiter::leave`] when the request
+    /// is over, `Ok(None)` when no count applies, `Err(())` when the client is at the limit.
+    pub(crate) fn enter(&self, limit: &RateLimit, client: IpAddr) -> Result<Option<usize>, ()> {
+        let Some(max) = limit.connections else {
+            return Ok(None);
+        };
+        if limit.allow.iter().any(|net| net.contains(client)) {
+            return Ok(None);
+        }
+        let slot = slot(limit.zone, 3, client);
+        let counter = &self.in_progress[slot];
+        if counter.fetch_add(1, Ordering::Relaxed) >= max {
+            counter.fetch_sub(1, Ordering::Relaxed);
+            return Err(());
+        }
+        Ok(Some(slot))
+    }
+
+    /// Ends a request counted by [`Limiter::enter`].
+    pub(crate) fn leave(&self, slot: usize) {
+        if let Some(counter) = self.in_progress.get(slot) {
+            counter.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The slot of (zone, window, client): a multiplicative hash of the three.
 fn slot(zone: u64, kind: u64, client: IpAddr) -> usize {
     let address = match client {
@@ -119,6 +150,7 @@ mod tests {
             rps,
             rpm,
             burst_multiplier: multiplier,
+            connections: None,
             allow: Vec::new(),
             zone: 7,
         }
@@ -202,5 +234,22 @@ mod tests {
             ));
         }
         assert!(used.len() > 985, "{}", used.len());
+    }
+
+    #[test]
+    fn connections_are_counted_and_given_back() {
+        let limiter = Limiter::default();
+        let mut l = limit(None, None, 1);
+        l.connections = Some(2);
+        let client: IpAddr = "10.0.0.9".parse().unwrap();
+        let a = limiter.enter(&l, client).unwrap().unwrap();
+        let b = limiter.enter(&l, client).unwrap().unwrap();
+        assert!(limiter.enter(&l, client).is_err());
+        assert!(limiter.admit(&l, client, Instant::now()), "no rate set");
+        limiter.leave(a);
+        let c = limiter.enter(&l, client).unwrap().unwrap();
+        limiter.leave(b);
+        limiter.leave(c);
+        assert!(limiter.enter(&l, client).unwrap().is_some());
     }
 }

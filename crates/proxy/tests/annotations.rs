@@ -351,7 +351,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         &[
             ("configuration-snippet", "more_set_headers \"X: y\";"),
             ("proxy-body-size", "12x"),
-            ("limit-connections", "10"),
+            ("limit-rate", "10"),
         ],
     );
     let compiled = compile(&inputs(&[route]), &CompileOptions::default());
@@ -376,10 +376,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         "{reasons:?}"
     );
     assert!(
-        reasons.contains(&(
-            field("limit-connections").as_str(),
-            &Reason::UnsupportedAnnotation
-        )),
+        reasons.contains(&(field("limit-rate").as_str(), &Reason::UnsupportedAnnotation)),
         "{reasons:?}"
     );
     // The rest of the Ingress keeps working.
@@ -1189,6 +1186,40 @@ async fn load_balance_round_robin_and_ewma() {
             fast_answers >= 85,
             "fast endpoint answered {fast_answers} of 100"
         );
+    })
+    .await;
+}
+
+/// ingress-nginx's `limit-connections` (nginx `limit_conn`): requests in progress at once
+/// per client address; one over gets 503 while the others run, and the count is given
+/// back when they finish.
+#[tokio::test]
+async fn limit_connections_counts_requests_in_progress() {
+    init_tracing();
+    bounded(async {
+        let (proxy, _backend) = proxy_with("conn.example.com", &[("limit-connections", "2")]).await;
+        let slow = |proxy: &TestProxy| {
+            let addr = proxy.http;
+            tokio::spawn(async move {
+                let mut sender = http1_connect(addr).await;
+                let request = http::Request::get("/delay/800")
+                    .header("host", "conn.example.com")
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                send(&mut sender, request).await.status
+            })
+        };
+        let first = slow(&proxy);
+        let second = slow(&proxy);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        for (_, method, body) in SHAPES {
+            let got = request(&proxy, (method, body), "conn.example.com", "/", &[]).await;
+            assert_eq!(got.status, 503, "{method}: a third request in progress");
+        }
+        assert_eq!(first.await.unwrap(), 200);
+        assert_eq!(second.await.unwrap(), 200);
+        let got = request(&proxy, ("GET", ""), "conn.example.com", "/", &[]).await;
+        assert_eq!(got.status, 200, "the count was given back");
     })
     .await;
 }

@@ -77,6 +77,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-ssl-secret",
     "limit-rps",
     "limit-rpm",
+    "limit-connections",
     "limit-burst-multiplier",
     "limit-allowlist",
     "limit-whitelist",
@@ -485,7 +486,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "basic authentication is not supported yet; use auth-url"
         }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
-        "limit-connections" => "not supported yet; limit-rps and limit-rpm are",
         "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
@@ -877,21 +877,24 @@ fn upstream_tls(cx: &mut Cx<'_>, policy: &mut Policy) -> Option<(Option<String>,
     secret
 }
 
-/// `limit-rps`, `limit-rpm`, `limit-burst-multiplier` and `limit-allowlist` (alias
+/// `limit-rps`, `limit-rpm`, `limit-connections`, `limit-burst-multiplier` and
+/// `limit-allowlist` (alias
 /// `limit-whitelist`, read when `limit-allowlist` is absent), with ingress-nginx's default
 /// multiplier 5. The zone is set by the compiler, which knows the Ingress.
 fn rate_limit(cx: &mut Cx<'_>) -> Option<RateLimit> {
     let rps = cx.value("limit-rps", |v| parse_rate(v, "limit-rps"));
     let rpm = cx.value("limit-rpm", |v| parse_rate(v, "limit-rpm"));
+    let connections = cx.value("limit-connections", |v| parse_rate(v, "limit-connections"));
     let multiplier = cx.value("limit-burst-multiplier", |v| {
         parse_rate(v, "limit-burst-multiplier").map(|m| m.max(1))
     });
     let allowlist = cx.value("limit-allowlist", parse_cidrs);
     let whitelist = cx.value("limit-whitelist", parse_cidrs);
     let allow = allowlist.or(whitelist).unwrap_or_default();
-    (rps.is_some() || rpm.is_some()).then(|| RateLimit {
+    (rps.is_some() || rpm.is_some() || connections.is_some()).then(|| RateLimit {
         rps,
         rpm,
+        connections,
         burst_multiplier: multiplier.unwrap_or(5),
         allow,
         zone: 0,
@@ -1474,11 +1477,11 @@ mod tests {
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         // Also for unsupported keys: only the winning key is reported.
         let parsed = parse(&map(&[
-            (&nginx("limit-connections"), "5"),
-            (&sluice("limit-connections"), "5"),
+            (&nginx("limit-rate"), "5"),
+            (&sluice("limit-rate"), "5"),
         ]));
         assert_eq!(parsed.problems.len(), 1);
-        assert_eq!(parsed.problems[0].annotation, sluice("limit-connections"));
+        assert_eq!(parsed.problems[0].annotation, sluice("limit-rate"));
     }
 
     #[test]
@@ -2226,8 +2229,8 @@ mod tests {
     fn unknown_keys_are_reported_as_unsupported() {
         for (name, detail) in [
             (
-                "limit-connections",
-                "not supported by sluice: not supported yet",
+                "limit-rate",
+                "not supported by sluice: response bandwidth limits",
             ),
             (
                 "auth-type",

@@ -108,6 +108,9 @@ pub struct RateLimit {
     pub rpm: Option<u32>,
     /// `limit-burst-multiplier` (default 5).
     pub burst_multiplier: u32,
+    /// `limit-connections`: requests in progress at once per client address (nginx
+    /// `limit_conn`).
+    pub connections: Option<u32>,
     /// Clients never limited (`limit-allowlist`, alias `limit-whitelist`).
     pub allow: Vec<Cidr>,
     /// The zone: a hash of the Ingress (namespace/name), so limits survive table rebuilds
