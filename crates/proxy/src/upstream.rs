@@ -162,9 +162,40 @@ where
 }
 
 /// Releases an endpoint's in-flight count unless disarmed (dropped on timeout too).
-struct InFlight<'a> {
-    backend: &'a BackendState,
-    index: Option<usize>,
+pub(crate) struct InFlight<'a> {
+    pub(crate) backend: &'a BackendState,
+    pub(crate) index: Option<usize>,
+}
+
+impl<'a, F> Outgoing<'a, F> {
+    /// The endpoint for attempt `attempt` (1-based) among those not `tried`: the preferred
+    /// one on the first attempt when it is up, else the route's balancing choice. Its
+    /// in-flight count is taken; the guard gives it back.
+    pub(crate) fn endpoint<'b>(
+        &self,
+        backend: &'b BackendState,
+        attempt: usize,
+        tried: &[usize],
+        now_ms: u64,
+    ) -> Option<InFlight<'b>> {
+        let balancer = &backend.balancer;
+        let preferred = self
+            .prefer
+            .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
+        let index = preferred.or_else(|| balancer.pick_with(self.balance, tried, now_ms))?;
+        Some(InFlight {
+            backend,
+            index: Some(index),
+        })
+    }
+
+    /// Feeds the latency of an answer to `load-balance: ewma`.
+    pub(crate) fn answered(&self, backend: &BackendState, index: usize, sent_at: Instant) {
+        if self.balance == Some(LoadBalance::Ewma) {
+            let now = balancer::now_millis(Instant::now());
+            backend.balancer.observe(index, sent_at.elapsed(), now);
+        }
+    }
 }
 
 impl Drop for InFlight<'_> {
@@ -209,18 +240,11 @@ where
         let body = body.take().unwrap_or(RequestBody::Empty);
         let now_ms = balancer::now_millis(Instant::now());
         let tried = &excluded[..excluded_len];
-        let preferred = outgoing
-            .prefer
-            .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
-        let picked = || balancer.pick_with(outgoing.balance, tried, now_ms);
-        let Some(index) = preferred.or_else(picked) else {
+        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, tried, now_ms) else {
             break;
         };
+        let index = in_flight.index.unwrap_or_default();
         let sent_at = Instant::now();
-        let mut in_flight = InFlight {
-            backend,
-            index: Some(index),
-        };
         let addr = balancer.get(index).addr;
         let error = match exchange(upstreams, addr, &outgoing, body, head_timeout).await {
             Ok((head, _conn))
@@ -239,13 +263,7 @@ where
                 continue;
             }
             Ok((head, conn)) => {
-                if outgoing.balance == Some(LoadBalance::Ewma) {
-                    balancer.observe(
-                        index,
-                        sent_at.elapsed(),
-                        balancer::now_millis(Instant::now()),
-                    );
-                }
+                outgoing.answered(backend, index, sent_at);
                 in_flight.index = None;
                 return Ok(Answer {
                     head,

@@ -140,20 +140,6 @@ where
     }
 }
 
-/// Releases an endpoint's in-flight count unless disarmed.
-struct InFlight<'a> {
-    backend: &'a BackendState,
-    index: Option<usize>,
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if let Some(index) = self.index {
-            self.backend.balancer.release(index);
-        }
-    }
-}
-
 async fn attempts<'a, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
@@ -169,7 +155,8 @@ where
     let bodiless = matches!(outgoing.body, RequestBody::Empty);
     let resendable = bodiless && (outgoing.idempotent || retry.non_idempotent);
     let tries = usize::from(retry.tries).clamp(1, MAX_ATTEMPTS);
-    let mut body = Some(outgoing.body);
+    let mut outgoing = outgoing;
+    let mut body = Some(std::mem::replace(&mut outgoing.body, RequestBody::Empty));
     let mut excluded = [usize::MAX; MAX_ATTEMPTS];
     let mut excluded_len = 0;
     let mut encoded = Vec::with_capacity(1024);
@@ -179,18 +166,11 @@ where
         attempt += 1;
         let now_ms = balancer::now_millis(Instant::now());
         let tried = &excluded[..excluded_len];
-        let preferred = outgoing
-            .prefer
-            .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
-        let picked = || balancer.pick_with(outgoing.balance, tried, now_ms);
-        let Some(index) = preferred.or_else(picked) else {
+        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, tried, now_ms) else {
             break;
         };
+        let index = in_flight.index.unwrap_or_default();
         let sent_at = Instant::now();
-        let mut in_flight = InFlight {
-            backend,
-            index: Some(index),
-        };
         let addr = balancer.get(index).addr;
         encoded.clear();
         header_policy::encode_request_head(
@@ -258,10 +238,7 @@ where
                     body = Some(RequestBody::Empty);
                     continue;
                 }
-                if outgoing.balance == Some(sluice_routing::LoadBalance::Ewma) {
-                    let now = balancer::now_millis(Instant::now());
-                    balancer.observe(index, sent_at.elapsed(), now);
-                }
+                outgoing.answered(backend, index, sent_at);
                 in_flight.index = None;
                 return Ok(Answer {
                     response,

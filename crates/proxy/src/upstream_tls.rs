@@ -94,10 +94,16 @@ fn client_config(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> C
             {
                 Ok(verifier) => verifier,
                 // No roots at all: nothing can be trusted, so everything is refused.
-                Err(_) => Arc::new(RefuseAll(Arc::clone(provider))),
+                Err(_) => Arc::new(Unverified {
+                    provider: Arc::clone(provider),
+                    accept: false,
+                }),
             }
         }
-        _ => Arc::new(NoVerification(Arc::clone(provider))),
+        _ => Arc::new(Unverified {
+            provider: Arc::clone(provider),
+            accept: true,
+        }),
     };
     let builder = builder
         .dangerous()
@@ -136,61 +142,16 @@ pub(crate) fn server_name(
     ServerName::try_from(name).ok()
 }
 
-/// `proxy-ssl-verify: off`: any certificate is accepted; signatures are still checked so
-/// the handshake itself stays sound.
+/// `proxy-ssl-verify: off` (`accept`): any certificate is accepted; or verification asked
+/// for without any usable root (`!accept`): every certificate is refused, so it fails
+/// closed. Signatures are checked either way so the handshake itself stays sound.
 #[derive(Debug)]
-struct NoVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Unverified {
+    provider: Arc<CryptoProvider>,
+    accept: bool,
 }
 
-/// Verification asked for without any usable root: fail closed.
-#[derive(Debug)]
-struct RefuseAll(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for RefuseAll {
+impl ServerCertVerifier for Unverified {
     fn verify_server_cert(
         &self,
         _end_entity: &CertificateDer<'_>,
@@ -199,9 +160,13 @@ impl ServerCertVerifier for RefuseAll {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Err(rustls::Error::InvalidCertificate(
-            rustls::CertificateError::UnknownIssuer,
-        ))
+        if self.accept {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            ))
+        }
     }
 
     fn verify_tls12_signature(
@@ -210,12 +175,8 @@ impl ServerCertVerifier for RefuseAll {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -224,15 +185,13 @@ impl ServerCertVerifier for RefuseAll {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

@@ -944,20 +944,25 @@ async fn balanced_affinity_and_upstream_hash_by_spread_sessions_and_keep_them() 
     .await;
 }
 
-/// A small auth service, like oauth2-proxy behind ingress-nginx's `auth-url`: decides by
-/// `Authorization`, and tells what it saw in `x-auth-saw`.
-struct AuthService {
+/// A plain HTTP/1.1 server on a loopback port answering with `handler`; stops on drop.
+struct TestServer {
     addr: std::net::SocketAddr,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for AuthService {
+impl Drop for TestServer {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-async fn auth_service() -> AuthService {
+type Reply = http::Response<Full<Bytes>>;
+
+async fn test_server<F, Fut>(handler: F) -> TestServer
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Reply> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
@@ -965,58 +970,64 @@ async fn auth_service() -> AuthService {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            let handler = handler.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |request: http::Request<hyper::body::Incoming>| async move {
-                        let header = |name: &str| {
-                            request
-                                .headers()
-                                .get(name)
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or("")
-                                .to_owned()
-                        };
-                        let saw = format!(
-                            "{} {} {} host={} from={}",
-                            request.method(),
-                            header("x-original-method"),
-                            header("x-original-url"),
-                            header("host"),
-                            header("x-sent-from"),
-                        );
-                        let mut response = http::Response::builder().header("x-auth-saw", saw);
-                        let status = match header("authorization").as_str() {
-                            "Bearer good" => {
-                                response = response.header("x-user", "alice");
-                                200
-                            }
-                            "Bearer forbidden" => 403,
-                            "Bearer broken" => 500,
-                            "Bearer slow" => {
-                                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-                                200
-                            }
-                            _ => {
-                                response =
-                                    response.header("www-authenticate", "Bearer realm=\"test\"");
-                                401
-                            }
-                        };
-                        Ok::<_, std::convert::Infallible>(
-                            response
-                                .status(status)
-                                .body(Full::new(Bytes::from_static(b"auth")))
-                                .unwrap(),
-                        )
-                    },
-                );
+                let service = hyper::service::service_fn(move |request| {
+                    let reply = handler(request);
+                    async move { Ok::<_, std::convert::Infallible>(reply.await) }
+                });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
                     .await;
             });
         }
     });
-    AuthService { addr, task }
+    TestServer { addr, task }
+}
+
+/// A small auth service, like oauth2-proxy behind ingress-nginx's `auth-url`: decides by
+/// `Authorization`, and tells what it saw in `x-auth-saw`.
+async fn auth_service() -> TestServer {
+    test_server(|request: http::Request<hyper::body::Incoming>| async move {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let saw = format!(
+            "{} {} {} host={} from={}",
+            request.method(),
+            header("x-original-method"),
+            header("x-original-url"),
+            header("host"),
+            header("x-sent-from"),
+        );
+        let mut response = http::Response::builder().header("x-auth-saw", saw);
+        let status = match header("authorization").as_str() {
+            "Bearer good" => {
+                response = response.header("x-user", "alice");
+                200
+            }
+            "Bearer forbidden" => 403,
+            "Bearer broken" => 500,
+            "Bearer slow" => {
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                200
+            }
+            _ => {
+                response = response.header("www-authenticate", "Bearer realm=\"test\"");
+                401
+            }
+        };
+        response
+            .status(status)
+            .body(Full::new(Bytes::from_static(b"auth")))
+            .unwrap()
+    })
+    .await
 }
 
 /// ingress-nginx's `auth-url` (nginx `auth_request`): 2xx lets the request through with
@@ -1109,30 +1120,12 @@ async fn auth_url_allows_denies_redirects_and_copies_headers() {
 }
 
 /// A backend answering `body` after `delay`, for load-balancing tests.
-async fn slow_server(delay: std::time::Duration, body: &'static str) -> AuthService {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |_: http::Request<hyper::body::Incoming>| async move {
-                        tokio::time::sleep(delay).await;
-                        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
-                            Bytes::from_static(body.as_bytes()),
-                        )))
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
-    });
-    AuthService { addr, task }
+async fn slow_server(delay: std::time::Duration, body: &'static str) -> TestServer {
+    test_server(move |_| async move {
+        tokio::time::sleep(delay).await;
+        http::Response::new(Full::new(Bytes::from_static(body.as_bytes())))
+    })
+    .await
 }
 
 /// ingress-nginx's `load-balance`: `round_robin` takes endpoints in turn; `ewma` (peak

@@ -261,6 +261,17 @@ async fn client(proxy: &TestProxy, ca_pem: Option<&str>) -> GrpcClient<Channel> 
     GrpcClient::new(channel)
 }
 
+/// A client-side message stream fed through a channel, to send in lock step.
+fn lockstep() -> (
+    tokio::sync::mpsc::Sender<Msg>,
+    impl Stream<Item = Msg> + Send + 'static,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(1);
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    (tx, stream)
+}
+
 fn path(method: &'static str) -> PathAndQuery {
     PathAndQuery::from_static(method)
 }
@@ -317,9 +328,7 @@ async fn four_call_kinds(mut grpc: GrpcClient<Channel>) {
     // Bidirectional, in lock step: the second message is sent only after the first
     // answer came back, which proves both directions stream (nothing is buffered whole).
     grpc.ready().await.unwrap();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(1);
-    let outbound =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    let (tx, outbound) = lockstep();
     tx.send(msg("ping 1")).await.unwrap();
     let mut answers = grpc
         .streaming(
@@ -413,12 +422,7 @@ async fn backend_goaway_drains_in_flight_calls_and_new_calls_go_elsewhere() {
         let mut calls = Vec::new();
         for i in 0..4 {
             grpc.ready().await.unwrap();
-            let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(1);
-            let outbound =
-                futures::stream::unfold(
-                    rx,
-                    |mut rx| async move { rx.recv().await.map(|m| (m, rx)) },
-                );
+            let (tx, outbound) = lockstep();
             tx.send(msg(&format!("call {i}"))).await.unwrap();
             let mut answers = grpc
                 .streaming(

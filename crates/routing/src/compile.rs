@@ -661,29 +661,9 @@ impl<'a> Compiler<'_, 'a> {
         path: &'a HTTPIngressPath,
     ) {
         let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
-        let parsed = if self.regex_hosts.contains(host) && path.path_type != "Exact" {
-            parse_regex_rule_path(path.path.as_deref(), &path.path_type).map(|(rule, regex)| {
-                self.regexes.entry(rule.key.clone()).or_insert(regex);
-                rule
-            })
-        } else {
-            parse_rule_path(path.path.as_deref(), &path.path_type)
-        };
-        let rule_path = match parsed {
-            Ok(p) => p,
-            Err(e) => {
-                let field = format!("{}.{}", field(), e.field());
-                self.diag(index, field, Reason::InvalidPath, e.to_string());
-                return;
-            }
-        };
-        let key = match backend_key(&path.backend, namespace) {
-            Ok(k) => k,
-            Err(p) => {
-                let field = format!("{}.backend{}", field(), p.field);
-                self.diag(index, field, p.reason, p.detail);
-                return;
-            }
+        let Some((rule_path, key)) = self.checked_path(index, namespace, host, (ri, pi), path)
+        else {
+            return;
         };
         if let Some(winner) = claims.get(&rule_path) {
             let winner = self.ingresses[winner.owner].object.clone();
@@ -701,6 +681,43 @@ impl<'a> Compiler<'_, 'a> {
         }
     }
 
+    /// The rule path and Service port of `spec.rules[ri].http.paths[pi]`, or `None` after
+    /// a diagnostic saying what is wrong with it. A regex path's compiled pattern is kept.
+    fn checked_path(
+        &mut self,
+        index: usize,
+        namespace: &'a str,
+        host: &HostPattern,
+        (ri, pi): (usize, usize),
+        path: &'a HTTPIngressPath,
+    ) -> Option<(RulePath, BackendKey<'a>)> {
+        let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
+        let parsed = if self.regex_hosts.contains(host) && path.path_type != "Exact" {
+            parse_regex_rule_path(path.path.as_deref(), &path.path_type).map(|(rule, regex)| {
+                self.regexes.entry(rule.key.clone()).or_insert(regex);
+                rule
+            })
+        } else {
+            parse_rule_path(path.path.as_deref(), &path.path_type)
+        };
+        let rule_path = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                let field = format!("{}.{}", field(), e.field());
+                self.diag(index, field, Reason::InvalidPath, e.to_string());
+                return None;
+            }
+        };
+        match backend_key(&path.backend, namespace) {
+            Ok(key) => Some((rule_path, key)),
+            Err(p) => {
+                let field = format!("{}.backend{}", field(), p.field);
+                self.diag(index, field, p.reason, p.detail);
+                None
+            }
+        }
+    }
+
     /// One path of a canary Ingress: validated like any path, then remembered for the main
     /// Ingress's route of the same host and path.
     fn canary_path(
@@ -712,26 +729,9 @@ impl<'a> Compiler<'_, 'a> {
         path: &'a HTTPIngressPath,
     ) {
         let field = || format!("spec.rules[{ri}].http.paths[{pi}]");
-        let parsed = if self.regex_hosts.contains(host) && path.path_type != "Exact" {
-            parse_regex_rule_path(path.path.as_deref(), &path.path_type).map(|(rule, _)| rule)
-        } else {
-            parse_rule_path(path.path.as_deref(), &path.path_type)
-        };
-        let rule_path = match parsed {
-            Ok(p) => p,
-            Err(e) => {
-                let field = format!("{}.{}", field(), e.field());
-                self.diag(index, field, Reason::InvalidPath, e.to_string());
-                return;
-            }
-        };
-        let key = match backend_key(&path.backend, namespace) {
-            Ok(k) => k,
-            Err(p) => {
-                let field = format!("{}.backend{}", field(), p.field);
-                self.diag(index, field, p.reason, p.detail);
-                return;
-            }
+        let Some((rule_path, key)) = self.checked_path(index, namespace, host, (ri, pi), path)
+        else {
+            return;
         };
         let at = (host.clone(), rule_path);
         if let Some(winner) = self.canaries.get(&at) {

@@ -337,8 +337,14 @@ pub async fn admin_get(admin: SocketAddr, path: &str) -> (StatusCode, String) {
     (answer.status, answer.text())
 }
 
-/// A CA and a leaf for `host` signed by it, as PEM (leaf cert, leaf key) plus the CA's DER.
-pub fn ca_and_leaf(host: &str) -> (String, String, rustls::pki_types::CertificateDer<'static>) {
+/// A CA and a leaf for `host` signed by it: (CA, leaf, leaf key).
+fn issue(
+    host: &str,
+) -> (
+    rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    rcgen::Certificate,
+    rcgen::KeyPair,
+) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -349,21 +355,19 @@ pub fn ca_and_leaf(host: &str) -> (String, String, rustls::pki_types::Certificat
     let leaf_key = rcgen::KeyPair::generate().unwrap();
     let leaf_params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
+    (ca, leaf, leaf_key)
+}
+
+/// A CA and a leaf for `host` signed by it, as PEM (leaf cert, leaf key) plus the CA's DER.
+pub fn ca_and_leaf(host: &str) -> (String, String, rustls::pki_types::CertificateDer<'static>) {
+    let (ca, leaf, leaf_key) = issue(host);
     (leaf.pem(), leaf_key.serialize_pem(), ca.der().clone())
 }
 
 /// A CA and a leaf for `host` signed by it, all PEM: (CA cert, leaf cert, leaf key).
+#[allow(dead_code)] // Not every test binary uses it.
 pub fn ca_pem_and_leaf(host: &str) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "sluice test CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf_params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
-    let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
+    let (ca, leaf, leaf_key) = issue(host);
     (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
 }
 
