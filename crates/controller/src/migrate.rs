@@ -845,7 +845,7 @@ mod tests {
                 "default",
                 "mixed",
                 &[
-                    (&nginx("affinity"), "cookie"),
+                    (&nginx("auth-type"), "basic"),
                     (
                         &nginx("configuration-snippet"),
                         "more_set_headers \"A: b\";",
@@ -866,12 +866,12 @@ mod tests {
         assert_eq!(
             reasons,
             [
-                (nginx("affinity").as_str(), "UnsupportedAnnotation"),
+                (nginx("auth-type").as_str(), "UnsupportedAnnotation"),
                 (nginx("configuration-snippet").as_str(), "SnippetRefused"),
                 (nginx("proxy-body-size").as_str(), "InvalidAnnotation"),
             ]
         );
-        assert!(i.problems[0].detail.contains("session affinity"));
+        assert!(i.problems[0].detail.contains("basic authentication"));
         assert!(
             i.problems[1].detail.contains("sluice.dev/response-headers"),
             "{}",
@@ -1068,7 +1068,7 @@ mod tests {
     fn ingresses_are_sorted_and_counted() {
         let r = report(
             &[
-                ing("b", "z", &[(&nginx("affinity"), "cookie")], json!({})),
+                ing("b", "z", &[(&nginx("auth-type"), "basic")], json!({})),
                 ing("a", "y", &[], json!({})),
                 ing("b", "a", &[], json!({})),
             ],
@@ -1137,7 +1137,7 @@ mod tests {
             &[ing(
                 "shop",
                 "web",
-                &[(&nginx("affinity"), "cookie")],
+                &[(&nginx("auth-type"), "basic")],
                 json!({}),
             )],
             &[],
@@ -1148,7 +1148,7 @@ mod tests {
         let i = &v["ingresses"][0];
         assert_eq!(i["namespace"], "shop");
         assert_eq!(i["class"]["served"], true);
-        assert_eq!(i["problems"][0]["annotation"], nginx("affinity"));
+        assert_eq!(i["problems"][0]["annotation"], nginx("auth-type"));
         assert_eq!(i["problems"][0]["reason"], "UnsupportedAnnotation");
     }
 }
