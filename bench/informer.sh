@@ -13,6 +13,7 @@
 #   bench/informer.sh               10,000 Pods, 3 rounds
 #   bench/informer.sh --pods 100000 100,000 Pods
 #   bench/informer.sh --rounds 5
+#   bench/informer.sh --metadata    also sluice's metadata-only Pod informer
 #
 # Uses $CARGO_TARGET_DIR when set.
 set -euo pipefail
@@ -22,10 +23,12 @@ log() { echo "[informer-bench] $*" >&2; }
 
 PODS=10000
 ROUNDS=3
+EXTRA=()
 while (($#)); do
     case "$1" in
         --pods) PODS=$2; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
+        --metadata) EXTRA+=(--metadata); shift ;;
         *) log "unknown argument $1"; exit 2 ;;
     esac
 done
@@ -55,4 +58,4 @@ TARGET=$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
 log "running: $PODS Pods, $ROUNDS rounds"
 cargo bench -q -p sluice-informer --bench client_go -- \
     --sluice "$TARGET/release/examples/pod_sync" --go "$TMP/informer-go" \
-    --pods "$PODS" --rounds "$ROUNDS"
+    --pods "$PODS" --rounds "$ROUNDS" "${EXTRA[@]}"

@@ -7,7 +7,8 @@
 //! (sluice, client-go, sluice, ...) `--rounds` times each. Each run is a fresh process that
 //! builds a shared informer factory, asks it for the Pod informer, starts it, waits for cache
 //! sync and prints `RESULT <seconds> <VmHWM KiB> <pods>`. Prints every run, the medians and
-//! the ratios sluice / client-go.
+//! the ratios sluice / client-go. With `--metadata`, each round also runs the sluice program
+//! with its metadata-only Pod informer (`PartialObjectMeta<Pod>`).
 
 use std::{
     path::PathBuf,
@@ -70,6 +71,7 @@ struct Run {
 
 async fn run_once(
     bin: &PathBuf,
+    extra: &[&str],
     kubeconfig: &std::path::Path,
     ns: &str,
     timeout: Duration,
@@ -78,6 +80,7 @@ async fn run_once(
         timeout,
         tokio::process::Command::new(bin)
             .args(["--namespace", ns])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .kill_on_drop(true)
@@ -116,8 +119,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sluice = PathBuf::from(arg("--sluice").context("--sluice BIN is required")?);
-    let go = PathBuf::from(arg("--go").context("--go BIN is required")?);
+    // `cargo bench -p sluice-informer` runs every bench without arguments: this one needs
+    // the two programs that bench/informer.sh builds, so it says so and passes.
+    let (Some(sluice), Some(go)) = (arg("--sluice"), arg("--go")) else {
+        eprintln!("client_go: run bench/informer.sh (it builds the two programs this compares)");
+        return Ok(());
+    };
+    let (sluice, go) = (PathBuf::from(sluice), PathBuf::from(go));
     let n: usize = arg("--pods").and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let rounds: usize = arg("--rounds")
         .and_then(|v| v.parse().ok())
@@ -136,10 +144,16 @@ async fn main() -> anyhow::Result<()> {
         took.as_secs_f64()
     );
 
+    let mut programs: Vec<(&str, &PathBuf, &[&str])> =
+        vec![("sluice", &sluice, &[]), ("client-go", &go, &[])];
+    if std::env::args().any(|a| a == "--metadata") {
+        programs.insert(1, ("sluice-md", &sluice, &["--metadata"]));
+    }
     let mut runs: Vec<(&str, Run)> = Vec::new();
     for round in 0..rounds {
-        for (name, bin) in [("sluice", &sluice), ("client-go", &go)] {
-            let r = run_once(bin, &kubeconfig, &ns, timeout).await?;
+        for (name, bin, extra) in &programs {
+            let name = *name;
+            let r = run_once(bin, extra, &kubeconfig, &ns, timeout).await?;
             anyhow::ensure!(
                 r.objects == n,
                 "{name} synced {} objects, want {n}",
@@ -179,5 +193,14 @@ async fn main() -> anyhow::Result<()> {
         st / gt,
         sm / gm
     );
+    if programs.len() > 2 {
+        let (mt, mm) = (med("sluice-md", secs), med("sluice-md", mib));
+        println!(
+            "  sluice metadata-only {mt:.3} s  {mm:7.1} MiB  ({:.2} KiB/Pod); / client-go: time {:.2}x, RSS {:.2}x",
+            mm * 1024.0 / n as f64,
+            mt / gt,
+            mm / gm
+        );
+    }
     Ok(())
 }
