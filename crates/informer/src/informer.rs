@@ -31,6 +31,7 @@ use crate::{
     list_watch::ListWatch,
     reflector::{Reflector, ReflectorStats},
     store::Store,
+    transform::{AlreadyStarted, TransformFn},
 };
 
 /// Receives notifications from an informer (client-go `ResourceEventHandler`).
@@ -229,10 +230,22 @@ impl<K: Send + Sync + 'static> Shared<K> {
     }
 }
 
-#[derive(Default)]
-struct RunState {
+struct RunState<K> {
     started: bool,
     tasks: Vec<JoinHandle<()>>,
+    keep_managed_fields: bool,
+    transform: Option<TransformFn<K>>,
+}
+
+impl<K> Default for RunState<K> {
+    fn default() -> Self {
+        Self {
+            started: false,
+            tasks: Vec::new(),
+            keep_managed_fields: false,
+            transform: None,
+        }
+    }
 }
 
 struct Inner<K> {
@@ -242,7 +255,7 @@ struct Inner<K> {
     fifo: Arc<DeltaFifo<K>>,
     shared: Arc<Shared<K>>,
     resync: Option<Duration>,
-    run: Mutex<RunState>,
+    run: Mutex<RunState<K>>,
     shutdown: CancellationToken,
     stats: Arc<ReflectorStats>,
 }
@@ -407,6 +420,34 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         &self.inner.name
     }
 
+    /// Sets a transform applied to every object before it enters the cache (client-go
+    /// `SetTransform`): handlers, the store and listers only see what it returns. It runs
+    /// after the default stripping of `metadata.managedFields`. Only before
+    /// [`SharedIndexInformer::start`]; the informer is shared, so the transform applies to every
+    /// consumer.
+    pub fn set_transform(
+        &self,
+        f: impl Fn(K) -> K + Send + Sync + 'static,
+    ) -> Result<(), AlreadyStarted> {
+        let mut run = self.inner.run.lock();
+        if run.started {
+            return Err(AlreadyStarted);
+        }
+        run.transform = Some(Arc::new(f));
+        Ok(())
+    }
+
+    /// Keeps `metadata.managedFields` in cached objects (stripped by default, see
+    /// [`crate::transform`]). Only before [`SharedIndexInformer::start`].
+    pub fn keep_managed_fields(&self) -> Result<(), AlreadyStarted> {
+        let mut run = self.inner.run.lock();
+        if run.started {
+            return Err(AlreadyStarted);
+        }
+        run.keep_managed_fields = true;
+        Ok(())
+    }
+
     /// Whether [`SharedIndexInformer::start`] was called.
     pub fn is_started(&self) -> bool {
         self.inner.run.lock().started
@@ -428,11 +469,14 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         }
         run.started = true;
 
-        // Reflector: source events -> deltas.
+        // Reflector: source events -> (transform) -> deltas.
         let inner = self.inner.clone();
+        let (keep, transform) = (run.keep_managed_fields, run.transform.clone());
         run.tasks.push(tokio::spawn(async move {
-            let mut reflector = Reflector::new(inner.fifo.clone()).named(inner.name.clone());
-            reflector = reflector.with_stats(inner.stats.clone());
+            let reflector = Reflector::new(inner.fifo.clone())
+                .named(inner.name.clone())
+                .with_stats(inner.stats.clone())
+                .with_transform(keep, transform);
             reflector
                 .run(inner.source.as_ref(), inner.shutdown.clone())
                 .await;

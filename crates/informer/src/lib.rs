@@ -20,10 +20,12 @@
 //! | `cache.MetaNamespaceKeyFunc` / `SplitMetaNamespaceKey` | [`object_key`] / [`split_key`] | [`store`] |
 //! | `cache.MetaNamespaceIndexFunc`, `NamespaceIndex` | [`namespace_index_fn`], [`NAMESPACE_INDEX`] | [`store`] |
 //! | `cache.SharedIndexInformer` | [`SharedIndexInformer`] | [`informer`] |
+//! | `cache.TransformFunc` (`SetTransform`) | [`TransformFn`] ([`SharedIndexInformer::set_transform`]) | [`transform`] |
 //! | `cache.ResourceEventHandler(Funcs)` | [`ResourceEventHandler`], [`HandlerFuncs`] | [`informer`] |
 //! | `cache.ResourceEventHandlerRegistration` | [`HandlerRegistration`] | [`informer`] |
 //! | `informers.SharedInformerFactory` | [`SharedInformerFactory`] | [`factory`] |
 //! | `dynamicinformer.DynamicSharedInformerFactory` | [`SharedInformerFactory::dynamic_informer`] | [`factory`] |
+//! | `metadatainformer` (`PartialObjectMetadata`) | [`SharedInformerFactory::metadata_informer`] (an informer of `PartialObjectMeta<K>`) | [`factory`] |
 //! | `listers/core/v1.PodLister` etc. | [`Lister<K>`](Lister) | [`lister`] |
 //! | `labels.Parse` | [`parse_selector`] (to kube's `Selector`) | [`lister`] |
 //! | `workqueue.Type` | [`workqueue::WorkQueue`] | [`workqueue::queue`] |
@@ -107,6 +109,7 @@ pub mod list_watch;
 pub mod lister;
 pub mod reflector;
 pub mod store;
+pub mod transform;
 pub mod workqueue;
 
 pub use controller::{Controller, ControllerStats, Outcome};
@@ -125,3 +128,4 @@ pub use store::{
     IndexFn, NAMESPACE_INDEX, Store, StoreError, make_key, namespace_index_fn, object_key,
     split_key,
 };
+pub use transform::{AlreadyStarted, TransformFn, strip_managed_fields};

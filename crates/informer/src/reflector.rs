@@ -12,6 +12,10 @@
 //! | `Apply(obj)` | [`DeltaFifo::apply`]: `Updated` if known, else `Added` |
 //! | `Delete(obj)` | [`DeltaFifo::delete`] |
 //! | error | logged; the watcher retries after backoff |
+//!
+//! Every object passes the informer's transform (by default: `managedFields` stripped, see
+//! [`crate::transform`]) before it is wrapped in its `Arc`, so nothing downstream ever holds
+//! what the transform drops.
 
 use std::sync::{
     Arc,
@@ -25,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     delta_fifo::DeltaFifo,
     list_watch::{Event, ListWatch, ListWatchError},
+    transform::Transform,
 };
 
 /// Counters a reflector keeps, readable while it runs.
@@ -61,6 +66,7 @@ pub struct Reflector<K> {
     buffer: Option<Vec<Arc<K>>>,
     stats: Arc<ReflectorStats>,
     name: String,
+    transform: Transform<K>,
 }
 
 impl<K: Resource + Send + Sync + 'static> Reflector<K> {
@@ -71,7 +77,23 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
             buffer: None,
             stats: Arc::default(),
             name: String::new(),
+            transform: Transform::default(),
         }
+    }
+
+    /// Keeps `metadata.managedFields` (stripped by default) and applies `user`, if any, to
+    /// every object before it enters the delta queue (see [`crate::transform`]).
+    #[must_use]
+    pub fn with_transform(
+        mut self,
+        keep_managed_fields: bool,
+        user: Option<crate::transform::TransformFn<K>>,
+    ) -> Self {
+        self.transform = Transform {
+            strip_managed_fields: !keep_managed_fields,
+            user,
+        };
+        self
     }
 
     /// Names the reflector in logs.
@@ -110,7 +132,8 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
                 Ok(())
             }
             Event::InitApply(obj) => {
-                self.buffer.get_or_insert_with(Vec::new).push(Arc::new(obj));
+                let obj = Arc::new(self.transform.apply(obj));
+                self.buffer.get_or_insert_with(Vec::new).push(obj);
                 Ok(())
             }
             Event::InitDone => {
@@ -122,11 +145,11 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
             }
             Event::Apply(obj) => {
                 self.stats.watch_events.fetch_add(1, Ordering::Relaxed);
-                self.fifo.apply(Arc::new(obj))
+                self.fifo.apply(Arc::new(self.transform.apply(obj)))
             }
             Event::Delete(obj) => {
                 self.stats.watch_events.fetch_add(1, Ordering::Relaxed);
-                self.fifo.delete(Arc::new(obj))
+                self.fifo.delete(Arc::new(self.transform.apply(obj)))
             }
         };
         if let Err(err) = res {

@@ -352,7 +352,8 @@ pub fn configmap(name: &str, value: &str) -> ConfigMap {
     }
 }
 
-/// Waits until the store holds exactly what a fresh list returns (same keys, same objects).
+/// Waits until the store holds exactly what a fresh list returns (same keys, same objects,
+/// less `managedFields`, which informers strip by default).
 pub async fn wait_store_equals_list(
     store: &Store<ConfigMap>,
     api: &Api<ConfigMap>,
@@ -364,6 +365,7 @@ pub async fn wait_store_equals_list(
             .await?
             .items
             .into_iter()
+            .map(sluice_informer::strip_managed_fields)
             .map(|o| {
                 (
                     o.metadata.name.clone().unwrap_or_default(),
