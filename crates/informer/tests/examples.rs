@@ -250,9 +250,12 @@ async fn sample_controller_example() -> anyhow::Result<()> {
         1,
         "{text}"
     );
-    assert_eq!(
-        count(&format!("Pod {ns}/p1 does not exist anymore")),
-        1,
+    // At least once: a deletion with grace 0 arrives as a MODIFIED then a DELETED event,
+    // and when the worker is already processing the key as the DELETED one lands, the
+    // queue holds the key again (client-go's workqueue does the same), so the line may
+    // show twice.
+    assert!(
+        (1..=2).contains(&count(&format!("Pod {ns}/p1 does not exist anymore"))),
         "{text}"
     );
     assert_eq!(
