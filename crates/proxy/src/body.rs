@@ -128,9 +128,19 @@ enum Source {
     /// A static page (taken when sent) or nothing.
     Fixed(Option<Bytes>),
     /// A response hyper's client read (HTTPS, HTTP/2 and gRPC backends): data and trailers
-    /// pass as they come.
-    Streamed(Incoming),
+    /// pass as they come; a stall longer than `read_timeout` between two frames ends it
+    /// (nginx `proxy_read_timeout` / `grpc_read_timeout`).
+    Streamed {
+        inner: Incoming,
+        read_timeout: Duration,
+        stall: StallTimer,
+    },
 }
+
+/// The upstream sent nothing for the read timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream read timed out")]
+pub(crate) struct UpstreamReadTimeout;
 
 /// The body of every response the proxy sends.
 #[derive(Debug)]
@@ -253,9 +263,17 @@ impl ResponseBody {
     }
 
     /// A response body read by hyper's client, trailers included.
-    pub(crate) fn streamed(body: Incoming, done: Completion) -> ResponseBody {
+    pub(crate) fn streamed(
+        body: Incoming,
+        read_timeout: Duration,
+        done: Completion,
+    ) -> ResponseBody {
         ResponseBody {
-            source: Source::Streamed(body),
+            source: Source::Streamed {
+                inner: body,
+                read_timeout,
+                stall: StallTimer::default(),
+            },
             done: Some(done),
         }
     }
@@ -304,9 +322,21 @@ impl Body for ResponseBody {
                 None => None,
             },
             Source::Fixed(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
-            Source::Streamed(inner) => {
-                ready!(Pin::new(inner).poll_frame(cx)).map(|frame| frame.map_err(BoxError::from))
-            }
+            Source::Streamed {
+                inner,
+                read_timeout,
+                stall,
+            } => match Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(frame) => {
+                    stall.progressed();
+                    frame.map(|frame| frame.map_err(BoxError::from))
+                }
+                Poll::Pending => {
+                    ready!(stall.poll_stalled(cx, *read_timeout));
+                    tracing::debug!("upstream read timed out");
+                    Some(Err(UpstreamReadTimeout.into()))
+                }
+            },
         };
         match &frame {
             Some(Ok(frame)) => {
@@ -328,7 +358,7 @@ impl Body for ResponseBody {
         match &self.source {
             Source::Upstream(inner) => inner.is_end_stream(),
             Source::Fixed(bytes) => bytes.is_none(),
-            Source::Streamed(inner) => inner.is_end_stream(),
+            Source::Streamed { inner, .. } => inner.is_end_stream(),
         }
     }
 
@@ -337,7 +367,7 @@ impl Body for ResponseBody {
             Source::Upstream(inner) => inner.size_hint(),
             Source::Fixed(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Source::Fixed(None) => SizeHint::with_exact(0),
-            Source::Streamed(inner) => inner.size_hint(),
+            Source::Streamed { inner, .. } => inner.size_hint(),
         }
     }
 }

@@ -262,14 +262,8 @@ pub(crate) async fn handle(
         let cookie = answer.as_ref().ok().and_then(|answer| {
             affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint)
         });
-        return Ok(from_client(
-            done,
-            grpc,
-            host_str,
-            answer,
-            response_fields,
-            cookie,
-        ));
+        let got = (answer, cookie, upstreams.read_timeout);
+        return Ok(from_client(done, grpc, host_str, got, response_fields));
     }
     let mut state = &done.snapshot.backends[id];
     let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
@@ -515,9 +509,12 @@ fn from_client(
     mut done: Completion,
     grpc: bool,
     host: &str,
-    answer: Result<upstream_client::Answer, upstream::Failure>,
+    (answer, cookie, read_timeout): (
+        Result<upstream_client::Answer, upstream::Failure>,
+        Option<HeaderValue>,
+        std::time::Duration,
+    ),
     response_fields: Vec<(http::HeaderName, HeaderValue)>,
-    cookie: Option<HeaderValue>,
 ) -> Response<ResponseBody> {
     let answer = match answer {
         Ok(answer) => answer,
@@ -537,5 +534,5 @@ fn from_client(
     }
     let status = parts.status.as_u16();
     done.count(host, status);
-    Response::from_parts(parts, ResponseBody::streamed(body, done))
+    Response::from_parts(parts, ResponseBody::streamed(body, read_timeout, done))
 }

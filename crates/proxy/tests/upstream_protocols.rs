@@ -151,6 +151,21 @@ impl ServerStreamingService<Msg> for Fail {
     }
 }
 
+/// One message, then nothing: a stream gone quiet.
+struct Stall;
+impl ServerStreamingService<Msg> for Stall {
+    type Response = Msg;
+    type ResponseStream = MsgStream;
+    type Future = BoxFuture<tonic::Response<MsgStream>, Status>;
+    fn call(&mut self, _request: tonic::Request<Msg>) -> Self::Future {
+        Box::pin(async move {
+            let first = futures::stream::iter([Ok(msg("first"))]);
+            let stream: MsgStream = Box::pin(first.chain(futures::stream::pending()));
+            Ok(tonic::Response::new(stream))
+        })
+    }
+}
+
 #[derive(Clone)]
 struct EchoGrpc;
 
@@ -180,6 +195,7 @@ where
                 "/test.Echo/Join" => grpc.client_streaming(Join, request).await,
                 "/test.Echo/Chat" => grpc.streaming(Chat, request).await,
                 "/test.Echo/Fail" => grpc.server_streaming(Fail, request).await,
+                "/test.Echo/Stall" => grpc.server_streaming(Stall, request).await,
                 _ => Status::unimplemented("no such method").into_http(),
             };
             Ok(response)
@@ -464,6 +480,39 @@ async fn backend_goaway_drains_in_flight_calls_and_new_calls_go_elsewhere() {
                 .unwrap_or_else(|status| panic!("call {i} after GOAWAY failed: {status:?}"));
             assert_eq!(reply.into_inner().text, format!("n{i} via {HOST}"));
         }
+    })
+    .await;
+}
+
+/// nginx's `grpc_read_timeout` (here `proxy-read-timeout`): a stream that sends nothing for
+/// that long is ended, instead of holding the client forever.
+#[tokio::test]
+async fn a_quiet_stream_ends_after_the_read_timeout() {
+    init_tracing();
+    bounded(async {
+        let backend = grpc_backend(None).await;
+        let route = grpc_route(backend.addr, "GRPC")
+            .with_annotation(&format!("{NGINX}proxy-read-timeout"), "1");
+        let proxy = TestProxy::with_routes(&[route]).await;
+        let mut grpc = client(&proxy, None).await;
+        grpc.ready().await.unwrap();
+        let mut stream = grpc
+            .server_streaming(
+                tonic::Request::new(msg("")),
+                path("/test.Echo/Stall"),
+                codec(),
+            )
+            .await
+            .expect("call starts")
+            .into_inner();
+        assert_eq!(bounded_msg(&mut stream).await.text, "first");
+        let started = std::time::Instant::now();
+        let end = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("the quiet stream is ended by the proxy");
+        assert!(end.is_err(), "the stream ends in an error: {end:?}");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(900), "{waited:?}");
     })
     .await;
 }
