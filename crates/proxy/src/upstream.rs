@@ -293,14 +293,9 @@ where
                 return Err(Failure::Timeout);
             }
             AttemptError::Connect(error) => {
-                backend.metrics.upstream_error(UpstreamErrorKind::Connect);
-                balancer.mark_down(index, now_ms);
                 excluded[excluded_len] = index;
                 excluded_len += 1;
-                tracing::debug!(upstream = %addr, %error, "connect failed");
-                // Nothing was sent: any method may go elsewhere, if the route allows it.
-                let timed_out = error.kind() == io::ErrorKind::TimedOut;
-                if (timed_out && retry.timeout) || (!timed_out && retry.error) {
+                if connect_failed(backend, index, now_ms, &error, retry) {
                     continue;
                 }
                 return Err(Failure::BadGateway);
@@ -346,6 +341,24 @@ where
         }
     }
     Err(Failure::BadGateway)
+}
+
+/// A failed connect: counted, the endpoint avoided for a while. Returns whether the
+/// route's `proxy-next-upstream` sends the request elsewhere (nothing was sent, so any
+/// method may go).
+pub(crate) fn connect_failed(
+    backend: &BackendState,
+    index: usize,
+    now_ms: u64,
+    error: &io::Error,
+    retry: &NextUpstream,
+) -> bool {
+    backend.metrics.upstream_error(UpstreamErrorKind::Connect);
+    backend.balancer.mark_down(index, now_ms);
+    let upstream = backend.balancer.get(index).addr;
+    tracing::debug!(%upstream, %error, "connect failed");
+    let timed_out = error.kind() == io::ErrorKind::TimedOut;
+    (timed_out && retry.timeout) || (!timed_out && retry.error)
 }
 
 /// Opens a connection to `addr` within `timeout`.

@@ -193,13 +193,9 @@ where
             None => match open(upstreams, target, addr).await {
                 Ok(sender) => (sender, false),
                 Err(error) => {
-                    backend.metrics.upstream_error(UpstreamErrorKind::Connect);
-                    balancer.mark_down(index, now_ms);
                     excluded[excluded_len] = index;
                     excluded_len += 1;
-                    tracing::debug!(upstream = %addr, %error, "connect failed");
-                    let timed_out = error.kind() == io::ErrorKind::TimedOut;
-                    if (timed_out && retry.timeout) || (!timed_out && retry.error) {
+                    if upstream::connect_failed(backend, index, now_ms, &error, retry) {
                         continue;
                     }
                     return Err(Failure::BadGateway);
