@@ -10,6 +10,9 @@
 //! the ratios sluice / client-go. With `--metadata`, each round also runs the sluice program
 //! with its metadata-only Pod informer (`PartialObjectMeta<Pod>`).
 
+mod support;
+use support::pod;
+
 use std::{
     path::PathBuf,
     time::{Duration, Instant},
@@ -25,23 +28,6 @@ fn arg(name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// A Pod shaped like a small real one: one container with a port, env and requests.
-fn pod(i: usize) -> anyhow::Result<Pod> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("pod-{i:06}"), "labels": {"app": "bench", "shard": format!("{}", i % 16)}},
-        "spec": {
-            "nodeName": sluice_testenv::NODE_NAME,
-            "containers": [{
-                "name": "app",
-                "image": "registry.example/app:1.0",
-                "ports": [{"containerPort": 8080, "name": "http"}],
-                "env": [{"name": "MODE", "value": "bench"}, {"name": "INDEX", "value": format!("{i}")}],
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-            }],
-        },
-    }))?)
 }
 
 async fn create_pods(api: &Api<Pod>, n: usize) -> anyhow::Result<Duration> {

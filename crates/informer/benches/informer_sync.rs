@@ -8,6 +8,9 @@
 //! 2. Event throughput: API writes -> watch -> informer -> handler, and the in-process
 //!    pipeline alone (hand-fed source -> informer -> handler).
 
+mod support;
+use support::pod;
+
 use std::{
     collections::BTreeMap,
     sync::{
@@ -60,22 +63,6 @@ fn configmap(i: usize) -> ConfigMap {
         data: Some(data),
         ..Default::default()
     }
-}
-
-fn pod(i: usize) -> anyhow::Result<Pod> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("pod-{i:05}"), "labels": {"app": "bench", "shard": format!("{}", i % 16)}},
-        "spec": {
-            "nodeName": sluice_testenv::NODE_NAME,
-            "containers": [{
-                "name": "app",
-                "image": "registry.example/app:1.0",
-                "ports": [{"containerPort": 8080, "name": "http"}],
-                "env": [{"name": "MODE", "value": "bench"}, {"name": "INDEX", "value": format!("{i}")}],
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-            }],
-        },
-    }))?)
 }
 
 async fn create_all<K, F>(api: &Api<K>, n: usize, make: F) -> anyhow::Result<Duration>
@@ -325,7 +312,7 @@ async fn main() -> anyhow::Result<()> {
             .len(),
             _ => serde_json::to_vec(
                 &Api::<Pod>::namespaced(cp.client(), &ns)
-                    .get("pod-00000")
+                    .get("pod-000000")
                     .await?,
             )?
             .len(),
