@@ -28,6 +28,9 @@ pub struct Backend {
     pub service: ServiceRef,
     /// Ready endpoints, sorted and deduplicated; empty means the proxy answers 503.
     pub endpoints: Vec<SocketAddr>,
+    /// Endpoints that exist but are not ready (not routed to; shown by `sluice explain` and
+    /// the dashboard as ready/total).
+    pub not_ready: usize,
     /// The protocol the Service port's `appProtocol` names, if sluice knows it; a route's
     /// `backend-protocol` wins over it.
     pub protocol: Option<UpstreamProtocol>,
@@ -37,6 +40,7 @@ pub struct Backend {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resolved {
     pub endpoints: Vec<SocketAddr>,
+    pub not_ready: usize,
     pub protocol: Option<UpstreamProtocol>,
 }
 
@@ -269,15 +273,24 @@ impl<'a> ServiceIndex<'a> {
             ));
         };
         let port_name = port.name.as_deref().unwrap_or("");
+        let (endpoints, not_ready) = self.endpoints(&sref.namespace, &sref.name, port_name);
         Ok(Resolved {
-            endpoints: self.endpoints(&sref.namespace, &sref.name, port_name),
+            endpoints,
+            not_ready,
             protocol: port.app_protocol.as_deref().and_then(app_protocol),
         })
     }
 
-    /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated.
-    fn endpoints(&self, namespace: &str, service: &str, port_name: &str) -> Vec<SocketAddr> {
+    /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated, and
+    /// how many addresses are listed as not ready.
+    fn endpoints(
+        &self,
+        namespace: &str,
+        service: &str,
+        port_name: &str,
+    ) -> (Vec<SocketAddr>, usize) {
         let mut out = Vec::new();
+        let mut not_ready = 0;
         if let Some(slices) = self.slices.get(&(namespace, service)) {
             for slice in slices {
                 let port = slice
@@ -293,6 +306,7 @@ impl<'a> ServiceIndex<'a> {
                     // Absent `ready` means ready (the API says consumers should assume so).
                     let ready = endpoint.conditions.as_ref().and_then(|c| c.ready);
                     if ready == Some(false) {
+                        not_ready += endpoint.addresses.len();
                         continue;
                     }
                     out.extend(socket_addrs(endpoint.addresses.iter(), port));
@@ -307,14 +321,15 @@ impl<'a> ServiceIndex<'a> {
                     .find(|p| p.name.as_deref().unwrap_or("") == port_name)
                     .and_then(|p| valid_port(p.port));
                 let Some(port) = port else { continue };
-                // notReadyAddresses are deliberately not read.
+                // notReadyAddresses are not routed to, only counted.
+                not_ready += subset.not_ready_addresses.as_ref().map_or(0, Vec::len);
                 let addresses = subset.addresses.iter().flatten().map(|a| &a.ip);
                 out.extend(socket_addrs(addresses, port));
             }
         }
         out.sort_unstable();
         out.dedup();
-        out
+        (out, not_ready)
     }
 }
 

@@ -92,4 +92,34 @@ impl<'a> ClassSelector<'a> {
         }
         class_name.is_none() && (self.default_is_ours || self.without_class)
     }
+
+    /// Why `ingress` is not ours, as a sentence; `None` when it is (for `sluice explain`).
+    pub(crate) fn why_not(&self, ingress: &Ingress) -> Option<String> {
+        if self.is_ours(ingress) {
+            return None;
+        }
+        let class_name = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let annotation = ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
+        Some(match (class_name, annotation) {
+            (_, Some(value)) => format!(
+                "class: annotation {LEGACY_CLASS_ANNOTATION}={value:?} is not ours ({:?})",
+                self.legacy_class
+            ),
+            (Some(name), None) => format!(
+                "class: spec.ingressClassName {name:?} is not an IngressClass of this controller"
+            ),
+            (None, None) => "class: no spec.ingressClassName, and no IngressClass of ours is the \
+                 default (ingressclass.kubernetes.io/is-default-class) nor \
+                 --watch-ingress-without-class set"
+                .to_owned(),
+        })
+    }
 }

@@ -1032,14 +1032,15 @@ fn build_table(
                 service,
                 resolution,
             } = slots[slot].take()?;
-            let (endpoints, protocol) = match resolution {
-                Ok(resolved) => (resolved.endpoints, resolved.protocol),
-                Err(_) => (Vec::new(), None),
+            let (endpoints, not_ready, protocol) = match resolution {
+                Ok(resolved) => (resolved.endpoints, resolved.not_ready, resolved.protocol),
+                Err(_) => (Vec::new(), 0, None),
             };
             Some(Arc::new(Backend {
                 id,
                 service,
                 endpoints,
+                not_ready,
                 protocol,
             }))
         })

@@ -305,6 +305,17 @@ impl PathMatcher {
     }
 }
 
+/// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`
+/// for `/`) matches request `path` by whole segments: `/foo` matches `/foo`, `/foo/` and
+/// `/foo/bar`, never `/foobar`. The trie in [`PathMatcher`] answers the same question for
+/// every rule at once; this one rule at a time is for explaining a match.
+pub(crate) fn prefix_matches(key: &str, path: &str) -> bool {
+    path.starts_with('/')
+        && path
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// Removes `.` and `..` segments from a request path (RFC 3986 section 5.2.4), also in their
 /// percent-encoded forms (`%2e`, `.%2E`, ...), so that `/public/../admin` becomes `/admin`.
 ///

@@ -138,6 +138,111 @@ pub struct NextUpstream {
     pub tries: u8,
 }
 
+impl Policy {
+    /// What this policy changes, one short line per setting, in a fixed order; empty for
+    /// `Policy::default()`. For people (`sluice explain`, the dashboard), not for parsing.
+    pub fn summary(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let list = |cidrs: &[Cidr]| {
+            cidrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        if !self.allow.is_empty() {
+            out.push(format!("allow only {}", list(&self.allow)));
+        }
+        if !self.deny.is_empty() {
+            out.push(format!("deny {}", list(&self.deny)));
+        }
+        if let Some(status) = self.https_redirect {
+            out.push(format!("plain HTTP redirected to HTTPS ({status})"));
+        }
+        if let Some(r) = &self.redirect {
+            let location = String::from_utf8_lossy(r.location.as_bytes());
+            out.push(format!("redirect {} to {location}", r.status));
+        }
+        if let Some(root) = &self.app_root {
+            out.push(format!(
+                "app-root {}",
+                String::from_utf8_lossy(root.as_bytes())
+            ));
+        }
+        if self.cors.is_some() {
+            out.push("CORS".to_owned());
+        }
+        if let Some(limit) = self.body_limit {
+            out.push(format!("body limit {limit} bytes"));
+        }
+        for (name, value) in [
+            ("connect", self.connect_timeout),
+            ("read", self.read_timeout),
+            ("send", self.send_timeout),
+        ] {
+            if let Some(value) = value {
+                out.push(format!("{name} timeout {}s", value.as_secs_f64()));
+            }
+        }
+        if let Some(vhost) = &self.upstream_vhost {
+            out.push(format!(
+                "upstream Host {}",
+                String::from_utf8_lossy(vhost.as_bytes())
+            ));
+        }
+        if !self.request_headers.is_empty() {
+            out.push(format!(
+                "{} request header(s) set",
+                self.request_headers.len()
+            ));
+        }
+        if !self.response_headers.is_empty() {
+            out.push(format!(
+                "{} response header(s) set",
+                self.response_headers.len()
+            ));
+        }
+        if !self.custom_http_errors.is_empty() {
+            out.push(format!("custom errors {:?}", self.custom_http_errors));
+        }
+        if let Some(protocol) = self.protocol {
+            out.push(format!("upstream protocol {}", protocol.as_str()));
+        }
+        if self.upstream_tls.is_some() {
+            out.push("upstream TLS settings (proxy-ssl-*)".to_owned());
+        }
+        if let Some(limit) = &self.rate_limit {
+            let mut parts = Vec::new();
+            if let Some(rps) = limit.rps {
+                parts.push(format!("{rps} req/s"));
+            }
+            if let Some(rpm) = limit.rpm {
+                parts.push(format!("{rpm} req/min"));
+            }
+            if let Some(connections) = limit.connections {
+                parts.push(format!("{connections} connections"));
+            }
+            out.push(format!("rate limit {}", parts.join(", ")));
+        }
+        if let Some(affinity) = &self.affinity {
+            out.push(format!(
+                "session affinity: cookie {} ({:?})",
+                affinity.cookie, affinity.mode
+            ));
+        }
+        if let Some(hash_by) = &self.hash_by {
+            out.push(format!("upstream-hash-by {hash_by:?}"));
+        }
+        if let Some(auth) = &self.auth {
+            out.push(format!("external auth {} {}", auth.method, auth.url));
+        }
+        if let Some(balance) = &self.load_balance {
+            out.push(format!("load-balance {balance:?}"));
+        }
+        out
+    }
+}
+
 impl Default for NextUpstream {
     /// ingress-nginx's default: `error timeout`, 3 tries.
     fn default() -> Self {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::canary::Canary;
-use crate::host::{normalize_request_host_in, wildcard_suffix};
+use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
 use crate::key::Key;
 use crate::path::{PathKind, PathMatcher};
 use crate::policy::Policy;
@@ -215,8 +215,57 @@ impl RouteTable {
     /// Every route in the table, sorted: a readable, deterministic dump of what was compiled.
     /// Hosts that own requests but have no path are listed with no route. Not for the hot path.
     pub fn routes(&self) -> Vec<Route> {
-        let hosts = self
-            .exact_hosts
+        self.routes_with_entries()
+            .into_iter()
+            .map(|(route, _)| route)
+            .collect()
+    }
+
+    /// [`RouteTable::routes`] with the index of each route's entry ([`RouteTable::entry`]),
+    /// sorted by route: what a dashboard lists. Not for the hot path.
+    pub fn routes_with_entries(&self) -> Vec<(Route, usize)> {
+        let mut out = Vec::new();
+        for (host, matcher) in self.matchers() {
+            for (kind, key, id) in matcher.entries() {
+                let Some(entry) = self.entries.get(id as usize) else {
+                    continue;
+                };
+                out.push((route_of(&host, kind, key, &entry.backend), id as usize));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The route [`RouteTable::route`] picks for `host` and `path`, as listed by
+    /// [`RouteTable::routes`], with its entry index; `None` when nothing matches or the
+    /// default backend answers. Not for the hot path (`sluice explain`).
+    pub fn matched(&self, host: &str, path: &str) -> Option<(Route, usize)> {
+        let host = normalize_request_host(host);
+        let (owner, rules) = if let Some(m) = self.exact_hosts.get(&*host) {
+            (host.to_string(), m)
+        } else if let Some((suffix, m)) = wildcard_suffix(&host)
+            .and_then(|suffix| self.wildcard_hosts.get(suffix).map(|m| (suffix, m)))
+        {
+            (format!("*.{suffix}"), m)
+        } else {
+            (String::new(), self.any_host.as_ref()?)
+        };
+        let path = if path.is_empty() { "/" } else { path };
+        let id = rules.lookup(path)?;
+        let entry = self.entries.get(id as usize)?;
+        // The longest rule path with that entry that matches: the one lookup chose.
+        let (kind, key, _) = rules
+            .entries()
+            .into_iter()
+            .filter(|(kind, key, entry_id)| *entry_id == id && kind_matches(*kind, key, path))
+            .max_by_key(|(_, key, _)| key.len())?;
+        Some((route_of(&owner, kind, key, &entry.backend), id as usize))
+    }
+
+    /// The matchers with their host as listed in [`Route::host`].
+    fn matchers(&self) -> impl Iterator<Item = (String, &PathMatcher)> {
+        self.exact_hosts
             .iter()
             .map(|(h, m)| (h.as_str().to_owned(), m))
             .chain(
@@ -224,30 +273,7 @@ impl RouteTable {
                     .iter()
                     .map(|(s, m)| (format!("*.{s}"), m)),
             )
-            .chain(self.any_host.iter().map(|m| (String::new(), m)));
-        let mut out = Vec::new();
-        for (host, matcher) in hosts {
-            for (kind, key, id) in matcher.entries() {
-                let Some(entry) = self.entries.get(id as usize) else {
-                    continue;
-                };
-                let backend = &entry.backend;
-                let (path_type, path) = match kind {
-                    PathKind::Regex => ("Regex", key),
-                    PathKind::Exact => ("Exact", key),
-                    PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),
-                    PathKind::Prefix => ("Prefix", key),
-                };
-                out.push(Route {
-                    host: host.clone(),
-                    path_type,
-                    path,
-                    backend: backend.service.clone(),
-                });
-            }
-        }
-        out.sort();
-        out
+            .chain(self.any_host.iter().map(|m| (String::new(), m)))
     }
 
     /// Canonical names of the hosts that own their requests (exact, `*.wildcard`, and `""`
@@ -266,5 +292,31 @@ impl RouteTable {
             .collect();
         out.sort();
         out
+    }
+}
+
+/// A matcher entry as a [`Route`].
+fn route_of(host: &str, kind: PathKind, key: String, backend: &Backend) -> Route {
+    let (path_type, path) = match kind {
+        PathKind::Regex => ("Regex", key),
+        PathKind::Exact => ("Exact", key),
+        PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),
+        PathKind::Prefix => ("Prefix", key),
+    };
+    Route {
+        host: host.to_owned(),
+        path_type,
+        path,
+        backend: backend.service.clone(),
+    }
+}
+
+/// Whether a rule (kind and matcher key) matches request `path` on its own.
+fn kind_matches(kind: PathKind, key: &str, path: &str) -> bool {
+    match kind {
+        PathKind::Exact => key == path,
+        PathKind::Prefix => crate::path::prefix_matches(key, path),
+        // Only one regex set per host; the lookup picked one of them: accept any.
+        PathKind::Regex => true,
     }
 }
