@@ -8,6 +8,8 @@
 //! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
 //! - [`migrate`]: `sluice migrate`, what sluice would make of existing (ingress-nginx)
 //!   Ingresses.
+//! - [`explain`]: `sluice explain URL`, which rule a request matches and why the others
+//!   do not, from a running sluice's admin port or a directory of manifests.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, status, Events.
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
@@ -15,6 +17,7 @@ pub mod client;
 pub mod cluster;
 pub mod control;
 pub mod diagnostics;
+pub mod explain;
 pub mod ingress_manager;
 pub mod manifest_dir;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::sources::IngressInformers;
 use sluice_informer::workqueue::WorkQueue;
 use sluice_proxy::TableHandle;
 use sluice_routing::{CompileOptions, Compiled, Diagnostic, Inputs, ObjectRef, compile};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -34,6 +34,8 @@ pub struct Rebuilder {
     table: TableHandle,
     queue: WorkQueue<&'static str>,
     report: watch::Sender<Arc<RebuildReport>>,
+    /// The inputs of the last rebuild, for `sluice explain` through the admin port.
+    last_inputs: Arc<Mutex<Arc<Inputs>>>,
 }
 
 const KEY: &str = "rebuild";
@@ -45,12 +47,20 @@ impl Rebuilder {
         let q = queue.clone();
         informers.on_change(move || q.add(KEY));
         let (report, _) = watch::channel(Arc::new(RebuildReport::default()));
+        let last_inputs = Arc::new(Mutex::new(Arc::new(Inputs::default())));
+        let explained = Arc::clone(&last_inputs);
+        let explain_options = options.clone();
+        table.set_explainer(move |host, path| {
+            let inputs = Arc::clone(&explained.lock().unwrap_or_else(|e| e.into_inner()));
+            sluice_routing::explain(&inputs, &explain_options, host, path).to_string()
+        });
         Rebuilder {
             informers,
             options,
             table,
             queue,
             report,
+            last_inputs,
         }
     }
 
@@ -77,6 +87,14 @@ impl Rebuilder {
         let unserved = unserved(&inputs, &ours);
         let elapsed = started.elapsed();
         self.table.update(table, elapsed);
+        self.table.set_warnings(warnings(
+            &inputs,
+            &diagnostics,
+            &flag_diagnostics,
+            &unserved,
+            &self.options,
+        ));
+        *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(inputs);
         let previous = self.report.borrow().clone();
         log_flag_changes(&previous.flag_diagnostics, &flag_diagnostics);
         let generation = previous.generation + 1;
@@ -102,6 +120,65 @@ impl Rebuilder {
             self.queue.done(&key);
         }
     }
+}
+
+/// What the dashboard lists as warnings: the compiler's diagnostics, the flags' problems,
+/// and the Ingresses no class selects at all (no class, or a class that does not exist).
+/// Ingresses of another controller's existing class are normal in a shared cluster.
+fn warnings(
+    inputs: &Inputs,
+    diagnostics: &[Diagnostic],
+    flags: &[Diagnostic],
+    unserved: &[ObjectRef],
+    options: &CompileOptions,
+) -> Vec<sluice_proxy::Warning> {
+    let mut out: Vec<sluice_proxy::Warning> = diagnostics
+        .iter()
+        .chain(flags)
+        .map(|d| sluice_proxy::Warning {
+            object: d.object.to_string(),
+            field: d.field.clone(),
+            reason: d.reason.as_str().to_owned(),
+            message: d.message.clone(),
+        })
+        .collect();
+    let orphaned = |ingress: &&ObjectRef| {
+        inputs.ingresses.iter().any(|i| {
+            let meta = &i.metadata;
+            if meta.namespace.as_deref().unwrap_or("") != ingress.namespace
+                || meta.name.as_deref().unwrap_or("") != ingress.name
+            {
+                return false;
+            }
+            let legacy = meta
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(sluice_routing::LEGACY_CLASS_ANNOTATION));
+            match i
+                .spec
+                .as_ref()
+                .and_then(|s| s.ingress_class_name.as_deref())
+            {
+                Some(name) if !name.is_empty() => !inputs
+                    .ingress_classes
+                    .iter()
+                    .any(|c| c.metadata.name.as_deref() == Some(name)),
+                _ => !legacy,
+            }
+        })
+    };
+    out.extend(
+        unserved
+            .iter()
+            .filter(orphaned)
+            .map(|ingress| sluice_proxy::Warning {
+                object: ingress.to_string(),
+                field: "spec.ingressClassName".to_owned(),
+                reason: "NotOurClass".to_owned(),
+                message: unserved_warning(ingress, options),
+            }),
+    );
+    out
 }
 
 /// The Ingresses of `inputs` that are not in `ours` (sorted).

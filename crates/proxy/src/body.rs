@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 
 use crate::access_log::{LogOutcome, LogRecord};
 use crate::context::ConnCtx;
+use crate::metrics::Series;
 use crate::snapshot::Snapshot;
 use crate::stall::StallTimer;
 use crate::upstream_body::{Started, UpstreamBody};
@@ -160,6 +161,14 @@ pub(crate) struct Completion {
     pub(crate) snapshot: Arc<Snapshot>,
     /// Backend index in the snapshot, if routed.
     pub(crate) backend: Option<usize>,
+    /// Route entry index in the snapshot's table, if routed.
+    pub(crate) entry: Option<usize>,
+    /// The request method as a metrics label index ([`crate::metrics::method_index`]).
+    pub(crate) method: u8,
+    /// The request series counted by [`Completion::count`], for the duration.
+    pub(crate) series: Option<Arc<Series>>,
+    /// Request body bytes as declared by Content-Length.
+    pub(crate) request_bytes: u64,
     /// Endpoint index whose in-flight count this request holds, if any.
     pub(crate) endpoint: Option<usize>,
     /// When the request head arrived.
@@ -186,6 +195,10 @@ impl Completion {
             ctx,
             snapshot,
             backend: None,
+            entry: None,
+            method: 0,
+            series: None,
+            request_bytes: 0,
             endpoint: None,
             start,
             status: 0,
@@ -195,20 +208,13 @@ impl Completion {
         }
     }
 
-    /// Records the answer's status, counted in the routed backend's metrics (or as
-    /// unrouted).
+    /// Records the answer's status, counted in the route's metrics (or as unrouted).
     pub(crate) fn count(&mut self, host: &str, status: u16) {
-        match self.backend {
-            Some(id) => self.snapshot.backends[id]
-                .metrics
-                .count_request(host, status),
-            None => self
-                .ctx
-                .shared
-                .metrics
-                .unrouted()
-                .count_request(host, status),
-        }
+        let route = match self.snapshot.route_metrics(self.entry, self.backend) {
+            Some(route) => route,
+            None => self.ctx.shared.metrics.unrouted(),
+        };
+        self.series = Some(route.count_request(host, self.method, status));
         self.status = status;
     }
 }
@@ -222,11 +228,14 @@ impl Drop for Completion {
         }
         let elapsed = self.start.elapsed();
         let backend = self.backend.map(|b| &self.snapshot.backends[b]);
-        let metrics = match backend {
-            Some(state) => &*state.metrics,
+        if let Some(series) = &self.series {
+            series.observe_duration(elapsed);
+        }
+        let route = match self.snapshot.route_metrics(self.entry, self.backend) {
+            Some(route) => route,
             None => self.ctx.shared.metrics.unrouted(),
         };
-        metrics.observe_duration(elapsed);
+        route.count_bytes(self.request_bytes, self.bytes);
         let upstream = match (backend, self.endpoint) {
             (Some(state), Some(endpoint)) => {
                 state.balancer.release(endpoint);
@@ -242,7 +251,7 @@ impl Drop for Completion {
                     bytes: self.bytes,
                     duration: elapsed,
                     upstream,
-                    service: &metrics.service,
+                    service: backend.map_or("", |state| state.metrics.service.as_str()),
                 },
             );
         }

@@ -74,6 +74,13 @@ pub(crate) async fn handle(
     // The request's accounting owns the connection and snapshot references from here on
     // (moved, not cloned: no extra reference counting per request).
     let mut done = Completion::new(ctx, snapshot, start, log);
+    done.method = crate::metrics::method_index(request.method().as_str().as_bytes());
+    done.request_bytes = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let ctx = &*done.ctx;
     let grpc = is_grpc(&request);
     if let Err(refusal) = admitted {
@@ -82,13 +89,15 @@ pub(crate) async fn handle(
     }
     let (id, entry) = match routed {
         Routed::NotFound => return Ok(fail(done, grpc, host_str, StatusCode::NOT_FOUND)),
-        Routed::NoEndpoints(id) => {
-            done.backend = Some(id);
+        Routed::NoEndpoints { backend, entry } => {
+            done.backend = Some(backend);
+            done.entry = Some(entry);
             return Ok(fail(done, grpc, host_str, StatusCode::SERVICE_UNAVAILABLE));
         }
         Routed::Backend { backend, entry } => (backend, entry),
     };
     done.backend = Some(id);
+    done.entry = Some(entry);
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
     let origin = request.headers().get(ORIGIN).map(HeaderValue::as_bytes);
@@ -363,8 +372,7 @@ pub(crate) async fn handle(
             return Ok(fail(done, grpc, host_str, StatusCode::BAD_GATEWAY));
         };
         websocket::bridge(&done.ctx.shared, client_upgrade, conn);
-        state.metrics.count_request(host_str, status.as_u16());
-        done.status = status.as_u16();
+        done.count(host_str, status.as_u16());
         return Ok(response.map(|()| ResponseBody::fixed(None, done)));
     }
 
@@ -378,8 +386,7 @@ pub(crate) async fn handle(
             read_timeout: upstreams.read_timeout,
         },
     );
-    state.metrics.count_request(host_str, status.as_u16());
-    done.status = status.as_u16();
+    done.count(host_str, status.as_u16());
     Ok(response.map(|()| ResponseBody::upstream(body, done)))
 }
 

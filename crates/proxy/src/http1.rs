@@ -243,6 +243,7 @@ where
         .map(|_| Box::new(log_record(ctx, buf, head)));
     // Accounts for the request when dropped, on every path out of here.
     let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
+    done.method = crate::metrics::method_index(method.as_bytes());
     if let Err(refusal) = admitted {
         debug!(peer = %ctx.peer, ?refusal, "request refused");
         let status = refusal.status();
@@ -253,8 +254,9 @@ where
             let status = StatusCode::NOT_FOUND;
             return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
-        Routed::NoEndpoints(id) => {
-            done.backend = Some(id);
+        Routed::NoEndpoints { backend, entry } => {
+            done.backend = Some(backend);
+            done.entry = Some(entry);
             let status = StatusCode::SERVICE_UNAVAILABLE;
             return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
@@ -262,6 +264,7 @@ where
     };
     let (id, entry) = id;
     done.backend = Some(id);
+    done.entry = Some(entry);
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
     // Only a CORS route looks at Origin: no field walk per request otherwise.
@@ -388,10 +391,7 @@ where
         return Some(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
-    done.snapshot.backends[done.backend.unwrap_or(id)]
-        .metrics
-        .count_request(host, status.as_u16());
-    done.status = status.as_u16();
+    done.count(host, status.as_u16());
 
     let body = upstream_body::start(
         conn,

@@ -74,6 +74,7 @@ mod body;
 mod chunked;
 mod config;
 mod context;
+mod dashboard;
 mod errors;
 mod handler;
 mod header_policy;
@@ -119,6 +120,7 @@ pub use config::{
     Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
+pub use dashboard::{Explainer, Warning};
 pub use snapshot::TableHandle;
 pub use tls::DEFAULT_CERT_NAME;
 
@@ -376,10 +378,20 @@ impl BoundProxy {
         };
         let http = accept(listeners.http, Transport::Plain);
         let https = accept(listeners.https, Transport::Tls(tls));
+        let history = Arc::new(dashboard::History::default());
         let admin = tokio::spawn(admin::serve(
             listeners.admin,
-            Arc::new(registry),
-            readiness.clone(),
+            admin::Admin {
+                registry: Arc::new(registry),
+                readiness: readiness.clone(),
+                table: Arc::clone(&shared.table),
+                history: Arc::clone(&history),
+            },
+            admin_stop.clone(),
+        ));
+        let sampler = tokio::spawn(admin::sample(
+            Arc::clone(&shared.table),
+            history,
             admin_stop.clone(),
         ));
 
@@ -397,6 +409,7 @@ impl BoundProxy {
         let (_, _, _) = tokio::join!(drained, http, https);
         admin_stop.cancel();
         let _ = admin.await;
+        let _ = sampler.await;
         Ok(())
     }
 }

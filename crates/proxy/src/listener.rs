@@ -137,6 +137,7 @@ pub(crate) async fn accept_loop(
         };
         // Small responses must not wait for Nagle.
         let _ = stream.set_nodelay(true);
+        shared.metrics.connections_accepted.inc();
         let client = Client {
             shared: Arc::clone(&shared),
             peer,
@@ -189,6 +190,22 @@ async fn proxy_header(
     }
 }
 
+/// Counts a connection in `sluice_connections_active` while it lives.
+struct OpenConnection(prometheus_client::metrics::gauge::Gauge);
+
+impl OpenConnection {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        OpenConnection(gauge.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Serves one accepted connection: PROXY header and TLS handshake if needed, then HTTP.
 async fn serve_connection(
     mut stream: TcpStream,
@@ -197,6 +214,7 @@ async fn serve_connection(
     protocols: Arc<Protocols>,
     phases: Phases,
 ) {
+    let _open = OpenConnection::new(&client.shared.metrics.connections_active);
     let header = tokio::select! {
         header = proxy_header(&mut stream, client.peer, &protocols) => header,
         () = phases.drain.cancelled() => return,

@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
@@ -30,14 +31,6 @@ const REBUILD_BUCKETS: &[f64] = &[
 /// Most distinct `host` label values one backend gets; the rest count as `"_other"`, so a
 /// wildcard rule cannot blow up the series count.
 const MAX_HOSTS_PER_BACKEND: usize = 16;
-
-/// Status classes used as the `status` label.
-const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
-
-/// Index into [`STATUS_CLASSES`] for a status code.
-fn class_index(status: u16) -> usize {
-    (usize::from(status / 100)).clamp(1, 5) - 1
-}
 
 /// Kinds of upstream failures (`kind` label of `sluice_upstream_errors_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,11 +55,25 @@ impl UpstreamErrorKind {
     }
 }
 
+/// Labels of the request series: the route (namespace, Ingress, Service port), the host as
+/// received (bounded per route), the method (a fixed set) and the exact status. The path is
+/// never a label: it is unbounded.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    host: String,
+    namespace: String,
+    ingress: String,
     service: String,
-    status: &'static str,
+    host: String,
+    method: &'static str,
+    status: u16,
+}
+
+/// Labels of per-route figures without host, method or status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    namespace: String,
+    ingress: String,
+    service: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +86,23 @@ struct ErrorLabels {
     service: String,
     kind: &'static str,
 }
+
+/// Methods that get their own `method` label value; every other method counts as `"other"`.
+const METHODS: [&str; 10] = [
+    "other", "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+];
+
+/// Index into [`METHODS`] of a request method.
+pub(crate) fn method_index(method: &[u8]) -> u8 {
+    METHODS
+        .iter()
+        .position(|m| m.as_bytes() == method)
+        .map_or(0, |i| i as u8)
+}
+
+/// Most distinct (method, status) series per host of a route; more count as method
+/// `"other"`, status 0, so a backend inventing statuses cannot blow up the series count.
+const MAX_SERIES_PER_HOST: usize = 32;
 
 /// A histogram of durations whose observations are a few relaxed atomic adds.
 ///
@@ -125,6 +149,11 @@ impl AtomicHistogram {
         inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
+    /// Per-bucket (not cumulative) counts, `+Inf` last.
+    fn buckets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.inner.counts.iter().map(|c| c.load(Ordering::Relaxed))
+    }
+
     /// Number of observations so far.
     #[cfg(test)]
     pub(crate) fn count(&self) -> u64 {
@@ -168,23 +197,12 @@ fn request_histogram() -> AtomicHistogram {
 #[derive(Clone, Debug)]
 struct Families {
     requests: Family<RequestLabels, Counter>,
-    durations: Family<ServiceLabels, AtomicHistogram, fn() -> AtomicHistogram>,
+    durations: Family<RequestLabels, AtomicHistogram, fn() -> AtomicHistogram>,
+    request_bytes: Family<RouteLabels, Counter>,
+    response_bytes: Family<RouteLabels, Counter>,
     upstream_errors: Family<ErrorLabels, Counter>,
-}
-
-impl Families {
-    fn host_counters(&self, host: &str, service: &str) -> HostCounters {
-        HostCounters {
-            host: host.into(),
-            by_class: STATUS_CLASSES.map(|status| {
-                self.requests.get_or_create_owned(&RequestLabels {
-                    host: host.to_owned(),
-                    service: service.to_owned(),
-                    status,
-                })
-            }),
-        }
-    }
+    upstream_connect: Family<ServiceLabels, AtomicHistogram, fn() -> AtomicHistogram>,
+    upstream_header: Family<ServiceLabels, AtomicHistogram, fn() -> AtomicHistogram>,
 }
 
 /// Every metric of the proxy. Shared (`Arc`) by the request path and the admin server.
@@ -195,36 +213,75 @@ pub(crate) struct Metrics {
     pub(crate) rebuilds: Counter,
     /// Compile times reported with each swap.
     pub(crate) rebuild_duration: AtomicHistogram,
-    /// Labels for requests that matched no route: host `"_"`, service `""`.
-    unrouted: BackendMetrics,
+    /// The generation of the routing table being served (1 for the first swap).
+    pub(crate) generation: Gauge,
+    /// When the table being served was swapped in (Unix seconds).
+    pub(crate) last_swap: Gauge,
+    /// Client connections accepted.
+    pub(crate) connections_accepted: Counter,
+    /// Client connections open now.
+    pub(crate) connections_active: Gauge,
+    /// Requests that matched no route: every route label empty.
+    unrouted: Arc<RouteMetrics>,
 }
 
 impl Metrics {
     /// Creates the metrics and registers them in `registry`.
     pub(crate) fn new(registry: &mut Registry) -> Arc<Metrics> {
+        let histogram = request_histogram as fn() -> AtomicHistogram;
         let families = Families {
             requests: Family::default(),
-            durations: Family::new_with_constructor(request_histogram as fn() -> AtomicHistogram),
+            durations: Family::new_with_constructor(histogram),
+            request_bytes: Family::default(),
+            response_bytes: Family::default(),
             upstream_errors: Family::default(),
+            upstream_connect: Family::new_with_constructor(histogram),
+            upstream_header: Family::new_with_constructor(histogram),
         };
         let rebuilds = Counter::default();
         let rebuild_duration = AtomicHistogram::new(REBUILD_BUCKETS);
+        let generation = Gauge::default();
+        let last_swap = Gauge::default();
+        let connections_accepted = Counter::default();
+        let connections_active = Gauge::default();
         // Names carry no prefix here; "sluice_" comes from the sub-registry.
         let registry = registry.sub_registry_with_prefix("sluice");
         registry.register(
             "requests",
-            "Requests answered, by routed host, backend service and status class",
+            "Requests answered, by namespace, ingress, service, host, method and status",
             families.requests.clone(),
         );
         registry.register(
             "request_duration_seconds",
-            "Time from request head to the end of the response body, by backend service",
+            "Time from request head to the end of the response body, by namespace, ingress, \
+             service, host, method and status",
             families.durations.clone(),
+        );
+        registry.register(
+            "request_bytes",
+            "Request body bytes received (as declared by Content-Length), by route",
+            families.request_bytes.clone(),
+        );
+        registry.register(
+            "response_bytes",
+            "Response body bytes sent, by route",
+            families.response_bytes.clone(),
         );
         registry.register(
             "upstream_errors",
             "Failed attempts to get a response from an endpoint, by service and kind",
             families.upstream_errors.clone(),
+        );
+        registry.register(
+            "upstream_connect_duration_seconds",
+            "Time to open a new connection to an endpoint (TCP, and TLS for HTTPS backends), \
+             by service",
+            families.upstream_connect.clone(),
+        );
+        registry.register(
+            "upstream_header_duration_seconds",
+            "Time from sending a request upstream to its response head, by service",
+            families.upstream_header.clone(),
         );
         registry.register(
             "table_rebuilds",
@@ -236,19 +293,41 @@ impl Metrics {
             "Time taken to compile the routing tables that were swapped in",
             rebuild_duration.clone(),
         );
-        let mut unrouted = BackendMetrics::new(&families, String::new());
-        // Unrouted requests have one fixed host label, so resolve it right away.
-        unrouted.fixed_host = Some(families.host_counters("_", ""));
+        registry.register(
+            "table_generation",
+            "Generation of the routing table being served (counts swaps since start)",
+            generation.clone(),
+        );
+        registry.register(
+            "table_last_swap_timestamp_seconds",
+            "When the routing table being served was swapped in (Unix time)",
+            last_swap.clone(),
+        );
+        registry.register(
+            "connections_accepted",
+            "Client connections accepted",
+            connections_accepted.clone(),
+        );
+        registry.register(
+            "connections_active",
+            "Client connections open now",
+            connections_active.clone(),
+        );
+        let unrouted = Arc::new(RouteMetrics::new(&families, "", "", String::new()));
         Arc::new(Metrics {
             families,
             rebuilds,
             rebuild_duration,
+            generation,
+            last_swap,
+            connections_accepted,
+            connections_active,
             unrouted,
         })
     }
 
     /// Label handles for requests that matched no route.
-    pub(crate) fn unrouted(&self) -> &BackendMetrics {
+    pub(crate) fn unrouted(&self) -> &Arc<RouteMetrics> {
         &self.unrouted
     }
 
@@ -256,36 +335,29 @@ impl Metrics {
     pub(crate) fn backend(&self, service: String) -> BackendMetrics {
         BackendMetrics::new(&self.families, service)
     }
+
+    /// Creates the cached label handles of one route: an Ingress and a backend service.
+    pub(crate) fn route(&self, namespace: &str, ingress: &str, service: String) -> RouteMetrics {
+        RouteMetrics::new(&self.families, namespace, ingress, service)
+    }
 }
 
-/// Request counters of one `(host, service)` pair, one per status class.
-#[derive(Debug)]
-pub(crate) struct HostCounters {
-    host: Box<str>,
-    by_class: [Counter; 5],
-}
-
-/// Cached metric handles of one backend service.
+/// Cached metric handles of one backend service: what is about the Service and its
+/// endpoints, whichever Ingress sent the request.
 #[derive(Debug)]
 pub(crate) struct BackendMetrics {
     /// `"ns/name:port"`, also used in access log lines.
     pub(crate) service: String,
-    families: Families,
-    duration: AtomicHistogram,
     errors: [Counter; 3],
-    /// Counters per host seen so far, at most [`MAX_HOSTS_PER_BACKEND`] (+ `"_other"`).
-    hosts: ArcSwap<Vec<Arc<HostCounters>>>,
-    /// Serializes additions to `hosts` (rare: first request of a new host).
-    adding: Mutex<()>,
-    /// Used instead of `hosts` when the host label is fixed (unrouted requests).
-    fixed_host: Option<HostCounters>,
+    connect: AtomicHistogram,
+    header: AtomicHistogram,
 }
 
 impl BackendMetrics {
     fn new(families: &Families, service: String) -> Self {
-        let duration = families.durations.get_or_create_owned(&ServiceLabels {
+        let labels = ServiceLabels {
             service: service.clone(),
-        });
+        };
         let errors = UpstreamErrorKind::ALL.map(|kind| {
             families.upstream_errors.get_or_create_owned(&ErrorLabels {
                 service: service.clone(),
@@ -293,41 +365,139 @@ impl BackendMetrics {
             })
         });
         BackendMetrics {
+            connect: families.upstream_connect.get_or_create_owned(&labels),
+            header: families.upstream_header.get_or_create_owned(&labels),
             service,
-            families: families.clone(),
-            duration,
             errors,
+        }
+    }
+
+    /// Counts one failed upstream attempt.
+    pub(crate) fn upstream_error(&self, kind: UpstreamErrorKind) {
+        self.errors[kind as usize].inc();
+    }
+
+    /// Records the time a new upstream connection took to open.
+    pub(crate) fn observe_connect(&self, elapsed: Duration) {
+        self.connect.observe(elapsed);
+    }
+
+    /// Records the time from sending a request upstream to its response head.
+    pub(crate) fn observe_header(&self, elapsed: Duration) {
+        self.header.observe(elapsed);
+    }
+}
+
+/// One request series: its count and its durations.
+#[derive(Debug)]
+pub(crate) struct Series {
+    /// `method index << 16 | status`.
+    key: u32,
+    requests: Counter,
+    duration: AtomicHistogram,
+}
+
+impl Series {
+    /// Records the total time of the request this series counted.
+    pub(crate) fn observe_duration(&self, elapsed: Duration) {
+        self.duration.observe(elapsed);
+    }
+}
+
+/// The series of one host of a route, added as (method, status) pairs are first seen.
+#[derive(Debug)]
+struct HostSeries {
+    host: Box<str>,
+    series: ArcSwap<Vec<Arc<Series>>>,
+    /// Serializes additions to `series` (rare: first request of a new pair).
+    adding: Mutex<()>,
+}
+
+/// Cached metric handles of one route: an Ingress (namespace and name) and the backend
+/// service it sent a request to. Shared by later snapshots with the same labels, so counts
+/// survive table swaps.
+#[derive(Debug)]
+pub(crate) struct RouteMetrics {
+    labels: RouteLabels,
+    families: Families,
+    /// Per host seen so far, at most [`MAX_HOSTS_PER_BACKEND`] (+ `"_other"`).
+    hosts: ArcSwap<Vec<Arc<HostSeries>>>,
+    /// Serializes additions to `hosts` (rare: first request of a new host).
+    adding: Mutex<()>,
+    request_bytes: Counter,
+    response_bytes: Counter,
+}
+
+impl RouteMetrics {
+    fn new(families: &Families, namespace: &str, ingress: &str, service: String) -> Self {
+        let labels = RouteLabels {
+            namespace: namespace.to_owned(),
+            ingress: ingress.to_owned(),
+            service,
+        };
+        RouteMetrics {
+            request_bytes: families.request_bytes.get_or_create_owned(&labels),
+            response_bytes: families.response_bytes.get_or_create_owned(&labels),
+            labels,
+            families: families.clone(),
             hosts: ArcSwap::from_pointee(Vec::new()),
             adding: Mutex::new(()),
-            fixed_host: None,
         }
     }
 
-    /// Counts one answered request for `host` (as received; normalized here).
-    pub(crate) fn count_request(&self, host: &str, status: u16) {
-        let class = class_index(status);
-        if let Some(fixed) = &self.fixed_host {
-            fixed.by_class[class].inc();
-            return;
-        }
-        let host = sluice_routing::normalize_request_host(host);
+    /// (namespace, Ingress, service): what identifies these handles across snapshots.
+    pub(crate) fn key(&self) -> (String, String, String) {
+        (
+            self.labels.namespace.clone(),
+            self.labels.ingress.clone(),
+            self.labels.service.clone(),
+        )
+    }
+
+    /// Counts one answered request for `host` (as received; normalized here) and returns
+    /// its series, for the duration observed when the request is over.
+    pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> Arc<Series> {
+        let host = if self.labels.ingress.is_empty() && self.labels.service.is_empty() {
+            // Unrouted: hosts nobody configured are unbounded.
+            std::borrow::Cow::Borrowed("_")
+        } else {
+            sluice_routing::normalize_request_host(host)
+        };
         let hosts = self.hosts.load();
-        if let Some(found) = hosts.iter().find(|h| *h.host == *host) {
-            found.by_class[class].inc();
-            return;
-        }
-        if hosts.len() > MAX_HOSTS_PER_BACKEND
-            && let Some(other) = hosts.iter().find(|h| &*h.host == "_other")
-        {
-            other.by_class[class].inc();
-            return;
-        }
-        drop(hosts);
-        self.add_host(&host).by_class[class].inc();
+        let found = hosts.iter().find(|h| *h.host == *host).or_else(|| {
+            (hosts.len() > MAX_HOSTS_PER_BACKEND)
+                .then(|| hosts.iter().find(|h| &*h.host == "_other"))
+                .flatten()
+        });
+        let host_series = match found {
+            Some(found) => Arc::clone(found),
+            None => {
+                drop(hosts);
+                self.add_host(&host)
+            }
+        };
+        let key = (u32::from(method) << 16) | u32::from(status);
+        let series = {
+            let all = host_series.series.load();
+            let hit = all.iter().find(|s| s.key == key).or_else(|| {
+                (all.len() >= MAX_SERIES_PER_HOST)
+                    .then(|| all.iter().find(|s| s.key == 0))
+                    .flatten()
+            });
+            match hit {
+                Some(series) => Arc::clone(series),
+                None => {
+                    drop(all);
+                    self.add_series(&host_series, key)
+                }
+            }
+        };
+        series.requests.inc();
+        series
     }
 
-    /// Slow path of [`Self::count_request`]: registers a new host label set.
-    fn add_host(&self, host: &str) -> Arc<HostCounters> {
+    /// Slow path of [`Self::count_request`]: registers a new host.
+    fn add_host(&self, host: &str) -> Arc<HostSeries> {
         let _adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.hosts.load_full();
         let label = if current.len() >= MAX_HOSTS_PER_BACKEND {
@@ -338,29 +508,98 @@ impl BackendMetrics {
         if let Some(found) = current.iter().find(|h| &*h.host == label) {
             return Arc::clone(found);
         }
-        let counters = Arc::new(self.families.host_counters(label, &self.service));
+        let added = Arc::new(HostSeries {
+            host: label.into(),
+            series: ArcSwap::from_pointee(Vec::new()),
+            adding: Mutex::new(()),
+        });
         let mut next = Vec::with_capacity(current.len() + 1);
         next.extend(current.iter().cloned());
-        next.push(Arc::clone(&counters));
+        next.push(Arc::clone(&added));
         self.hosts.store(Arc::new(next));
-        counters
+        added
     }
 
-    /// Records the total time of one request.
-    pub(crate) fn observe_duration(&self, elapsed: Duration) {
-        self.duration.observe(elapsed);
+    /// Slow path of [`Self::count_request`]: registers a new (method, status) pair.
+    fn add_series(&self, host: &HostSeries, key: u32) -> Arc<Series> {
+        let _adding = host.adding.lock().unwrap_or_else(|e| e.into_inner());
+        let current = host.series.load_full();
+        let key = if current.len() >= MAX_SERIES_PER_HOST {
+            0
+        } else {
+            key
+        };
+        if let Some(found) = current.iter().find(|s| s.key == key) {
+            return Arc::clone(found);
+        }
+        let labels = RequestLabels {
+            namespace: self.labels.namespace.clone(),
+            ingress: self.labels.ingress.clone(),
+            service: self.labels.service.clone(),
+            host: host.host.to_string(),
+            method: METHODS[(key >> 16) as usize % METHODS.len()],
+            status: (key & 0xffff) as u16,
+        };
+        let added = Arc::new(Series {
+            key,
+            requests: self.families.requests.get_or_create_owned(&labels),
+            duration: self.families.durations.get_or_create_owned(&labels),
+        });
+        let mut next = Vec::with_capacity(current.len() + 1);
+        next.extend(current.iter().cloned());
+        next.push(Arc::clone(&added));
+        host.series.store(Arc::new(next));
+        added
     }
 
-    /// Counts one failed upstream attempt.
-    pub(crate) fn upstream_error(&self, kind: UpstreamErrorKind) {
-        self.errors[kind as usize].inc();
+    /// Counts the body bytes of one request and its response.
+    pub(crate) fn count_bytes(&self, received: u64, sent: u64) {
+        if received > 0 {
+            self.request_bytes.inc_by(received);
+        }
+        if sent > 0 {
+            self.response_bytes.inc_by(sent);
+        }
     }
 
-    /// The duration histogram (for tests).
-    #[cfg(test)]
-    pub(crate) fn duration(&self) -> &AtomicHistogram {
-        &self.duration
+    /// Totals over every host, method and status so far, for the dashboard: requests,
+    /// 5xx answers, and the duration histogram's per-bucket counts (summed).
+    pub(crate) fn totals(&self) -> RouteTotals {
+        let mut totals = RouteTotals {
+            requests: 0,
+            errors: 0,
+            buckets: vec![0; REQUEST_BUCKETS.len() + 1],
+        };
+        for host in self.hosts.load().iter() {
+            for series in host.series.load().iter() {
+                let count = series.requests.get();
+                totals.requests += count;
+                if (500..600).contains(&(series.key & 0xffff)) {
+                    totals.errors += count;
+                }
+                for (sum, bucket) in totals.buckets.iter_mut().zip(series.duration.buckets()) {
+                    *sum += bucket;
+                }
+            }
+        }
+        totals
     }
+}
+
+/// Cumulative figures of one route (see [`RouteMetrics::totals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RouteTotals {
+    /// Requests answered.
+    pub(crate) requests: u64,
+    /// Of which 5xx.
+    pub(crate) errors: u64,
+    /// Duration observations per bucket of [`REQUEST_BUCKETS`] (`+Inf` last), not cumulative.
+    pub(crate) buckets: Vec<u64>,
+}
+
+/// Upper bounds (seconds) of the buckets in [`RouteTotals::buckets`], `+Inf` excluded.
+pub(crate) fn request_bucket_bounds() -> &'static [f64] {
+    REQUEST_BUCKETS
 }
 
 #[cfg(test)]
@@ -390,51 +629,69 @@ mod tests {
     }
 
     #[test]
-    fn request_counters_and_rendering() {
+    fn request_series_and_rendering() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry);
-        let backend = metrics.backend("default/web:80".into());
-        backend.count_request("Example.COM:8080", 200);
-        backend.count_request("example.com", 204);
-        backend.count_request("example.com", 503);
-        backend.observe_duration(Duration::from_millis(3));
+        let route = metrics.route("shop", "web", "shop/web:80".into());
+        let get = method_index(b"GET");
+        route.count_request("Example.COM:8080", get, 200);
+        route.count_request("example.com", get, 200);
+        let post = route.count_request("example.com", method_index(b"POST"), 503);
+        post.observe_duration(Duration::from_millis(3));
+        route.count_request("example.com", method_index(b"BREW"), 418);
+        route.count_bytes(10, 1000);
+        let backend = metrics.backend("shop/web:80".into());
         backend.upstream_error(UpstreamErrorKind::Connect);
-        metrics.unrouted().count_request("whatever", 404);
+        backend.observe_connect(Duration::from_millis(1));
+        backend.observe_header(Duration::from_millis(2));
+        metrics.unrouted().count_request("whatever", get, 404);
         metrics.rebuilds.inc();
-        assert_eq!(backend.duration().count(), 1);
         let text = render(&registry);
-        assert!(
-            text.contains(
-                r#"sluice_requests_total{host="example.com",service="default/web:80",status="2xx"} 2"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains(
-            r#"sluice_requests_total{host="example.com",service="default/web:80",status="5xx"} 1"#
-        ));
-        assert!(text.contains(r#"sluice_requests_total{host="_",service="",status="4xx"} 1"#));
-        assert!(text.contains(
-            r#"sluice_upstream_errors_total{service="default/web:80",kind="connect"} 1"#
-        ));
-        assert!(text.contains("sluice_table_rebuilds_total 1"));
-        assert!(
-            text.contains(r#"sluice_request_duration_seconds_count{service="default/web:80"} 1"#)
-        );
-        assert!(text.contains("sluice_table_rebuild_duration_seconds_count 0"));
+        let base = r#"namespace="shop",ingress="web",service="shop/web:80",host="example.com""#;
+        for line in [
+            format!(r#"sluice_requests_total{{{base},method="GET",status="200"}} 2"#),
+            format!(r#"sluice_requests_total{{{base},method="POST",status="503"}} 1"#),
+            format!(r#"sluice_requests_total{{{base},method="other",status="418"}} 1"#),
+            format!(r#"sluice_request_duration_seconds_count{{{base},method="POST",status="503"}} 1"#),
+            r#"sluice_requests_total{namespace="",ingress="",service="",host="_",method="GET",status="404"} 1"#.into(),
+            r#"sluice_request_bytes_total{namespace="shop",ingress="web",service="shop/web:80"} 10"#.into(),
+            r#"sluice_response_bytes_total{namespace="shop",ingress="web",service="shop/web:80"} 1000"#.into(),
+            r#"sluice_upstream_errors_total{service="shop/web:80",kind="connect"} 1"#.into(),
+            r#"sluice_upstream_connect_duration_seconds_count{service="shop/web:80"} 1"#.into(),
+            r#"sluice_upstream_header_duration_seconds_count{service="shop/web:80"} 1"#.into(),
+            "sluice_table_rebuilds_total 1".into(),
+            "sluice_table_rebuild_duration_seconds_count 0".into(),
+        ] {
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
+        let totals = route.totals();
+        assert_eq!((totals.requests, totals.errors), (4, 1));
+        assert_eq!(totals.buckets.iter().sum::<u64>(), 1);
     }
 
     #[test]
-    fn host_labels_are_bounded() {
+    fn host_and_status_labels_are_bounded() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry);
-        let backend = metrics.backend("default/web:80".into());
+        let route = metrics.route("shop", "web", "shop/web:80".into());
         for i in 0..100 {
-            backend.count_request(&format!("h{i}.example.com"), 200);
+            route.count_request(&format!("h{i}.example.com"), 1, 200);
         }
-        assert_eq!(backend.hosts.load().len(), MAX_HOSTS_PER_BACKEND + 1);
+        assert_eq!(route.hosts.load().len(), MAX_HOSTS_PER_BACKEND + 1);
+        for status in 100..700 {
+            route.count_request("h0.example.com", 1, status);
+        }
         let text = render(&registry);
         assert!(text.contains(
-            r#"sluice_requests_total{host="_other",service="default/web:80",status="2xx"} 84"#
-        ));
+            r#"sluice_requests_total{namespace="shop",ingress="web",service="shop/web:80",host="_other",method="GET",status="200"} 84"#
+        ), "{text}");
+        let h0 = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("sluice_requests_total{") && l.contains(r#"host="h0.example.com""#)
+            })
+            .count();
+        assert_eq!(h0, MAX_SERIES_PER_HOST + 1, "{text}");
+        assert!(text.contains(r#"host="h0.example.com",method="other",status="0"}"#));
     }
 }

@@ -11,8 +11,13 @@ use crate::snapshot::Snapshot;
 pub(crate) enum Routed {
     /// No rule matches and there is no default backend (404).
     NotFound,
-    /// The backend (its index in the snapshot) has no ready endpoint (503).
-    NoEndpoints(usize),
+    /// The backend has no ready endpoint (503).
+    NoEndpoints {
+        /// Backend index.
+        backend: usize,
+        /// Entry index ([`sluice_routing::RouteTable::entry`]).
+        entry: usize,
+    },
     /// The backend (its index) to send to, and the route entry (its index in the table)
     /// whose policy applies.
     Backend {
@@ -52,7 +57,12 @@ pub(crate) fn route(
         // ready endpoint.
         match &route.fallback {
             Some(fallback) if !fallback.endpoints.is_empty() => backend = fallback,
-            _ => return Routed::NoEndpoints(backend.id),
+            _ => {
+                return Routed::NoEndpoints {
+                    backend: backend.id,
+                    entry,
+                };
+            }
         }
     }
     Routed::Backend {

@@ -18,7 +18,8 @@ use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
 use crate::balancer::{Balancer, Endpoint};
-use crate::metrics::{BackendMetrics, Metrics};
+use crate::dashboard::{ControlInfo, Warning};
+use crate::metrics::{BackendMetrics, Metrics, RouteMetrics};
 use crate::upstream_tls::TlsClients;
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
@@ -30,6 +31,10 @@ pub(crate) struct BackendState {
     pub(crate) metrics: Arc<BackendMetrics>,
 }
 
+/// The request metrics of one route entry: (backend index, handles) per backend it can
+/// send to.
+pub(crate) type EntryMetrics = Box<[(usize, Arc<RouteMetrics>)]>;
+
 /// One immutable routing generation.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
@@ -37,6 +42,9 @@ pub(crate) struct Snapshot {
     pub(crate) table: RouteTable,
     /// Indexed by `Backend::id`.
     pub(crate) backends: Box<[BackendState]>,
+    /// Request metrics per route entry (indexed like [`RouteTable::entries`]): one per
+    /// backend the entry can send to (its own, its canary's, its `default-backend`).
+    pub(crate) routes: Box<[EntryMetrics]>,
     /// rustls keys of the table's certificates, keyed by the address of their
     /// `Arc<TlsCertificate>` in `table` (stable while `table` lives).
     keys: HashMap<usize, Arc<CertifiedKey>>,
@@ -56,6 +64,7 @@ impl Snapshot {
         Snapshot {
             table: RouteTable::empty(),
             backends: Box::default(),
+            routes: Box::default(),
             keys: HashMap::new(),
             parsed: Vec::new(),
             default_key: None,
@@ -111,6 +120,8 @@ impl Snapshot {
             })
             .collect();
 
+        let routes = route_metrics(&table, previous, metrics);
+
         let mut keys = HashMap::new();
         let mut parsed = Vec::new();
         for cert in table.certificates() {
@@ -145,12 +156,73 @@ impl Snapshot {
         Snapshot {
             table,
             backends,
+            routes,
             keys,
             parsed,
             default_key,
             tls_clients,
         }
     }
+}
+
+impl Snapshot {
+    /// The request metrics of a request routed with `entry` to `backend`; `None` when it
+    /// was not routed.
+    pub(crate) fn route_metrics(
+        &self,
+        entry: Option<usize>,
+        backend: Option<usize>,
+    ) -> Option<&Arc<RouteMetrics>> {
+        let choices = self.routes.get(entry?)?;
+        choices
+            .iter()
+            .find(|(id, _)| Some(*id) == backend)
+            .or_else(|| choices.first())
+            .map(|(_, metrics)| metrics)
+    }
+}
+
+/// Request metric handles per route entry; handles follow their labels (namespace,
+/// Ingress, service) from the previous snapshot, so counts survive swaps.
+fn route_metrics(
+    table: &RouteTable,
+    previous: &Snapshot,
+    metrics: &Metrics,
+) -> Box<[EntryMetrics]> {
+    let mut known: HashMap<(String, String, String), Arc<RouteMetrics>> = previous
+        .routes
+        .iter()
+        .flat_map(|choices| choices.iter())
+        .map(|(_, m)| (m.key(), Arc::clone(m)))
+        .collect();
+    let mut handle = |source: &sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
+        let key = (
+            source.namespace.clone(),
+            source.name.clone(),
+            backend.service.to_string(),
+        );
+        let found = known.get(&key).cloned();
+        let metrics = found.unwrap_or_else(|| {
+            let made = Arc::new(metrics.route(&key.0, &key.1, key.2.clone()));
+            known.insert(key, Arc::clone(&made));
+            made
+        });
+        (backend.id, metrics)
+    };
+    table
+        .entries()
+        .iter()
+        .map(|entry| {
+            let mut choices = vec![handle(&entry.source, &entry.backend)];
+            if let Some(canary) = &entry.canary {
+                choices.push(handle(&canary.source, &canary.backend));
+            }
+            if let Some(fallback) = &entry.fallback {
+                choices.push(handle(&entry.source, fallback));
+            }
+            choices.into_boxed_slice()
+        })
+        .collect()
 }
 
 /// State shared by every [`TableHandle`], the request path and the TLS resolver.
@@ -161,6 +233,8 @@ pub(crate) struct TableShared {
     provider: Arc<CryptoProvider>,
     /// Serializes updates so that state carried from the previous snapshot is never lost.
     updating: Mutex<()>,
+    /// Warnings and the explainer, reported by the control plane for the admin server.
+    pub(crate) control: Mutex<ControlInfo>,
 }
 
 impl fmt::Debug for TableShared {
@@ -186,6 +260,7 @@ impl TableHandle {
                 metrics,
                 provider,
                 updating: Mutex::new(()),
+                control: Mutex::new(ControlInfo::default()),
             }),
         }
     }
@@ -206,6 +281,33 @@ impl TableHandle {
         shared.current.store(Arc::new(next));
         shared.metrics.rebuilds.inc();
         shared.metrics.rebuild_duration.observe(build_time);
+        shared.metrics.generation.inc();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        shared.metrics.last_swap.set(now);
+    }
+
+    /// Replaces the warnings the dashboard and `/api/v1/status` show (the compiler's
+    /// diagnostics, flag problems, Ingresses no class selects).
+    pub fn set_warnings(&self, warnings: Vec<Warning>) {
+        let mut control = self
+            .shared
+            .control
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        control.warnings = warnings;
+    }
+
+    /// Sets what answers `/api/v1/explain` (`sluice explain` against the admin port): a
+    /// function of the request's host and path to the explanation's text.
+    pub fn set_explainer(&self, explain: impl Fn(&str, &str) -> String + Send + Sync + 'static) {
+        let mut control = self
+            .shared
+            .control
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        control.explainer = Some(Arc::new(explain));
     }
 
     /// Number of backends in the current table.

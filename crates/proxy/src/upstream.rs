@@ -246,7 +246,7 @@ where
         let index = in_flight.index.unwrap_or_default();
         let sent_at = Instant::now();
         let addr = balancer.get(index).addr;
-        let error = match exchange(upstreams, addr, &outgoing, body, head_timeout).await {
+        let error = match exchange(upstreams, backend, addr, &outgoing, body, head_timeout).await {
             Ok((head, _conn))
                 if !last
                     && resendable
@@ -381,6 +381,7 @@ pub(crate) async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<T
 /// read. 1xx heads other than 101 are skipped.
 async fn exchange<'a, F>(
     upstreams: &Upstreams,
+    backend: &BackendState,
     addr: SocketAddr,
     head: &Outgoing<'a, F>,
     body: RequestBody,
@@ -393,15 +394,21 @@ where
     let head_request = head.head_request;
     let mut conn = match pool::checkout(upstreams.pool, addr) {
         Some(conn) => conn,
-        None => Conn {
-            stream: connect(addr, upstreams.connect_timeout)
+        None => {
+            let started = Instant::now();
+            let stream = connect(addr, upstreams.connect_timeout)
                 .await
-                .map_err(AttemptError::Connect)?,
-            buf: BytesMut::new(),
-            wbuf: Vec::with_capacity(WRITE_BUF),
-            reused: false,
-        },
+                .map_err(AttemptError::Connect)?;
+            backend.metrics.observe_connect(started.elapsed());
+            Conn {
+                stream,
+                buf: BytesMut::new(),
+                wbuf: Vec::with_capacity(WRITE_BUF),
+                reused: false,
+            }
+        }
     };
+    let sent_at = Instant::now();
     tracing::trace!(upstream = %addr, reused = conn.reused, "sending request");
     conn.wbuf.clear();
     head.encode(addr, &mut conn.wbuf);
@@ -433,6 +440,7 @@ where
             .map_err(|_| AttemptError::HeadTimeout)??,
         None => read_head(&mut conn, head_request).await?,
     };
+    backend.metrics.observe_header(sent_at.elapsed());
     Ok((response, conn))
 }
 

@@ -188,10 +188,14 @@ where
             }
         };
         let key = (addr, target.tls.map_or(0, |t| config_key(t, http2)));
+        let opening = Instant::now();
         let (sender, cached) = match checkout(key, http2) {
             Some(sender) => (sender, true),
             None => match open(upstreams, target, addr).await {
-                Ok(sender) => (sender, false),
+                Ok(sender) => {
+                    backend.metrics.observe_connect(opening.elapsed());
+                    (sender, false)
+                }
                 Err(error) => {
                     excluded[excluded_len] = index;
                     excluded_len += 1;
@@ -203,6 +207,7 @@ where
             },
         };
         let request = Request::from_parts(parts, body.take().unwrap_or(RequestBody::Empty));
+        let request_sent = Instant::now();
         let sent = match sender {
             Sender::Http2(mut sender) => {
                 let sent = sender.try_send_request(request).await;
@@ -223,6 +228,7 @@ where
         };
         match sent {
             Ok(response) => {
+                backend.metrics.observe_header(request_sent.elapsed());
                 let status = response.status().as_u16();
                 if attempt < tries && resendable && retry.statuses.binary_search(&status).is_ok() {
                     tracing::debug!(upstream = %addr, status, "next upstream");

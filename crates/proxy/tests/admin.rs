@@ -1,4 +1,5 @@
-//! The admin listener: /metrics, /healthz, /readyz.
+//! The admin listener: /metrics, /healthz, /readyz, the dashboard's /api/v1/status and
+//! /api/v1/explain.
 
 mod common;
 
@@ -38,23 +39,54 @@ async fn metrics_count_requests_and_rebuilds() {
         assert_eq!(get(proxy.http, "WEB.example.com:80", "/status/503").await.status, 503);
         assert_eq!(get(proxy.http, "nowhere.example.com", "/").await.status, 404);
         assert_eq!(get(proxy.http, "down.example.com", "/").await.status, 502);
-
-        let text = metrics_with(
-            proxy.admin,
-            &[
-                r#"sluice_requests_total{host="web.example.com",service="default/web:80",status="2xx"} 3"#,
-                r#"sluice_requests_total{host="web.example.com",service="default/web:80",status="5xx"} 1"#,
-                r#"sluice_requests_total{host="_",service="",status="4xx"} 1"#,
-                r#"sluice_requests_total{host="down.example.com",service="default/down:80",status="5xx"} 1"#,
-                r#"sluice_upstream_errors_total{service="default/down:80",kind="connect"} 1"#,
-                r#"sluice_request_duration_seconds_count{service="default/web:80"} 4"#,
-                "sluice_table_rebuilds_total 1",
-                "sluice_table_rebuild_duration_seconds_count 1",
-            ],
+        // A body, through hyper's front end: counted in request bytes, method POST.
+        let client = hyper_util::client::legacy::Client::builder(
+            hyper_util::rt::TokioExecutor::new(),
         )
-        .await;
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+        let request = http::Request::post(format!("http://{}/upload", proxy.http))
+            .header("host", "web.example.com")
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(b"0123456789")))
+            .unwrap();
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let _ = collect(response).await;
+
+        // ingress-nginx's label set (namespace, ingress, service, host, method, exact
+        // status), without the path, which is unbounded.
+        let web = r#"namespace="default",ingress="ing-0",service="default/web:80",host="web.example.com""#;
+        let down = r#"namespace="default",ingress="ing-1",service="default/down:80",host="down.example.com""#;
+        let expected = [
+            format!(r#"sluice_requests_total{{{web},method="GET",status="200"}} 3"#),
+            format!(r#"sluice_requests_total{{{web},method="GET",status="503"}} 1"#),
+            format!(r#"sluice_requests_total{{{web},method="POST",status="200"}} 1"#),
+            r#"sluice_requests_total{namespace="",ingress="",service="",host="_",method="GET",status="404"} 1"#.to_owned(),
+            format!(r#"sluice_requests_total{{{down},method="GET",status="502"}} 1"#),
+            format!(r#"sluice_request_duration_seconds_count{{{web},method="GET",status="200"}} 3"#),
+            r#"sluice_request_bytes_total{namespace="default",ingress="ing-0",service="default/web:80"} 10"#.to_owned(),
+            r#"sluice_upstream_errors_total{service="default/down:80",kind="connect"} 1"#.to_owned(),
+            r#"sluice_upstream_connect_duration_seconds_count{service="default/web:80"}"#.to_owned(),
+            r#"sluice_upstream_header_duration_seconds_count{service="default/web:80"} 5"#.to_owned(),
+            "sluice_table_rebuilds_total 1".to_owned(),
+            "sluice_table_rebuild_duration_seconds_count 1".to_owned(),
+            "sluice_table_generation 1".to_owned(),
+            "sluice_connections_accepted_total".to_owned(),
+            "sluice_connections_active".to_owned(),
+        ];
+        let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+        let text = metrics_with(proxy.admin, &expected).await;
         assert!(text.contains("# TYPE sluice_request_duration_seconds histogram"));
         assert!(text.ends_with("# EOF\n"));
+        // Response bytes: the echo's bodies, counted when each response ended.
+        let sent: u64 = text
+            .lines()
+            .find(|l| l.starts_with(r#"sluice_response_bytes_total{namespace="default",ingress="ing-0""#))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(sent > 0, "{text}");
+        // No series carries the path.
+        assert!(!text.contains("/upload"), "{text}");
     })
     .await;
 }
@@ -81,6 +113,134 @@ async fn health_and_readiness() {
             .unwrap()
             .unwrap();
         assert!(!proxy.readiness.is_ready());
+    })
+    .await;
+}
+
+/// The dashboard's data: every route with its Ingress, backend, endpoints and policy, rates
+/// that move under traffic, certificates with expiry, and warnings.
+#[tokio::test]
+async fn status_lists_routes_with_live_figures() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let (_, cert, key) = ca_pem_and_leaf("tls.example.com");
+        let proxy = TestProxy::with_routes(&[
+            Route::new("web.example.com", "web", vec![backend.addr()])
+                .with_annotation("nginx.ingress.kubernetes.io/limit-rps", "1000"),
+            Route::new("empty.example.com", "empty", vec![]),
+            Route::new("tls.example.com", "web", vec![backend.addr()]).with_tls(cert, key),
+        ])
+        .await;
+        proxy.table.set_warnings(vec![sluice_proxy::Warning {
+            object: "Ingress default/bad".into(),
+            field: "metadata.annotations.x".into(),
+            reason: "UnsupportedAnnotation".into(),
+            message: "Ingress default/bad: unsupported".into(),
+        }]);
+        let (status, page) = admin_get(proxy.admin, "/").await;
+        assert_eq!(status, 200);
+        assert!(page.contains("/api/v1/status"), "the page polls the status");
+        assert!(
+            !page.contains("src=\"http") && !page.contains("href=\"http"),
+            "no external assets"
+        );
+
+        let status = |text: String| -> serde_json::Value { serde_json::from_str(&text).unwrap() };
+        let route = |doc: &serde_json::Value, host: &str| -> serde_json::Value {
+            doc["routes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["host"] == host)
+                .cloned()
+                .unwrap_or_else(|| panic!("no route {host} in {doc}"))
+        };
+        let doc = status(admin_get(proxy.admin, "/api/v1/status").await.1);
+        let web = route(&doc, "web.example.com");
+        assert_eq!(web["ingress"], "default/ing-0");
+        assert_eq!(web["backend"], "default/web:80");
+        assert_eq!(web["endpoints"]["ready"], 1);
+        assert_eq!(web["path"], "/");
+        assert!(
+            web["policy"][0].as_str().unwrap().contains("1000 req/s"),
+            "{web}"
+        );
+        assert_eq!(route(&doc, "empty.example.com")["endpoints"]["ready"], 0);
+        let warnings = doc["warnings"].to_string();
+        assert!(warnings.contains("UnsupportedAnnotation"), "{warnings}");
+        assert!(
+            warnings.contains("NoReadyEndpoints") && warnings.contains("default/empty:80"),
+            "{warnings}"
+        );
+        let certs = doc["certificates"].as_array().unwrap();
+        assert_eq!(certs.len(), 1, "{doc}");
+        assert_eq!(certs[0]["names"][0], "tls.example.com");
+        assert!(certs[0]["days_left"].as_i64().unwrap() > 0, "{doc}");
+
+        // Traffic moves the figures within a few samples (bounded: 200 requests, 20 s).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut sent = 0;
+        loop {
+            for _ in 0..20 {
+                assert_eq!(get(proxy.http, "web.example.com", "/").await.status, 200);
+                sent += 1;
+            }
+            let doc = status(admin_get(proxy.admin, "/api/v1/status").await.1);
+            let stats = &route(&doc, "web.example.com")["stats"];
+            let busy = stats["rps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v.as_f64() > Some(0.0));
+            if busy && stats["requests"] == sent {
+                assert!(
+                    stats["p99_ms"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|v| v.is_number()),
+                    "{stats}"
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline && sent < 200,
+                "figures never moved: {stats}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn explain_is_answered_by_the_control_plane() {
+    init_tracing();
+    bounded(async {
+        let proxy = TestProxy::with_routes(&[]).await;
+        let (status, _) = admin_get(proxy.admin, "/api/v1/explain?host=a.example&path=/").await;
+        assert_eq!(status, 404, "no control plane: nobody answers");
+        proxy
+            .table
+            .set_explainer(|host, path| format!("asked about {host} {path}\n"));
+        let (status, text) = admin_get(
+            proxy.admin,
+            "/api/v1/explain?host=A.example&path=/a%20b%2Bc",
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(text, "asked about A.example /a b+c\n");
+        let (status, text) = admin_get(
+            proxy.admin,
+            "/api/v1/explain?url=http%3A%2F%2Fshop.example%2Fx%3Fq%3D1",
+        )
+        .await;
+        assert_eq!(
+            (status.as_u16(), text.as_str()),
+            (200, "asked about shop.example /x\n")
+        );
+        assert_eq!(admin_get(proxy.admin, "/api/v1/explain").await.0, 400);
     })
     .await;
 }

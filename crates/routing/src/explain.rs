@@ -270,8 +270,11 @@ fn verdict(
         HostPattern::Any => true,
     };
     if !host_matches {
+        // Worth saying only when the name is under the wildcard's domain.
         let why = match &pattern {
-            HostPattern::Wildcard(_) => {
+            HostPattern::Wildcard(suffix)
+                if host == suffix || host.ends_with(&format!(".{suffix}")) =>
+            {
                 " (a wildcard covers exactly one label, and not the bare domain)"
             }
             _ => "",

@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sluice_controller::cluster::ControllerArgs;
+use sluice_controller::explain::ExplainArgs;
 use sluice_controller::ingress_manager::IngressManagerArgs;
 use sluice_controller::migrate::MigrateArgs;
 use sluice_controller::serve::ServeArgs;
@@ -55,12 +56,20 @@ enum Command {
     /// and why. Exit status 0: no change needed; 1: some Ingress needs one; 2: the Ingresses
     /// could not be read.
     Migrate(Box<MigrateArgs>),
+    /// Explain where a request goes: the Ingress and rule that match, why the others do not
+    /// (host, path type, class), the backend with its endpoints, and the policy applied.
+    ///
+    /// Asks the running sluice on `--admin` (default 127.0.0.1:10254), or reads
+    /// `--manifests DIR`. Exit status 0: a rule or default backend answers; 1: the request
+    /// gets 404; 2: no answer (nothing listening, unreadable directory).
+    Explain(Box<ExplainArgs>),
 }
 
 fn init_logging(cli: &Cli) {
     // `migrate` is a report on stdout; its findings are in the report, so by default it
     // logs nothing (the manifest scanner's per-file lines would only repeat them).
-    let quiet = matches!(cli.command, Command::Migrate(_)) && cli.log == "info";
+    let quiet =
+        matches!(cli.command, Command::Migrate(_) | Command::Explain(_)) && cli.log == "info";
     let log = if quiet { "off" } else { cli.log.as_str() };
     let filter = tracing_subscriber::EnvFilter::try_new(log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -121,6 +130,18 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             let code = runtime.block_on(sluice_controller::migrate::run(
+                &args,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr(),
+            ));
+            drop(runtime);
+            std::process::exit(code);
+        }
+        Command::Explain(args) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let code = runtime.block_on(sluice_controller::explain::run(
                 &args,
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr(),

@@ -1,0 +1,329 @@
+//! The live dashboard's data: what the admin server's `/` page and `/api/v1/status` show.
+//!
+//! Everything here runs off the request path. A sampler task reads the routes' cumulative
+//! counters every [`SAMPLE_INTERVAL`] and keeps the last [`KEPT_SAMPLES`] rates per route
+//! ([`History`]); `/api/v1/status` joins them with the current snapshot (routes, endpoints,
+//! policy, certificates) and the warnings the control plane reported ([`Warning`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use sluice_routing::TlsCertificate;
+
+use crate::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
+use crate::snapshot::{Snapshot, TableShared};
+
+/// How often route figures are sampled.
+pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
+/// Samples kept per route: five minutes at [`SAMPLE_INTERVAL`].
+pub(crate) const KEPT_SAMPLES: usize = 150;
+
+/// A problem the control plane wants people to see (an invalid object, an unsupported
+/// annotation, a flag's object missing), shown by the dashboard and `/api/v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The object, e.g. `Ingress default/web`.
+    pub object: String,
+    /// The field at fault, e.g. `metadata.annotations.nginx.ingress.kubernetes.io/foo`.
+    pub field: String,
+    /// Machine-readable reason, e.g. `UnsupportedAnnotation`.
+    pub reason: String,
+    /// The sentence.
+    pub message: String,
+}
+
+/// Answers `sluice explain` for a host and a path (the control plane has the objects).
+pub type Explainer = dyn Fn(&str, &str) -> String + Send + Sync;
+
+/// What the control plane reports besides the table.
+#[derive(Default)]
+pub(crate) struct ControlInfo {
+    pub(crate) warnings: Vec<Warning>,
+    pub(crate) explainer: Option<Arc<Explainer>>,
+}
+
+/// One sample of a route.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
+    rps: f64,
+    /// Share of 5xx answers among the sample's requests (0 when there were none).
+    error_rate: f64,
+    /// Estimated 99th percentile of the sample's request durations, in milliseconds.
+    p99_ms: Option<f64>,
+}
+
+#[derive(Debug)]
+struct RouteHistory {
+    last: RouteTotals,
+    points: VecDeque<Point>,
+}
+
+/// Recent figures per route, keyed by (namespace, Ingress, service).
+#[derive(Debug, Default)]
+pub(crate) struct History {
+    routes: Mutex<HashMap<(String, String, String), RouteHistory>>,
+}
+
+impl History {
+    /// Takes one sample of every route of `snapshot`, `elapsed` after the previous one, and
+    /// forgets routes that are gone.
+    pub(crate) fn sample(&self, snapshot: &Snapshot, elapsed: Duration) {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = HashMap::new();
+        for metrics in snapshot
+            .routes
+            .iter()
+            .flat_map(|c| c.iter())
+            .map(|(_, m)| m)
+        {
+            seen.entry(metrics.key()).or_insert(metrics);
+        }
+        routes.retain(|key, _| seen.contains_key(key));
+        let seconds = elapsed.as_secs_f64().max(0.001);
+        for (key, metrics) in seen {
+            let now = metrics.totals();
+            match routes.get_mut(&key) {
+                Some(history) => {
+                    let point = point_between(&history.last, &now, seconds);
+                    if history.points.len() == KEPT_SAMPLES {
+                        history.points.pop_front();
+                    }
+                    history.points.push_back(point);
+                    history.last = now;
+                }
+                None => {
+                    routes.insert(
+                        key,
+                        RouteHistory {
+                            last: now,
+                            points: VecDeque::new(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// The samples of one route as JSON arrays, oldest first.
+    fn series(&self, metrics: &RouteMetrics) -> Value {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(history) = routes.get(&metrics.key()) else {
+            return json!({"rps": [], "error_rate": [], "p99_ms": []});
+        };
+        let round = |v: f64| (v * 1000.0).round() / 1000.0;
+        json!({
+            "rps": history.points.iter().map(|p| round(p.rps)).collect::<Vec<_>>(),
+            "error_rate": history.points.iter().map(|p| round(p.error_rate)).collect::<Vec<_>>(),
+            "p99_ms": history.points.iter().map(|p| p.p99_ms.map(round)).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The rates between two cumulative readings `seconds` apart.
+fn point_between(before: &RouteTotals, after: &RouteTotals, seconds: f64) -> Point {
+    let requests = after.requests.saturating_sub(before.requests);
+    let errors = after.errors.saturating_sub(before.errors);
+    let buckets: Vec<u64> = after
+        .buckets
+        .iter()
+        .zip(&before.buckets)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    Point {
+        rps: requests as f64 / seconds,
+        error_rate: if requests == 0 {
+            0.0
+        } else {
+            errors as f64 / requests as f64
+        },
+        p99_ms: quantile(&buckets, request_bucket_bounds(), 0.99).map(|s| s * 1000.0),
+    }
+}
+
+/// The `q` quantile of per-bucket counts (`bounds` in seconds, `+Inf` last), interpolated
+/// linearly inside its bucket as Prometheus's `histogram_quantile` does; `None` without
+/// observations. The `+Inf` bucket reports the highest finite bound.
+pub(crate) fn quantile(buckets: &[u64], bounds: &[f64], q: f64) -> Option<f64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &count) in buckets.iter().enumerate() {
+        if count > 0 && (below + count) as f64 >= rank {
+            let Some(&upper) = bounds.get(i) else {
+                return bounds.last().copied();
+            };
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            let within = (rank - below as f64) / count as f64;
+            return Some(lower + (upper - lower) * within.clamp(0.0, 1.0));
+        }
+        below += count;
+    }
+    bounds.last().copied()
+}
+
+/// The `/api/v1/status` document.
+pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
+    let snapshot = shared.current.load();
+    let table = &snapshot.table;
+    let mut routes = Vec::new();
+    for (route, entry_id) in table.routes_with_entries() {
+        let entry = table.entry(entry_id);
+        let backend = &entry.backend;
+        let stats = snapshot
+            .routes
+            .get(entry_id)
+            .and_then(|choices| choices.first())
+            .map(|(_, metrics)| {
+                let totals = metrics.totals();
+                let mut stats = history.series(metrics);
+                stats["requests"] = json!(totals.requests);
+                stats["errors"] = json!(totals.errors);
+                stats
+            })
+            .unwrap_or(Value::Null);
+        routes.push(json!({
+            "host": if route.host.is_empty() { "*" } else { route.host.as_str() },
+            "path_type": route.path_type,
+            "path": route.path,
+            "ingress": format!("{}/{}", entry.source.namespace, entry.source.name),
+            "backend": backend.service.to_string(),
+            "endpoints": {
+                "ready": backend.endpoints.len(),
+                "total": backend.endpoints.len() + backend.not_ready,
+            },
+            "policy": entry.policy.summary(),
+            "canary": entry.canary.as_ref().map(|c| format!("{}/{}", c.source.namespace, c.source.name)),
+            "stats": stats,
+        }));
+    }
+    let default_backend = table.default_backend().map(|backend| {
+        json!({
+            "backend": backend.service.to_string(),
+            "endpoints": {
+                "ready": backend.endpoints.len(),
+                "total": backend.endpoints.len() + backend.not_ready,
+            },
+        })
+    });
+    let control = shared.control.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warnings: Vec<Value> = control
+        .warnings
+        .iter()
+        .map(|w| {
+            json!({"object": w.object, "field": w.field, "reason": w.reason, "message": w.message})
+        })
+        .collect();
+    drop(control);
+    for backend in table.backends() {
+        if backend.endpoints.is_empty() {
+            warnings.push(json!({
+                "object": format!("Service {}/{}", backend.service.namespace, backend.service.name),
+                "field": format!("port {}", backend.service.port),
+                "reason": "NoReadyEndpoints",
+                "message": format!(
+                    "Service {} has no ready endpoint ({} not ready): its routes answer 503",
+                    backend.service, backend.not_ready
+                ),
+            }));
+        }
+    }
+    let now = SystemTime::now();
+    let certificates: Vec<Value> = table
+        .certificates()
+        .map(|cert| certificate(cert, now))
+        .collect();
+    json!({
+        "generation": shared.metrics.generation.get(),
+        "sample_interval_seconds": SAMPLE_INTERVAL.as_secs(),
+        "routes": routes,
+        "default_backend": default_backend,
+        "certificates": certificates,
+        "warnings": warnings,
+    })
+}
+
+/// A certificate's names and expiry, read from its leaf.
+fn certificate(cert: &TlsCertificate, now: SystemTime) -> Value {
+    let secret = format!("{}/{}", cert.secret.namespace, cert.secret.name);
+    let Some(leaf) = cert.cert_chain.first() else {
+        return json!({"secret": secret, "error": "no certificate"});
+    };
+    let parsed = match x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        Ok((_, parsed)) => parsed,
+        Err(error) => return json!({"secret": secret, "error": error.to_string()}),
+    };
+    let mut names: Vec<String> = Vec::new();
+    if let Ok(Some(san)) = parsed.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_owned());
+            }
+        }
+    }
+    if names.is_empty()
+        && let Some(cn) = parsed
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+    {
+        names.push(cn.to_owned());
+    }
+    let not_after = parsed.validity().not_after.timestamp();
+    let now_unix = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let expiry = u64::try_from(not_after)
+        .ok()
+        .map(|s| UNIX_EPOCH + Duration::from_secs(s));
+    json!({
+        "secret": secret,
+        "names": names,
+        "not_after": expiry.map(httpdate::fmt_http_date),
+        "not_after_unix": not_after,
+        "days_left": (not_after - now_unix).div_euclid(86_400),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_within_the_bucket() {
+        let bounds = [0.001, 0.01, 0.1];
+        // 100 observations: 90 below 1 ms, 10 between 1 and 10 ms.
+        let buckets = [90, 10, 0, 0];
+        let p50 = quantile(&buckets, &bounds, 0.5).unwrap();
+        assert!((p50 - 0.001 * 50.0 / 90.0).abs() < 1e-9, "{p50}");
+        let p99 = quantile(&buckets, &bounds, 0.99).unwrap();
+        assert!((p99 - (0.001 + 0.009 * 0.9)).abs() < 1e-9, "{p99}");
+        assert_eq!(quantile(&[0, 0, 0, 0], &bounds, 0.99), None);
+        // Everything in +Inf: the highest finite bound.
+        assert_eq!(quantile(&[0, 0, 0, 5], &bounds, 0.99), Some(0.1));
+    }
+
+    #[test]
+    fn points_are_rates_between_readings() {
+        let before = RouteTotals {
+            requests: 10,
+            errors: 1,
+            buckets: vec![0; request_bucket_bounds().len() + 1],
+        };
+        let mut after = before.clone();
+        after.requests = 30;
+        after.errors = 6;
+        after.buckets[0] = 20;
+        let point = point_between(&before, &after, 2.0);
+        assert_eq!(point.rps, 10.0);
+        assert_eq!(point.error_rate, 0.25);
+        assert!(point.p99_ms.unwrap() <= request_bucket_bounds()[0] * 1000.0);
+        let idle = point_between(&after, &after, 2.0);
+        assert_eq!((idle.rps, idle.error_rate, idle.p99_ms), (0.0, 0.0, None));
+    }
+}
