@@ -22,8 +22,10 @@ fi
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. apt-get update only when something is missing.
+#    libcap2-bin (setcap), util-linux (setpriv) and curl: the unprivileged-bind test runs
+#    sluice as the DaemonSet does.
 need=()
-for p in golang-go etcd-server iproute2 openssl ca-certificates; do
+for p in golang-go etcd-server iproute2 openssl ca-certificates libcap2-bin util-linux curl; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -127,6 +127,37 @@ pub(crate) fn ip_ok(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The pids of the processes in network namespace `name` (`ip netns pids`).
+pub(crate) fn netns_pids(name: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// SIGKILLs every process in network namespace `name` and waits (up to 5 s) until none is
+/// left, so that deleting the namespace really frees it.
+pub(crate) fn kill_netns_pids(name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let pids = netns_pids(name);
+        if pids.is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        for pid in pids {
+            // SAFETY: plain kill(2); the pid was just listed as inside our namespace.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -144,6 +175,9 @@ pub fn sweep_stale() {
                 .and_then(|p| p.parse::<u32>().ok())
                 && !pid_alive(pid)
             {
+                // A process may outlive its test process in there: a child whose
+                // parent-death signal was cleared (a setuid or file-capability exec does).
+                kill_netns_pids(name);
                 let _ = ip(&["netns", "del", name]);
             }
         }
