@@ -1,7 +1,7 @@
 //! ingress-manager against a real control plane (etcd + kube-apiserver v1.20 +
 //! kube-controller-manager with the garbage collector), one per test binary.
 //!
-//! Every test applies `deploy/ingress-manager/rbac.yaml` with the admin client and runs the
+//! Every test applies `deploy/overlays/ingress-manager/rbac.yaml` with the admin client and runs the
 //! controller in-process with the token of its ServiceAccount, so the ClusterRole is proven
 //! to suffice. The controller's client counts (and can fail) requests through a tower layer.
 //! Tests watch their own namespace; the one cluster-wide test takes [`CLUSTER_WIDE`] for
@@ -35,7 +35,10 @@ use sluice_testenv::{ControlPlane, eventually};
 use tokio::sync::{RwLock, oneshot};
 use tokio::task::JoinHandle;
 
-const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/ingress-manager");
+const DEPLOY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../deploy/overlays/ingress-manager"
+);
 const SA_NAMESPACE: &str = "sluice-system";
 const SA_NAME: &str = "sluice-ingress-manager";
 const WAIT: Duration = Duration::from_secs(30);
@@ -1259,7 +1262,9 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     assert_eq!(pod.service_account_name.as_deref(), Some(SA_NAME));
     assert_eq!(pod.containers.len(), 1);
     let c = &pod.containers[0];
-    assert_eq!(c.image.as_deref(), Some("sluice:latest"));
+    // The tag comes from the overlay's `images:` (deploy_manifests checks the rendered one).
+    assert_eq!(c.image.as_deref(), Some("sluice"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
     let args = c.args.clone().unwrap_or_default();
     assert_eq!(args.first().map(String::as_str), Some("ingress-manager"));
     // The flags in the manifest parse (the log format is a flag of the `sluice` binary).
