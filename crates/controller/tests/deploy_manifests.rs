@@ -11,12 +11,12 @@
 //! no field newer than apps/v1, rbac v1, networking.k8s.io/v1 IngressClass).
 
 use clap::Parser;
-use serde_yaml::Value;
 use sluice_controller::cluster::ControllerArgs;
 use sluice_controller::ingress_manager::IngressManagerArgs;
 use sluice_testenv::ControlPlane;
 use std::path::PathBuf;
 use std::process::Command;
+use yaml_serde::Value;
 
 #[derive(Parser)]
 struct Cli {
@@ -58,7 +58,7 @@ fn render(overlay: &str) -> Vec<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     let yaml = String::from_utf8(out.stdout).expect("UTF-8 from kubectl");
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&yaml)
+    let docs: Vec<Value> = yaml_serde::Deserializer::from_str(&yaml)
         .map(serde::Deserialize::deserialize)
         .collect::<Result<_, _>>()
         .unwrap_or_else(|e| panic!("deploy/overlays/{overlay}: {e}"));
@@ -72,7 +72,7 @@ fn render(overlay: &str) -> Vec<Value> {
 
 fn to_yaml(docs: &[Value]) -> String {
     docs.iter()
-        .map(|d| serde_yaml::to_string(d).expect("YAML"))
+        .map(|d| yaml_serde::to_string(d).expect("YAML"))
         .collect::<Vec<_>>()
         .join("---\n")
 }

@@ -193,7 +193,7 @@ where
 async fn apply_manifest(admin: &Client, file: &str) -> anyhow::Result<()> {
     let path = format!("{DEPLOY}/{file}");
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in yaml_serde::Deserializer::from_str(&text) {
         let value = serde_json::Value::deserialize(doc)?;
         if value.is_null() {
             continue;
@@ -1255,7 +1255,7 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     let env = Env::new().await?;
 
     let text = std::fs::read_to_string(format!("{DEPLOY}/deployment.yaml"))?;
-    let deployment: Deployment = serde_yaml::from_str(&text)?;
+    let deployment: Deployment = yaml_serde::from_str(&text)?;
     let spec = deployment.spec.as_ref().context("spec")?;
     assert_eq!(spec.replicas, Some(2), "two replicas, one leading");
     let pod = spec.template.spec.as_ref().context("pod spec")?;

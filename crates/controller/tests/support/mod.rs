@@ -66,7 +66,7 @@ impl World {
         {
             m.insert("namespace".into(), self.ns.clone().into());
         }
-        let yaml = serde_yaml::to_string(&v)?;
+        let yaml = yaml_serde::to_string(&v)?;
         sluice_testenv::apply_yaml(&self.admin, &yaml).await
     }
 
