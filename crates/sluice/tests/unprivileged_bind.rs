@@ -49,10 +49,8 @@ fn require_tools() {
 
 /// A directory that uid 65532 can read and traverse (tempdirs are 0700), removed on drop.
 fn world_readable_tempdir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("sluice-bind-")
-        .tempdir()
-        .expect("tempdir");
+    // Swept by the next test run if this one is SIGKILLed.
+    let dir = sluice_testenv::temp_dir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }

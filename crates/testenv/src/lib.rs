@@ -24,7 +24,7 @@ pub use binaries::{KUBE_VERSION, control_plane_bin_dir, on_path, workspace_binar
 pub use control_plane::{ControlPlane, NODE_NAME};
 pub use manifests::{apply_yaml, validate_yaml};
 pub use netns::NetNs;
-pub use network::{Network, sweep_stale};
+pub use network::{Network, sweep_stale, temp_dir};
 pub use pod_host::PodHost;
 pub use ports::free_port;
 pub use supervisor::{Supervised, at_exit};

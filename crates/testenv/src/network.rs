@@ -14,6 +14,17 @@ use std::sync::{Mutex, OnceLock};
 
 const ALIAS_PREFIX: &str = "sluice-testenv:pid=";
 
+/// Prefix of [`temp_dir`]'s directories, followed by the owner's pid.
+const TEMP_DIR_PREFIX: &str = "sluice-test-";
+
+/// A temporary directory removed on drop, and by [`sweep_stale`] once the test process that
+/// made it is gone (a SIGKILLed test cannot run destructors).
+pub fn temp_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("{TEMP_DIR_PREFIX}{}-", std::process::id()))
+        .tempdir()
+}
+
 /// The bridge and address pool of this process.
 #[derive(Debug)]
 pub struct Network {
@@ -204,12 +215,14 @@ pub fn sweep_stale() {
             }
         }
     }
-    // Control plane dirs: $TMPDIR/sluice-cp-<pid>-*.
+    // Control plane dirs: $TMPDIR/sluice-cp-<pid>-*; other tests' temp dirs:
+    // $TMPDIR/sluice-test-<pid>-*.
     if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(pid) = name
                 .strip_prefix("sluice-cp-")
+                .or_else(|| name.strip_prefix(TEMP_DIR_PREFIX))
                 .and_then(|r| r.split('-').next())
                 .and_then(|p| p.parse::<u32>().ok())
                 && !pid_alive(pid)
