@@ -182,6 +182,39 @@ fn overlays_pin_the_image_and_make_the_class_default_only_when_asked() {
     assert_eq!(svc["spec"]["type"].as_str(), Some("LoadBalancer"));
 }
 
+/// The image tags README, the Dockerfile and the overlays' comments tell users to build
+/// are the one the overlays pin: a version bump that forgets one fails here.
+#[test]
+fn the_documented_image_tag_is_the_pinned_one() {
+    let root = deploy_dir().join("..");
+    let image = format!("sluice:{}", env!("CARGO_PKG_VERSION"));
+    let mut files = vec![root.join("README.md"), root.join("Dockerfile")];
+    for (overlay, _) in OVERLAYS {
+        files.push(
+            deploy_dir()
+                .join("overlays")
+                .join(overlay)
+                .join("kustomization.yaml"),
+        );
+    }
+    let mut seen = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read");
+        for (i, _) in text.match_indices("sluice:") {
+            let tag: String = text[i..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '`' && *c != ')')
+                .collect();
+            // Only image references: `sluice:` followed by a version.
+            if tag.len() > "sluice:".len() && tag.as_bytes()["sluice:".len()].is_ascii_digit() {
+                assert_eq!(tag, image, "{}", file.display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 3, "README and Dockerfile name the image to build");
+}
+
 #[test]
 fn the_workloads_flags_parse() {
     for (overlay, _) in OVERLAYS {
