@@ -22,10 +22,22 @@ fi
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. apt-get update only when something is missing.
+#    libcap2-bin (setcap), util-linux (setpriv) and curl: the unprivileged-bind test runs
+#    sluice as the DaemonSet does; kubectl (`kubectl kustomize`): the deploy/ overlays test.
 need=()
-for p in golang-go etcd-server iproute2 openssl ca-certificates; do
+for p in golang-go etcd-server iproute2 openssl ca-certificates libcap2-bin util-linux curl; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
+if ! command -v kubectl >/dev/null 2>&1; then
+  # The package `kubectl` where an apt source offers it (kustomize v5), else Debian's own
+  # `kubernetes-client` (kubectl 1.20, kustomize v2.0.3): deploy/ is written for both.
+  [ ${#need[@]} -gt 0 ] || as_root apt-get update -qq
+  if apt-cache policy kubectl 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    need+=(kubectl)
+  else
+    need+=(kubernetes-client)
+  fi
+fi
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   as_root apt-get update -qq

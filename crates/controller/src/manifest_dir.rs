@@ -93,9 +93,9 @@ impl Kinds {
 /// so that a typo in `kind` does not silently drop an object.
 pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Vec<(ObjectKey, Value)>, String> {
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let n = i + 1;
-        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+        let value = <yaml_serde::Value as serde::Deserialize>::deserialize(doc)
             .map_err(|e| format!("document {n}: invalid YAML: {e}"))?;
         if value.is_null() {
             continue; // an empty document, e.g. a trailing `---`

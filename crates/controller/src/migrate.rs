@@ -277,8 +277,9 @@ fn is_default(class: &IngressClass) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// The IngressClass of `deploy/ingressclass.yaml`, for these options: the one an install
-/// creates, the default class.
+/// The IngressClass of `deploy/base/ingressclass.yaml`, for these options, made the default
+/// class as `deploy/overlays/default-class` makes it (a migration from ingress-nginx, the
+/// usual default class, typically wants that).
 fn shipped_class(options: &CompileOptions) -> IngressClass {
     let mut class = IngressClass::default();
     class.metadata.name = Some(options.ingress_class.clone());
@@ -296,8 +297,8 @@ fn shipped_class(options: &CompileOptions) -> IngressClass {
 /// What sluice would make of `ingresses`, given the IngressClasses that exist (or will).
 ///
 /// When no IngressClass in `classes` has `spec.controller` equal to
-/// [`CompileOptions::controller_name`], the verdicts assume the one `deploy/ingressclass.yaml`
-/// creates: named [`CompileOptions::ingress_class`], the default class (and the report says
+/// [`CompileOptions::controller_name`], the verdicts assume the one `deploy/` creates,
+/// with `deploy/overlays/default-class`: named [`CompileOptions::ingress_class`], the default class (and the report says
 /// so). Pure: no I/O.
 pub fn build_report(
     ingresses: &[Ingress],
@@ -322,7 +323,8 @@ pub fn build_report(
         let shipped = shipped_class(&options);
         notes.push(format!(
             "no IngressClass with spec.controller {ctrl} found: assuming the one \
-             deploy/ingressclass.yaml creates (IngressClass {}, marked as the default class)",
+             deploy/ creates (IngressClass {}), made the default class by \
+             deploy/overlays/default-class",
             options.ingress_class
         ));
         our_names.push(options.ingress_class.clone());
@@ -443,7 +445,7 @@ impl ClassContext<'_> {
 
     fn assumed_suffix(&self) -> &'static str {
         if self.assumed {
-            " (as deploy/ingressclass.yaml creates it)"
+            " (as deploy/ creates it)"
         } else {
             ""
         }
@@ -832,7 +834,7 @@ mod tests {
         );
         // The assumption is said.
         assert!(
-            r.notes[0].contains("deploy/ingressclass.yaml"),
+            r.notes[0].contains("deploy/overlays/default-class"),
             "{:?}",
             r.notes
         );
@@ -878,7 +880,7 @@ mod tests {
             i.problems[1].detail
         );
         assert_eq!(i.honoured, [nginx("enable-cors")]);
-        // No class at all: served through the default IngressClass deploy/ creates.
+        // No class at all: served through the default IngressClass deploy/overlays/default-class makes.
         assert!(i.class.served);
         assert!(!i.fully_supported);
         assert_eq!(r.exit_code, EXIT_CHANGES);

@@ -4,9 +4,13 @@
 //! compiles, not one per event.
 
 use crate::sources::IngressInformers;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use sluice_informer::workqueue::WorkQueue;
 use sluice_proxy::TableHandle;
-use sluice_routing::{CompileOptions, Compiled, Diagnostic, Inputs, ObjectRef, compile};
+use sluice_routing::{
+    CompileOptions, Compiled, DEFAULT_CLASS_ANNOTATION, Diagnostic, Inputs,
+    LEGACY_CLASS_ANNOTATION, ObjectRef, compile,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
@@ -20,8 +24,10 @@ pub struct RebuildReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class.
     pub ours: Vec<ObjectRef>,
-    /// Ingresses in the stores that are not of our class (not served).
-    pub unserved: Vec<ObjectRef>,
+    /// Ingresses in the stores that are not of our class (not served), each with why and
+    /// what would make it ours (see [`unserved_warning`]; empty unless
+    /// [`Rebuilder::explain_unserved`] asked for them).
+    pub unserved: Vec<(ObjectRef, String)>,
     /// Problems with the objects the flags name (`--default-backend-service`,
     /// `--default-ssl-certificate`); logged when they appear and when they are gone.
     pub flag_diagnostics: Vec<Diagnostic>,
@@ -34,6 +40,7 @@ pub struct Rebuilder {
     table: TableHandle,
     queue: WorkQueue<&'static str>,
     report: watch::Sender<Arc<RebuildReport>>,
+    explain_unserved: bool,
     /// The inputs of the last rebuild, for `sluice explain` through the admin port.
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
 }
@@ -60,8 +67,17 @@ impl Rebuilder {
             table,
             queue,
             report,
+            explain_unserved: false,
             last_inputs,
         }
+    }
+
+    /// Reports the Ingresses no class of ours selects, with why and what to add
+    /// ([`RebuildReport::unserved`]): for standalone mode, where there is no other controller
+    /// to serve them. (In a cluster they are another controller's business.)
+    pub fn explain_unserved(mut self) -> Self {
+        self.explain_unserved = true;
+        self
     }
 
     /// Follows every rebuild's diagnostics and Ingresses of our class.
@@ -84,16 +100,21 @@ impl Rebuilder {
             ours,
             flag_diagnostics,
         } = compile(&inputs, &self.options);
-        let unserved = unserved(&inputs, &ours);
+        let unserved = if !self.explain_unserved {
+            Vec::new()
+        } else {
+            unserved(&inputs, &ours)
+                .into_iter()
+                .map(|ingress| {
+                    let why = unserved_warning(&ingress, &inputs, &self.options);
+                    (ingress.as_ref(), why)
+                })
+                .collect()
+        };
         let elapsed = started.elapsed();
         self.table.update(table, elapsed);
-        self.table.set_warnings(warnings(
-            &inputs,
-            &diagnostics,
-            &flag_diagnostics,
-            &unserved,
-            &self.options,
-        ));
+        self.table
+            .set_warnings(warnings(&diagnostics, &flag_diagnostics, &unserved));
         *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(inputs);
         let previous = self.report.borrow().clone();
         log_flag_changes(&previous.flag_diagnostics, &flag_diagnostics);
@@ -123,14 +144,11 @@ impl Rebuilder {
 }
 
 /// What the dashboard lists as warnings: the compiler's diagnostics, the flags' problems,
-/// and the Ingresses no class selects at all (no class, or a class that does not exist).
-/// Ingresses of another controller's existing class are normal in a shared cluster.
+/// and (standalone mode) the Ingresses no class selects.
 fn warnings(
-    inputs: &Inputs,
     diagnostics: &[Diagnostic],
     flags: &[Diagnostic],
-    unserved: &[ObjectRef],
-    options: &CompileOptions,
+    unserved: &[(ObjectRef, String)],
 ) -> Vec<sluice_proxy::Warning> {
     let mut out: Vec<sluice_proxy::Warning> = diagnostics
         .iter()
@@ -142,74 +160,137 @@ fn warnings(
             message: d.message.clone(),
         })
         .collect();
-    let orphaned = |ingress: &&ObjectRef| {
-        inputs.ingresses.iter().any(|i| {
-            let meta = &i.metadata;
-            if meta.namespace.as_deref().unwrap_or("") != ingress.namespace
-                || meta.name.as_deref().unwrap_or("") != ingress.name
-            {
-                return false;
-            }
-            let legacy = meta
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(sluice_routing::LEGACY_CLASS_ANNOTATION));
-            match i
-                .spec
-                .as_ref()
-                .and_then(|s| s.ingress_class_name.as_deref())
-            {
-                Some(name) if !name.is_empty() => !inputs
-                    .ingress_classes
-                    .iter()
-                    .any(|c| c.metadata.name.as_deref() == Some(name)),
-                _ => !legacy,
-            }
-        })
-    };
-    out.extend(
-        unserved
-            .iter()
-            .filter(orphaned)
-            .map(|ingress| sluice_proxy::Warning {
-                object: ingress.to_string(),
-                field: "spec.ingressClassName".to_owned(),
-                reason: "NotOurClass".to_owned(),
-                message: unserved_warning(ingress, options),
-            }),
-    );
+    out.extend(unserved.iter().map(|(ingress, why)| sluice_proxy::Warning {
+        object: ingress.to_string(),
+        field: "spec.ingressClassName".to_owned(),
+        reason: "NotOurClass".to_owned(),
+        message: why.clone(),
+    }));
     out
 }
 
-/// The Ingresses of `inputs` that are not in `ours` (sorted).
-fn unserved(inputs: &Inputs, ours: &[ObjectRef]) -> Vec<ObjectRef> {
-    let mut out: Vec<ObjectRef> = inputs
+/// The Ingresses of `inputs` that are not in `ours`, sorted by namespace/name.
+fn unserved(inputs: &Inputs, ours: &[ObjectRef]) -> Vec<Unserved> {
+    let mut out: Vec<Unserved> = inputs
         .ingresses
         .iter()
-        .map(|i| {
-            let meta = &i.metadata;
-            ObjectRef::ingress(
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.name.as_deref().unwrap_or(""),
-            )
-        })
-        .filter(|i| ours.binary_search(i).is_err())
+        .map(|i| Unserved(i.clone()))
+        .filter(|i| ours.binary_search(&i.as_ref()).is_err())
         .collect();
-    out.sort();
+    out.sort_by_key(Unserved::as_ref);
     out
+}
+
+/// An Ingress that no IngressClass of ours selects.
+struct Unserved(Arc<Ingress>);
+
+impl Unserved {
+    fn as_ref(&self) -> ObjectRef {
+        let meta = &self.0.metadata;
+        ObjectRef::ingress(
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or(""),
+        )
+    }
 }
 
 /// Why an Ingress of a manifest directory is not served, and what to add: standalone mode
-/// has no other controller, so an Ingress no class selects is almost always a mistake.
-pub fn unserved_warning(ingress: &ObjectRef, options: &CompileOptions) -> String {
-    format!(
-        "{ingress} is not served: no IngressClass of ours selects it. Set \
-         spec.ingressClassName: {class} and add an IngressClass {class} with spec.controller: \
-         {controller} (annotated ingressclass.kubernetes.io/is-default-class: \"true\" to take \
-         Ingresses without a class), or run with --watch-ingress-without-class",
-        class = options.ingress_class,
-        controller = options.controller_name,
-    )
+/// has no other controller, so an Ingress no class selects is almost always a mistake. The
+/// cases follow the class rules in their order (sluice_routing's class selection):
+/// `spec.ingressClassName`, then the legacy annotation, then the default class.
+fn unserved_warning(ingress: &Unserved, inputs: &Inputs, options: &CompileOptions) -> String {
+    let controller = options.controller_name.as_str();
+    let controller_of = |c: &IngressClass| {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.controller.clone())
+            .unwrap_or_default()
+    };
+    let ours: Vec<&str> = inputs
+        .ingress_classes
+        .iter()
+        .filter(|c| controller_of(c) == controller)
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    // The class to suggest: ours if the manifests hold one, else the one --ingress-class names.
+    let our_class = ours
+        .first()
+        .copied()
+        .unwrap_or(options.ingress_class.as_str());
+    let add_class = if ours.is_empty() {
+        format!(
+            " and add an IngressClass {our_class} with spec.controller: {controller} (the \
+             manifests hold no IngressClass of this controller)"
+        )
+    } else {
+        String::new()
+    };
+    let object = ingress.as_ref();
+    let i = &ingress.0;
+    let class_name = i
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+        .filter(|n| !n.is_empty());
+    let legacy = i
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
+    if let Some(value) = legacy {
+        return format!(
+            "{object} is not served: its annotation {LEGACY_CLASS_ANNOTATION}: {value} is not \
+             this controller's class (--ingress-class {}). Replace the annotation with \
+             spec.ingressClassName: {our_class}{add_class}",
+            options.ingress_class
+        );
+    }
+    if let Some(name) = class_name {
+        let named = inputs
+            .ingress_classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name));
+        let what = match named {
+            Some(c) => format!(
+                "IngressClass {name} belongs to controller {:?}, not {controller}",
+                controller_of(c)
+            ),
+            None => format!("the manifests hold no IngressClass {name}"),
+        };
+        return format!(
+            "{object} is not served: spec.ingressClassName: {name}, and {what}. Set \
+             spec.ingressClassName: {our_class}{add_class}"
+        );
+    }
+    let default = inputs
+        .ingress_classes
+        .iter()
+        .find(|c| {
+            c.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                .is_some_and(|v| v == "true")
+        })
+        .and_then(|c| c.metadata.name.clone());
+    let why = match default {
+        Some(other) => format!("the default class is {other}, another controller's"),
+        None if ours.is_empty() => "no IngressClass of this controller exists".to_string(),
+        None => format!("IngressClass {our_class} is not the default class"),
+    };
+    if ours.is_empty() {
+        format!(
+            "{object} is not served: it has no spec.ingressClassName and {why}. Add \
+             spec.ingressClassName: {our_class}{add_class}, or run with \
+             --watch-ingress-without-class"
+        )
+    } else {
+        format!(
+            "{object} is not served: it has no spec.ingressClassName and {why}. Add \
+             spec.ingressClassName: {our_class}, or annotate IngressClass {our_class} with \
+             {DEFAULT_CLASS_ANNOTATION}: \"true\", or run with --watch-ingress-without-class"
+        )
+    }
 }
 
 /// Logs the flag problems of `now` that were not in `before` (an error: the flag's object
@@ -229,40 +310,130 @@ fn log_flag_changes(before: &[Diagnostic], now: &[Diagnostic]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::networking::v1::Ingress;
 
-    fn ingress(ns: &str, name: &str) -> Arc<Ingress> {
+    fn ingress(ns: &str, name: &str, class: Option<&str>, legacy: Option<&str>) -> Arc<Ingress> {
         let mut i = Ingress::default();
         i.metadata.namespace = Some(ns.into());
         i.metadata.name = Some(name.into());
+        if let Some(legacy) = legacy {
+            i.metadata.annotations = Some(
+                [(LEGACY_CLASS_ANNOTATION.to_string(), legacy.to_string())]
+                    .into_iter()
+                    .collect(),
+            );
+        }
+        i.spec = Some(k8s_openapi::api::networking::v1::IngressSpec {
+            ingress_class_name: class.map(String::from),
+            ..Default::default()
+        });
         Arc::new(i)
+    }
+
+    fn class(name: &str, controller: &str, default: bool) -> Arc<IngressClass> {
+        let mut c = IngressClass::default();
+        c.metadata.name = Some(name.into());
+        if default {
+            c.metadata.annotations = Some(
+                [(DEFAULT_CLASS_ANNOTATION.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            );
+        }
+        c.spec = Some(k8s_openapi::api::networking::v1::IngressClassSpec {
+            controller: Some(controller.into()),
+            parameters: None,
+        });
+        Arc::new(c)
+    }
+
+    /// The warnings for the Ingresses of `inputs` that no class of ours selects.
+    fn warnings(inputs: &Inputs) -> Vec<(ObjectRef, String)> {
+        let options = CompileOptions::default();
+        let ours = compile(inputs, &options).ours;
+        unserved(inputs, &ours)
+            .iter()
+            .map(|i| (i.as_ref(), unserved_warning(i, inputs, &options)))
+            .collect()
     }
 
     #[test]
     fn unserved_ingresses_are_named_with_what_to_add() {
-        let inputs = Inputs {
+        let ctrl = "sluice.dev/ingress-controller";
+        let mut inputs = Inputs {
             ingresses: vec![
-                ingress("a", "served"),
-                ingress("b", "lost"),
-                ingress("a", "lost"),
+                ingress("a", "served", Some("mine"), None),
+                ingress("b", "none", None, None),
+                ingress("a", "unknown", Some("nope"), None),
+                ingress("a", "theirs", Some("nginx"), None),
+                ingress("a", "legacy", None, Some("nginx")),
+            ],
+            ingress_classes: vec![
+                class("mine", ctrl, false),
+                class("nginx", "k8s.io/ingress-nginx", false),
             ],
             ..Inputs::default()
         };
-        let ours = vec![ObjectRef::ingress("a", "served")];
-        let got = unserved(&inputs, &ours);
+        let got = warnings(&inputs);
+        let names: Vec<String> = got.iter().map(|(o, _)| o.to_string()).collect();
         assert_eq!(
-            got,
-            vec![
-                ObjectRef::ingress("a", "lost"),
-                ObjectRef::ingress("b", "lost")
+            names,
+            [
+                "Ingress a/legacy",
+                "Ingress a/theirs",
+                "Ingress a/unknown",
+                "Ingress b/none"
             ]
         );
-        let text = unserved_warning(&got[0], &CompileOptions::default());
-        assert!(text.contains("a/lost"), "{text}");
-        assert!(text.contains("spec.ingressClassName: sluice"), "{text}");
+        let text = |name: &str| {
+            got.iter()
+                .find(|(o, _)| o.name == name)
+                .map(|(_, t)| t.clone())
+                .unwrap()
+        };
+        // Our class exists: suggested by its name, not --ingress-class's.
+        let legacy = text("legacy");
         assert!(
-            text.contains("spec.controller: sluice.dev/ingress-controller"),
-            "{text}"
+            legacy.starts_with("Ingress a/legacy is not served"),
+            "{legacy}"
+        );
+        assert!(legacy.contains("kubernetes.io/ingress.class: nginx is not this controller's class (--ingress-class sluice)"), "{legacy}");
+        assert!(legacy.contains("spec.ingressClassName: mine"), "{legacy}");
+        let theirs = text("theirs");
+        assert!(
+            theirs.contains("IngressClass nginx belongs to controller \"k8s.io/ingress-nginx\""),
+            "{theirs}"
+        );
+        assert!(
+            theirs.ends_with("Set spec.ingressClassName: mine"),
+            "{theirs}"
+        );
+        let unknown = text("unknown");
+        assert!(
+            unknown.contains("the manifests hold no IngressClass nope"),
+            "{unknown}"
+        );
+        let none = text("none");
+        assert!(
+            none.contains("no spec.ingressClassName and IngressClass mine is not the default class")
+                && none.contains("annotate IngressClass mine with ingressclass.kubernetes.io/is-default-class: \"true\""),
+            "{none}"
+        );
+
+        // No class of ours at all: say to add one, named after --ingress-class.
+        inputs.ingress_classes = vec![class("nginx", "k8s.io/ingress-nginx", true)];
+        let got = warnings(&inputs);
+        assert_eq!(got.len(), 5, "nothing is ours: {got:?}");
+        let none = &got.iter().find(|(o, _)| o.name == "none").unwrap().1;
+        assert!(
+            none.contains("the default class is nginx, another controller's"),
+            "{none}"
+        );
+        assert!(
+            none.contains(
+                "Add spec.ingressClassName: sluice and add an IngressClass sluice with \
+                 spec.controller: sluice.dev/ingress-controller"
+            ),
+            "{none}"
         );
     }
 }

@@ -182,11 +182,14 @@ async fn start_control(
         )
     })?;
     let informers = IngressInformers::from_manifests(&dir);
-    let rebuilder = Arc::new(Rebuilder::new(
-        informers.clone(),
-        args.defaults.apply(args.class.compile_options(None)),
-        table,
-    ));
+    let rebuilder = Arc::new(
+        Rebuilder::new(
+            informers.clone(),
+            args.defaults.apply(args.class.compile_options(None)),
+            table,
+        )
+        .explain_unserved(),
+    );
     informers.start();
     if !informers.wait_for_sync(Duration::from_secs(10)).await {
         informers.shutdown().await;
@@ -194,22 +197,26 @@ async fn start_control(
     }
     rebuilder.rebuild_now();
     let mut reports = rebuilder.reports();
-    let options = args.defaults.apply(args.class.compile_options(None));
     tokio::spawn(async move {
         let mut seen = Seen::default();
+        // Each Ingress no class selects is named once, with why, until it is served or
+        // gone, or the reason changes (an edit that still leaves it unserved, differently).
         let mut unserved = std::collections::BTreeSet::new();
         loop {
             let report = reports.borrow_and_update().clone();
             for d in seen.appeared(&report.diagnostics) {
                 tracing::warn!(object = %d.object, field = %d.field, reason = d.reason.as_str(), "{}", d.message);
             }
-            // Each Ingress no class selects is named once, until it is served or gone.
-            for ingress in &report.unserved {
-                if !unserved.contains(ingress) {
-                    tracing::warn!(object = %ingress, "{}", crate::rebuild::unserved_warning(ingress, &options));
+            for (ingress, why) in &report.unserved {
+                if !unserved.contains(&(ingress.clone(), why.clone())) {
+                    tracing::warn!(object = %ingress, reason = "NotSelectedByClass", "{why}");
                 }
             }
-            unserved = report.unserved.iter().cloned().collect();
+            unserved = report
+                .unserved
+                .iter()
+                .map(|(i, w)| (i.clone(), w.clone()))
+                .collect();
             if reports.changed().await.is_err() {
                 break;
             }

@@ -1,9 +1,22 @@
-//! The deploy/ manifests are accepted by a real API server (dry run), and the controller's
-//! flags in them parse.
+//! deploy/ as users install it: every overlay rendered by `kubectl kustomize` (what
+//! `kubectl apply -k` applies), every object accepted by a real API server (server-side dry
+//! run), the controller's flags in each workload parse, the image is pinned to this
+//! version, and the IngressClass is the default class only where the overlay says so.
+//!
+//! Needs `kubectl` (scripts/testenv.sh installs it): without it these tests fail, saying so.
+//! deploy/ keeps to what kustomize v2.0.3 (inside kubectl 1.14 to 1.20, Debian's
+//! `kubernetes-client`) and v5 both read; either renders it here.
+//!
+//! The test API server is v1.20: every object of deploy/ validates there as written (it uses
+//! no field newer than apps/v1, rbac v1, networking.k8s.io/v1 IngressClass).
 
 use clap::Parser;
 use sluice_controller::cluster::ControllerArgs;
+use sluice_controller::ingress_manager::IngressManagerArgs;
 use sluice_testenv::ControlPlane;
+use std::path::PathBuf;
+use std::process::Command;
+use yaml_serde::Value;
 
 #[derive(Parser)]
 struct Cli {
@@ -11,61 +24,245 @@ struct Cli {
     args: ControllerArgs,
 }
 
-const FILES: [(&str, &str); 5] = [
-    (
-        "namespace.yaml",
-        include_str!("../../../deploy/namespace.yaml"),
-    ),
-    ("rbac.yaml", include_str!("../../../deploy/rbac.yaml")),
-    (
-        "ingressclass.yaml",
-        include_str!("../../../deploy/ingressclass.yaml"),
-    ),
-    (
-        "daemonset.yaml",
-        include_str!("../../../deploy/daemonset.yaml"),
-    ),
-    (
-        "deployment.yaml",
-        include_str!("../../../deploy/deployment.yaml"),
-    ),
+#[derive(Parser)]
+struct ManagerCli {
+    #[command(flatten)]
+    args: IngressManagerArgs,
+}
+
+/// Every overlay of deploy/overlays, and whether it makes sluice's class the default.
+const OVERLAYS: [(&str, bool); 4] = [
+    ("daemonset", false),
+    ("deployment", false),
+    ("ingress-manager", false),
+    ("default-class", true),
 ];
 
+fn deploy_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy"))
+}
+
+/// `kubectl kustomize deploy/overlays/NAME`, as documents.
+fn render(overlay: &str) -> Vec<Value> {
+    let dir = deploy_dir().join("overlays").join(overlay);
+    let out = match Command::new("kubectl").arg("kustomize").arg(&dir).output() {
+        Ok(out) => out,
+        Err(e) => panic!(
+            "cannot run `kubectl kustomize` ({e}): kubectl is needed to render deploy/; \
+             install it with `bash scripts/testenv.sh`"
+        ),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/overlays/{overlay} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).expect("UTF-8 from kubectl");
+    let docs: Vec<Value> = yaml_serde::Deserializer::from_str(&yaml)
+        .map(serde::Deserialize::deserialize)
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("deploy/overlays/{overlay}: {e}"));
+    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+    assert!(
+        !docs.is_empty(),
+        "deploy/overlays/{overlay} renders nothing"
+    );
+    docs
+}
+
+fn to_yaml(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| yaml_serde::to_string(d).expect("YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn kind(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or("")
+}
+
+fn workloads(docs: &[Value]) -> impl Iterator<Item = &Value> {
+    docs.iter()
+        .filter(|d| kind(d) == "DaemonSet" || kind(d) == "Deployment")
+}
+
+fn containers(workload: &Value) -> Vec<Value> {
+    workload["spec"]["template"]["spec"]["containers"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| {
+            s.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn overlays_pin_the_image_and_make_the_class_default_only_when_asked() {
+    let image = format!("sluice:{}", env!("CARGO_PKG_VERSION"));
+    for (overlay, default_class) in OVERLAYS {
+        let docs = render(overlay);
+
+        // The IngressClass is the default class in the default-class overlay only.
+        let classes: Vec<&Value> = docs.iter().filter(|d| kind(d) == "IngressClass").collect();
+        if overlay == "ingress-manager" {
+            assert!(classes.is_empty(), "{overlay}: installs no IngressClass");
+        } else {
+            assert_eq!(classes.len(), 1, "{overlay}: one IngressClass");
+            let class = classes[0];
+            assert_eq!(class["metadata"]["name"].as_str(), Some("sluice"));
+            assert_eq!(
+                class["spec"]["controller"].as_str(),
+                Some("sluice.dev/ingress-controller")
+            );
+            let annotation =
+                &class["metadata"]["annotations"]["ingressclass.kubernetes.io/is-default-class"];
+            assert_eq!(
+                annotation.as_str() == Some("true"),
+                default_class,
+                "{overlay}: is-default-class is {annotation:?}"
+            );
+        }
+
+        // Every container runs this version's image, pulled only when missing.
+        let mut workload_count = 0;
+        for workload in workloads(&docs) {
+            workload_count += 1;
+            for c in containers(workload) {
+                assert_eq!(c["image"].as_str(), Some(image.as_str()), "{overlay}");
+                assert_eq!(
+                    c["imagePullPolicy"].as_str(),
+                    Some("IfNotPresent"),
+                    "{overlay}"
+                );
+            }
+        }
+        let expected = if overlay == "default-class" { 0 } else { 1 };
+        assert_eq!(workload_count, expected, "{overlay}: workloads");
+    }
+
+    // The DaemonSet binds 80/443 as uid 65532: it must keep asking for NET_BIND_SERVICE
+    // (and only that), without privilege escalation.
+    let docs = render("daemonset");
+    let ds = workloads(&docs).next().expect("a DaemonSet");
+    assert_eq!(kind(ds), "DaemonSet");
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["hostNetwork"].as_bool(),
+        Some(true)
+    );
+    let c = &containers(ds)[0];
+    let sc = &c["securityContext"];
+    assert_eq!(strings(&sc["capabilities"]["add"]), ["NET_BIND_SERVICE"]);
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(sc["runAsUser"].as_u64(), Some(65532));
+    assert_eq!(sc["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false));
+    let args = strings(&c["args"]);
+    assert!(
+        args.contains(&"--http-addr=0.0.0.0:80".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--https-addr=0.0.0.0:443".to_string()),
+        "{args:?}"
+    );
+
+    // The Deployment's LoadBalancer Service reaches its ports.
+    let docs = render("deployment");
+    let svc = docs
+        .iter()
+        .find(|d| kind(d) == "Service")
+        .expect("a Service");
+    assert_eq!(svc["spec"]["type"].as_str(), Some("LoadBalancer"));
+}
+
+/// The image tags README, the Dockerfile and the overlays' comments tell users to build
+/// are the one the overlays pin: a version bump that forgets one fails here.
+#[test]
+fn the_documented_image_tag_is_the_pinned_one() {
+    let root = deploy_dir().join("..");
+    let image = format!("sluice:{}", env!("CARGO_PKG_VERSION"));
+    let mut files = vec![root.join("README.md"), root.join("Dockerfile")];
+    for (overlay, _) in OVERLAYS {
+        files.push(
+            deploy_dir()
+                .join("overlays")
+                .join(overlay)
+                .join("kustomization.yaml"),
+        );
+    }
+    let mut seen = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read");
+        for (i, _) in text.match_indices("sluice:") {
+            let tag: String = text[i..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '`' && *c != ')')
+                .collect();
+            // Only image references: `sluice:` followed by a version.
+            if tag.len() > "sluice:".len() && tag.as_bytes()["sluice:".len()].is_ascii_digit() {
+                assert_eq!(tag, image, "{}", file.display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 3, "README and Dockerfile name the image to build");
+}
+
+#[test]
+fn the_workloads_flags_parse() {
+    for (overlay, _) in OVERLAYS {
+        for workload in workloads(&render(overlay)) {
+            for c in containers(workload) {
+                let args = strings(&c["args"]);
+                // `$(HOST_IP)` is expanded by the kubelet; give it a value here. The log
+                // format is a flag of the `sluice` binary, not of the subcommand.
+                let own = args
+                    .iter()
+                    .skip(1)
+                    .filter(|a| !a.starts_with("--log-format"))
+                    .map(|a| a.replace("$(HOST_IP)", "192.0.2.1"));
+                let argv = std::iter::once("sluice".to_string()).chain(own);
+                match args.first().map(String::as_str) {
+                    Some("controller") => {
+                        assert_ne!(overlay, "ingress-manager");
+                        Cli::try_parse_from(argv)
+                            .unwrap_or_else(|e| panic!("deploy/overlays/{overlay}: {e}"));
+                    }
+                    Some("ingress-manager") => {
+                        assert_eq!(overlay, "ingress-manager");
+                        ManagerCli::try_parse_from(argv)
+                            .unwrap_or_else(|e| panic!("deploy/overlays/{overlay}: {e}"));
+                    }
+                    other => panic!("deploy/overlays/{overlay}: unexpected command {other:?}"),
+                }
+            }
+        }
+    }
+}
+
 #[tokio::test]
-async fn deploy_manifests_are_accepted_and_their_flags_parse() -> anyhow::Result<()> {
+async fn every_overlay_is_accepted_by_the_api_server() -> anyhow::Result<()> {
     let cp = ControlPlane::shared().await?;
     let client = cp.client();
-    // The namespace must exist for a dry run of namespaced objects.
-    sluice_testenv::apply_yaml(&client, FILES[0].1).await?;
-    for (name, yaml) in FILES {
-        sluice_testenv::validate_yaml(&client, yaml)
-            .await
-            .map_err(|e| e.context(format!("deploy/{name}")))?;
-    }
-    for (name, yaml) in &FILES[3..] {
-        let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(yaml)
-            .map(serde::Deserialize::deserialize)
-            .collect::<Result<_, _>>()?;
-        let workload = docs
+    for (overlay, _) in OVERLAYS {
+        let docs = render(overlay);
+        // A dry run of namespaced objects needs their namespace to exist.
+        let namespaces: Vec<Value> = docs
             .iter()
-            .find(|d| d["kind"] == "DaemonSet" || d["kind"] == "Deployment")
-            .ok_or_else(|| anyhow::anyhow!("{name}: no workload"))?;
-        let args: Vec<String> = serde_yaml::from_value(
-            workload["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
-        )?;
-        assert_eq!(
-            args.first().map(String::as_str),
-            Some("controller"),
-            "{name}"
-        );
-        // `$(HOST_IP)` is expanded by the kubelet; give it a value here.
-        let argv = std::iter::once("sluice".to_string()).chain(
-            args[1..]
-                .iter()
-                .filter(|a| !a.starts_with("--log-format"))
-                .map(|a| a.replace("$(HOST_IP)", "192.0.2.1")),
-        );
-        Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("deploy/{name}: {e}"))?;
+            .filter(|d| kind(d) == "Namespace")
+            .cloned()
+            .collect();
+        sluice_testenv::apply_yaml(&client, &to_yaml(&namespaces)).await?;
+        sluice_testenv::validate_yaml(&client, &to_yaml(&docs))
+            .await
+            .map_err(|e| e.context(format!("deploy/overlays/{overlay}")))?;
     }
     Ok(())
 }

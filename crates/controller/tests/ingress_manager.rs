@@ -1,7 +1,7 @@
 //! ingress-manager against a real control plane (etcd + kube-apiserver v1.20 +
 //! kube-controller-manager with the garbage collector), one per test binary.
 //!
-//! Every test applies `deploy/ingress-manager/rbac.yaml` with the admin client and runs the
+//! Every test applies `deploy/overlays/ingress-manager/rbac.yaml` with the admin client and runs the
 //! controller in-process with the token of its ServiceAccount, so the ClusterRole is proven
 //! to suffice. The controller's client counts (and can fail) requests through a tower layer.
 //! Tests watch their own namespace; the one cluster-wide test takes [`CLUSTER_WIDE`] for
@@ -35,7 +35,10 @@ use sluice_testenv::{ControlPlane, eventually};
 use tokio::sync::{RwLock, oneshot};
 use tokio::task::JoinHandle;
 
-const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/ingress-manager");
+const DEPLOY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../deploy/overlays/ingress-manager"
+);
 const SA_NAMESPACE: &str = "sluice-system";
 const SA_NAME: &str = "sluice-ingress-manager";
 const WAIT: Duration = Duration::from_secs(30);
@@ -190,7 +193,7 @@ where
 async fn apply_manifest(admin: &Client, file: &str) -> anyhow::Result<()> {
     let path = format!("{DEPLOY}/{file}");
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in yaml_serde::Deserializer::from_str(&text) {
         let value = serde_json::Value::deserialize(doc)?;
         if value.is_null() {
             continue;
@@ -1252,14 +1255,16 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     let env = Env::new().await?;
 
     let text = std::fs::read_to_string(format!("{DEPLOY}/deployment.yaml"))?;
-    let deployment: Deployment = serde_yaml::from_str(&text)?;
+    let deployment: Deployment = yaml_serde::from_str(&text)?;
     let spec = deployment.spec.as_ref().context("spec")?;
     assert_eq!(spec.replicas, Some(2), "two replicas, one leading");
     let pod = spec.template.spec.as_ref().context("pod spec")?;
     assert_eq!(pod.service_account_name.as_deref(), Some(SA_NAME));
     assert_eq!(pod.containers.len(), 1);
     let c = &pod.containers[0];
-    assert_eq!(c.image.as_deref(), Some("sluice:latest"));
+    // The tag comes from the overlay's `images:` (deploy_manifests checks the rendered one).
+    assert_eq!(c.image.as_deref(), Some("sluice"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("IfNotPresent"));
     let args = c.args.clone().unwrap_or_default();
     assert_eq!(args.first().map(String::as_str), Some("ingress-manager"));
     // The flags in the manifest parse (the log format is a flag of the `sluice` binary).

@@ -126,11 +126,11 @@ async fn a_fully_supported_ingress_alone_exits_zero() {
                 path(&dir)
             ),
             "note: no IngressClass with spec.controller sluice.dev/ingress-controller found: \
-             assuming the one deploy/ingressclass.yaml creates",
+             assuming the one deploy/ creates (IngressClass sluice), made the default class by \
+             deploy/overlays/default-class",
             "\nshop/clean: fully supported\n",
             "  class        sluice (spec.ingressClassName): served: IngressClass sluice has \
-             spec.controller sluice.dev/ingress-controller (as deploy/ingressclass.yaml \
-             creates it)\n",
+             spec.controller sluice.dev/ingress-controller (as deploy/ creates it)\n",
             "  honoured     nginx.ingress.kubernetes.io/enable-cors\n",
             "  honoured     nginx.ingress.kubernetes.io/proxy-body-size\n",
             "  honoured     nginx.ingress.kubernetes.io/ssl-redirect\n",

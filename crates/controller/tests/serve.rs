@@ -462,3 +462,146 @@ spec:
     web.shutdown().await.unwrap();
     fallback.shutdown().await.unwrap();
 }
+
+/// Writes `lonely.yaml`: Ingress `lonely` for host lonely.test, with `class` as its
+/// spec.ingressClassName (none when `None`), by rename.
+fn write_lonely_ingress(dir: &Path, class: Option<&str>) {
+    let class = class
+        .map(|c| format!("  ingressClassName: {c}\n"))
+        .unwrap_or_default();
+    let ingress = format!(
+        "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: lonely}}
+spec:
+{class}  rules:
+  - host: lonely.test
+    http:
+      paths:
+      - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{name: http}}}}}}}}
+"
+    );
+    let tmp = dir.join(".lonely.yaml.tmp");
+    std::fs::write(&tmp, ingress).unwrap();
+    std::fs::rename(&tmp, dir.join("lonely.yaml")).unwrap();
+}
+
+#[tokio::test]
+async fn an_ingress_no_class_selects_is_named_once_per_change_with_what_to_add() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Our IngressClass exists but is not the default class; the Ingress names no class.
+    let objects = format!(
+        "apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {{name: sluice}}
+spec: {{controller: sluice.dev/ingress-controller}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: web}}
+subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: http, port: {}}}]}}]
+",
+        web.addr().port()
+    );
+    std::fs::write(dir.path().join("objects.yaml"), objects).unwrap();
+    write_lonely_ingress(dir.path(), None);
+    let (args, addr) = serve_args(dir.path(), &[]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    let warned = |needle: &'static str| {
+        log_lines("Ingress default/lonely is not served")
+            .into_iter()
+            .filter(|l| l.contains(needle))
+            .collect::<Vec<_>>()
+    };
+    let no_class = "it has no spec.ingressClassName and IngressClass sluice is not the default \
+                    class. Add spec.ingressClassName: sluice, or annotate IngressClass sluice \
+                    with ingressclass.kubernetes.io/is-default-class: \"true\"";
+    sluice_testenv::eventually(Duration::from_secs(10), "the warning", || async {
+        (!warned(no_class).is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(
+        warned(no_class)[0].contains("WARN"),
+        "{:?}",
+        warned(no_class)
+    );
+    assert_eq!(ask_host(addr, "lonely.test").await.0, 404, "not served");
+
+    // Reloads that do not change it stay silent: another Ingress comes and is served.
+    let other = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: other}
+spec:
+  ingressClassName: sluice
+  rules:
+  - host: other.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {name: http}}}}
+";
+    std::fs::write(dir.path().join("other.yaml"), other).unwrap();
+    sluice_testenv::eventually(Duration::from_secs(10), "other.test served", || async {
+        (ask_host(addr, "other.test").await == (200, "web".to_string())).then_some(())
+    })
+    .await
+    .unwrap();
+    std::fs::write(
+        dir.path().join("other.yaml"),
+        other.replace("other.test", "other2.test"),
+    )
+    .unwrap();
+    sluice_testenv::eventually(Duration::from_secs(10), "other2.test served", || async {
+        (ask_host(addr, "other2.test").await.0 == 200).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(warned("").len(), 1, "{:?}", warned(""));
+
+    // Changed to a class that does not exist: named again, with the new reason.
+    write_lonely_ingress(dir.path(), Some("nginx"));
+    let unknown = "spec.ingressClassName: nginx, and the manifests hold no IngressClass nginx. \
+                   Set spec.ingressClassName: sluice";
+    sluice_testenv::eventually(Duration::from_secs(10), "the second warning", || async {
+        (!warned(unknown).is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ask_host(addr, "lonely.test").await.0,
+        404,
+        "still not served"
+    );
+
+    // Fixed as told: served, and nothing more is said about it.
+    write_lonely_ingress(dir.path(), Some("sluice"));
+    sluice_testenv::eventually(Duration::from_secs(10), "lonely.test served", || async {
+        (ask_host(addr, "lonely.test").await == (200, "web".to_string())).then_some(())
+    })
+    .await
+    .unwrap();
+    let all = warned("");
+    assert_eq!(all.len(), 2, "one line per change: {all:?}");
+    assert_eq!(warned(no_class).len(), 1);
+    assert_eq!(warned(unknown).len(), 1);
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+}

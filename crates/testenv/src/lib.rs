@@ -14,15 +14,17 @@
 mod binaries;
 mod control_plane;
 mod manifests;
+mod netns;
 mod network;
 mod pod_host;
 mod ports;
 mod supervisor;
 
-pub use binaries::{KUBE_VERSION, control_plane_bin_dir, workspace_binary};
+pub use binaries::{KUBE_VERSION, control_plane_bin_dir, on_path, workspace_binary};
 pub use control_plane::{ControlPlane, NODE_NAME};
 pub use manifests::{apply_yaml, validate_yaml};
-pub use network::{Network, sweep_stale};
+pub use netns::NetNs;
+pub use network::{Network, sweep_stale, temp_dir};
 pub use pod_host::PodHost;
 pub use ports::free_port;
 pub use supervisor::{Supervised, at_exit};

@@ -23,13 +23,13 @@ async fn apply(client: &kube::Client, yaml: &str, dry_run: bool) -> anyhow::Resu
         dry_run,
         ..Default::default()
     };
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let value: serde_yaml::Value = serde::Deserialize::deserialize(doc)?;
+    for doc in yaml_serde::Deserializer::from_str(yaml) {
+        let value: yaml_serde::Value = serde::Deserialize::deserialize(doc)?;
         if value.is_null() {
             continue;
         }
         let obj: DynamicObject =
-            serde_yaml::from_value(value).context("manifest is not an object")?;
+            yaml_serde::from_value(value).context("manifest is not an object")?;
         let types = obj
             .types
             .clone()

@@ -14,6 +14,17 @@ use std::sync::{Mutex, OnceLock};
 
 const ALIAS_PREFIX: &str = "sluice-testenv:pid=";
 
+/// Prefix of [`temp_dir`]'s directories, followed by the owner's pid.
+const TEMP_DIR_PREFIX: &str = "sluice-test-";
+
+/// A temporary directory removed on drop, and by [`sweep_stale`] once the test process that
+/// made it is gone (a SIGKILLed test cannot run destructors).
+pub fn temp_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("{TEMP_DIR_PREFIX}{}-", std::process::id()))
+        .tempdir()
+}
+
 /// The bridge and address pool of this process.
 #[derive(Debug)]
 pub struct Network {
@@ -127,6 +138,37 @@ pub(crate) fn ip_ok(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The pids of the processes in network namespace `name` (`ip netns pids`).
+pub(crate) fn netns_pids(name: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// SIGKILLs every process in network namespace `name` and waits (up to 5 s) until none is
+/// left, so that deleting the namespace really frees it.
+pub(crate) fn kill_netns_pids(name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let pids = netns_pids(name);
+        if pids.is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        for pid in pids {
+            // SAFETY: plain kill(2); the pid was just listed as inside our namespace.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -144,6 +186,9 @@ pub fn sweep_stale() {
                 .and_then(|p| p.parse::<u32>().ok())
                 && !pid_alive(pid)
             {
+                // A process may outlive its test process in there: a child whose
+                // parent-death signal was cleared (a setuid or file-capability exec does).
+                kill_netns_pids(name);
                 let _ = ip(&["netns", "del", name]);
             }
         }
@@ -170,12 +215,14 @@ pub fn sweep_stale() {
             }
         }
     }
-    // Control plane dirs: $TMPDIR/sluice-cp-<pid>-*.
+    // Control plane dirs: $TMPDIR/sluice-cp-<pid>-*; other tests' temp dirs:
+    // $TMPDIR/sluice-test-<pid>-*.
     if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(pid) = name
                 .strip_prefix("sluice-cp-")
+                .or_else(|| name.strip_prefix(TEMP_DIR_PREFIX))
                 .and_then(|r| r.split('-').next())
                 .and_then(|p| p.parse::<u32>().ok())
                 && !pid_alive(pid)

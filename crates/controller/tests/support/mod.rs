@@ -27,8 +27,8 @@ pub struct World {
     pub controller_name: String,
 }
 
-const RBAC: &str = include_str!("../../../../deploy/rbac.yaml");
-const NAMESPACE: &str = include_str!("../../../../deploy/namespace.yaml");
+const RBAC: &str = include_str!("../../../../deploy/base/rbac.yaml");
+const NAMESPACE: &str = include_str!("../../../../deploy/base/namespace.yaml");
 
 impl World {
     pub async fn new(prefix: &str) -> anyhow::Result<World> {
@@ -66,7 +66,7 @@ impl World {
         {
             m.insert("namespace".into(), self.ns.clone().into());
         }
-        let yaml = serde_yaml::to_string(&v)?;
+        let yaml = yaml_serde::to_string(&v)?;
         sluice_testenv::apply_yaml(&self.admin, &yaml).await
     }
 
