@@ -23,9 +23,10 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. Debian packages. apt-get update only when something is missing.
 #    libcap2-bin (setcap), util-linux (setpriv) and curl: the unprivileged-bind test runs
-#    sluice as the DaemonSet does; kubectl (`kubectl kustomize`): the deploy/ overlays test.
+#    sluice as the DaemonSet does; kubectl (`kubectl kustomize`): the deploy/ overlays test;
+#    chromium (headless): the dashboard is tested in a real browser.
 need=()
-for p in golang-go etcd-server iproute2 openssl ca-certificates libcap2-bin util-linux curl; do
+for p in golang-go etcd-server iproute2 openssl ca-certificates libcap2-bin util-linux curl chromium; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ! command -v kubectl >/dev/null 2>&1; then
