@@ -16,7 +16,7 @@
 //! | `cache.Reflector` | [`Reflector`] | [`reflector`] |
 //! | `cache.DeltaFIFO`, `Delta`, `DeltaType` | [`DeltaFifo`], [`Delta`], [`DeltaType`] | [`delta_fifo`] |
 //! | `cache.DeletedFinalStateUnknown` | [`DeletedFinalStateUnknown`] (inside [`DeletedObject::Tombstone`]) | [`delta_fifo`] |
-//! | `cache.ThreadSafeStore` / `cache.Indexer` | [`Store`] | [`store`] |
+//! | `cache.ThreadSafeStore` / `cache.Indexer` | [`Store`] (read-only, what consumers get), [`StoreWriter`] (the informer's) | [`store`] |
 //! | `cache.MetaNamespaceKeyFunc` / `SplitMetaNamespaceKey` | [`object_key`] / [`split_key`] | [`store`] |
 //! | `cache.MetaNamespaceIndexFunc`, `NamespaceIndex` | [`namespace_index_fn`], [`NAMESPACE_INDEX`] | [`store`] |
 //! | `cache.SharedIndexInformer` | [`SharedIndexInformer`] | [`informer`] |
@@ -46,7 +46,8 @@
 //! ```
 //!
 //! Objects are held once, as `Arc<K>`, shared by the store, every handler notification and
-//! every lister result.
+//! every lister result. The informer alone writes its store ([`StoreWriter`]); what it hands
+//! out ([`SharedIndexInformer::store`], [`Lister`]) is a read-only [`Store`].
 //!
 //! # A first controller
 //!
@@ -125,7 +126,7 @@ pub use list_watch::{
 pub use lister::{Lister, SelectorError, matches_labels, parse_selector};
 pub use reflector::{Reflector, ReflectorStats};
 pub use store::{
-    IndexFn, NAMESPACE_INDEX, Store, StoreError, make_key, namespace_index_fn, object_key,
-    split_key,
+    IndexFn, NAMESPACE_INDEX, Store, StoreError, StoreWriter, make_key, namespace_index_fn,
+    object_key, split_key,
 };
 pub use transform::{AlreadyStarted, TransformFn, strip_managed_fields};

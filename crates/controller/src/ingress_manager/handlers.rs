@@ -88,7 +88,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
-    use sluice_informer::Store;
+    use sluice_informer::StoreWriter;
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
@@ -128,11 +128,11 @@ mod tests {
     }
 
     fn lister(services: &[Arc<Service>]) -> Lister<Service> {
-        let store = Store::new();
+        let store = StoreWriter::new();
         for s in services {
             store.add(s.clone()).expect("keyed");
         }
-        Lister::new(store)
+        Lister::new(store.as_reader())
     }
 
     #[test]
