@@ -23,6 +23,7 @@
 //! | `cache.TransformFunc` (`SetTransform`) | [`TransformFn`] ([`SharedIndexInformer::set_transform`]) | [`transform`] |
 //! | `cache.ResourceEventHandler(Funcs)` | [`ResourceEventHandler`], [`HandlerFuncs`] | [`informer`] |
 //! | `cache.ResourceEventHandlerRegistration` | [`HandlerRegistration`] | [`informer`] |
+//! | `cache.SharedInformer` as an interface, `cache.WaitForCacheSync` | [`InformerHandle`] (`dyn`, any `K`), [`wait_for_cache_sync`] | [`handle`] |
 //! | `informers.SharedInformerFactory` | [`SharedInformerFactory`] | [`factory`] |
 //! | `dynamicinformer.DynamicSharedInformerFactory` | [`SharedInformerFactory::dynamic_informer`] | [`factory`] |
 //! | `metadatainformer` (`PartialObjectMetadata`) | [`SharedInformerFactory::metadata_informer`] (an informer of `PartialObjectMeta<K>`) | [`factory`] |
@@ -96,6 +97,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A program with informers of several types holds them as `Arc<dyn InformerHandle>` to
+//! start, wait for and stop them together ([`handle`]).
+//!
 //! See `examples/` for runnable programs (`sample_controller`, `factory_lister`, `indexer`,
 //! `discovery`, ...).
 
@@ -105,6 +109,7 @@ pub mod controller;
 pub mod delta_fifo;
 pub mod discovery;
 pub mod factory;
+pub mod handle;
 pub mod informer;
 pub mod list_watch;
 pub mod lister;
@@ -119,6 +124,7 @@ pub use delta_fifo::{
 };
 pub use discovery::{CachedDiscovery, DiscoveredResource, DiscoveryError, DiscoveryResult};
 pub use factory::{InformerKey, SharedInformerFactory};
+pub use handle::{InformerHandle, ResourceInfo, wait_for_cache_sync};
 pub use informer::{HandlerFuncs, HandlerRegistration, ResourceEventHandler, SharedIndexInformer};
 pub use list_watch::{
     ApiListWatch, ChannelListWatch, Event, ListOptions, ListWatch, ListWatchError,

@@ -249,10 +249,12 @@ async fn start_informers(
     ));
     informers.start();
     if !informers.wait_for_sync(args.sync_timeout).await {
+        let unsynced = informers.unsynced().join(", ");
         informers.shutdown().await;
         anyhow::bail!(
-            "caches did not sync within {:?}: is the API server reachable, and may this \
-             identity list and watch Ingresses, IngressClasses, Services, {} and Secrets?",
+            "caches did not sync within {:?} ({unsynced}): is the API server reachable, and \
+             may this identity list and watch Ingresses, IngressClasses, Services, {} and \
+             Secrets?",
             args.sync_timeout,
             if source == EndpointSource::Slices {
                 "EndpointSlices"
