@@ -1272,7 +1272,10 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     let parsed = parse_args(&own)?;
     assert_eq!(parsed.workers, 5);
     assert!(parsed.leader_elect);
-    assert_eq!(parsed.election_id, "sluice-ingress-manager");
+    assert_eq!(
+        parsed.election.election_id.as_deref(),
+        Some(ingress_manager::DEFAULT_ELECTION_ID)
+    );
     let env_names: Vec<&str> = c.env.iter().flatten().map(|e| e.name.as_str()).collect();
     assert!(env_names.contains(&"POD_NAME") && env_names.contains(&"POD_NAMESPACE"));
     let sc = c.security_context.as_ref().context("securityContext")?;

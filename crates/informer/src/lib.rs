@@ -35,6 +35,7 @@
 //! | `workqueue.DefaultControllerRateLimiter` etc. | [`workqueue::default_controller_rate_limiter`], [`workqueue::RateLimiter`] | [`workqueue::rate_limiter`] |
 //! | the sample controller's worker loop | [`Controller`] | [`controller`] |
 //! | `disk.CachedDiscoveryClient` | [`CachedDiscovery`] | [`discovery`] |
+//! | `tools/leaderelection` (`LeaderElector`, `resourcelock.LeaseLock`) | [`leader_election::LeaderElector`], [`leader_election::LeaseLock`] | [`leader_election`] |
 //!
 //! # How the pieces fit
 //!
@@ -100,8 +101,11 @@
 //! A program with informers of several types holds them as `Arc<dyn InformerHandle>` to
 //! start, wait for and stop them together ([`handle`]).
 //!
+//! Replicas of a controller elect the one that writes with [`leader_election`] (a Lease,
+//! client-go's semantics); its flags come ready for clap with the `clap` feature.
+//!
 //! See `examples/` for runnable programs (`sample_controller`, `factory_lister`, `indexer`,
-//! `discovery`, ...).
+//! `discovery`, `leader_election`, ...).
 
 #![warn(missing_docs)]
 
@@ -111,6 +115,7 @@ pub mod discovery;
 pub mod factory;
 pub mod handle;
 pub mod informer;
+pub mod leader_election;
 pub mod list_watch;
 pub mod lister;
 pub mod reflector;
