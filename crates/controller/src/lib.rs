@@ -15,7 +15,6 @@ pub mod client;
 pub mod cluster;
 pub mod control;
 pub mod diagnostics;
-pub mod ingress_manager;
 pub mod manifest_dir;
 #[cfg(test)]
 mod manifest_fuzz;

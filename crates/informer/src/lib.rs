@@ -35,6 +35,7 @@
 //! | `workqueue.DefaultControllerRateLimiter` etc. | [`workqueue::default_controller_rate_limiter`], [`workqueue::RateLimiter`] | [`workqueue::rate_limiter`] |
 //! | the sample controller's worker loop | [`Controller`] | [`controller`] |
 //! | `disk.CachedDiscoveryClient` | [`CachedDiscovery`] | [`discovery`] |
+//! | `clientcmd.BuildConfigFromFlags` + `kubernetes.NewForConfig` | [`client::client_from`] | [`client`] |
 //! | `tools/leaderelection` (`LeaderElector`, `resourcelock.LeaseLock`) | [`leader_election::LeaderElector`], [`leader_election::LeaseLock`] | [`leader_election`] |
 //!
 //! # How the pieces fit
@@ -109,6 +110,7 @@
 
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod controller;
 pub mod delta_fifo;
 pub mod discovery;

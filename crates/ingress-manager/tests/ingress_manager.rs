@@ -30,7 +30,7 @@ use kube::{Client, Resource};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use sluice_controller::ingress_manager::{self, IngressManagerArgs};
+use sluice_ingress_manager::{self as ingress_manager, IngressManagerArgs};
 use sluice_testenv::{ControlPlane, eventually};
 use tokio::sync::{RwLock, oneshot};
 use tokio::task::JoinHandle;

@@ -1,6 +1,6 @@
 //! Flags of `sluice ingress-manager`.
 
-use super::desired::{DesiredOptions, HostTemplate};
+use crate::desired::{DesiredOptions, HostTemplate};
 use sluice_informer::leader_election::LeaderElectionArgs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct IngressManagerArgs {
 
     /// Give up (exit with an error) when the Service and Ingress caches have not filled by
     /// then, e.g. because RBAC forbids listing them.
-    #[arg(long, default_value = "2m", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = sluice_informer::leader_election::parse_duration)]
     pub cache_sync_timeout: Duration,
 
     /// Reconcile only while holding the Lease `--election-id`, so that replicas take over

@@ -2,8 +2,8 @@
 //! queue. They only enqueue keys; the reconciler reads current state from the listers, so
 //! several changes of one Service coalesce into one reconcile.
 
-use super::desired::wants_ingress;
-use super::ownership::owner_service_key;
+use crate::desired::wants_ingress;
+use crate::ownership::owner_service_key;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use sluice_informer::workqueue::RateLimitingQueue;

@@ -1,4 +1,9 @@
-//! `sluice ingress-manager`: every Service annotated `ingress/http` gets an Ingress it owns.
+//! ingress-manager (`sluice ingress-manager`): every Service annotated `ingress/http` gets an
+//! Ingress it owns.
+//!
+//! Start with [`run`] (what the `sluice ingress-manager` command calls with its
+//! [`IngressManagerArgs`]); the pure Service -> Ingress mapping is [`desired`], the
+//! per-key logic [`reconcile`], the event wiring [`handlers`].
 //!
 //! For a Service `ns/name` carrying the annotation (any value) the controller keeps an
 //! Ingress `ns/name` (networking.k8s.io/v1) with
