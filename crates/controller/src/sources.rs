@@ -7,7 +7,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
 use sluice_informer::{
-    InformerHandle, ListOptions, SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
+    InformerHandle, ListOptions, SharedIndexInformer, SharedInformerFactory, strip_last_applied,
+    wait_for_cache_sync,
 };
 use sluice_routing::Inputs;
 use std::sync::Arc;
@@ -42,6 +43,23 @@ pub struct IngressInformers {
     pub secrets: SharedIndexInformer<Secret>,
     /// Every informer above, type-erased.
     all: Vec<Arc<dyn InformerHandle>>,
+}
+
+/// Caches objects without `kubectl apply`'s last-applied-configuration annotation: neither
+/// routing, status nor Events read it, and it is a second copy of each applied object (of a
+/// TLS Secret's key too). The controller's factory is its own, so no other consumer of
+/// these informers expects the annotation.
+fn trimmed<K>(informer: SharedIndexInformer<K>) -> SharedIndexInformer<K>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    if informer.set_transform(strip_last_applied::<K>).is_err() {
+        tracing::debug!(
+            source = informer.describe(),
+            "informer already running; not trimmed"
+        );
+    }
+    informer
 }
 
 /// The Kinds a manifest directory for `sluice serve` may hold.
@@ -121,17 +139,17 @@ impl IngressInformers {
         }
         let all = ListOptions::default();
         Self::new(
-            factory.informer_for(api(&client, namespace), all.clone()),
+            trimmed(factory.informer_for(api(&client, namespace), all.clone())),
             factory.informer_for(Api::all(client.clone()), all.clone()),
-            factory.informer_for(api(&client, namespace), all.clone()),
+            trimmed(factory.informer_for(api(&client, namespace), all.clone())),
             (endpoints == EndpointSource::Endpoints)
-                .then(|| factory.informer_for(api(&client, namespace), all.clone())),
+                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
             (endpoints == EndpointSource::Slices)
-                .then(|| factory.informer_for(api(&client, namespace), all.clone())),
-            factory.informer_for(
+                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
+            trimmed(factory.informer_for(
                 api(&client, namespace),
                 ListOptions::default().fields("type=kubernetes.io/tls"),
-            ),
+            )),
         )
     }
 

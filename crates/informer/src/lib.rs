@@ -142,4 +142,6 @@ pub use store::{
     IndexFn, NAMESPACE_INDEX, Store, StoreError, StoreWriter, make_key, namespace_index_fn,
     object_key, split_key,
 };
-pub use transform::{AlreadyStarted, TransformFn, strip_managed_fields};
+pub use transform::{
+    AlreadyStarted, LAST_APPLIED_ANNOTATION, TransformFn, strip_last_applied, strip_managed_fields,
+};
