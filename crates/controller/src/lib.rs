@@ -18,7 +18,6 @@ pub mod cluster;
 pub mod control;
 pub mod diagnostics;
 pub mod explain;
-pub mod ingress_manager;
 pub mod manifest_dir;
 #[cfg(test)]
 mod manifest_fuzz;

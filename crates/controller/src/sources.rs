@@ -6,7 +6,10 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
-use sluice_informer::{HandlerFuncs, ListOptions, SharedIndexInformer, SharedInformerFactory};
+use sluice_informer::{
+    InformerHandle, ListOptions, SharedIndexInformer, SharedInformerFactory, strip_last_applied,
+    wait_for_cache_sync,
+};
 use sluice_routing::Inputs;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +24,9 @@ pub enum EndpointSource {
     Endpoints,
 }
 
-/// Informers for Ingress, IngressClass, Service, endpoints and TLS Secrets.
+/// Informers for Ingress, IngressClass, Service, endpoints and TLS Secrets: typed for the
+/// readers of each kind, and as one set of [`InformerHandle`]s for what concerns them all
+/// (start, sync, change notification, shutdown).
 #[derive(Clone)]
 pub struct IngressInformers {
     /// networking.k8s.io/v1 Ingress.
@@ -36,6 +41,25 @@ pub struct IngressInformers {
     pub endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
     /// Secrets of type kubernetes.io/tls.
     pub secrets: SharedIndexInformer<Secret>,
+    /// Every informer above, type-erased.
+    all: Vec<Arc<dyn InformerHandle>>,
+}
+
+/// Caches objects without `kubectl apply`'s last-applied-configuration annotation: neither
+/// routing, status nor Events read it, and it is a second copy of each applied object (of a
+/// TLS Secret's key too). The controller's factory is its own, so no other consumer of
+/// these informers expects the annotation.
+fn trimmed<K>(informer: SharedIndexInformer<K>) -> SharedIndexInformer<K>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    if informer.set_transform(strip_last_applied::<K>).is_err() {
+        tracing::debug!(
+            source = informer.describe(),
+            "informer already running; not trimmed"
+        );
+    }
+    informer
 }
 
 /// The Kinds a manifest directory for `sluice serve` may hold.
@@ -50,19 +74,50 @@ pub fn manifest_kinds() -> Kinds {
 }
 
 impl IngressInformers {
+    fn new(
+        ingresses: SharedIndexInformer<Ingress>,
+        classes: SharedIndexInformer<IngressClass>,
+        services: SharedIndexInformer<Service>,
+        endpoints: Option<SharedIndexInformer<Endpoints>>,
+        endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
+        secrets: SharedIndexInformer<Secret>,
+    ) -> Self {
+        let mut all: Vec<Arc<dyn InformerHandle>> = vec![
+            Arc::new(ingresses.clone()),
+            Arc::new(classes.clone()),
+            Arc::new(services.clone()),
+            Arc::new(secrets.clone()),
+        ];
+        if let Some(i) = &endpoints {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &endpoint_slices {
+            all.push(Arc::new(i.clone()));
+        }
+        IngressInformers {
+            ingresses,
+            classes,
+            services,
+            endpoints,
+            endpoint_slices,
+            secrets,
+            all,
+        }
+    }
+
     /// Informers over a directory of manifests (standalone mode).
     pub fn from_manifests(dir: &ManifestDir) -> Self {
-        IngressInformers {
-            ingresses: SharedIndexInformer::new(dir.source::<Ingress>(), None),
-            classes: SharedIndexInformer::new(dir.source::<IngressClass>(), None),
-            services: SharedIndexInformer::new(dir.source::<Service>(), None),
-            endpoints: Some(SharedIndexInformer::new(dir.source::<Endpoints>(), None)),
-            endpoint_slices: Some(SharedIndexInformer::new(
+        Self::new(
+            SharedIndexInformer::new(dir.source::<Ingress>(), None),
+            SharedIndexInformer::new(dir.source::<IngressClass>(), None),
+            SharedIndexInformer::new(dir.source::<Service>(), None),
+            Some(SharedIndexInformer::new(dir.source::<Endpoints>(), None)),
+            Some(SharedIndexInformer::new(
                 dir.source::<EndpointSlice>(),
                 None,
             )),
-            secrets: SharedIndexInformer::new(dir.source::<Secret>(), None),
-        }
+            SharedIndexInformer::new(dir.source::<Secret>(), None),
+        )
     }
 
     /// Informers from `factory`'s cluster, in `namespace` or everywhere. Secrets are narrowed
@@ -83,95 +138,63 @@ impl IngressInformers {
             }
         }
         let all = ListOptions::default();
-        IngressInformers {
-            ingresses: factory.informer_for(api(&client, namespace), all.clone()),
-            classes: factory.informer_for(Api::all(client.clone()), all.clone()),
-            services: factory.informer_for(api(&client, namespace), all.clone()),
-            endpoints: (endpoints == EndpointSource::Endpoints)
-                .then(|| factory.informer_for(api(&client, namespace), all.clone())),
-            endpoint_slices: (endpoints == EndpointSource::Slices)
-                .then(|| factory.informer_for(api(&client, namespace), all.clone())),
-            secrets: factory.informer_for(
+        Self::new(
+            trimmed(factory.informer_for(api(&client, namespace), all.clone())),
+            factory.informer_for(Api::all(client.clone()), all.clone()),
+            trimmed(factory.informer_for(api(&client, namespace), all.clone())),
+            (endpoints == EndpointSource::Endpoints)
+                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
+            (endpoints == EndpointSource::Slices)
+                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
+            trimmed(factory.informer_for(
                 api(&client, namespace),
                 ListOptions::default().fields("type=kubernetes.io/tls"),
-            ),
-        }
+            )),
+        )
+    }
+
+    /// Every informer, type-erased.
+    pub fn handles(&self) -> &[Arc<dyn InformerHandle>] {
+        &self.all
     }
 
     /// Calls `changed` after every add, update or delete of any watched object.
     pub fn on_change(&self, changed: impl Fn() + Send + Sync + 'static) {
-        let changed = Arc::new(changed);
-        fn funcs<K: Send + Sync + 'static>(f: &Arc<dyn Fn() + Send + Sync>) -> HandlerFuncs<K> {
-            let (a, u, d) = (f.clone(), f.clone(), f.clone());
-            HandlerFuncs::new()
-                .on_add(move |_, _| a())
-                .on_update(move |_, _| u())
-                .on_delete(move |_| d())
+        let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(changed);
+        for i in &self.all {
+            i.on_change(changed.clone());
         }
-        let f: Arc<dyn Fn() + Send + Sync> = changed;
-        self.ingresses.add_event_handler(funcs(&f));
-        self.classes.add_event_handler(funcs(&f));
-        self.services.add_event_handler(funcs(&f));
-        if let Some(i) = &self.endpoints {
-            i.add_event_handler(funcs(&f));
-        }
-        if let Some(i) = &self.endpoint_slices {
-            i.add_event_handler(funcs(&f));
-        }
-        self.secrets.add_event_handler(funcs(&f));
     }
 
     /// Starts every informer that is not running yet.
     pub fn start(&self) {
-        self.ingresses.start();
-        self.classes.start();
-        self.services.start();
-        if let Some(i) = &self.endpoints {
-            i.start();
-        }
-        if let Some(i) = &self.endpoint_slices {
-            i.start();
-        }
-        self.secrets.start();
+        self.all.iter().for_each(|i| i.start());
     }
 
-    /// Waits until every informer has synced; false on timeout.
+    /// Waits until every informer has synced, at most `timeout` in all; false on timeout.
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
-        let mut ok = self.ingresses.wait_for_sync(timeout).await
-            && self.classes.wait_for_sync(timeout).await
-            && self.services.wait_for_sync(timeout).await
-            && self.secrets.wait_for_sync(timeout).await;
-        if let Some(i) = &self.endpoints {
-            ok = ok && i.wait_for_sync(timeout).await;
-        }
-        if let Some(i) = &self.endpoint_slices {
-            ok = ok && i.wait_for_sync(timeout).await;
-        }
-        ok
+        wait_for_cache_sync(&self.all, timeout).await
     }
 
     /// True when every informer has synced.
     pub fn has_synced(&self) -> bool {
-        self.ingresses.has_synced()
-            && self.classes.has_synced()
-            && self.services.has_synced()
-            && self.secrets.has_synced()
-            && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
-            && self.endpoint_slices.as_ref().is_none_or(|i| i.has_synced())
+        self.all.iter().all(|i| i.has_synced())
+    }
+
+    /// What the informers that have not synced yet watch (for error messages).
+    pub fn unsynced(&self) -> Vec<String> {
+        self.all
+            .iter()
+            .filter(|i| !i.has_synced())
+            .map(|i| i.resource().to_string())
+            .collect()
     }
 
     /// Stops every informer.
     pub async fn shutdown(&self) {
-        self.ingresses.shutdown().await;
-        self.classes.shutdown().await;
-        self.services.shutdown().await;
-        if let Some(i) = &self.endpoints {
+        for i in &self.all {
             i.shutdown().await;
         }
-        if let Some(i) = &self.endpoint_slices {
-            i.shutdown().await;
-        }
-        self.secrets.shutdown().await;
     }
 
     /// The current content of every store, as the route compiler's input. Objects are shared

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::ObjectMeta};
 use sluice_informer::{
-    ApiListWatch, Controller, HandlerFuncs, ListOptions, Outcome, SharedIndexInformer, Store,
+    ApiListWatch, Controller, HandlerFuncs, ListOptions, Outcome, SharedIndexInformer, StoreWriter,
     object_key, workqueue::RateLimitingQueue,
 };
 
@@ -27,7 +27,7 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
 
     // Warm the cache: we "knew" about `mypod` on our last run.
-    let store = Store::<Pod>::new();
+    let store = StoreWriter::<Pod>::new();
     store.add(Arc::new(Pod {
         metadata: ObjectMeta {
             name: Some(prewarm),

@@ -459,6 +459,7 @@ impl<K> DeltaFifo<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreWriter;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
 
@@ -492,7 +493,7 @@ mod tests {
     type Popped = Vec<(String, Vec<(DeltaType, bool, String)>)>;
 
     /// Pops everything, applying it to `known` the way the informer does.
-    fn drain(f: &DeltaFifo<ConfigMap>, known: Option<&Store<ConfigMap>>) -> Popped {
+    fn drain(f: &DeltaFifo<ConfigMap>, known: Option<&StoreWriter<ConfigMap>>) -> Popped {
         let mut out = Vec::new();
         while let Some(x) = f.try_pop(|k, d| {
             if let Some(s) = known {
@@ -589,8 +590,8 @@ mod tests {
 
     #[test]
     fn delete_of_unknown_object_is_not_reported() {
-        let known = Store::new();
-        let f = DeltaFifo::new(Some(known.clone()));
+        let known = StoreWriter::new();
+        let f = DeltaFifo::new(Some(known.as_reader()));
         f.delete(cm("ghost", "1")).unwrap();
         assert!(f.is_empty());
         known.add(cm("real", "1")).unwrap();
@@ -603,8 +604,8 @@ mod tests {
 
     #[test]
     fn apply_is_added_or_updated() {
-        let known = Store::new();
-        let f = DeltaFifo::new(Some(known.clone()));
+        let known = StoreWriter::new();
+        let f = DeltaFifo::new(Some(known.as_reader()));
         f.apply(cm("a", "1")).unwrap();
         f.apply(cm("a", "2")).unwrap();
         known.add(cm("b", "1")).unwrap();
@@ -628,8 +629,8 @@ mod tests {
 
     #[test]
     fn replace_emits_tombstones_for_vanished_known_and_pending_objects() {
-        let known = Store::new();
-        let f = DeltaFifo::new(Some(known.clone()));
+        let known = StoreWriter::new();
+        let f = DeltaFifo::new(Some(known.as_reader()));
         assert!(!f.has_synced());
         f.replace(vec![cm("a", "1"), cm("b", "1"), cm("c", "1")]);
         assert!(
@@ -673,8 +674,8 @@ mod tests {
 
     #[test]
     fn replace_does_not_duplicate_a_pending_real_delete() {
-        let known = Store::new();
-        let f = DeltaFifo::new(Some(known.clone()));
+        let known = StoreWriter::new();
+        let f = DeltaFifo::new(Some(known.as_reader()));
         known.add(cm("a", "1")).unwrap();
         f.delete(cm("a", "2")).unwrap();
         f.replace(vec![]);
@@ -688,9 +689,11 @@ mod tests {
     fn empty_initial_list_syncs_at_once_and_hook_fires_once() {
         let fired = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let f2 = fired.clone();
-        let f = DeltaFifo::<ConfigMap>::new(Some(Store::new())).with_synced_hook(move || {
-            f2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        });
+        let f = DeltaFifo::<ConfigMap>::new(Some(StoreWriter::new().as_reader())).with_synced_hook(
+            move || {
+                f2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            },
+        );
         f.add(cm("x", "1")).unwrap(); // an add before the first list counts as populated
         assert!(f.has_synced());
         f.replace(vec![]);
@@ -699,8 +702,8 @@ mod tests {
 
     #[test]
     fn resync_queues_sync_for_known_objects_without_pending_deltas() {
-        let known = Store::new();
-        let f = DeltaFifo::new(Some(known.clone()));
+        let known = StoreWriter::new();
+        let f = DeltaFifo::new(Some(known.as_reader()));
         known.add(cm("a", "1")).unwrap();
         known.add(cm("b", "1")).unwrap();
         f.update(cm("b", "2")).unwrap();

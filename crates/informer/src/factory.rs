@@ -23,15 +23,8 @@
 //! # }
 //! ```
 
-use std::{
-    any::{Any, TypeId},
-    collections::HashMap,
-    fmt::Debug,
-    sync::Arc,
-    time::Duration,
-};
+use std::{any::TypeId, collections::HashMap, fmt::Debug, sync::Arc, time::Duration};
 
-use futures::future::BoxFuture;
 use kube::{
     Api, Client, Resource,
     api::{ApiResource, DynamicObject},
@@ -41,6 +34,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
 use crate::{
+    handle::InformerHandle,
     informer::SharedIndexInformer,
     list_watch::{ApiListWatch, ListOptions},
     lister::Lister,
@@ -57,35 +51,9 @@ pub struct InformerKey {
     pub options: ListOptions,
 }
 
-trait ErasedInformer: Send + Sync {
-    fn start(&self);
-    fn has_synced(&self) -> bool;
-    fn wait_for_sync(&self, timeout: Duration) -> BoxFuture<'_, bool>;
-    fn shutdown(&self) -> BoxFuture<'_, ()>;
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<K: Resource + Send + Sync + 'static> ErasedInformer for SharedIndexInformer<K> {
-    fn start(&self) {
-        SharedIndexInformer::start(self);
-    }
-    fn has_synced(&self) -> bool {
-        SharedIndexInformer::has_synced(self)
-    }
-    fn wait_for_sync(&self, timeout: Duration) -> BoxFuture<'_, bool> {
-        Box::pin(SharedIndexInformer::wait_for_sync(self, timeout))
-    }
-    fn shutdown(&self) -> BoxFuture<'_, ()> {
-        Box::pin(SharedIndexInformer::shutdown(self))
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 #[derive(Default)]
 struct State {
-    informers: HashMap<InformerKey, Arc<dyn ErasedInformer>>,
+    informers: HashMap<InformerKey, Arc<dyn InformerHandle>>,
     started: bool,
     shut_down: bool,
 }
@@ -262,6 +230,17 @@ impl SharedInformerFactory {
         }
     }
 
+    /// Every informer of the factory, type-erased (e.g. to report which have not synced).
+    pub fn informers(&self) -> Vec<Arc<dyn InformerHandle>> {
+        self.inner
+            .state
+            .lock()
+            .informers
+            .values()
+            .cloned()
+            .collect()
+    }
+
     /// Number of informers in the factory.
     pub fn len(&self) -> usize {
         self.inner.state.lock().informers.len()
@@ -275,7 +254,7 @@ impl SharedInformerFactory {
     /// Waits, at most `timeout` in total, until every informer has synced. Returns the sync
     /// state of each informer by key.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> HashMap<InformerKey, bool> {
-        let informers: Vec<(InformerKey, Arc<dyn ErasedInformer>)> = self
+        let informers: Vec<(InformerKey, Arc<dyn InformerHandle>)> = self
             .inner
             .state
             .lock()
@@ -305,7 +284,7 @@ impl SharedInformerFactory {
 
     /// Stops every informer and waits for their tasks to end.
     pub async fn shutdown(&self) {
-        let informers: Vec<Arc<dyn ErasedInformer>> = {
+        let informers: Vec<Arc<dyn InformerHandle>> = {
             let mut state = self.inner.state.lock();
             state.shut_down = true;
             state.informers.values().cloned().collect()

@@ -30,7 +30,7 @@ use crate::{
     delta_fifo::{DeletedObject, DeltaFifo, DeltaObject, DeltaType},
     list_watch::ListWatch,
     reflector::{Reflector, ReflectorStats},
-    store::Store,
+    store::{Store, StoreWriter},
     transform::{AlreadyStarted, TransformFn},
 };
 
@@ -251,7 +251,8 @@ impl<K> Default for RunState<K> {
 struct Inner<K> {
     name: String,
     source: Arc<dyn ListWatch<K>>,
-    store: Store<K>,
+    /// The only writer of the cache; consumers get read-only [`Store`]s.
+    store: StoreWriter<K>,
     fifo: Arc<DeltaFifo<K>>,
     shared: Arc<Shared<K>>,
     resync: Option<Duration>,
@@ -293,16 +294,17 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
     /// An informer over `source`, with an optional resync period (`None`: never resync).
     /// Call [`SharedIndexInformer::start`] to run it.
     pub fn new(source: impl ListWatch<K>, resync: Option<Duration>) -> Self {
-        Self::with_store(source, resync, Store::new())
+        Self::with_store(source, resync, StoreWriter::new())
     }
 
     /// Like [`SharedIndexInformer::new`] but with a store prepared by the caller (extra
     /// indexes, or content pre-warmed from an earlier run: objects that no longer exist are
-    /// reported deleted, as tombstones, after the first list).
+    /// reported deleted, as tombstones, after the first list). The informer takes the
+    /// writer: from now on only it changes the content.
     pub fn with_store(
         source: impl ListWatch<K>,
         resync: Option<Duration>,
-        store: Store<K>,
+        store: StoreWriter<K>,
     ) -> Self {
         let (synced_tx, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -313,7 +315,8 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         });
         let hook_shared = shared.clone();
         let fifo = Arc::new(
-            DeltaFifo::new(Some(store.clone())).with_synced_hook(move || hook_shared.mark_synced()),
+            DeltaFifo::new(Some(store.as_reader()))
+                .with_synced_hook(move || hook_shared.mark_synced()),
         );
         let name = source.describe();
         Self {
@@ -331,12 +334,14 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         }
     }
 
-    /// The informer's store, with its indexes (client-go `GetIndexer`/`GetStore`).
+    /// The informer's store, with its indexes, read-only (client-go `GetIndexer`/`GetStore`):
+    /// only the informer writes it.
     pub fn store(&self) -> &Store<K> {
         &self.inner.store
     }
 
-    /// Adds a named index (client-go `AddIndexers`); existing content is indexed at once.
+    /// Adds a named index (client-go `AddIndexers`); existing content is indexed at once, so
+    /// this works before [`SharedIndexInformer::start`] as well as after.
     pub fn add_index(
         &self,
         name: &str,
@@ -347,7 +352,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
 
     /// A typed lister reading from this informer's store.
     pub fn lister(&self) -> crate::lister::Lister<K> {
-        crate::lister::Lister::new(self.inner.store.clone())
+        crate::lister::Lister::new(self.inner.store.as_reader())
     }
 
     /// Registers a handler. On a started informer the handler first receives the store's
@@ -486,11 +491,10 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
         // Processor: deltas -> store + notifications.
         let inner = self.inner.clone();
         run.tasks.push(tokio::spawn(async move {
-            let store = inner.store.clone();
             let shared = inner.shared.clone();
             while inner
                 .fifo
-                .pop(|key, deltas| process_deltas(&store, &shared, key, deltas))
+                .pop(|key, deltas| process_deltas(&inner.store, &shared, key, deltas))
                 .await
                 .is_some()
             {}
@@ -543,7 +547,7 @@ impl<K: Resource + Send + Sync + 'static> SharedIndexInformer<K> {
 
 /// client-go `sharedIndexInformer.HandleDeltas`: apply deltas to the store, notify handlers.
 fn process_deltas<K: Resource + Send + Sync + 'static>(
-    store: &Store<K>,
+    store: &StoreWriter<K>,
     shared: &Shared<K>,
     key: String,
     deltas: Vec<crate::delta_fifo::Delta<K>>,

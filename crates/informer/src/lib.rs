@@ -16,13 +16,14 @@
 //! | `cache.Reflector` | [`Reflector`] | [`reflector`] |
 //! | `cache.DeltaFIFO`, `Delta`, `DeltaType` | [`DeltaFifo`], [`Delta`], [`DeltaType`] | [`delta_fifo`] |
 //! | `cache.DeletedFinalStateUnknown` | [`DeletedFinalStateUnknown`] (inside [`DeletedObject::Tombstone`]) | [`delta_fifo`] |
-//! | `cache.ThreadSafeStore` / `cache.Indexer` | [`Store`] | [`store`] |
+//! | `cache.ThreadSafeStore` / `cache.Indexer` | [`Store`] (read-only, what consumers get), [`StoreWriter`] (the informer's) | [`store`] |
 //! | `cache.MetaNamespaceKeyFunc` / `SplitMetaNamespaceKey` | [`object_key`] / [`split_key`] | [`store`] |
 //! | `cache.MetaNamespaceIndexFunc`, `NamespaceIndex` | [`namespace_index_fn`], [`NAMESPACE_INDEX`] | [`store`] |
 //! | `cache.SharedIndexInformer` | [`SharedIndexInformer`] | [`informer`] |
 //! | `cache.TransformFunc` (`SetTransform`) | [`TransformFn`] ([`SharedIndexInformer::set_transform`]) | [`transform`] |
 //! | `cache.ResourceEventHandler(Funcs)` | [`ResourceEventHandler`], [`HandlerFuncs`] | [`informer`] |
 //! | `cache.ResourceEventHandlerRegistration` | [`HandlerRegistration`] | [`informer`] |
+//! | `cache.SharedInformer` as an interface, `cache.WaitForCacheSync` | [`InformerHandle`] (`dyn`, any `K`), [`wait_for_cache_sync`] | [`handle`] |
 //! | `informers.SharedInformerFactory` | [`SharedInformerFactory`] | [`factory`] |
 //! | `dynamicinformer.DynamicSharedInformerFactory` | [`SharedInformerFactory::dynamic_informer`] | [`factory`] |
 //! | `metadatainformer` (`PartialObjectMetadata`) | [`SharedInformerFactory::metadata_informer`] (an informer of `PartialObjectMeta<K>`) | [`factory`] |
@@ -34,6 +35,8 @@
 //! | `workqueue.DefaultControllerRateLimiter` etc. | [`workqueue::default_controller_rate_limiter`], [`workqueue::RateLimiter`] | [`workqueue::rate_limiter`] |
 //! | the sample controller's worker loop | [`Controller`] | [`controller`] |
 //! | `disk.CachedDiscoveryClient` | [`CachedDiscovery`] | [`discovery`] |
+//! | `clientcmd.BuildConfigFromFlags` + `kubernetes.NewForConfig` | [`client::client_from`] | [`client`] |
+//! | `tools/leaderelection` (`LeaderElector`, `resourcelock.LeaseLock`) | [`leader_election::LeaderElector`], [`leader_election::LeaseLock`] | [`leader_election`] |
 //!
 //! # How the pieces fit
 //!
@@ -46,7 +49,8 @@
 //! ```
 //!
 //! Objects are held once, as `Arc<K>`, shared by the store, every handler notification and
-//! every lister result.
+//! every lister result. The informer alone writes its store ([`StoreWriter`]); what it hands
+//! out ([`SharedIndexInformer::store`], [`Lister`]) is a read-only [`Store`].
 //!
 //! # A first controller
 //!
@@ -95,16 +99,25 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A program with informers of several types holds them as `Arc<dyn InformerHandle>` to
+//! start, wait for and stop them together ([`handle`]).
+//!
+//! Replicas of a controller elect the one that writes with [`leader_election`] (a Lease,
+//! client-go's semantics); its flags come ready for clap with the `clap` feature.
+//!
 //! See `examples/` for runnable programs (`sample_controller`, `factory_lister`, `indexer`,
-//! `discovery`, ...).
+//! `discovery`, `leader_election`, ...).
 
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod controller;
 pub mod delta_fifo;
 pub mod discovery;
 pub mod factory;
+pub mod handle;
 pub mod informer;
+pub mod leader_election;
 pub mod list_watch;
 pub mod lister;
 pub mod reflector;
@@ -118,6 +131,7 @@ pub use delta_fifo::{
 };
 pub use discovery::{CachedDiscovery, DiscoveredResource, DiscoveryError, DiscoveryResult};
 pub use factory::{InformerKey, SharedInformerFactory};
+pub use handle::{InformerHandle, ResourceInfo, wait_for_cache_sync};
 pub use informer::{HandlerFuncs, HandlerRegistration, ResourceEventHandler, SharedIndexInformer};
 pub use list_watch::{
     ApiListWatch, ChannelListWatch, Event, ListOptions, ListWatch, ListWatchError,
@@ -125,7 +139,9 @@ pub use list_watch::{
 pub use lister::{Lister, SelectorError, matches_labels, parse_selector};
 pub use reflector::{Reflector, ReflectorStats};
 pub use store::{
-    IndexFn, NAMESPACE_INDEX, Store, StoreError, make_key, namespace_index_fn, object_key,
-    split_key,
+    IndexFn, NAMESPACE_INDEX, Store, StoreError, StoreWriter, make_key, namespace_index_fn,
+    object_key, split_key,
 };
-pub use transform::{AlreadyStarted, TransformFn, strip_managed_fields};
+pub use transform::{
+    AlreadyStarted, LAST_APPLIED_ANNOTATION, TransformFn, strip_last_applied, strip_managed_fields,
+};

@@ -151,7 +151,8 @@ impl<K> std::fmt::Debug for Lister<K> {
 }
 
 impl<K: Resource> Lister<K> {
-    /// A lister over `store`.
+    /// A lister over `store` (from [`crate::SharedIndexInformer::store`] or
+    /// [`crate::StoreWriter::as_reader`]).
     pub fn new(store: Store<K>) -> Self {
         Self { store }
     }
@@ -195,7 +196,7 @@ impl<K: Resource> Lister<K> {
         self.store.list()
     }
 
-    /// The store behind this lister (for index queries).
+    /// The store behind this lister, read-only (for index queries).
     pub fn store(&self) -> &Store<K> {
         &self.store
     }
@@ -204,6 +205,7 @@ impl<K: Resource> Lister<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreWriter;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
 
@@ -253,13 +255,13 @@ mod tests {
 
     #[test]
     fn get_and_list() {
-        let store = Store::<ConfigMap>::new();
+        let store = StoreWriter::<ConfigMap>::new();
         store
             .add(cm("a", "one", &[("app", "web"), ("tier", "x")]))
             .unwrap();
         store.add(cm("a", "two", &[("app", "db")])).unwrap();
         store.add(cm("b", "one", &[("app", "web")])).unwrap();
-        let l = Lister::new(store);
+        let l = Lister::new(store.as_reader());
         assert!(l.get("a", "one").is_some());
         assert!(l.get("c", "one").is_none());
         let names = |v: Vec<Arc<ConfigMap>>| {
@@ -296,11 +298,11 @@ mod tests {
             vec!["a/two"]
         );
         // without a namespace index the lister scans
-        let bare = Store::<ConfigMap>::without_indexes();
+        let bare = StoreWriter::<ConfigMap>::without_indexes();
         bare.add(cm("a", "one", &[])).unwrap();
         bare.add(cm("b", "one", &[])).unwrap();
         assert_eq!(
-            names(Lister::new(bare).list(Some("b"), &Selector::default())),
+            names(Lister::new(bare.as_reader()).list(Some("b"), &Selector::default())),
             vec!["b/one"]
         );
     }

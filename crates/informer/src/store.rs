@@ -5,7 +5,62 @@
 //! version. Index functions map an object to any number of index values; [`Store::by_index`]
 //! returns every object that produced a given value.
 //!
-//! A [`Store`] is a cheap handle (`Clone` shares the same data).
+//! # One writer, many readers
+//!
+//! As in kube-runtime's reflector, the cache is split in two handles on the same data:
+//!
+//! - [`StoreWriter`]: the one handle that changes the content (`add`, `update`, `delete`,
+//!   `replace`, `insert_with_key`, `delete_by_key`) or registers indexes. It is not `Clone`:
+//!   whoever owns it, normally the informer that fills it, is the only writer.
+//! - [`Store`]: read-only (`get_by_key`, `list`, `by_index`, `index_keys`, `len`, ...), cheap
+//!   to clone. This is what [`crate::SharedIndexInformer::store`] and [`crate::Lister::store`]
+//!   hand out, so a consumer cannot make its cache disagree with the API server.
+//!
+//! Consumers who need an index register it on the informer
+//! ([`crate::SharedIndexInformer::add_index`], client-go `AddIndexers`), or prepare a
+//! [`StoreWriter`] and hand it over with [`crate::SharedIndexInformer::with_store`].
+//!
+//! What an informer gives out can be read:
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # use sluice_informer::SharedIndexInformer;
+//! fn read(informer: &SharedIndexInformer<Pod>) -> Option<Arc<Pod>> {
+//!     informer.store().get_by_key("default/web")
+//! }
+//! ```
+//!
+//! but not changed, neither through the informer's store:
+//!
+//! ```compile_fail,E0599
+//! # use std::sync::Arc;
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # use sluice_informer::SharedIndexInformer;
+//! fn tamper(informer: &SharedIndexInformer<Pod>, pod: Arc<Pod>) {
+//!     informer.store().add(pod); // no method `add` on the read-only `Store`
+//! }
+//! ```
+//!
+//! nor through a lister's:
+//!
+//! ```compile_fail,E0599
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # use sluice_informer::Lister;
+//! fn tamper(lister: &Lister<Pod>) {
+//!     lister.store().delete_by_key("default/web"); // no method `delete_by_key` on `Store`
+//! }
+//! ```
+//!
+//! nor by turning a clone of it back into a writer:
+//!
+//! ```compile_fail,E0277
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # use sluice_informer::{SharedIndexInformer, StoreWriter};
+//! fn tamper(informer: &SharedIndexInformer<Pod>) -> StoreWriter<Pod> {
+//!     StoreWriter::from(informer.store().clone()) // no conversion from `Store` to a writer
+//! }
+//! ```
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -141,7 +196,9 @@ fn dedup(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-/// Thread-safe store with named indexes (client-go `cache.Indexer`).
+/// Read-only view of an indexed store (client-go `cache.Indexer`, reads only). Cheap to
+/// clone: clones read the same data. Obtained from a [`StoreWriter`]
+/// ([`StoreWriter::as_reader`]), an informer or a lister; it has no way to change the content.
 pub struct Store<K> {
     inner: Arc<RwLock<Inner<K>>>,
 }
@@ -164,86 +221,14 @@ impl<K> fmt::Debug for Store<K> {
     }
 }
 
-impl<K: Resource + Send + Sync + 'static> Default for Store<K> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<K: Resource + Send + Sync + 'static> Store<K> {
-    /// An empty store with only the built-in [`NAMESPACE_INDEX`].
-    pub fn new() -> Self {
-        let store = Self::without_indexes();
-        // Cannot fail: the store is empty and has no index yet.
-        let _ = store.add_index(NAMESPACE_INDEX, namespace_index_fn::<K>);
-        store
-    }
-
+impl<K: Resource> Store<K> {
     /// Keys `obj` like the store does (`namespace/name`).
     pub fn key_of(&self, obj: &K) -> Result<String, StoreError> {
         object_key(obj)
     }
-
-    /// Adds or replaces an object under its key.
-    pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        let key = object_key(obj.as_ref())?;
-        self.inner.write().put(key, obj);
-        Ok(())
-    }
-
-    /// Same as [`Store::add`] (kept for client-go parity).
-    pub fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        self.add(obj)
-    }
-
-    /// Removes the object with the key of `obj`, returning what was stored.
-    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
-        let key = object_key(obj)?;
-        Ok(self.delete_by_key(&key))
-    }
-
-    /// Replaces the whole content with `objs` (objects without a name are skipped).
-    pub fn replace(&self, objs: impl IntoIterator<Item = Arc<K>>) {
-        let mut items = HashMap::new();
-        for obj in objs {
-            if let Ok(key) = object_key(obj.as_ref()) {
-                items.insert(key, obj);
-            }
-        }
-        let mut inner = self.inner.write();
-        inner.items = items;
-        let names: Vec<String> = inner.indexers.keys().cloned().collect();
-        for name in names {
-            inner.rebuild_index(&name);
-        }
-    }
 }
 
 impl<K> Store<K> {
-    /// An empty store without any index (not even the namespace index).
-    pub fn without_indexes() -> Self {
-        Self {
-            inner: Arc::new(RwLock::new(Inner {
-                items: HashMap::new(),
-                indexers: HashMap::new(),
-                indices: HashMap::new(),
-            })),
-        }
-    }
-
-    /// Inserts an object under an explicit key (used by the informer, which already knows keys).
-    pub fn insert_with_key(&self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
-        let mut inner = self.inner.write();
-        let old = inner.items.get(&key).cloned();
-        inner.put(key, obj);
-        old
-    }
-
-    /// Removes the object stored under `key`, returning it.
-    pub fn delete_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.inner.write().remove(key)
-    }
-
     /// The object stored under `key` (`namespace/name`).
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.inner.read().items.get(key).cloned()
@@ -350,14 +335,119 @@ impl<K> Store<K> {
     }
 }
 
-impl<K: 'static> Store<K> {
+/// The one handle that writes a store (kube-runtime's reflector `Writer`). Not `Clone`: its
+/// owner, normally the informer filling it, is the only writer. Reads go through the
+/// [`Store`] it dereferences to; [`StoreWriter::as_reader`] hands out read-only clones.
+pub struct StoreWriter<K> {
+    store: Store<K>,
+}
+
+impl<K> fmt::Debug for StoreWriter<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StoreWriter").field(&self.store).finish()
+    }
+}
+
+impl<K> std::ops::Deref for StoreWriter<K> {
+    type Target = Store<K>;
+
+    fn deref(&self) -> &Store<K> {
+        &self.store
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Default for StoreWriter<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> StoreWriter<K> {
+    /// An empty store with only the built-in [`NAMESPACE_INDEX`].
+    pub fn new() -> Self {
+        let store = Self::without_indexes();
+        // Cannot fail: the store is empty and has no index yet.
+        let _ = store.add_index(NAMESPACE_INDEX, namespace_index_fn::<K>);
+        store
+    }
+
+    /// Adds or replaces an object under its key.
+    pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        let key = object_key(obj.as_ref())?;
+        self.store.inner.write().put(key, obj);
+        Ok(())
+    }
+
+    /// Same as [`StoreWriter::add`] (kept for client-go parity).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.add(obj)
+    }
+
+    /// Removes the object with the key of `obj`, returning what was stored.
+    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
+        let key = object_key(obj)?;
+        Ok(self.delete_by_key(&key))
+    }
+
+    /// Replaces the whole content with `objs` (objects without a name are skipped).
+    pub fn replace(&self, objs: impl IntoIterator<Item = Arc<K>>) {
+        let mut items = HashMap::new();
+        for obj in objs {
+            if let Ok(key) = object_key(obj.as_ref()) {
+                items.insert(key, obj);
+            }
+        }
+        let mut inner = self.store.inner.write();
+        inner.items = items;
+        let names: Vec<String> = inner.indexers.keys().cloned().collect();
+        for name in names {
+            inner.rebuild_index(&name);
+        }
+    }
+}
+
+impl<K> StoreWriter<K> {
+    /// An empty store without any index (not even the namespace index).
+    pub fn without_indexes() -> Self {
+        Self {
+            store: Store {
+                inner: Arc::new(RwLock::new(Inner {
+                    items: HashMap::new(),
+                    indexers: HashMap::new(),
+                    indices: HashMap::new(),
+                })),
+            },
+        }
+    }
+
+    /// A read-only handle on this store's data, for consumers.
+    pub fn as_reader(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Inserts an object under an explicit key (used by the informer, which already knows
+    /// keys); returns what was stored under it.
+    pub fn insert_with_key(&self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
+        let mut inner = self.store.inner.write();
+        let old = inner.items.get(&key).cloned();
+        inner.put(key, obj);
+        old
+    }
+
+    /// Removes the object stored under `key`, returning it.
+    pub fn delete_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.store.inner.write().remove(key)
+    }
+}
+
+impl<K: 'static> StoreWriter<K> {
     /// Registers a named index function and indexes the current content with it.
     pub fn add_index(
         &self,
         name: &str,
         f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
     ) -> Result<(), StoreError> {
-        let mut inner = self.inner.write();
+        let mut inner = self.store.inner.write();
         if inner.indexers.contains_key(name) {
             return Err(StoreError::IndexExists(name.to_string()));
         }
@@ -429,7 +519,7 @@ mod tests {
 
     #[test]
     fn add_get_list_delete() {
-        let s = Store::<Pod>::new();
+        let s = StoreWriter::<Pod>::new();
         assert!(s.is_empty());
         s.add(pod("a", "p1", "n1")).unwrap();
         s.add(pod("a", "p2", "n2")).unwrap();
@@ -452,7 +542,7 @@ mod tests {
 
     #[test]
     fn namespace_index_and_custom_index_follow_changes() {
-        let s = Store::<Pod>::new();
+        let s = StoreWriter::<Pod>::new();
         s.add_index("node", node_of).unwrap();
         assert_eq!(
             s.add_index("node", node_of),
@@ -497,7 +587,7 @@ mod tests {
 
     #[test]
     fn index_added_late_covers_existing_objects_and_multi_values() {
-        let s = Store::<Pod>::without_indexes();
+        let s = StoreWriter::<Pod>::without_indexes();
         s.add(pod("a", "p1", "n1")).unwrap();
         s.add(pod("a", "p2", "n2")).unwrap();
         // multi-valued index with duplicates
@@ -514,8 +604,33 @@ mod tests {
     }
 
     #[test]
+    fn readers_see_the_writers_changes_and_outlive_it() {
+        let w = StoreWriter::<Pod>::new();
+        let r = w.as_reader();
+        let r2 = r.clone();
+        assert!(r.is_empty());
+        w.add(pod("a", "p1", "n1")).unwrap();
+        assert_eq!(r.list_keys(), vec!["a/p1"]);
+        assert_eq!(
+            names(r2.by_index(NAMESPACE_INDEX, "a").unwrap()),
+            vec!["p1"]
+        );
+        w.add_index("node", node_of).unwrap();
+        assert_eq!(r.index_keys("node", "n1").unwrap(), vec!["a/p1"]);
+        w.delete_by_key("a/p1");
+        assert!(r2.get_by_key("a/p1").is_none());
+        w.add(pod("a", "p2", "n1")).unwrap();
+        drop(w);
+        assert_eq!(
+            r.list_keys(),
+            vec!["a/p2"],
+            "the data lives as long as a reader"
+        );
+    }
+
+    #[test]
     fn objects_are_shared_not_cloned() {
-        let s = Store::<Pod>::new();
+        let s = StoreWriter::<Pod>::new();
         let p = pod("a", "p1", "n1");
         s.add(p.clone()).unwrap();
         let got = s.get_by_key("a/p1").unwrap();
@@ -529,7 +644,7 @@ mod tests {
         /// The index always equals one recomputed from scratch, whatever the operation sequence.
         #[test]
         fn index_matches_recomputation(ops in proptest::collection::vec((0u8..3, 0u8..6, 0u8..4), 0..60)) {
-            let s = Store::<Pod>::new();
+            let s = StoreWriter::<Pod>::new();
             s.add_index("node", node_of).unwrap();
             for (op, name, node) in ops {
                 let name = format!("p{name}");

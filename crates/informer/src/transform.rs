@@ -9,6 +9,9 @@
 //! controllers rarely read, decoded by k8s-openapi into a `serde_json::Value` tree that is
 //! often larger than the rest of the object. Keep it with
 //! [`crate::SharedIndexInformer::keep_managed_fields`].
+//!
+//! [`strip_last_applied`] is a ready transform for consumers that do not read
+//! `kubectl apply`'s bookkeeping either: `informer.set_transform(strip_last_applied)`.
 
 use std::sync::Arc;
 
@@ -25,6 +28,23 @@ pub type TransformFn<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 /// Drops `metadata.managedFields` (the default transform's first step).
 pub fn strip_managed_fields<K: Resource>(mut obj: K) -> K {
     obj.meta_mut().managed_fields = None;
+    obj
+}
+
+/// The annotation in which `kubectl apply` keeps a JSON copy of the object as last applied
+/// (spec, labels, annotations; for a Secret, its data).
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops the [`LAST_APPLIED_ANNOTATION`]: a second copy of everything `kubectl apply` set,
+/// which doubles the cached size of such objects (and keeps a Secret's keys twice).
+pub fn strip_last_applied<K: Resource>(mut obj: K) -> K {
+    let annotations = &mut obj.meta_mut().annotations;
+    if let Some(map) = annotations.as_mut() {
+        map.remove(LAST_APPLIED_ANNOTATION);
+        if map.is_empty() {
+            *annotations = None;
+        }
+    }
     obj
 }
 
@@ -65,5 +85,48 @@ impl<K: Resource> Transform<K> {
             Some(f) => f(obj),
             None => obj,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn secret(annotations: &[(&str, &str)]) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                name: Some("tls".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn last_applied_goes_other_annotations_stay() {
+        let applied = r#"{"data":{"tls.key":"c2VjcmV0"}}"#;
+        let obj = strip_last_applied(secret(&[
+            (LAST_APPLIED_ANNOTATION, applied),
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/"),
+        ]));
+        assert_eq!(
+            obj.metadata.annotations,
+            Some(BTreeMap::from([(
+                "nginx.ingress.kubernetes.io/rewrite-target".to_string(),
+                "/".to_string()
+            )]))
+        );
+        let only = strip_last_applied(secret(&[(LAST_APPLIED_ANNOTATION, applied)]));
+        assert_eq!(only.metadata.annotations, None, "no empty map left behind");
+        assert_eq!(strip_last_applied(Secret::default()), Secret::default());
     }
 }

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use sluice_informer::{
-    ChannelListWatch, DeletedObject, Event, ResourceEventHandler, SharedIndexInformer, Store,
+    ChannelListWatch, DeletedObject, Event, ResourceEventHandler, SharedIndexInformer, StoreWriter,
 };
 use tokio::sync::mpsc;
 
@@ -241,7 +241,7 @@ async fn resync_delivers_updates_with_old_equal_new() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewarmed_store_reports_vanished_object_as_tombstone() {
-    let store = Store::new();
+    let store = StoreWriter::new();
     store.add(Arc::new(cm("mypod", "0"))).unwrap();
     let (source, tx) = ChannelListWatch::new();
     let informer = SharedIndexInformer::with_store(source, None, store);

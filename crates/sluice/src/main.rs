@@ -4,9 +4,9 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use sluice_controller::cluster::ControllerArgs;
 use sluice_controller::explain::ExplainArgs;
-use sluice_controller::ingress_manager::IngressManagerArgs;
 use sluice_controller::migrate::MigrateArgs;
 use sluice_controller::serve::ServeArgs;
+use sluice_ingress_manager::IngressManagerArgs;
 use std::time::Duration;
 
 /// mimalloc: glibc's malloc costs a measurable share of a small proxied request
@@ -121,8 +121,8 @@ fn main() -> anyhow::Result<()> {
             let args = *args;
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(async {
-                let client = sluice_controller::ingress_manager::client_from(&args).await?;
-                sluice_controller::ingress_manager::run(args, client, signalled()).await
+                let client = sluice_ingress_manager::client_from(&args).await?;
+                sluice_ingress_manager::run(args, client, signalled()).await
             })?;
         }
         Command::Migrate(args) => {

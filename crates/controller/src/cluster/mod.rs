@@ -3,11 +3,10 @@
 //! One informer factory watches Ingress, IngressClass, Service, EndpointSlice (or Endpoints
 //! where discovery.k8s.io/v1 is not served) and TLS Secrets; every change enqueues one
 //! coalesced rebuild ([`crate::rebuild`]); the new table is swapped into the proxy. The
-//! leader of a Lease ([`leader`]) writes Ingress status ([`status`]) and Events ([`events`]);
-//! every replica serves traffic from its own cache.
+//! leader of a Lease ([`sluice_informer::leader_election`]) writes Ingress status
+//! ([`status`]) and Events ([`events`]); every replica serves traffic from its own cache.
 
 pub mod events;
-pub mod leader;
 pub mod status;
 
 use crate::control::ControlRuntime;
@@ -15,10 +14,8 @@ use crate::rebuild::Rebuilder;
 use crate::serve::{ClassArgs, DefaultsArgs};
 use crate::sources::{EndpointSource, IngressInformers};
 use anyhow::Context;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use leader::{LeaderElection, LeaseTiming};
 use sluice_informer::SharedInformerFactory;
+use sluice_informer::leader_election::{LeaderElectionArgs, LeaderElector};
 use sluice_proxy::{Proxy, ProxyArgs};
 use status::{Publish, StatusWriter};
 use std::path::PathBuf;
@@ -51,21 +48,10 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "ADDRESSES")]
     pub publish_status_address: Option<String>,
 
-    /// Name of the Lease used for leader election.
-    #[arg(long, default_value = "sluice-leader")]
-    pub election_id: String,
-
-    /// Namespace of the Lease; default: `POD_NAMESPACE`, else the watched namespace, else `default`.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub election_namespace: Option<String>,
-
-    /// This replica's identity in the election; default: `POD_NAME`, else the host name.
-    #[arg(long, env = "POD_NAME")]
-    pub identity: Option<String>,
-
-    /// How long a leader's Lease holds without renewal.
-    #[arg(long, default_value = "15s", value_parser = sluice_proxy::parse_duration)]
-    pub lease_duration: Duration,
+    /// Leader election: the leader writes Ingress status and Events; every replica serves.
+    /// The Lease is `sluice-leader` unless `--election-id` says otherwise.
+    #[command(flatten)]
+    pub election: LeaderElectionArgs,
 
     /// After SIGTERM, how long `/readyz` reports unready while listeners still accept, so
     /// that load balancers stop sending before connections are refused.
@@ -90,15 +76,8 @@ pub async fn endpoint_source(client: &kube::Client) -> EndpointSource {
     }
 }
 
-/// This process's identity in a leader election when none is given: host name and pid.
-pub fn default_identity() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "sluice".into())
-        + &format!("-{}", std::process::id())
-}
+/// The Lease the controller's replicas elect their leader on, unless `--election-id`.
+pub const DEFAULT_ELECTION_ID: &str = "sluice-leader";
 
 /// A bound, running controller; see [`Controller::serve`].
 ///
@@ -135,6 +114,8 @@ impl Controller {
             args.publish_service.as_deref(),
             args.publish_status_address.as_deref(),
         )?;
+        // Checked before anything starts: a timing that cannot work is a usage error.
+        let election_timing = args.election.config()?;
         let proxy = Proxy::new(args.proxy.clone())?;
         let readiness = proxy.readiness();
         let (informers, rebuilder) = control
@@ -147,12 +128,18 @@ impl Controller {
         let bound = proxy.bind().await.context("binding the listeners")?;
 
         let stop = CancellationToken::new();
-        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        let lock = args.election.lock(
+            client.clone(),
+            DEFAULT_ELECTION_ID,
+            args.watch_namespace.as_deref(),
+        );
+        let election = LeaderElector::new(lock, election_timing)?;
+        let identity = election.lock().identity().to_string();
         let tasks = control
             .run(start_loops(
                 args.clone(),
                 client,
-                identity.clone(),
+                election,
                 publish,
                 informers.clone(),
                 rebuilder.clone(),
@@ -249,10 +236,12 @@ async fn start_informers(
     ));
     informers.start();
     if !informers.wait_for_sync(args.sync_timeout).await {
+        let unsynced = informers.unsynced().join(", ");
         informers.shutdown().await;
         anyhow::bail!(
-            "caches did not sync within {:?}: is the API server reachable, and may this \
-             identity list and watch Ingresses, IngressClasses, Services, {} and Secrets?",
+            "caches did not sync within {:?} ({unsynced}): is the API server reachable, and \
+             may this identity list and watch Ingresses, IngressClasses, Services, {} and \
+             Secrets?",
             args.sync_timeout,
             if source == EndpointSource::Slices {
                 "EndpointSlices"
@@ -269,7 +258,7 @@ async fn start_informers(
 async fn start_loops(
     args: ControllerArgs,
     client: kube::Client,
-    identity: String,
+    election: LeaderElector,
     publish: Publish,
     informers: IngressInformers,
     rebuilder: Arc<Rebuilder>,
@@ -280,17 +269,7 @@ async fn start_loops(
         let r = rebuilder.clone();
         tasks.push(tokio::spawn(async move { r.run().await }));
     }
-    let lease_ns = args
-        .election_namespace
-        .clone()
-        .or_else(|| args.watch_namespace.clone())
-        .unwrap_or_else(|| "default".into());
-    let election = LeaderElection::new(
-        Api::<Lease>::namespaced(client.clone(), &lease_ns),
-        &args.election_id,
-        &identity,
-        LeaseTiming::for_lease(args.lease_duration),
-    );
+    let identity = election.lock().identity().to_string();
     let (leading, election_task) = election.spawn(stop.clone());
     tasks.push(election_task);
 

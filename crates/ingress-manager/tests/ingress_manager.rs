@@ -30,7 +30,7 @@ use kube::{Client, Resource};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use sluice_controller::ingress_manager::{self, IngressManagerArgs};
+use sluice_ingress_manager::{self as ingress_manager, IngressManagerArgs};
 use sluice_testenv::{ControlPlane, eventually};
 use tokio::sync::{RwLock, oneshot};
 use tokio::task::JoinHandle;
@@ -1277,7 +1277,10 @@ async fn deploy_manifests_are_valid_and_least_privilege() -> anyhow::Result<()> 
     let parsed = parse_args(&own)?;
     assert_eq!(parsed.workers, 5);
     assert!(parsed.leader_elect);
-    assert_eq!(parsed.election_id, "sluice-ingress-manager");
+    assert_eq!(
+        parsed.election.election_id.as_deref(),
+        Some(ingress_manager::DEFAULT_ELECTION_ID)
+    );
     let env_names: Vec<&str> = c.env.iter().flatten().map(|e| e.name.as_str()).collect();
     assert!(env_names.contains(&"POD_NAME") && env_names.contains(&"POD_NAMESPACE"));
     let sc = c.security_context.as_ref().context("securityContext")?;

@@ -1,7 +1,7 @@
 //! Kubernetes Events on Services (events.k8s.io/v1, through kube's [`Recorder`]), so that
 //! `kubectl describe service` tells why a Service has, or has not, its Ingress.
 
-use super::MANAGER_NAME;
+use crate::MANAGER_NAME;
 use k8s_openapi::api::core::v1::Service;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};

@@ -1,6 +1,7 @@
 //! Flags of `sluice ingress-manager`.
 
-use super::desired::{DesiredOptions, HostTemplate};
+use crate::desired::{DesiredOptions, HostTemplate};
+use sluice_informer::leader_election::LeaderElectionArgs;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ pub struct IngressManagerArgs {
 
     /// Give up (exit with an error) when the Service and Ingress caches have not filled by
     /// then, e.g. because RBAC forbids listing them.
-    #[arg(long, default_value = "2m", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = sluice_informer::leader_election::parse_duration)]
     pub cache_sync_timeout: Duration,
 
     /// Reconcile only while holding the Lease `--election-id`, so that replicas take over
@@ -44,21 +45,9 @@ pub struct IngressManagerArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
 
-    /// Name of the Lease used for leader election.
-    #[arg(long, default_value = "sluice-ingress-manager")]
-    pub election_id: String,
-
-    /// Namespace of the Lease; default: `POD_NAMESPACE`, else `--namespace`, else `default`.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub election_namespace: Option<String>,
-
-    /// This replica's identity in the election; default: `POD_NAME`, else the host name.
-    #[arg(long, env = "POD_NAME")]
-    pub identity: Option<String>,
-
-    /// How long a leader's Lease holds without renewal.
-    #[arg(long, default_value = "15s", value_parser = sluice_proxy::parse_duration)]
-    pub lease_duration: Duration,
+    /// The Lease (`sluice-ingress-manager` unless `--election-id`), identity and timing.
+    #[command(flatten)]
+    pub election: LeaderElectionArgs,
 }
 
 impl IngressManagerArgs {
@@ -98,8 +87,10 @@ mod tests {
         assert_eq!(a.kubeconfig, None);
         assert_eq!(a.cache_sync_timeout, Duration::from_secs(120));
         assert!(a.leader_elect);
-        assert_eq!(a.election_id, "sluice-ingress-manager");
-        assert_eq!(a.lease_duration, Duration::from_secs(15));
+        assert_eq!(a.election.election_id, None);
+        assert_eq!(a.election.lease_duration, Duration::from_secs(15));
+        let timing = a.election.config().expect("default timing works");
+        assert_eq!(timing.renew_deadline, Duration::from_secs(10));
     }
 
     #[test]
@@ -119,6 +110,8 @@ mod tests {
             "--election-namespace=ops",
             "--identity=replica-1",
             "--lease-duration=4s",
+            "--renew-deadline=3s",
+            "--retry-period=500ms",
         ])
         .expect("flags parse");
         assert_eq!(a.workers, 2);
@@ -129,10 +122,13 @@ mod tests {
         assert_eq!(a.kubeconfig, Some(PathBuf::from("/tmp/kc")));
         assert_eq!(a.cache_sync_timeout, Duration::from_secs(5));
         assert!(!a.leader_elect);
-        assert_eq!(a.election_id, "im");
-        assert_eq!(a.election_namespace.as_deref(), Some("ops"));
-        assert_eq!(a.identity.as_deref(), Some("replica-1"));
-        assert_eq!(a.lease_duration, Duration::from_secs(4));
+        assert_eq!(a.election.election_id.as_deref(), Some("im"));
+        assert_eq!(a.election.election_namespace.as_deref(), Some("ops"));
+        assert_eq!(a.election.identity.as_deref(), Some("replica-1"));
+        let timing = a.election.config().expect("valid timing");
+        assert_eq!(timing.lease_duration, Duration::from_secs(4));
+        assert_eq!(timing.renew_deadline, Duration::from_secs(3));
+        assert_eq!(timing.retry_period, Duration::from_millis(500));
         let o = a.desired_options();
         assert_eq!(o.ingress_class, "other");
     }
@@ -144,5 +140,10 @@ mod tests {
         assert!(parse(&["--host-template={name"]).is_err());
         assert!(parse(&["--cache-sync-timeout=5"]).is_err());
         assert!(parse(&["--leader-elect=maybe"]).is_err());
+        let a = parse(&["--lease-duration=2s", "--renew-deadline=2s"]).expect("parses");
+        assert!(
+            a.election.config().is_err(),
+            "a leader could outlive its lease"
+        );
     }
 }

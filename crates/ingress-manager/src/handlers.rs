@@ -2,8 +2,8 @@
 //! queue. They only enqueue keys; the reconciler reads current state from the listers, so
 //! several changes of one Service coalesce into one reconcile.
 
-use super::desired::wants_ingress;
-use super::ownership::owner_service_key;
+use crate::desired::wants_ingress;
+use crate::ownership::owner_service_key;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use sluice_informer::workqueue::RateLimitingQueue;
@@ -88,7 +88,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
-    use sluice_informer::Store;
+    use sluice_informer::StoreWriter;
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
@@ -128,11 +128,11 @@ mod tests {
     }
 
     fn lister(services: &[Arc<Service>]) -> Lister<Service> {
-        let store = Store::new();
+        let store = StoreWriter::new();
         for s in services {
             store.add(s.clone()).expect("keyed");
         }
-        Lister::new(store)
+        Lister::new(store.as_reader())
     }
 
     #[test]

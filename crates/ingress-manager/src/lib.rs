@@ -1,4 +1,9 @@
-//! `sluice ingress-manager`: every Service annotated `ingress/http` gets an Ingress it owns.
+//! ingress-manager (`sluice ingress-manager`): every Service annotated `ingress/http` gets an
+//! Ingress it owns.
+//!
+//! Start with [`run`] (what the `sluice ingress-manager` command calls with its
+//! [`IngressManagerArgs`]); the pure Service -> Ingress mapping is [`desired`], the
+//! per-key logic [`reconcile`], the event wiring [`handlers`].
 //!
 //! For a Service `ns/name` carrying the annotation (any value) the controller keeps an
 //! Ingress `ns/name` (networking.k8s.io/v1) with
@@ -49,12 +54,9 @@ pub mod reconcile;
 pub use args::IngressManagerArgs;
 pub use client::client_from;
 
-use crate::cluster::leader::{LeaderElection, LeaseTiming};
 use anyhow::bail;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::Api;
 use sluice_informer::workqueue::RateLimitingQueue;
 use sluice_informer::{Controller, SharedInformerFactory};
 use std::future::Future;
@@ -72,6 +74,8 @@ pub const HOST_ANNOTATION: &str = "ingress/host";
 pub const MANAGER_NAME: &str = "sluice-ingress-manager";
 /// Label on every managed Ingress.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The Lease replicas elect their leader on, unless `--election-id`.
+pub const DEFAULT_ELECTION_ID: &str = "sluice-ingress-manager";
 
 /// Runs ingress-manager until `shutdown` completes: informers on Services and Ingresses (in
 /// `--namespace` or everywhere), then `--workers` reconcilers once the caches have synced.
@@ -85,6 +89,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let options = args.desired_options();
+    // Checked first: a timing that cannot work is a usage error, not a crash loop later.
+    let election = args
+        .leader_elect
+        .then(|| {
+            args.election.elector(
+                client.clone(),
+                DEFAULT_ELECTION_ID,
+                args.namespace.as_deref(),
+            )
+        })
+        .transpose()?;
     let factory = SharedInformerFactory::new(client.clone());
     let (services, ingresses) = match args.namespace.as_deref() {
         Some(ns) => (
@@ -136,10 +151,15 @@ pub async fn run(
     let stop_election = CancellationToken::new();
     let mut leading = None;
     let mut election_task = None;
-    if args.leader_elect {
-        let (mut rx, task) = start_election(&args, &client, stop_election.clone());
+    if let Some(election) = election {
+        let lease = args
+            .election
+            .election_id
+            .clone()
+            .unwrap_or_else(|| DEFAULT_ELECTION_ID.into());
+        let (mut rx, task) = election.spawn(stop_election.clone());
         election_task = Some(task);
-        tracing::info!(lease = %args.election_id, "waiting to lead");
+        tracing::info!(%lease, "waiting to lead");
         let led = tokio::select! {
             _ = &mut shutdown => false,
             r = rx.wait_for(|l| *l) => r.is_ok(),
@@ -151,7 +171,7 @@ pub async fn run(
             factory.shutdown().await;
             return Ok(());
         }
-        tracing::info!(lease = %args.election_id, "leading; reconciling");
+        tracing::info!(%lease, "leading; reconciling");
         leading = Some(rx);
     }
     let lost = Arc::new(AtomicBool::new(false));
@@ -205,7 +225,10 @@ pub async fn run(
     if lost.load(Ordering::Relaxed) {
         bail!(
             "lost the Lease {}: stopped reconciling so that only the new leader writes",
-            args.election_id
+            args.election
+                .election_id
+                .as_deref()
+                .unwrap_or(DEFAULT_ELECTION_ID)
         );
     }
     Ok(())
@@ -216,32 +239,4 @@ async fn end_election(task: Option<tokio::task::JoinHandle<()>>) {
     if let Some(task) = task {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
-}
-
-/// Starts campaigning for the Lease; the receiver says whether we lead. The task ends,
-/// having released the Lease if held, once `stop` is cancelled.
-fn start_election(
-    args: &IngressManagerArgs,
-    client: &kube::Client,
-    stop: CancellationToken,
-) -> (
-    tokio::sync::watch::Receiver<bool>,
-    tokio::task::JoinHandle<()>,
-) {
-    let identity = args
-        .identity
-        .clone()
-        .unwrap_or_else(crate::cluster::default_identity);
-    let namespace = args
-        .election_namespace
-        .clone()
-        .or_else(|| args.namespace.clone())
-        .unwrap_or_else(|| "default".into());
-    let election = LeaderElection::new(
-        Api::<Lease>::namespaced(client.clone(), &namespace),
-        &args.election_id,
-        &identity,
-        LeaseTiming::for_lease(args.lease_duration),
-    );
-    election.spawn(stop)
 }

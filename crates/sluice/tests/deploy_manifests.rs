@@ -12,7 +12,7 @@
 
 use clap::Parser;
 use sluice_controller::cluster::ControllerArgs;
-use sluice_controller::ingress_manager::IngressManagerArgs;
+use sluice_ingress_manager::IngressManagerArgs;
 use sluice_testenv::ControlPlane;
 use std::path::PathBuf;
 use std::process::Command;

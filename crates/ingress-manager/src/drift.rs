@@ -43,7 +43,7 @@ pub fn in_sync(live: &Ingress, desired: &Ingress) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingress_manager::desired::{DesiredOptions, desired_ingress};
+    use crate::desired::{DesiredOptions, desired_ingress};
     use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
     use k8s_openapi::api::networking::v1::IngressTLS;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

@@ -2,13 +2,13 @@
 //! the informers' listers (never a GET), compute the desired Ingress, and make the cluster
 //! agree with the fewest writes: none when it already does.
 
-use super::MANAGER_NAME;
-use super::desired::{DesiredOptions, desired_ingress, wants_ingress};
-use super::drift::in_sync;
-use super::events::{
+use crate::MANAGER_NAME;
+use crate::desired::{DesiredOptions, desired_ingress, wants_ingress};
+use crate::drift::in_sync;
+use crate::events::{
     INGRESS_CREATED, INGRESS_DELETED, INGRESS_NOT_OWNED, INGRESS_UPDATED, ServiceEvents,
 };
-use super::ownership::is_owned_by;
+use crate::ownership::is_owned_by;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};

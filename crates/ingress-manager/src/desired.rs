@@ -1,8 +1,8 @@
 //! The pure part of ingress-manager: which Ingress a Service asks for. No I/O, so every case
 //! is unit-tested here and the reconciler only compares and writes.
 
-use super::ownership::owner_reference;
-use super::{HOST_ANNOTATION, HTTP_ANNOTATION, MANAGED_BY_LABEL, MANAGER_NAME};
+use crate::ownership::owner_reference;
+use crate::{HOST_ANNOTATION, HTTP_ANNOTATION, MANAGED_BY_LABEL, MANAGER_NAME};
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
