@@ -111,7 +111,7 @@ async fn dashboard_renders_routes_and_moves_under_load() {
                     && started.elapsed() < Duration::from_secs(8)
                     && sent.0 + sent.1 < 2_000
                 {
-                    let api = (sent.0 + sent.1) % 3 == 0;
+                    let api = (sent.0 + sent.1).is_multiple_of(3);
                     let path = if api { "/api/x" } else { "/" };
                     assert_eq!(get(addr, "shop.example.com", path).await.status, 200);
                     if api {
