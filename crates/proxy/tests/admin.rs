@@ -87,6 +87,26 @@ async fn metrics_count_requests_and_rebuilds() {
         assert!(sent > 0, "{text}");
         // No series carries the path.
         assert!(!text.contains("/upload"), "{text}");
+        // Every metric the shipped Grafana dashboard queries is exported.
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/grafana/sluice.json")).unwrap();
+        let names = regex::Regex::new(r"sluice_[a-z_]+").unwrap();
+        let mut queried = 0;
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                for name in names.find_iter(target["expr"].as_str().unwrap()) {
+                    let family = name.as_str().trim_end_matches("_bucket");
+                    assert!(
+                        text.contains(&format!("# TYPE {family} "))
+                            || text.contains(&format!("{family}{{"))
+                            || text.contains(&format!("{family} ")),
+                        "deploy/grafana/sluice.json queries {family}, which /metrics lacks"
+                    );
+                    queried += 1;
+                }
+            }
+        }
+        assert!(queried >= 10, "{queried}");
     })
     .await;
 }
