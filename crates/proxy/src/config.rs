@@ -140,9 +140,17 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     pub max_body_bytes: u64,
 
-    /// Tokio worker threads for the proxy runtime; default: one per core.
+    /// Worker threads: each runs its own event loop with its own listening sockets
+    /// (`SO_REUSEPORT`, so the kernel spreads new connections over them), upstream pools
+    /// and no hand-offs to other threads; default (`sluice serve`, `sluice controller`): the
+    /// CPUs this process may use. Unset in the library: the proxy serves on the caller's
+    /// runtime.
     #[arg(long)]
     pub workers: Option<usize>,
+
+    /// Pins worker `i` to the `i`-th CPU this process may use (with `--workers`).
+    #[arg(long)]
+    pub pin_workers: bool,
 
     /// Which server reads plain HTTP/1.1 requests: `sluice` (its own loop; requests with a
     /// body, upgrades and unusual heads still go to hyper) or `hyper` (all of them).
@@ -185,6 +193,7 @@ impl Default for ProxyArgs {
             max_header_bytes: 64 * 1024,
             max_body_bytes: 1 << 30,
             workers: None,
+            pin_workers: false,
             http1_server: Http1Server::Sluice,
             access_log: false,
         }
@@ -214,20 +223,29 @@ impl ProxyArgs {
         }
     }
 
-    /// Builds the tokio runtime the proxy should run on: `--workers` worker threads (one per
-    /// core when unset); with `--workers 1`, a current-thread runtime, which skips the
-    /// work-stealing machinery that a single worker cannot use.
+    /// Fills in the default worker count (the CPUs this process may use) when unset: what
+    /// the `sluice` binary does before serving.
+    pub fn with_default_workers(mut self) -> Self {
+        if self.workers.is_none() {
+            self.workers = Some(
+                std::thread::available_parallelism()
+                    .map(std::num::NonZero::get)
+                    .unwrap_or(1),
+            );
+        }
+        self
+    }
+
+    /// Builds the runtime that drives the proxy from the outside: the admin endpoints, the
+    /// dashboard's sampler, shutdown. With `--workers` the requests are served by the
+    /// workers' own threads, so this is one thread; without, it is the work-stealing
+    /// runtime that serves everything.
     pub fn build_runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
         let mut builder = match self.workers {
-            Some(1) => tokio::runtime::Builder::new_current_thread(),
-            Some(workers) => {
-                let mut builder = tokio::runtime::Builder::new_multi_thread();
-                builder.worker_threads(workers.max(1));
-                builder
-            }
+            Some(_) => tokio::runtime::Builder::new_current_thread(),
             None => tokio::runtime::Builder::new_multi_thread(),
         };
-        builder.enable_all().thread_name("sluice-worker");
+        builder.enable_all().thread_name("sluice-main");
         builder.build()
     }
 

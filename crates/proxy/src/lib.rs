@@ -101,12 +101,14 @@ mod upstream_body;
 mod upstream_client;
 mod upstream_tls;
 mod websocket;
+mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
@@ -259,12 +261,39 @@ impl Proxy {
                 .await
                 .with_context(|| format!("binding the {what} listener on {addr}"))
         };
-        let listeners = Listeners {
-            http: bind(self.args.http_addr, "HTTP").await?,
-            https: bind(self.args.https_addr, "HTTPS").await?,
-            admin: bind(self.args.admin_addr, "admin").await?,
+        let Some(count) = self.args.workers else {
+            let listeners = Listeners {
+                http: bind(self.args.http_addr, "HTTP").await?,
+                https: bind(self.args.https_addr, "HTTPS").await?,
+                admin: bind(self.args.admin_addr, "admin").await?,
+            };
+            return self.with_listeners(listeners);
         };
-        self.with_listeners(listeners)
+        // Thread-per-core: every worker gets its own socket on each address.
+        let count = count.max(1);
+        let many = |addr: SocketAddr, what: &'static str| {
+            workers::bind_many(addr, count)
+                .with_context(|| format!("binding the {what} listener on {addr}"))
+        };
+        let http = many(self.args.http_addr, "HTTP")?;
+        let https = many(self.args.https_addr, "HTTPS")?;
+        let admin = bind(self.args.admin_addr, "admin").await?;
+        let addrs = [
+            http[0].local_addr()?,
+            https[0].local_addr()?,
+            admin.local_addr()?,
+        ];
+        let sockets = http
+            .into_iter()
+            .zip(https)
+            .map(|(http, https)| workers::WorkerSockets { http, https })
+            .collect();
+        Ok(BoundProxy {
+            proxy: self,
+            data: DataListeners::Workers(sockets),
+            admin,
+            addrs,
+        })
     }
 
     /// Uses listeners bound by the caller instead of the flag addresses.
@@ -274,9 +303,11 @@ impl Proxy {
             listeners.https.local_addr()?,
             listeners.admin.local_addr()?,
         ];
+        let Listeners { http, https, admin } = listeners;
         Ok(BoundProxy {
             proxy: self,
-            listeners,
+            data: DataListeners::Shared { http, https },
+            admin,
             addrs,
         })
     }
@@ -300,12 +331,31 @@ fn random_proxy_id() -> String {
     format!("sluice-{:08x}", hasher.finish() as u32)
 }
 
+/// The `worker` label of per-worker metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct WorkerLabel {
+    worker: String,
+}
+
 /// A proxy with bound listeners, ready to serve.
 #[derive(Debug)]
 pub struct BoundProxy {
     proxy: Proxy,
-    listeners: Listeners,
+    data: DataListeners,
+    admin: TcpListener,
     addrs: [SocketAddr; 3],
+}
+
+/// Where requests are accepted.
+#[derive(Debug)]
+enum DataListeners {
+    /// One listener per address, served on the caller's runtime.
+    Shared {
+        http: TcpListener,
+        https: TcpListener,
+    },
+    /// `--workers`: sockets per worker thread.
+    Workers(Vec<workers::WorkerSockets>),
 }
 
 impl BoundProxy {
@@ -346,7 +396,8 @@ impl BoundProxy {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let BoundProxy {
             proxy,
-            listeners,
+            data,
+            admin,
             addrs,
         } = self;
         let Proxy {
@@ -361,26 +412,30 @@ impl BoundProxy {
         let connections = TaskTracker::new();
         let protocols = Arc::new(Protocols::new(&args));
         let admin_stop = CancellationToken::new();
+        let worker_count = match &data {
+            DataListeners::Shared { .. } => 0,
+            DataListeners::Workers(sockets) => sockets.len(),
+        };
         info!(
-            http = %addrs[0], https = %addrs[1], admin = %addrs[2],
+            http = %addrs[0], https = %addrs[1], admin = %addrs[2], workers = worker_count,
             "proxy listening"
         );
 
-        let accept = |listener, transport| {
-            tokio::spawn(listener::accept_loop(
-                listener,
-                transport,
-                Arc::clone(&shared),
-                Arc::clone(&protocols),
-                phases.clone(),
-                connections.clone(),
-            ))
-        };
-        let http = accept(listeners.http, Transport::Plain);
-        let https = accept(listeners.https, Transport::Tls(tls));
+        // Per-worker figures are registered before the registry is shared with the admin
+        // server.
+        let mut registry = registry;
+        let per_worker: prometheus_client::metrics::family::Family<WorkerLabel, Counter> =
+            Default::default();
+        if worker_count > 0 {
+            registry.register(
+                "sluice_worker_connections_accepted",
+                "Client connections accepted, by worker thread",
+                per_worker.clone(),
+            );
+        }
         let history = Arc::new(dashboard::History::default());
         let admin = tokio::spawn(admin::serve(
-            listeners.admin,
+            admin,
             admin::Admin {
                 registry: Arc::new(registry),
                 readiness: readiness.clone(),
@@ -395,18 +450,76 @@ impl BoundProxy {
             admin_stop.clone(),
         ));
 
+        let finished = CancellationToken::new();
+        let mut shared_loops = Vec::new();
+        let mut threads = Vec::new();
+        match data {
+            DataListeners::Shared { http, https } => {
+                let accept = |listener, transport| {
+                    tokio::spawn(listener::accept_loop(
+                        listener,
+                        transport,
+                        Arc::clone(&shared),
+                        Arc::clone(&protocols),
+                        phases.clone(),
+                        connections.clone(),
+                        None,
+                    ))
+                };
+                shared_loops.push(accept(http, Transport::Plain));
+                shared_loops.push(accept(https, Transport::Tls(tls)));
+            }
+            DataListeners::Workers(sockets) => {
+                let context = workers::WorkerContext {
+                    shared: Arc::clone(&shared),
+                    protocols: Arc::clone(&protocols),
+                    tls,
+                    phases: phases.clone(),
+                    connections: connections.clone(),
+                    finished: finished.clone(),
+                    pin: args.pin_workers,
+                };
+                for (index, sockets) in sockets.into_iter().enumerate() {
+                    let accepted = per_worker
+                        .get_or_create(&WorkerLabel {
+                            worker: index.to_string(),
+                        })
+                        .clone();
+                    match workers::spawn(index, sockets, &context, accepted) {
+                        Ok(thread) => threads.push(thread),
+                        Err(error) => {
+                            finished.cancel();
+                            phases.stop_accepting.cancel();
+                            return Err(anyhow::anyhow!("starting worker {index}: {error}"));
+                        }
+                    }
+                }
+            }
+        }
+
         shutdown.await;
         info!("shutting down");
         readiness.set_ready(false);
         // Accept loops end as soon as they see the phase; wait so listeners are closed.
-        let drained = shutdown::drain(
+        shutdown::drain(
             &phases,
             &connections,
             &shared.tunnels,
             &shared.tunnels_stop,
             args.drain_timeout,
-        );
-        let (_, _, _) = tokio::join!(drained, http, https);
+        )
+        .await;
+        for accept in shared_loops {
+            let _ = accept.await;
+        }
+        // Workers stop their runtimes (what is left on them is dropped) and exit.
+        finished.cancel();
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
+        .await;
         admin_stop.cancel();
         let _ = admin.await;
         let _ = sampler.await;

@@ -118,6 +118,7 @@ pub(crate) async fn accept_loop(
     protocols: Arc<Protocols>,
     phases: Phases,
     connections: TaskTracker,
+    per_worker: Option<prometheus_client::metrics::counter::Counter>,
 ) {
     let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let tls = matches!(transport, Transport::Tls(_));
@@ -138,6 +139,9 @@ pub(crate) async fn accept_loop(
         // Small responses must not wait for Nagle.
         let _ = stream.set_nodelay(true);
         shared.metrics.connections_accepted.inc();
+        if let Some(counter) = &per_worker {
+            counter.inc();
+        }
         let client = Client {
             shared: Arc::clone(&shared),
             peer,

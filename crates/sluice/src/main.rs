@@ -104,15 +104,18 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(&cli);
     match cli.command {
-        // The proxy's workers run here; the control plane (manifests, informers, compiling)
-        // starts its own runtime inside `serve`/`run` (sluice_controller::control), so its
-        // work never lands on a worker.
-        Command::Serve(args) => {
+        // The proxy's worker threads (--workers, default one per CPU) each run their own
+        // runtime; this one drives the admin port and shutdown. The control plane
+        // (manifests, informers, compiling) starts its own runtime inside `serve`/`run`
+        // (sluice_controller::control), so its work never lands on a worker.
+        Command::Serve(mut args) => {
+            args.proxy = args.proxy.with_default_workers();
             let runtime = args.proxy.build_runtime()?;
             runtime.block_on(sluice_controller::serve::serve(*args, signalled()))?;
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
-        Command::Controller(args) => {
+        Command::Controller(mut args) => {
+            args.proxy = args.proxy.with_default_workers();
             let runtime = args.proxy.build_runtime()?;
             runtime.block_on(sluice_controller::cluster::run(*args, signalled()))?;
             runtime.shutdown_timeout(Duration::from_secs(1));

@@ -1,0 +1,193 @@
+//! Thread-per-core serving (`--workers N`): N threads, each with its own current-thread
+//! runtime and its own listening sockets for HTTP and HTTPS, bound to the same addresses
+//! with `SO_REUSEPORT` so the kernel spreads new connections over them (by a hash of the
+//! connection's addresses, whatever a worker is busy with). A connection lives and dies on
+//! the worker that accepted it, with that thread's upstream pools: no locks and no
+//! cross-thread wake-ups on the request path. The routing snapshot stays one shared atomic
+//! pointer; metrics are shared atomics.
+//!
+//! Where `SO_REUSEPORT` is refused, the workers share one socket through duplicated file
+//! descriptors instead (every worker is woken for every connection, and the first to
+//! accept wins).
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use prometheus_client::metrics::counter::Counter;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+use crate::context::Shared;
+use crate::listener::{self, Protocols, Transport};
+use crate::shutdown::Phases;
+
+/// Listen backlog of every socket (tokio's default for `TcpListener::bind`).
+const BACKLOG: u32 = 1024;
+
+/// The listening sockets of one worker.
+#[derive(Debug)]
+pub(crate) struct WorkerSockets {
+    pub(crate) http: std::net::TcpListener,
+    pub(crate) https: std::net::TcpListener,
+}
+
+/// Binds `count` sockets on `addr` (the first decides the port when `addr`'s is 0), with
+/// `SO_REUSEPORT` where the platform has it, else one socket and duplicates of it.
+pub(crate) fn bind_many(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let first = match reuseport_socket(addr) {
+        Ok(first) => first,
+        Err(error) => {
+            warn!(%addr, %error, "SO_REUSEPORT unavailable: workers share one listening socket");
+            let socket = plain_socket(addr)?;
+            let mut all = vec![socket];
+            for _ in 1..count {
+                all.push(all[0].try_clone()?);
+            }
+            return Ok(all);
+        }
+    };
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..count {
+        all.push(reuseport_socket(bound)?);
+    }
+    Ok(all)
+}
+
+fn reuseport_socket(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = new_socket(addr)?;
+    socket.set_reuseport(true)?;
+    listen(socket, addr)
+}
+
+fn plain_socket(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    listen(new_socket(addr)?, addr)
+}
+
+fn new_socket(addr: SocketAddr) -> io::Result<TcpSocket> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    Ok(socket)
+}
+
+fn listen(socket: TcpSocket, addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    socket.bind(addr)?;
+    let listener = socket.listen(BACKLOG)?;
+    listener.into_std()
+}
+
+/// Everything a worker thread needs, cloned per worker.
+pub(crate) struct WorkerContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) protocols: Arc<Protocols>,
+    pub(crate) tls: TlsAcceptor,
+    pub(crate) phases: Phases,
+    pub(crate) connections: TaskTracker,
+    /// Cancelled once draining is over: the worker's runtime then stops, dropping whatever
+    /// is left on it.
+    pub(crate) finished: CancellationToken,
+    /// Pin worker `i` to the `i`-th allowed CPU.
+    pub(crate) pin: bool,
+}
+
+/// Starts worker `index` on a thread of its own.
+pub(crate) fn spawn(
+    index: usize,
+    sockets: WorkerSockets,
+    context: &WorkerContext,
+    accepted: Counter,
+) -> io::Result<JoinHandle<()>> {
+    let shared = Arc::clone(&context.shared);
+    let protocols = Arc::clone(&context.protocols);
+    let tls = context.tls.clone();
+    let phases = context.phases.clone();
+    let connections = context.connections.clone();
+    let finished = context.finished.clone();
+    let pin = context.pin;
+    std::thread::Builder::new()
+        .name(format!("sluice-worker-{index}"))
+        .spawn(move || {
+            if pin {
+                pin_to_cpu(index);
+            }
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    warn!(worker = index, %error, "worker runtime failed to start");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let listeners = (
+                    sockets
+                        .http
+                        .set_nonblocking(true)
+                        .and_then(|()| TcpListener::from_std(sockets.http)),
+                    sockets
+                        .https
+                        .set_nonblocking(true)
+                        .and_then(|()| TcpListener::from_std(sockets.https)),
+                );
+                let (Ok(http), Ok(https)) = listeners else {
+                    warn!(
+                        worker = index,
+                        "worker could not take its listening sockets"
+                    );
+                    return;
+                };
+                let accept = |listener, transport| {
+                    listener::accept_loop(
+                        listener,
+                        transport,
+                        Arc::clone(&shared),
+                        Arc::clone(&protocols),
+                        phases.clone(),
+                        connections.clone(),
+                        Some(accepted.clone()),
+                    )
+                };
+                tokio::join!(
+                    accept(http, Transport::Plain),
+                    accept(https, Transport::Tls(tls))
+                );
+                // Connections accepted here run on this runtime: keep it going until the
+                // drain is over.
+                finished.cancelled().await;
+            });
+            debug!(worker = index, "worker stopped");
+        })
+}
+
+/// Restricts the calling thread to the `index`-th CPU of those the process may use.
+fn pin_to_cpu(index: usize) {
+    // SAFETY: cpu_set_t is plain data; the calls only read and write the set we own.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &allowed))
+            .collect();
+        if cpus.is_empty() {
+            return;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpus[index % cpus.len()], &mut one);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
+            warn!(worker = index, "pinning the worker to a CPU failed");
+        }
+    }
+}
