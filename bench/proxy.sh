@@ -18,11 +18,13 @@
 #   CONNS [50]       wrk connections (small GETs, TLS, new connections)
 #   BIG_CONNS [10]   wrk connections for 1 MiB responses
 #   WRK_THREADS [1]  wrk threads
-#   PIN [auto]       "auto": with >= 2 cores the proxy under test runs on the last core and
-#                    wrk + backend on the others (taskset); "off": no pinning
+#   PIN [auto]       "auto": the proxy under test runs on the last WORKERS cores and wrk +
+#                    backend on the others (taskset), when there are more cores than
+#                    WORKERS; "off": no pinning. E.g. on 16 cores: WORKERS=8 bench/proxy.sh
 #   PEERS ["sluice nginx haproxy"]   which proxies to run (haproxy skipped if not installed;
 #                    "sluice-hyper" is sluice with --http1-server hyper, for comparing the two)
-#   SCENARIOS ["small big close tls"]
+#   SCENARIOS ["small big close tls tlsnew"]   small keep-alive GETs, 1 MiB responses, a new
+#                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request
 set -euo pipefail
 
 WORKERS=${WORKERS:-1}
@@ -33,7 +35,7 @@ BIG_CONNS=${BIG_CONNS:-10}
 WRK_THREADS=${WRK_THREADS:-1}
 PIN=${PIN:-auto}
 PEERS=${PEERS:-"sluice nginx haproxy"}
-SCENARIOS=${SCENARIOS:-"small big close tls"}
+SCENARIOS=${SCENARIOS:-"small big close tls tlsnew"}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMP=$(mktemp -d -t sluice-bench.XXXXXX)
@@ -82,9 +84,9 @@ PROXY_CPUS=""
 LOAD_CPUS=""
 ON_PROXY_CPUS=()
 ON_LOAD_CPUS=()
-if [[ $PIN == auto && $CORES -ge 2 ]] && command -v taskset >/dev/null; then
-    PROXY_CPUS=$((CORES - 1))
-    LOAD_CPUS="0-$((CORES - 2))"
+if [[ $PIN == auto && $CORES -gt $WORKERS ]] && command -v taskset >/dev/null; then
+    PROXY_CPUS="$((CORES - WORKERS))-$((CORES - 1))"
+    LOAD_CPUS="0-$((CORES - WORKERS - 1))"
     # Command prefixes (not functions): a backgrounded simple command keeps its own PID
     # through taskset's exec, so $! is the server itself and `kill` reaches it.
     ON_PROXY_CPUS=(taskset -c "$PROXY_CPUS")
@@ -305,6 +307,7 @@ run_wrk() { # peer scenario round
     big) url="http://127.0.0.1:$http/1m"; conns=$BIG_CONNS ;;
     close) url="http://127.0.0.1:$http/"; extra=(-H "Connection: close") ;;
     tls) url="https://127.0.0.1:$https/" ;;
+    tlsnew) url="https://127.0.0.1:$https/"; extra=(-H "Connection: close") ;;
     esac
     local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1
     read -r t0 s0 < <(cpu_ticks)
