@@ -6,7 +6,7 @@
 //! policy, certificates) and the warnings the control plane reported ([`Warning`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -19,30 +19,6 @@ use crate::snapshot::{Snapshot, TableShared};
 pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
 /// Samples kept per route: five minutes at [`SAMPLE_INTERVAL`].
 pub(crate) const KEPT_SAMPLES: usize = 150;
-
-/// A problem the control plane wants people to see (an invalid object, an unsupported
-/// annotation, a flag's object missing), shown by the dashboard and `/api/v1/status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// The object, e.g. `Ingress default/web`.
-    pub object: String,
-    /// The field at fault, e.g. `metadata.annotations.nginx.ingress.kubernetes.io/foo`.
-    pub field: String,
-    /// Machine-readable reason, e.g. `UnsupportedAnnotation`.
-    pub reason: String,
-    /// The sentence.
-    pub message: String,
-}
-
-/// Answers `sluice explain` for a host and a path (the control plane has the objects).
-pub type Explainer = dyn Fn(&str, &str) -> String + Send + Sync;
-
-/// What the control plane reports besides the table.
-#[derive(Default)]
-pub(crate) struct ControlInfo {
-    pub(crate) warnings: Vec<Warning>,
-    pub(crate) explainer: Option<Arc<Explainer>>,
-}
 
 /// One sample of a route.
 #[derive(Debug, Clone, Copy, PartialEq)]

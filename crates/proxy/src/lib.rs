@@ -74,6 +74,7 @@ mod body;
 mod chunked;
 mod config;
 mod context;
+mod control_info;
 mod dashboard;
 mod errors;
 mod handler;
@@ -122,7 +123,7 @@ pub use config::{
     Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
-pub use dashboard::{Explainer, Warning};
+pub use control_info::{Explainer, Warning};
 pub use snapshot::TableHandle;
 pub use tls::DEFAULT_CERT_NAME;
 

@@ -18,7 +18,7 @@ use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
 use crate::balancer::{Balancer, Endpoint};
-use crate::dashboard::{ControlInfo, Warning};
+use crate::control_info::{ControlInfo, Warning};
 use crate::metrics::{BackendMetrics, Metrics, RouteMetrics};
 use crate::upstream_tls::TlsClients;
 
