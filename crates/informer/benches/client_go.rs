@@ -13,7 +13,7 @@
 //! With `--steady SECS [--rate R]` (default 1000/s), after the rounds each program runs once
 //! more with `--steady SECS`: once it has synced, this driver patches the Pods round-robin
 //! (an annotation carrying the send time) at R patches/s for SECS seconds (bounded in count
-//! and time, at most 128 in flight), and the program reports its RSS right after sync and
+//! and time, at most 128 in flight, 10 s each at most), and the program reports its RSS right after sync and
 //! after the phase, and the handler latency (patch sent -> update handler called).
 
 mod support;
@@ -143,7 +143,8 @@ fn now_us() -> u64 {
 }
 
 /// Patches Pods `pod-000000`.. round-robin at `rate`/s for `secs` seconds: at most
-/// `rate * secs` patches, none started after `secs`, at most 128 in flight.
+/// `rate * secs` patches, none started after `secs`, at most 128 in flight, each given up
+/// after 10 s.
 async fn steady_load(api: &Api<Pod>, n: usize, rate: u32, secs: u64) -> Load {
     let total = rate as usize * secs as usize;
     let start = tokio::time::Instant::now();
@@ -160,13 +161,17 @@ async fn steady_load(api: &Api<Pod>, n: usize, rate: u32, secs: u64) -> Load {
                 let name = format!("pod-{:06}", i % n.max(1));
                 let patch = serde_json::json!({"metadata": {"annotations": {WRITTEN_AT: now_us().to_string()}}});
                 let t = Instant::now();
-                match api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => Some(t.elapsed()),
-                    Err(err) => {
+                let params = PatchParams::default();
+                let patch = Patch::Merge(&patch);
+                let write = api.patch(&name, &params, &patch);
+                match tokio::time::timeout(Duration::from_secs(10), write).await {
+                    Ok(Ok(_)) => Some(t.elapsed()),
+                    Ok(Err(err)) => {
                         eprintln!("patch {name}: {err}");
+                        Some(Duration::MAX)
+                    }
+                    Err(_) => {
+                        eprintln!("patch {name}: no answer in 10 s");
                         Some(Duration::MAX)
                     }
                 }
