@@ -14,6 +14,10 @@
 #   bench/informer.sh --pods 100000 100,000 Pods
 #   bench/informer.sh --rounds 5
 #   bench/informer.sh --metadata    also sluice's metadata-only Pod informer
+#   bench/informer.sh --steady 60 [--rate 1000]
+#                                   then a steady phase per program: Pod patches at --rate/s
+#                                   for 60 s after sync; RSS after it vs after sync, handler
+#                                   latency p50/p99 (patch sent -> update handler called)
 #
 # Uses $CARGO_TARGET_DIR when set.
 set -euo pipefail
@@ -29,6 +33,8 @@ while (($#)); do
         --pods) PODS=$2; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
         --metadata) EXTRA+=(--metadata); shift ;;
+        --steady) EXTRA+=(--steady "$2"); shift 2 ;;
+        --rate) EXTRA+=(--rate "$2"); shift 2 ;;
         *) log "unknown argument $1"; exit 2 ;;
     esac
 done

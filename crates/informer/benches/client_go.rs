@@ -9,6 +9,12 @@
 //! sync and prints `RESULT <seconds> <VmHWM KiB> <pods>`. Prints every run, the medians and
 //! the ratios sluice / client-go. With `--metadata`, each round also runs the sluice program
 //! with its metadata-only Pod informer (`PartialObjectMeta<Pod>`).
+//!
+//! With `--steady SECS [--rate R]` (default 1000/s), after the rounds each program runs once
+//! more with `--steady SECS`: once it has synced, this driver patches the Pods round-robin
+//! (an annotation carrying the send time) at R patches/s for SECS seconds (bounded in count
+//! and time, at most 128 in flight, 10 s each at most), and the program reports its RSS right after sync and
+//! after the phase, and the handler latency (patch sent -> update handler called).
 
 mod support;
 use support::pod;
@@ -21,7 +27,14 @@ use std::{
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, api::PostParams};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The annotation the steady phase patches; the programs read the send time from it.
+const WRITTEN_AT: &str = "bench.sluice.dev/written-at";
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -75,6 +88,12 @@ async fn run_once(
     .await
     .with_context(|| format!("{} ran past {timeout:?}", bin.display()))??;
     let stdout = String::from_utf8_lossy(&out.stdout);
+    for info in stdout.lines().filter_map(|l| l.strip_prefix("INFO ")) {
+        println!(
+            "    {}: {info}",
+            bin.display().to_string().rsplit('/').next().unwrap_or("")
+        );
+    }
     let line = stdout
         .lines()
         .find(|l| l.starts_with("RESULT "))
@@ -92,6 +111,153 @@ async fn run_once(
         hwm_kib: f[2].parse()?,
         objects: f[3].parse()?,
     })
+}
+
+/// What the steady phase measured in one program.
+#[derive(Debug, Clone, Copy)]
+struct Steady {
+    rss_synced_kib: u64,
+    rss_end_kib: u64,
+    hwm_kib: u64,
+    updates: u64,
+    p50_us: u64,
+    p99_us: u64,
+    max_us: u64,
+}
+
+/// What the load of the steady phase achieved.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    sent: usize,
+    failed: usize,
+    secs: f64,
+    write_p50_ms: f64,
+    write_p99_ms: f64,
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Patches Pods `pod-000000`.. round-robin at `rate`/s for `secs` seconds: at most
+/// `rate * secs` patches, none started after `secs`, at most 128 in flight, each given up
+/// after 10 s.
+async fn steady_load(api: &Api<Pod>, n: usize, rate: u32, secs: u64) -> Load {
+    let total = rate as usize * secs as usize;
+    let start = tokio::time::Instant::now();
+    let stop = start + Duration::from_secs(secs);
+    let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
+    let results: Vec<Option<Duration>> = futures::stream::iter(0..total)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                tokio::time::sleep_until(start + period * i as u32).await;
+                if tokio::time::Instant::now() >= stop {
+                    return None;
+                }
+                let name = format!("pod-{:06}", i % n.max(1));
+                let patch = serde_json::json!({"metadata": {"annotations": {WRITTEN_AT: now_us().to_string()}}});
+                let t = Instant::now();
+                let params = PatchParams::default();
+                let patch = Patch::Merge(&patch);
+                let write = api.patch(&name, &params, &patch);
+                match tokio::time::timeout(Duration::from_secs(10), write).await {
+                    Ok(Ok(_)) => Some(t.elapsed()),
+                    Ok(Err(err)) => {
+                        eprintln!("patch {name}: {err}");
+                        Some(Duration::MAX)
+                    }
+                    Err(_) => {
+                        eprintln!("patch {name}: no answer in 10 s");
+                        Some(Duration::MAX)
+                    }
+                }
+            }
+        })
+        .buffer_unordered(128)
+        .collect()
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    let mut ok: Vec<f64> = results
+        .iter()
+        .flatten()
+        .filter(|d| **d != Duration::MAX)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
+    let sent = results.iter().flatten().count();
+    let failed = sent - ok.len();
+    ok.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| {
+        if ok.is_empty() {
+            0.0
+        } else {
+            ok[((ok.len() as f64 * p).ceil() as usize).clamp(1, ok.len()) - 1]
+        }
+    };
+    Load {
+        sent,
+        failed,
+        secs,
+        write_p50_ms: pct(0.5),
+        write_p99_ms: pct(0.99),
+    }
+}
+
+/// One program with `--steady`: wait for its RESULT (sync), run the load, read its STEADY line.
+async fn run_steady(
+    bin: &PathBuf,
+    kubeconfig: &std::path::Path,
+    api: &Api<Pod>,
+    ns: &str,
+    n: usize,
+    (secs, rate): (u64, u32),
+) -> anyhow::Result<(Run, Load, Steady)> {
+    let mut child = tokio::process::Command::new(bin)
+        .args(["--namespace", ns, "--steady", &secs.to_string()])
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut next = async |prefix: &str, within: Duration| -> anyhow::Result<Vec<String>> {
+        tokio::time::timeout(within, async {
+            while let Some(l) = lines.next_line().await? {
+                if l.starts_with(prefix) {
+                    return Ok(l.split_whitespace().skip(1).map(String::from).collect());
+                }
+            }
+            anyhow::bail!("{} ended without {prefix}", bin.display())
+        })
+        .await
+        .with_context(|| format!("{} printed no {prefix} in {within:?}", bin.display()))?
+    };
+    let f = next("RESULT", Duration::from_secs(600)).await?;
+    anyhow::ensure!(f.len() == 3, "bad RESULT {f:?}");
+    let run = Run {
+        secs: f[0].parse()?,
+        hwm_kib: f[1].parse()?,
+        objects: f[2].parse()?,
+    };
+    let load = steady_load(api, n, rate, secs).await;
+    let f = next("STEADY", Duration::from_secs(secs + 60)).await?;
+    anyhow::ensure!(f.len() == 7, "bad STEADY {f:?}");
+    let v: Vec<u64> = f.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
+    let steady = Steady {
+        rss_synced_kib: v[0],
+        rss_end_kib: v[1],
+        hwm_kib: v[2],
+        updates: v[3],
+        p50_us: v[4],
+        p99_us: v[5],
+        max_us: v[6],
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    Ok((run, load, steady))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -118,6 +284,13 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(3)
         .clamp(1, 20);
     let timeout = Duration::from_secs(600);
+    let steady: Option<u64> = arg("--steady")
+        .and_then(|v| v.parse().ok())
+        .map(|s: u64| s.clamp(1, 600));
+    let rate: u32 = arg("--rate")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+        .clamp(1, 10_000);
 
     let cp = sluice_testenv::ControlPlane::shared().await?;
     let kubeconfig = cp.kubeconfig_path().to_path_buf();
@@ -187,6 +360,35 @@ async fn main() -> anyhow::Result<()> {
             mt / gt,
             mm / gm
         );
+    }
+    if let Some(secs) = steady {
+        println!("steady state: {rate} patches/s asked for {secs} s on {n} Pods");
+        for (name, bin) in [("sluice", &sluice), ("client-go", &go)] {
+            let (run, load, s) = run_steady(bin, &kubeconfig, &api, &ns, n, (secs, rate)).await?;
+            let mib = |k: u64| k as f64 / 1024.0;
+            println!(
+                "  {name:>9}: synced {} in {:.3} s; load {} patches ({} failed) in {:.1} s = {:.0}/s, write p50 {:.1} ms p99 {:.1} ms",
+                run.objects,
+                run.secs,
+                load.sent,
+                load.failed,
+                load.secs,
+                load.sent as f64 / load.secs,
+                load.write_p50_ms,
+                load.write_p99_ms
+            );
+            println!(
+                "  {name:>9}: VmRSS after sync {:.1} MiB, after the phase {:.1} MiB ({:+.1} %), VmHWM {:.1} MiB; handler saw {} updates, latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+                mib(s.rss_synced_kib),
+                mib(s.rss_end_kib),
+                (s.rss_end_kib as f64 / s.rss_synced_kib.max(1) as f64 - 1.0) * 100.0,
+                mib(s.hwm_kib),
+                s.updates,
+                s.p50_us as f64 / 1e3,
+                s.p99_us as f64 / 1e3,
+                s.max_us as f64 / 1e3
+            );
+        }
     }
     Ok(())
 }

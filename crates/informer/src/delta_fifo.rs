@@ -203,7 +203,12 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
     }
 
     fn queue_action(&self, inner: &mut Inner<K>, key: String, delta: Delta<K>) {
-        let deltas = inner.items.entry(key.clone()).or_default();
+        // Most keys carry one delta at a time: start with room for one (a default Vec's
+        // first push makes room for four, 4x the memory for every key of a big list).
+        let deltas = inner
+            .items
+            .entry(key.clone())
+            .or_insert_with(|| Vec::with_capacity(1));
         let was_empty = deltas.is_empty();
         deltas.push(delta);
         dedup_tail(deltas);
@@ -279,14 +284,34 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
     /// Objects without a name are skipped.
     pub fn replace(&self, list: Vec<Arc<K>>) {
         let mut inner = self.inner.lock();
-        let mut keys = HashSet::with_capacity(list.len());
+        // Nothing pending and nothing known (the first list of an informer): nothing can have
+        // vanished, and the set of listed keys (a copy of every key) is not needed.
+        let nothing_before =
+            inner.items.is_empty() && self.known.as_ref().is_none_or(|k| k.is_empty());
+        let mut keys = HashSet::with_capacity(if nothing_before { 0 } else { list.len() });
+        let mut listed = 0;
         for obj in list {
             let Ok(key) = object_key(obj.as_ref()) else {
                 tracing::warn!("skipping object without a name in relist");
                 continue;
             };
-            keys.insert(key.clone());
+            if nothing_before {
+                // Duplicates in a list count once, as they do in `keys`.
+                if !inner.items.contains_key(&key) {
+                    listed += 1;
+                }
+            } else {
+                keys.insert(key.clone());
+            }
             self.queue_action(&mut inner, key, Delta::new(DeltaType::Replaced, obj));
+        }
+        if nothing_before {
+            if !inner.populated {
+                inner.populated = true;
+                inner.initial_population_count = listed;
+            }
+            self.check_synced(&mut inner);
+            return;
         }
         let mut queued_deletions = 0;
         // Pending keys that vanished from the new list.
