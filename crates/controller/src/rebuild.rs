@@ -99,6 +99,7 @@ impl Rebuilder {
             diagnostics,
             ours,
             flag_diagnostics,
+            ..
         } = compile(&inputs, &self.options);
         let unserved = if !self.explain_unserved {
             Vec::new()

@@ -215,6 +215,7 @@ impl IngressInformers {
                 .map(|i| i.store().list())
                 .unwrap_or_default(),
             secrets: self.secrets.store().list(),
+            ..Inputs::default()
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct Compiled {
     /// `--default-ssl-certificate`): the object is that Service or Secret and the field is
     /// the flag. Not an Ingress's problem, so meant for the log rather than an Event.
     pub flag_diagnostics: Vec<Diagnostic>,
+    /// Conditions for the Gateway API objects of ours (GatewayClasses, Gateways,
+    /// HTTPRoutes), for the controller's status writer.
+    pub gateway: crate::gateway::GatewayStatuses,
 }
 
 /// Compiles the cluster state into a routing table. Pure, total (never panics) and
@@ -212,6 +215,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         diagnostics,
         ours,
         flag_diagnostics,
+        gateway: crate::gateway::GatewayStatuses::default(),
     }
 }
 
@@ -988,6 +992,9 @@ impl Entries<'_, '_> {
                     source: self.inputs.ingresses[claim.owner].object.clone(),
                 })
             }),
+            split: Vec::new(),
+            fixed_status: None,
+            mirrors: Vec::new(),
         });
         self.index.insert(key, id);
         id
@@ -1063,6 +1070,9 @@ fn build_table(
             rewrite: None,
             fallback: None,
             canary: None,
+            split: Vec::new(),
+            fixed_status: None,
+            mirrors: Vec::new(),
         });
         id
     });

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
+use crate::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::refs::ObjectRef;
 
 /// The cluster objects a table is compiled from, typically a snapshot of the informer caches.
@@ -24,6 +25,17 @@ pub struct Inputs {
     pub endpoint_slices: Vec<Arc<EndpointSlice>>,
     /// core/v1 Secrets of type `kubernetes.io/tls`.
     pub secrets: Vec<Arc<Secret>>,
+    /// Gateway API GatewayClasses (empty when the cluster does not serve the CRDs).
+    pub gateway_classes: Vec<Arc<GatewayClass>>,
+    /// Gateway API Gateways.
+    pub gateways: Vec<Arc<Gateway>>,
+    /// Gateway API HTTPRoutes.
+    pub http_routes: Vec<Arc<HttpRoute>>,
+    /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
+    pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is
+    /// `Selector` (only their labels are read).
+    pub namespaces: Vec<Arc<Namespace>>,
 }
 
 /// Who we are: which Ingresses are ours, which namespace we watch, and what serves the
@@ -50,12 +62,17 @@ pub struct CompileOptions {
     /// [`crate::RouteTable::default_certificate`]. Problems with it are
     /// [`crate::Compiled::flag_diagnostics`].
     pub default_certificate: Option<ObjectRef>,
+    /// GatewayClass `spec.controllerName` we claim (`--gateway-controller-name`); default
+    /// `"sluice.dev/gateway-controller"`.
+    pub gateway_controller_name: String,
 }
 
 /// Default value of [`CompileOptions::controller_name`].
 pub const DEFAULT_CONTROLLER_NAME: &str = "sluice.dev/ingress-controller";
 /// Default value of [`CompileOptions::ingress_class`].
 pub const DEFAULT_INGRESS_CLASS: &str = "sluice";
+/// Default value of [`CompileOptions::gateway_controller_name`].
+pub const DEFAULT_GATEWAY_CONTROLLER_NAME: &str = "sluice.dev/gateway-controller";
 
 impl Default for CompileOptions {
     fn default() -> Self {
@@ -66,6 +83,7 @@ impl Default for CompileOptions {
             watch_ingress_without_class: false,
             default_backend_service: None,
             default_certificate: None,
+            gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_owned(),
         }
     }
 }

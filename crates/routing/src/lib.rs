@@ -95,6 +95,7 @@ mod class;
 mod compile;
 mod diagnostic;
 mod explain;
+pub mod gateway;
 mod host;
 mod inputs;
 mod key;
@@ -118,10 +119,18 @@ pub use compile::{Compiled, compile};
 pub use diagnostic::{Diagnostic, Reason};
 pub use explain::{Answer, BackendView, Check, Explanation, explain};
 pub use host::normalize_request_host;
-pub use inputs::{CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_INGRESS_CLASS, Inputs};
+pub use inputs::{
+    CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
+    DEFAULT_INGRESS_CLASS, Inputs,
+};
 pub use path::normalize_request_path;
-pub use policy::{Cors, LoadBalance, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
+pub use policy::{
+    Cors, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
+    RequestRedirect,
+};
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
-pub use table::{Rewrite, Route, RouteEntry, RouteTable};
+pub use table::{
+    HeaderLookup, Mirror, RequestInfo, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend,
+};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

@@ -85,6 +85,131 @@ pub struct Policy {
     /// Endpoint choice (`load-balance`); `None`: sluice's default, the fewer requests in
     /// flight of two random endpoints.
     pub load_balance: Option<LoadBalance>,
+    /// Request fields appended towards the upstream, after the client's of the same name
+    /// (Gateway API `RequestHeaderModifier.add`).
+    pub request_headers_add: Vec<(HeaderName, HeaderValue)>,
+    /// Request fields removed before going upstream (`RequestHeaderModifier.remove`).
+    pub request_headers_remove: Vec<HeaderName>,
+    /// Response fields appended towards the client (`ResponseHeaderModifier.add`).
+    pub response_headers_add: Vec<(HeaderName, HeaderValue)>,
+    /// Response fields removed before the client sees them
+    /// (`ResponseHeaderModifier.remove`).
+    pub response_headers_remove: Vec<HeaderName>,
+    /// Requests are answered with a redirect built from the request (Gateway API
+    /// `RequestRedirect`).
+    pub request_redirect: Option<RequestRedirect>,
+    /// The path sent upstream is rewritten (Gateway API `URLRewrite.path`); the query is
+    /// kept.
+    pub path_rewrite: Option<PathRewrite>,
+    /// The whole request, until the response head is received, must take no longer
+    /// (Gateway API `timeouts.request`); 504 when it does.
+    pub request_timeout: Option<Duration>,
+    /// One try towards an endpoint must take no longer (Gateway API
+    /// `timeouts.backendRequest`); 504 when the last one does.
+    pub backend_request_timeout: Option<Duration>,
+}
+
+/// Gateway API `RequestRedirect`: the `Location` is the request's URL with these parts
+/// replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRedirect {
+    /// `http` or `https`; `None`: the request's.
+    pub scheme: Option<String>,
+    /// `None`: the request's host (without its port).
+    pub hostname: Option<String>,
+    /// `None`: derived as the spec says (see [`RequestRedirect::location`]).
+    pub port: Option<u16>,
+    /// `None`: the request's path.
+    pub path: Option<PathRewrite>,
+    /// 301 or 302 (Gateway API), or any 3xx.
+    pub status: u16,
+    /// The port of the listener the route is attached to (Gateway `listeners[].port`):
+    /// what the redirect keeps when neither `port` nor `scheme` is set.
+    pub listener_port: u16,
+}
+
+impl RequestRedirect {
+    /// The `Location` for a request with `scheme` (`http`/`https`), `host` (without port),
+    /// `path` and `query` (without `?`, empty for none).
+    ///
+    /// The port follows the Gateway API spec: `port` if set; else the scheme's well-known
+    /// port when `scheme` is set; else the listener's port. It is left out when it is the
+    /// well-known port of the resulting scheme (80 for http, 443 for https).
+    pub fn location(&self, scheme: &str, host: &str, path: &str, query: &str) -> String {
+        let scheme = self.scheme.as_deref().unwrap_or(scheme);
+        let host = self.hostname.as_deref().unwrap_or(host);
+        let port = match (self.port, &self.scheme) {
+            (Some(port), _) => port,
+            (None, Some(s)) if s.eq_ignore_ascii_case("https") => 443,
+            (None, Some(s)) if s.eq_ignore_ascii_case("http") => 80,
+            _ => self.listener_port,
+        };
+        let well_known = (scheme.eq_ignore_ascii_case("http") && port == 80)
+            || (scheme.eq_ignore_ascii_case("https") && port == 443);
+        let path = match &self.path {
+            Some(rewrite) => rewrite.apply(path),
+            None => path.to_owned(),
+        };
+        let mut out = String::with_capacity(scheme.len() + host.len() + path.len() + 16);
+        out.push_str(scheme);
+        out.push_str("://");
+        out.push_str(host);
+        if !well_known {
+            out.push(':');
+            out.push_str(&port.to_string());
+        }
+        out.push_str(&path);
+        if !query.is_empty() {
+            out.push('?');
+            out.push_str(query);
+        }
+        out
+    }
+}
+
+/// A path modifier (Gateway API `ReplaceFullPath` / `ReplacePrefixMatch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathRewrite {
+    /// The whole path becomes this.
+    Full(String),
+    /// The part of the path the rule's `PathPrefix` matched is replaced.
+    Prefix {
+        /// The matched prefix, without a trailing slash (`""` for `/`).
+        matched: String,
+        /// What replaces it.
+        replacement: String,
+    },
+}
+
+impl PathRewrite {
+    /// The path after rewriting request path `path` (which the rule matched).
+    ///
+    /// `ReplacePrefixMatch` replaces whole path elements: with prefix `/foo` and
+    /// replacement `/xyz`, `/foo/bar` becomes `/xyz/bar` and `/foo` becomes `/xyz`; with
+    /// replacement `/`, `/foo/bar` becomes `/bar` and `/foo` becomes `/`.
+    pub fn apply(&self, path: &str) -> String {
+        match self {
+            PathRewrite::Full(full) => full.clone(),
+            PathRewrite::Prefix {
+                matched,
+                replacement,
+            } => {
+                let rest = path.get(matched.len()..).unwrap_or("");
+                if rest.is_empty() || rest == "/" {
+                    let mut out = replacement.clone();
+                    if rest == "/" && !out.ends_with('/') {
+                        out.push('/');
+                    }
+                    if out.is_empty() {
+                        out.push('/');
+                    }
+                    return out;
+                }
+                let base = replacement.trim_end_matches('/');
+                format!("{base}{rest}")
+            }
+        }
+    }
 }
 
 /// `load-balance` algorithms.

@@ -44,6 +44,39 @@ pub struct RouteEntry {
     pub fallback: Option<Arc<Backend>>,
     /// A canary Ingress for the same host and path, which takes part of the requests.
     pub canary: Option<Canary>,
+    /// Gateway API `backendRefs` with their weights. When not empty, each request goes to
+    /// one of them, drawn by weight, instead of to `backend` (which is then the first).
+    pub split: Vec<WeightedBackend>,
+    /// The route answers this status itself, after its redirects and before going
+    /// upstream (Gateway API: a rule without a usable backend, or whose weights are all 0,
+    /// answers 500).
+    pub fixed_status: Option<u16>,
+    /// Gateway API `RequestMirror`: a copy of each request (the share drawn) goes to these
+    /// backends; their answers are discarded.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// One `backendRefs[]` entry of a Gateway API rule.
+#[derive(Debug, Clone)]
+pub struct WeightedBackend {
+    /// The Service port (without endpoints when the reference could not be resolved).
+    pub backend: Arc<Backend>,
+    /// Relative share (`weight`, default 1; 0: never chosen).
+    pub weight: u32,
+    /// `false` when the reference is invalid (unknown Service or kind, not permitted
+    /// across namespaces): requests drawn for it get 500, as the spec says.
+    pub usable: bool,
+}
+
+/// A `RequestMirror` target: `numerator / denominator` of requests are copied.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    /// Where copies go.
+    pub backend: Arc<Backend>,
+    /// Share of requests copied: numerator...
+    pub numerator: u32,
+    /// ...over denominator (never 0).
+    pub denominator: u32,
 }
 
 /// ingress-nginx's `rewrite "(?i)<rule path>" <target> break;`: when the rule's path
@@ -117,7 +150,36 @@ pub struct RouteTable {
     pub(crate) backends: Vec<Arc<Backend>>,
 }
 
+/// A request as [`RouteTable::route_request`] sees it: what Gateway API rules match on.
+pub struct RequestInfo<'a> {
+    /// Arrived on the HTTPS listener (Gateway `HTTPS` listeners) rather than HTTP.
+    pub https: bool,
+    /// Host header or `:authority`, as received (see [`RouteTable::route`]).
+    pub host: &'a str,
+    /// The path, without query, as received.
+    pub path: &'a str,
+    /// The query, without `?` (empty for none), as received.
+    pub query: &'a str,
+    /// The method, e.g. `GET`.
+    pub method: &'a str,
+    /// The request's header fields.
+    pub headers: &'a dyn HeaderLookup,
+}
+
+/// Request header lookup for [`RequestInfo`].
+pub trait HeaderLookup {
+    /// The value of the first field named `name` (given in lower case), if any.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+}
+
 impl RouteTable {
+    /// Finds the entry for a request, Gateway API routes included: the index
+    /// [`RouteTable::entry`] reads, or `None` for 404. Equal to [`RouteTable::route_id`]
+    /// when the table has no Gateway routes.
+    pub fn route_request(&self, request: &RequestInfo<'_>) -> Option<usize> {
+        self.route_id(request.host, request.path)
+    }
+
     /// A table that routes nothing (every request gets `None`, i.e. 404) and has no certificates.
     pub fn empty() -> RouteTable {
         RouteTable::default()

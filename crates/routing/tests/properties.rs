@@ -729,6 +729,7 @@ fn arb_inputs() -> impl Strategy<Value = Inputs> {
                 endpoints,
                 endpoint_slices,
                 secrets,
+                ..Inputs::default()
             },
         )
 }
@@ -796,6 +797,7 @@ proptest! {
             )
                 .prop_map(|(ingresses, ingress_classes, services, endpoints, endpoint_slices, secrets)| Inputs {
                     ingresses, ingress_classes, services, endpoints, endpoint_slices, secrets,
+                    ..Inputs::default()
                 });
             (Just(i), s)
         })

@@ -1330,6 +1330,11 @@ fn empty_and_skeletal_objects_never_panic() {
         endpoints: vec![Arc::new(Default::default())],
         endpoint_slices: vec![Arc::new(Default::default())],
         secrets: vec![Arc::new(Default::default())],
+        gateway_classes: vec![Arc::new(Default::default())],
+        gateways: vec![Arc::new(Default::default())],
+        http_routes: vec![Arc::new(Default::default())],
+        reference_grants: vec![Arc::new(Default::default())],
+        namespaces: vec![Arc::new(Default::default())],
     };
     let out = run(&inp);
     // The two nameless Ingresses are one ObjectRef.

@@ -1,0 +1,30 @@
+//! Gateway API (`gateway.networking.k8s.io`): GatewayClass, Gateway, HTTPRoute and
+//! ReferenceGrant compiled into the same [`crate::RouteTable`] as Ingress.
+//!
+//! # Where to start
+//!
+//! * `types.rs`: the objects, typed for the fields sluice reads.
+//! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
+//!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
+//!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`).
+//! * `matcher.rs`: the request-time lookup, in the spec's precedence order.
+//! * `status.rs`: the conditions the controller writes back.
+//!
+//! # How Gateway routes and Ingress rules share a listener
+//!
+//! sluice's HTTP listener serves the Gateways' `HTTP` listeners and its HTTPS listener their
+//! `HTTPS` listeners, whatever port a Gateway listener names (the port is echoed in
+//! redirects). For a request, host names compare as for Ingress; an exact host name of
+//! either API is looked up before wildcards, the Gateway's before the Ingress's at each
+//! step, and the catch-all rules (no host name) come last, the Gateway's first. Within the
+//! host name that owns the request there is no fallthrough, as with Ingress: no matching
+//! rule means 404.
+
+mod status;
+mod types;
+
+pub use status::{
+    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
+    RouteStatus,
+};
+pub use types::*;

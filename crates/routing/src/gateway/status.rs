@@ -1,0 +1,114 @@
+//! What the compiler concludes about each Gateway API object of ours: the conditions the
+//! controller writes to `status` (with `observedGeneration` = [`ObjectStatus::generation`]).
+//!
+//! Condition types and reasons are the spec's (`gateway.networking.k8s.io/v1`); the
+//! controller adds `lastTransitionTime`, keeping the old one when status and reason did not
+//! change.
+
+use crate::gateway::types::{ParentReference, RouteGroupKind};
+use crate::refs::ObjectRef;
+
+/// One condition: `type`, `status` (`"True"`/`"False"`), `reason`, `message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// `Accepted`, `Programmed`, `ResolvedRefs`, ...
+    pub type_: &'static str,
+    /// `True` or `False`.
+    pub status: bool,
+    /// The spec's reason (`Accepted`, `NotAllowedByListeners`, `BackendNotFound`, ...).
+    pub reason: &'static str,
+    /// A sentence for people.
+    pub message: String,
+}
+
+impl Condition {
+    /// A condition that holds.
+    pub fn yes(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        Condition {
+            type_,
+            status: true,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A condition that does not hold.
+    pub fn no(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        Condition {
+            type_,
+            status: false,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// `"True"` or `"False"`, as written to the API.
+    pub fn status_str(&self) -> &'static str {
+        if self.status { "True" } else { "False" }
+    }
+}
+
+/// The conditions of one object and the generation they describe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectStatus {
+    /// The object (kind `GatewayClass`, `Gateway` or `HTTPRoute`).
+    pub object: ObjectRef,
+    /// `metadata.generation` of the object compiled: `observedGeneration`.
+    pub generation: Option<i64>,
+    /// The conditions, in a fixed order.
+    pub conditions: Vec<Condition>,
+}
+
+/// `Gateway.status.listeners[]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerStatus {
+    /// The listener's name.
+    pub name: String,
+    /// Routes attached to it (accepted for it).
+    pub attached_routes: i32,
+    /// Route kinds it accepts (those of `allowedRoutes.kinds` sluice supports).
+    pub supported_kinds: Vec<RouteGroupKind>,
+    /// `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`.
+    pub conditions: Vec<Condition>,
+}
+
+/// A Gateway's status: its own conditions and its listeners'.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayStatus {
+    /// `Accepted` and `Programmed` of the Gateway.
+    pub gateway: ObjectStatus,
+    /// One per listener, in spec order.
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// `HTTPRoute.status.parents[]` for one parentRef that names a Gateway of ours.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteParentStatus {
+    /// The parentRef as written in the route (the spec wants it echoed).
+    pub parent_ref: ParentReference,
+    /// `Accepted` and `ResolvedRefs`.
+    pub conditions: Vec<Condition>,
+}
+
+/// An HTTPRoute's status for the parents that are ours.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteStatus {
+    /// The route (kind `HTTPRoute`).
+    pub object: ObjectRef,
+    /// `metadata.generation`: every parent's `observedGeneration`.
+    pub generation: Option<i64>,
+    /// One per parentRef naming a Gateway of our class (others are another controller's
+    /// business and are left as they are).
+    pub parents: Vec<RouteParentStatus>,
+}
+
+/// Everything the controller writes for Gateway API objects after one compile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewayStatuses {
+    /// GatewayClasses whose `controllerName` is ours: `Accepted` (and `SupportedVersion`).
+    pub classes: Vec<ObjectStatus>,
+    /// Gateways of those classes.
+    pub gateways: Vec<GatewayStatus>,
+    /// HTTPRoutes with at least one parentRef to one of those Gateways.
+    pub routes: Vec<RouteStatus>,
+}

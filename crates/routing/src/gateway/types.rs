@@ -1,0 +1,563 @@
+//! The Gateway API objects sluice reads (`gateway.networking.k8s.io`, standard channel):
+//! GatewayClass, Gateway and HTTPRoute at `v1`, ReferenceGrant at `v1beta1`.
+//!
+//! Only the fields sluice acts on are typed; everything else in an object is ignored when
+//! it is decoded, so newer API versions with more fields still decode. `status` is not
+//! read (the controller writes it from [`crate::gateway::GatewayStatuses`]), and is kept
+//! as raw JSON only so that a cached object round-trips.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::{Deserialize, Serialize};
+
+/// The API group of every Gateway API kind.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+macro_rules! resource {
+    ($ty:ident, $version:literal, $kind:literal, $plural:literal, $scope:ty) => {
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = concat!("gateway.networking.k8s.io/", $version);
+            const GROUP: &'static str = GROUP;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = $scope;
+        }
+
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = ObjectMeta;
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+resource!(
+    GatewayClass,
+    "v1",
+    "GatewayClass",
+    "gatewayclasses",
+    k8s_openapi::ClusterResourceScope
+);
+resource!(
+    Gateway,
+    "v1",
+    "Gateway",
+    "gateways",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    HttpRoute,
+    "v1",
+    "HTTPRoute",
+    "httproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    ReferenceGrant,
+    "v1beta1",
+    "ReferenceGrant",
+    "referencegrants",
+    k8s_openapi::NamespaceResourceScope
+);
+
+/// `GatewayClass`: a kind of Gateway, claimed by the controller named in `controllerName`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClass {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: GatewayClassSpec,
+    /// `status`, as last written (not read by the compiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `GatewayClass.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    /// The controller that manages Gateways of this class (`sluice.dev/gateway-controller`).
+    #[serde(default)]
+    pub controller_name: String,
+    /// `parametersRef`; sluice has no parameters and refuses a class that names some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<serde_json::Value>,
+}
+
+/// `Gateway`: listeners (ports, protocols, host names, certificates) of one class.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Gateway {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: GatewaySpec,
+    /// `status`, as last written (not read by the compiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `Gateway.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    /// The GatewayClass.
+    #[serde(default)]
+    pub gateway_class_name: String,
+    /// The listeners.
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    /// Requested addresses; sluice serves on its own listeners and refuses none of them,
+    /// but does not honour them either.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<serde_json::Value>,
+}
+
+/// `Gateway.spec.listeners[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    /// Unique within the Gateway; what `parentRefs[].sectionName` names.
+    #[serde(default)]
+    pub name: String,
+    /// Requests for other host names are not for this listener; `None`: every host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The port (what `parentRefs[].port` names).
+    #[serde(default)]
+    pub port: i32,
+    /// `HTTP`, `HTTPS`, `TLS`, `TCP`, `UDP`; sluice serves HTTP and HTTPS.
+    #[serde(default)]
+    pub protocol: String,
+    /// Certificates of an HTTPS listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+    /// Which routes may attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_routes: Option<AllowedRoutes>,
+}
+
+/// `listeners[].tls`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `Terminate` (the default) or `Passthrough` (not supported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Secrets (`kubernetes.io/tls`) holding the certificate and key.
+    #[serde(default)]
+    pub certificate_refs: Vec<SecretObjectReference>,
+}
+
+/// A reference to a Secret, possibly in another namespace (then a ReferenceGrant must allow it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretObjectReference {
+    /// `""` (core) by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `Secret` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The Gateway's namespace by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// `listeners[].allowedRoutes`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedRoutes {
+    /// From which namespaces (default: the Gateway's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<RouteNamespaces>,
+    /// Which route kinds (default: those the protocol supports, here HTTPRoute).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+/// `allowedRoutes.namespaces`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteNamespaces {
+    /// `Same` (default), `All` or `Selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Namespace labels, for `Selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+/// A route kind (`allowedRoutes.kinds[]`, `status.listeners[].supportedKinds[]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteGroupKind {
+    /// `gateway.networking.k8s.io` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `HTTPRoute`, ...
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// `HTTPRoute`: HTTP rules attached to Gateway listeners.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: HttpRouteSpec,
+    /// `status`, as last written (not read by the compiler; the controller merges its own
+    /// `parents[]` entries into it and keeps other controllers').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `HTTPRoute.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteSpec {
+    /// The Gateways (or their listeners) this route attaches to.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// Host names, intersected with each listener's; empty: the listeners'.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// The rules; empty means one rule matching `/` with no backend.
+    #[serde(default)]
+    pub rules: Vec<HttpRouteRule>,
+}
+
+/// `parentRefs[]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    /// `gateway.networking.k8s.io` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `Gateway` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The route's namespace by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The Gateway's name.
+    #[serde(default)]
+    pub name: String,
+    /// A listener name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    /// A listener port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// `rules[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRule {
+    /// Any of these matches selects the rule; empty: one match of `PathPrefix /`.
+    #[serde(default)]
+    pub matches: Vec<HttpRouteMatch>,
+    /// Applied in order to requests that match.
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    /// Where matching requests go, by weight.
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+    /// `timeouts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<HttpRouteTimeouts>,
+}
+
+/// `rules[].matches[]`: every condition given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteMatch {
+    /// Default `PathPrefix /`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathMatch>,
+    /// Request header conditions.
+    #[serde(default)]
+    pub headers: Vec<HttpHeaderMatch>,
+    /// Query parameter conditions.
+    #[serde(default)]
+    pub query_params: Vec<HttpHeaderMatch>,
+    /// `GET`, `POST`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+/// `matches[].path`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpPathMatch {
+    /// `Exact`, `PathPrefix` (default) or `RegularExpression`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Default `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// `matches[].headers[]` and `matches[].queryParams[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpHeaderMatch {
+    /// `Exact` (default) or `RegularExpression`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Header names compare case-insensitively, query parameter names exactly.
+    #[serde(default)]
+    pub name: String,
+    /// The value (or pattern).
+    #[serde(default)]
+    pub value: String,
+}
+
+/// `filters[]`: one of the typed fields, as `type` says.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteFilter {
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestRedirect`, `URLRewrite`,
+    /// `RequestMirror`, `CORS`, `ExtensionRef`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// For `RequestHeaderModifier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_modifier: Option<HttpHeaderFilter>,
+    /// For `ResponseHeaderModifier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_header_modifier: Option<HttpHeaderFilter>,
+    /// For `RequestRedirect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<HttpRequestRedirectFilter>,
+    /// For `URLRewrite`.
+    #[serde(
+        default,
+        rename = "urlRewrite",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub url_rewrite: Option<HttpUrlRewriteFilter>,
+    /// For `RequestMirror`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mirror: Option<HttpRequestMirrorFilter>,
+}
+
+/// `RequestHeaderModifier` / `ResponseHeaderModifier`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpHeaderFilter {
+    /// Replace (or add) these.
+    #[serde(default)]
+    pub set: Vec<HttpHeader>,
+    /// Append these.
+    #[serde(default)]
+    pub add: Vec<HttpHeader>,
+    /// Remove these names.
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// A header name and value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpHeader {
+    /// The name.
+    #[serde(default)]
+    pub name: String,
+    /// The value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// `RequestRedirect`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRequestRedirectFilter {
+    /// `http` or `https`; default: the request's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// Default: the request's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// Default: the request's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathModifier>,
+    /// Default: see the spec (the scheme's well-known port is left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// 301 or 302 (default 302).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<i32>,
+}
+
+/// `URLRewrite`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpUrlRewriteFilter {
+    /// The Host sent upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The path sent upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathModifier>,
+}
+
+/// `path` of `RequestRedirect` and `URLRewrite`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpPathModifier {
+    /// `ReplaceFullPath` or `ReplacePrefixMatch`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// For `ReplaceFullPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_full_path: Option<String>,
+    /// For `ReplacePrefixMatch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_prefix_match: Option<String>,
+}
+
+/// `RequestMirror`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRequestMirrorFilter {
+    /// Where copies go.
+    #[serde(default)]
+    pub backend_ref: BackendObjectReference,
+    /// Share of requests mirrored, 0..=100 (default all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<i32>,
+    /// Share of requests mirrored as a fraction (default all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+}
+
+/// `fraction` of `RequestMirror`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fraction {
+    /// Numerator.
+    #[serde(default)]
+    pub numerator: i32,
+    /// Denominator, default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denominator: Option<i32>,
+}
+
+/// A reference to a backend (a Service port by default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendObjectReference {
+    /// `""` (core) by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `Service` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The name.
+    #[serde(default)]
+    pub name: String,
+    /// The route's namespace by default (another needs a ReferenceGrant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The Service port (required for Services).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// `rules[].backendRefs[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpBackendRef {
+    /// The backend.
+    #[serde(flatten)]
+    pub backend: BackendObjectReference,
+    /// Share of the rule's requests, relative to the other refs' (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Filters for requests sent to this backend only (not supported: reported).
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+}
+
+/// `rules[].timeouts`: Gateway API durations (`1h2m3s4ms`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteTimeouts {
+    /// The whole request, from the client's request to the last response byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// One try towards the backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_request: Option<String>,
+}
+
+/// `ReferenceGrant` (`v1beta1`): lets objects of other namespaces refer to objects here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrant {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: ReferenceGrantSpec,
+}
+
+/// `ReferenceGrant.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantSpec {
+    /// Who may refer.
+    #[serde(default)]
+    pub from: Vec<ReferenceGrantFrom>,
+    /// To what, in the grant's namespace.
+    #[serde(default)]
+    pub to: Vec<ReferenceGrantTo>,
+}
+
+/// `ReferenceGrant.spec.from[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantFrom {
+    /// The referring kind's group.
+    #[serde(default)]
+    pub group: String,
+    /// The referring kind.
+    #[serde(default)]
+    pub kind: String,
+    /// The referring objects' namespace.
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// `ReferenceGrant.spec.to[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantTo {
+    /// The referred kind's group (`""` for core).
+    #[serde(default)]
+    pub group: String,
+    /// The referred kind.
+    #[serde(default)]
+    pub kind: String,
+    /// One object, or every object of the kind when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
