@@ -180,6 +180,16 @@ impl RouteTable {
         self.route_id(request.host, request.path)
     }
 
+    /// The same table with every entry passed through `change`: for tests and tools that
+    /// post-process a compiled table before it is shared (tables are immutable once
+    /// published).
+    pub fn map_entries(mut self, mut change: impl FnMut(&mut RouteEntry)) -> RouteTable {
+        for entry in &mut self.entries {
+            change(entry);
+        }
+        self
+    }
+
     /// A table that routes nothing (every request gets `None`, i.e. 404) and has no certificates.
     pub fn empty() -> RouteTable {
         RouteTable::default()
