@@ -199,6 +199,13 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
     }
+    let gateway = crate::gateway::compile::GatewayCompiler {
+        inputs,
+        options,
+        services: &services,
+        secrets: &secrets,
+    }
+    .compile_into(&mut table);
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,
@@ -215,7 +222,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         diagnostics,
         ours,
         flag_diagnostics,
-        gateway: crate::gateway::GatewayStatuses::default(),
+        gateway,
     }
 }
 

@@ -146,8 +146,11 @@ pub struct RouteTable {
     pub(crate) certificates: Vec<Arc<TlsCertificate>>,
     /// `--default-ssl-certificate`, when its Secret is usable; one of `certificates`.
     pub(crate) default_certificate: Option<Arc<TlsCertificate>>,
-    /// Every backend, `backends[i].id == i`, ordered by [`crate::ServiceRef`].
+    /// Every backend, `backends[i].id == i`: those of Ingresses ordered by
+    /// [`crate::ServiceRef`], then those only Gateway API routes name.
     pub(crate) backends: Vec<Arc<Backend>>,
+    /// Gateway API routes, when there are any.
+    pub(crate) gateway: Option<Box<crate::gateway::matcher::GatewayRoutes>>,
 }
 
 /// A request as [`RouteTable::route_request`] sees it: what Gateway API rules match on.
@@ -176,8 +179,56 @@ impl RouteTable {
     /// Finds the entry for a request, Gateway API routes included: the index
     /// [`RouteTable::entry`] reads, or `None` for 404. Equal to [`RouteTable::route_id`]
     /// when the table has no Gateway routes.
+    ///
+    /// Host names are looked up most specific first, the Gateway's rules before the
+    /// Ingress's at each step: exact name, then wildcard, then the catch-all rules. The
+    /// rule set found owns the request (no fallthrough); a Gateway rule set that matches
+    /// nothing answers 404, an Ingress one the default backend.
     pub fn route_request(&self, request: &RequestInfo<'_>) -> Option<usize> {
-        self.route_id(request.host, request.path)
+        let Some(gateway) = &self.gateway else {
+            return self.route_id(request.host, request.path);
+        };
+        let rules = if request.https {
+            &gateway.https
+        } else {
+            &gateway.http
+        };
+        if rules.is_empty() {
+            return self.route_id(request.host, request.path);
+        }
+        let mut buf = [0u8; 256];
+        let host = normalize_request_host_in(request.host, &mut buf);
+        let path = if request.path.is_empty() {
+            "/"
+        } else {
+            request.path
+        };
+        let in_range = |id: u32| ((id as usize) < self.entries.len()).then_some(id as usize);
+        let ingress = |matcher: &PathMatcher| {
+            matcher
+                .lookup(path)
+                .or(self.default_backend)
+                .and_then(in_range)
+        };
+        if let Some(set) = rules.exact.get(&*host) {
+            return set.lookup(path, request).and_then(in_range);
+        }
+        if let Some(matcher) = self.exact_hosts.get(&*host) {
+            return ingress(matcher);
+        }
+        if let Some((_, set)) = rules.wildcard_for(&host) {
+            return set.lookup(path, request).and_then(in_range);
+        }
+        if let Some(matcher) = wildcard_suffix(&host).and_then(|s| self.wildcard_hosts.get(s)) {
+            return ingress(matcher);
+        }
+        if let Some(set) = &rules.any {
+            return set.lookup(path, request).and_then(in_range);
+        }
+        match &self.any_host {
+            Some(matcher) => ingress(matcher),
+            None => self.default_backend.and_then(in_range),
+        }
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that
@@ -305,7 +356,24 @@ impl RouteTable {
                 out.push((route_of(&host, kind, key, &entry.backend), id as usize));
             }
         }
+        if let Some(gateway) = &self.gateway {
+            use crate::gateway::matcher::PathCond;
+            for (host, set) in gateway.http.sets().chain(gateway.https.sets()) {
+                for (path, id) in set.entries() {
+                    let Some(entry) = self.entries.get(id as usize) else {
+                        continue;
+                    };
+                    let (kind, key) = match path {
+                        PathCond::Exact(p) => (PathKind::Exact, p),
+                        PathCond::Prefix(p) => (PathKind::Prefix, p),
+                        PathCond::Regex(p) => (PathKind::Regex, p),
+                    };
+                    out.push((route_of(&host, kind, key, &entry.backend), id as usize));
+                }
+            }
+        }
         out.sort();
+        out.dedup();
         out
     }
 

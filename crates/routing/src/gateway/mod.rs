@@ -20,6 +20,10 @@
 //! host name that owns the request there is no fallthrough, as with Ingress: no matching
 //! rule means 404.
 
+pub(crate) mod compile;
+mod hostname;
+pub(crate) mod matcher;
+mod rule;
 mod status;
 mod types;
 

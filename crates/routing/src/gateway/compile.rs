@@ -1,0 +1,1047 @@
+//! Gateway API objects into the shared [`RouteTable`]: which GatewayClasses and Gateways
+//! are ours, which listeners are valid, which routes attach where, and the entries and
+//! statuses that follow. Runs after the Ingress part of [`crate::compile`], adding to the
+//! same table (backends are shared by Service port).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+
+use super::hostname;
+use super::matcher::{Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder};
+use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
+use super::status::{
+    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
+    RouteStatus,
+};
+use super::types::{
+    BackendObjectReference, GROUP, Gateway, GatewayClass, HttpRoute, HttpRouteRule, Listener,
+    ParentReference, ReferenceGrant, RouteGroupKind,
+};
+use crate::backend::{Backend, ServiceIndex};
+use crate::host::HostPattern;
+use crate::key::Key;
+use crate::policy::{Policy, RequestRedirect};
+use crate::table::{Mirror, RouteEntry, WeightedBackend};
+use crate::tls::{TlsCertificate, parse_secret};
+use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
+
+/// What a listener serves on: sluice's HTTP or HTTPS listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Proto {
+    Http,
+    Https,
+}
+
+/// `allowedRoutes.namespaces.from`.
+enum AllowedFrom<'a> {
+    Same,
+    All,
+    Selector(&'a LabelSelector),
+}
+
+/// A listener of one of our Gateways, checked.
+struct OurListener<'a> {
+    gateway: usize,
+    /// The Gateway's namespace (`allowedRoutes.namespaces.from: Same`).
+    namespace: &'a str,
+    spec: &'a Listener,
+    proto: Option<Proto>,
+    host: HostPattern,
+    from: AllowedFrom<'a>,
+    kinds: Vec<RouteGroupKind>,
+    /// Accepts HTTPRoutes and is valid: routes may attach.
+    usable: bool,
+    conditions: Vec<Condition>,
+    attached: i32,
+}
+
+/// The Gateway API part of a compilation.
+pub(crate) struct GatewayCompiler<'c, 'a> {
+    pub inputs: &'a Inputs,
+    pub options: &'c CompileOptions,
+    pub services: &'c ServiceIndex<'a>,
+    pub secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
+}
+
+const HTTP_ROUTE: &str = "HTTPRoute";
+
+fn meta_name(meta: &ObjectMeta) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or(""),
+    )
+}
+
+fn object(kind: &'static str, meta: &ObjectMeta) -> ObjectRef {
+    let (namespace, name) = meta_name(meta);
+    ObjectRef {
+        kind,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+impl<'a> GatewayCompiler<'_, 'a> {
+    fn watched(&self, meta: &ObjectMeta) -> bool {
+        match &self.options.watch_namespace {
+            Some(ns) => meta.namespace.as_deref().unwrap_or("") == ns,
+            None => true,
+        }
+    }
+
+    /// Whether a ReferenceGrant in `to_namespace` lets a `from_kind` in `from_namespace`
+    /// refer to `to_kind` `to_name` (group `to_group`).
+    fn granted(
+        &self,
+        from_kind: &str,
+        from_namespace: &str,
+        to_namespace: &str,
+        to_group: &str,
+        to_kind: &str,
+        to_name: &str,
+    ) -> bool {
+        self.inputs
+            .reference_grants
+            .iter()
+            .any(|grant: &Arc<ReferenceGrant>| {
+                grant.metadata.namespace.as_deref() == Some(to_namespace)
+                    && grant.spec.from.iter().any(|f| {
+                        f.group == GROUP && f.kind == from_kind && f.namespace == from_namespace
+                    })
+                    && grant.spec.to.iter().any(|t| {
+                        t.group == to_group
+                            && t.kind == to_kind
+                            && t.name.as_deref().is_none_or(|n| n == to_name)
+                    })
+            })
+    }
+
+    /// Compiles the Gateway API objects into `table` and returns their statuses.
+    pub(crate) fn compile_into(&self, table: &mut RouteTable) -> GatewayStatuses {
+        let mut statuses = GatewayStatuses::default();
+        // 1. Our classes.
+        let mut our_classes: Vec<&str> = Vec::new();
+        let mut classes: Vec<&Arc<GatewayClass>> = self
+            .inputs
+            .gateway_classes
+            .iter()
+            .filter(|c| c.spec.controller_name == self.options.gateway_controller_name)
+            .collect();
+        classes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for class in classes {
+            let name = class.metadata.name.as_deref().unwrap_or("");
+            let accepted = if class.spec.parameters_ref.is_some() {
+                Condition::no(
+                    "Accepted",
+                    "InvalidParameters",
+                    "sluice takes no parameters; remove spec.parametersRef",
+                )
+            } else {
+                our_classes.push(name);
+                Condition::yes("Accepted", "Accepted", "handled by sluice")
+            };
+            statuses.classes.push(ObjectStatus {
+                object: object("GatewayClass", &class.metadata),
+                generation: class.metadata.generation,
+                conditions: vec![
+                    accepted,
+                    Condition::yes(
+                        "SupportedVersion",
+                        "SupportedVersion",
+                        "the Gateway API CRDs are a version sluice supports",
+                    ),
+                ],
+            });
+        }
+
+        // 2. Our Gateways and their listeners.
+        let mut gateways: Vec<&Arc<Gateway>> = self
+            .inputs
+            .gateways
+            .iter()
+            .filter(|g| self.watched(&g.metadata))
+            .filter(|g| our_classes.contains(&g.spec.gateway_class_name.as_str()))
+            .collect();
+        gateways.sort_by(|a, b| meta_name(&a.metadata).cmp(&meta_name(&b.metadata)));
+        let mut listeners: Vec<OurListener<'_>> = Vec::new();
+        let mut certs: Vec<(HostPattern, Arc<TlsCertificate>)> = Vec::new();
+        let mut loaded: HashMap<(String, String), Arc<TlsCertificate>> = HashMap::new();
+        for (g, gateway) in gateways.iter().enumerate() {
+            let first = listeners.len();
+            for spec in &gateway.spec.listeners {
+                let listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
+                listeners.push(listener);
+            }
+            conflicts(&mut listeners[first..]);
+        }
+
+        // 3. Routes.
+        let mut routes: Vec<&Arc<HttpRoute>> = self
+            .inputs
+            .http_routes
+            .iter()
+            .filter(|r| self.watched(&r.metadata))
+            .collect();
+        // Oldest first (the spec's tie-break), then namespace/name.
+        routes.sort_by_key(|r| age_key(&r.metadata));
+        let mut builders: HashMap<(Proto, HostPattern), RuleSetBuilder> = HashMap::new();
+        let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
+        let mut backends = BackendRegistry::new(table);
+        for route in routes {
+            let Some(status) = self.route(
+                route,
+                &gateways,
+                &mut listeners,
+                &mut builders,
+                &mut regexes,
+                &mut backends,
+                table,
+            ) else {
+                continue;
+            };
+            statuses.routes.push(status);
+        }
+        table.backends = backends.backends;
+
+        // 4. Gateway statuses, now that attached routes are counted.
+        for (g, gateway) in gateways.iter().enumerate() {
+            let own: Vec<&OurListener<'_>> = listeners.iter().filter(|l| l.gateway == g).collect();
+            let valid = own.iter().filter(|l| l.usable).count();
+            let accepted = if own.is_empty() || valid > 0 {
+                Condition::yes("Accepted", "Accepted", "accepted by sluice")
+            } else {
+                Condition::no(
+                    "Accepted",
+                    "ListenersNotValid",
+                    "no listener is valid; see status.listeners",
+                )
+            };
+            let programmed = if own.is_empty() || valid > 0 {
+                Condition::yes(
+                    "Programmed",
+                    "Programmed",
+                    "served by sluice's HTTP and HTTPS listeners",
+                )
+            } else {
+                Condition::no("Programmed", "Invalid", "no listener is valid")
+            };
+            statuses.gateways.push(GatewayStatus {
+                gateway: ObjectStatus {
+                    object: object("Gateway", &gateway.metadata),
+                    generation: gateway.metadata.generation,
+                    conditions: vec![accepted, programmed],
+                },
+                listeners: own
+                    .iter()
+                    .map(|l| ListenerStatus {
+                        name: l.spec.name.clone(),
+                        attached_routes: l.attached,
+                        supported_kinds: l.kinds.clone(),
+                        conditions: l.conditions.clone(),
+                    })
+                    .collect(),
+            });
+        }
+
+        // 5. Lookup structures and certificates.
+        let mut gateway_routes = GatewayRoutes::default();
+        for ((proto, host), builder) in builders {
+            let rules = match proto {
+                Proto::Http => &mut gateway_routes.http,
+                Proto::Https => &mut gateway_routes.https,
+            };
+            let set = builder.build(&regexes);
+            insert_host(rules, host, set);
+        }
+        if !gateway_routes.http.is_empty() || !gateway_routes.https.is_empty() {
+            table.gateway = Some(Box::new(gateway_routes));
+        }
+        add_certificates(table, certs);
+        statuses
+    }
+
+    /// Checks one listener; an HTTPS listener's certificate joins `certs`.
+    fn listener<'g>(
+        &self,
+        g: usize,
+        gateway: &'g Gateway,
+        spec: &'g Listener,
+        certs: &mut Vec<(HostPattern, Arc<TlsCertificate>)>,
+        loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
+    ) -> OurListener<'g> {
+        let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
+        let mut conditions = Vec::new();
+        let mut usable = true;
+        let proto = match spec.protocol.as_str() {
+            "HTTP" => Some(Proto::Http),
+            "HTTPS" => Some(Proto::Https),
+            _ => None,
+        };
+        let host = hostname::parse(spec.hostname.as_deref()).ok();
+        let from = match spec
+            .allowed_routes
+            .as_ref()
+            .and_then(|a| a.namespaces.as_ref())
+        {
+            None => AllowedFrom::Same,
+            Some(n) => match (n.from.as_deref().unwrap_or("Same"), &n.selector) {
+                ("All", _) => AllowedFrom::All,
+                ("Selector", Some(selector)) => AllowedFrom::Selector(selector),
+                _ => AllowedFrom::Same,
+            },
+        };
+        // Kinds: HTTPRoute is the only one sluice serves.
+        let requested: Vec<RouteGroupKind> = spec
+            .allowed_routes
+            .as_ref()
+            .map(|a| a.kinds.clone())
+            .unwrap_or_default();
+        let http_route = RouteGroupKind {
+            group: Some(GROUP.to_owned()),
+            kind: HTTP_ROUTE.to_owned(),
+        };
+        let (kinds, bad_kinds) = if requested.is_empty() {
+            (vec![http_route], false)
+        } else {
+            let ok: Vec<RouteGroupKind> = requested
+                .iter()
+                .filter(|k| k.kind == HTTP_ROUTE && k.group.as_deref().unwrap_or(GROUP) == GROUP)
+                .map(|_| http_route.clone())
+                .take(1)
+                .collect();
+            let bad = ok.len() != requested.len();
+            (ok, bad)
+        };
+        let mut resolved = Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved");
+        if bad_kinds {
+            resolved = Condition::no(
+                "ResolvedRefs",
+                "InvalidRouteKinds",
+                "spec.allowedRoutes.kinds: sluice serves only HTTPRoute (gateway.networking.k8s.io)",
+            );
+        }
+        let accepted = match (proto, &host) {
+            (None, _) => {
+                usable = false;
+                Condition::no(
+                    "Accepted",
+                    "UnsupportedProtocol",
+                    format!(
+                        "protocol {:?} is not supported; sluice serves HTTP and HTTPS",
+                        spec.protocol
+                    ),
+                )
+            }
+            (_, None) => {
+                usable = false;
+                Condition::no(
+                    "Accepted",
+                    "UnsupportedValue",
+                    format!("hostname {:?} is not a DNS name or wildcard", spec.hostname),
+                )
+            }
+            (Some(Proto::Https), Some(host)) => {
+                match self.listener_certificate(namespace, spec, loaded) {
+                    Ok(cert) => {
+                        certs.push((host.clone(), cert));
+                        Condition::yes("Accepted", "Accepted", "accepted")
+                    }
+                    Err((reason, message)) => {
+                        if reason == "UnsupportedValue" {
+                            usable = false;
+                            Condition::no("Accepted", reason, message)
+                        } else {
+                            usable = false;
+                            resolved = Condition::no("ResolvedRefs", reason, message);
+                            Condition::yes("Accepted", "Accepted", "accepted")
+                        }
+                    }
+                }
+            }
+            _ => Condition::yes("Accepted", "Accepted", "accepted"),
+        };
+        if kinds.is_empty() {
+            usable = false;
+        }
+        let programmed = if usable && resolved.status {
+            Condition::yes("Programmed", "Programmed", "served")
+        } else {
+            usable = false;
+            Condition::no(
+                "Programmed",
+                "Invalid",
+                "not served; see the other conditions",
+            )
+        };
+        conditions.push(accepted);
+        conditions.push(programmed);
+        conditions.push(resolved);
+        conditions.push(Condition::no("Conflicted", "NoConflicts", "no conflicts"));
+        OurListener {
+            gateway: g,
+            namespace,
+            spec,
+            proto,
+            host: host.unwrap_or(HostPattern::Any),
+            from,
+            kinds,
+            usable,
+            conditions,
+            attached: 0,
+        }
+    }
+
+    /// The certificate of an HTTPS listener (its first certificateRef).
+    fn listener_certificate(
+        &self,
+        namespace: &str,
+        spec: &Listener,
+        loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
+    ) -> Result<Arc<TlsCertificate>, (&'static str, String)> {
+        let tls = spec.tls.as_ref().ok_or((
+            "InvalidCertificateRef",
+            "an HTTPS listener needs tls.certificateRefs".to_owned(),
+        ))?;
+        if tls.mode.as_deref().is_some_and(|m| m != "Terminate") {
+            return Err((
+                "UnsupportedValue",
+                "tls.mode Passthrough is not supported; sluice terminates TLS".to_owned(),
+            ));
+        }
+        let cert_ref = tls.certificate_refs.first().ok_or((
+            "InvalidCertificateRef",
+            "tls.certificateRefs is empty".to_owned(),
+        ))?;
+        if !cert_ref.group.as_deref().unwrap_or("").is_empty()
+            || cert_ref.kind.as_deref().unwrap_or("Secret") != "Secret"
+        {
+            return Err((
+                "InvalidCertificateRef",
+                "tls.certificateRefs[0]: only core Secrets are supported".to_owned(),
+            ));
+        }
+        let secret_ns = cert_ref.namespace.as_deref().unwrap_or(namespace);
+        if secret_ns != namespace
+            && !self.granted(
+                "Gateway",
+                namespace,
+                secret_ns,
+                "",
+                "Secret",
+                &cert_ref.name,
+            )
+        {
+            return Err((
+                "RefNotPermitted",
+                format!(
+                    "tls.certificateRefs[0]: Secret {secret_ns}/{} is in another namespace and no \
+                     ReferenceGrant there allows it",
+                    cert_ref.name
+                ),
+            ));
+        }
+        let key = (secret_ns.to_owned(), cert_ref.name.clone());
+        if let Some(cert) = loaded.get(&key) {
+            return Ok(Arc::clone(cert));
+        }
+        let secret = self
+            .secrets
+            .get(&(secret_ns, cert_ref.name.as_str()))
+            .ok_or_else(|| {
+                (
+                    "InvalidCertificateRef",
+                    format!(
+                        "tls.certificateRefs[0]: Secret {secret_ns}/{} not found (or not of type \
+                         kubernetes.io/tls)",
+                        cert_ref.name
+                    ),
+                )
+            })?;
+        let cert =
+            parse_secret(secret, ObjectRef::secret(secret_ns, &cert_ref.name)).map_err(|why| {
+                (
+                    "InvalidCertificateRef",
+                    format!(
+                        "tls.certificateRefs[0]: Secret {secret_ns}/{} is not usable: {why}",
+                        cert_ref.name
+                    ),
+                )
+            })?;
+        let cert = Arc::new(cert);
+        loaded.insert(key, Arc::clone(&cert));
+        Ok(cert)
+    }
+
+    /// Attaches one route: its status, and its rules into `builders`. `None` when no
+    /// parentRef names a Gateway of ours.
+    #[allow(clippy::too_many_arguments)]
+    fn route(
+        &self,
+        route: &Arc<HttpRoute>,
+        gateways: &[&Arc<Gateway>],
+        listeners: &mut [OurListener<'_>],
+        builders: &mut HashMap<(Proto, HostPattern), RuleSetBuilder>,
+        regexes: &mut HashMap<String, regex::Regex>,
+        backends: &mut BackendRegistry,
+        table: &mut RouteTable,
+    ) -> Option<RouteStatus> {
+        let (namespace, _) = meta_name(&route.metadata);
+        let mut parents: Vec<(usize, &ParentReference)> = Vec::new();
+        for parent in &route.spec.parent_refs {
+            if parent.group.as_deref().unwrap_or(GROUP) != GROUP
+                || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+            {
+                continue;
+            }
+            let parent_ns = parent.namespace.as_deref().unwrap_or(namespace);
+            if let Some(g) = gateways
+                .iter()
+                .position(|g| meta_name(&g.metadata) == (parent_ns, parent.name.as_str()))
+            {
+                parents.push((g, parent));
+            }
+        }
+        if parents.is_empty() {
+            return None;
+        }
+
+        // The route on its own: rules, host names, backends.
+        // No rules: the CRD's default, one rule matching `/` without a backend (500).
+        let default_rules = [HttpRouteRule::default()];
+        let specs: &[HttpRouteRule] = if route.spec.rules.is_empty() {
+            &default_rules
+        } else {
+            &route.spec.rules
+        };
+        let rules: Result<Vec<RuleOut>, String> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| checked_rule(i, r))
+            .collect();
+        let hosts: Result<Vec<HostPattern>, String> = route
+            .spec
+            .hostnames
+            .iter()
+            .enumerate()
+            .map(|(i, h)| match hostname::parse(Some(h)) {
+                Ok(HostPattern::Any) | Err(_) => Err(format!(
+                    "spec.hostnames[{i}]: {h:?} is not a DNS name or wildcard"
+                )),
+                Ok(h) => Ok(h),
+            })
+            .collect();
+        let invalid = match (&rules, &hosts) {
+            (Err(why), _) | (_, Err(why)) => Some(why.clone()),
+            _ => None,
+        };
+        let resolved = self.route_refs(route);
+
+        let mut statuses = Vec::new();
+        // (proto, listener port, host names) the route is served on.
+        let mut served: Vec<(Proto, u16, HostPattern)> = Vec::new();
+        for (g, parent) in parents {
+            let accepted = match &invalid {
+                Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
+                None => self.attach(
+                    route,
+                    g,
+                    parent,
+                    hosts.as_deref().unwrap_or_default(),
+                    listeners,
+                    &mut served,
+                ),
+            };
+            statuses.push(RouteParentStatus {
+                parent_ref: parent.clone(),
+                conditions: vec![accepted, resolved.clone()],
+            });
+        }
+
+        if let (Ok(rules), false) = (rules, served.is_empty()) {
+            self.add_rules(
+                route, specs, &rules, &served, builders, regexes, backends, table,
+            );
+        }
+        Some(RouteStatus {
+            object: object("HTTPRoute", &route.metadata),
+            generation: route.metadata.generation,
+            parents: statuses,
+        })
+    }
+
+    /// `Accepted` for one parentRef; the listeners it attaches to are counted and their
+    /// (protocol, port, host names) added to `served`.
+    fn attach(
+        &self,
+        route: &HttpRoute,
+        g: usize,
+        parent: &ParentReference,
+        hosts: &[HostPattern],
+        listeners: &mut [OurListener<'_>],
+        served: &mut Vec<(Proto, u16, HostPattern)>,
+    ) -> Condition {
+        let namespace = route.metadata.namespace.as_deref().unwrap_or("");
+        let mut named = false;
+        let mut allowed = false;
+        let mut attached = false;
+        for listener in listeners.iter_mut().filter(|l| l.gateway == g) {
+            if parent
+                .section_name
+                .as_deref()
+                .is_some_and(|s| s != listener.spec.name)
+                || parent.port.is_some_and(|p| p != listener.spec.port)
+            {
+                continue;
+            }
+            named = true;
+            if !listener.usable || !self.allows(listener, namespace) {
+                continue;
+            }
+            allowed = true;
+            let served_hosts = hostname::intersect(&listener.host, hosts);
+            if served_hosts.is_empty() {
+                continue;
+            }
+            attached = true;
+            listener.attached += 1;
+            let (Some(proto), Ok(port)) = (listener.proto, u16::try_from(listener.spec.port))
+            else {
+                continue;
+            };
+            for host in served_hosts {
+                served.push((proto, port, host));
+            }
+        }
+        if !named {
+            Condition::no(
+                "Accepted",
+                "NoMatchingParent",
+                "no listener of the Gateway has that sectionName / port",
+            )
+        } else if !allowed {
+            Condition::no(
+                "Accepted",
+                "NotAllowedByListeners",
+                "no listener of the Gateway allows routes of this kind from this namespace",
+            )
+        } else if !attached {
+            Condition::no(
+                "Accepted",
+                "NoMatchingListenerHostname",
+                "no host name of the route matches a listener's hostname",
+            )
+        } else {
+            Condition::yes("Accepted", "Accepted", "accepted by sluice")
+        }
+    }
+
+    /// Whether `listener` lets an HTTPRoute of `namespace` attach.
+    fn allows(&self, listener: &OurListener<'_>, namespace: &str) -> bool {
+        match listener.from {
+            AllowedFrom::Same => namespace == listener.namespace,
+            AllowedFrom::All => true,
+            AllowedFrom::Selector(selector) => {
+                let labels = self
+                    .inputs
+                    .namespaces
+                    .iter()
+                    .find(|n: &&Arc<Namespace>| n.metadata.name.as_deref() == Some(namespace))
+                    .and_then(|n| n.metadata.labels.as_ref());
+                selector_matches(selector, labels)
+            }
+        }
+    }
+
+    /// `ResolvedRefs` of a route (the same for every parent).
+    fn route_refs(&self, route: &HttpRoute) -> Condition {
+        let namespace = route.metadata.namespace.as_deref().unwrap_or("");
+        for (r, rule) in route.spec.rules.iter().enumerate() {
+            let mirrors = rule.filters.iter().enumerate().filter_map(|(f, filter)| {
+                Some((
+                    format!("spec.rules[{r}].filters[{f}].requestMirror.backendRef"),
+                    &filter.request_mirror.as_ref()?.backend_ref,
+                ))
+            });
+            let refs = rule
+                .backend_refs
+                .iter()
+                .enumerate()
+                .map(|(b, backend)| {
+                    (
+                        format!("spec.rules[{r}].backendRefs[{b}]"),
+                        &backend.backend,
+                    )
+                })
+                .chain(mirrors);
+            for (field, backend) in refs {
+                if let Err((reason, why)) = self.check_backend(namespace, backend) {
+                    return Condition::no("ResolvedRefs", reason, format!("{field}: {why}"));
+                }
+            }
+        }
+        Condition::yes("ResolvedRefs", "ResolvedRefs", "all references resolved")
+    }
+
+    /// Checks one backend reference: the Service port it names.
+    fn check_backend(
+        &self,
+        namespace: &str,
+        backend: &BackendObjectReference,
+    ) -> Result<ServiceRef, (&'static str, String)> {
+        if !backend.group.as_deref().unwrap_or("").is_empty()
+            || backend.kind.as_deref().unwrap_or("Service") != "Service"
+        {
+            return Err((
+                "InvalidKind",
+                format!(
+                    "{}/{} is not a core Service; sluice routes to Services only",
+                    backend.group.as_deref().unwrap_or(""),
+                    backend.kind.as_deref().unwrap_or("Service")
+                ),
+            ));
+        }
+        let target_ns = backend.namespace.as_deref().unwrap_or(namespace);
+        if target_ns != namespace
+            && !self.granted(
+                HTTP_ROUTE,
+                namespace,
+                target_ns,
+                "",
+                "Service",
+                &backend.name,
+            )
+        {
+            return Err((
+                "RefNotPermitted",
+                format!(
+                    "Service {target_ns}/{} is in another namespace and no ReferenceGrant there \
+                     allows it",
+                    backend.name
+                ),
+            ));
+        }
+        let Some(port) = backend.port else {
+            return Err((
+                "BackendNotFound",
+                "port is required for a Service".to_owned(),
+            ));
+        };
+        let sref = ServiceRef {
+            namespace: target_ns.to_owned(),
+            name: backend.name.clone(),
+            port: PortRef::Number(port),
+        };
+        match self.services.resolve(&sref) {
+            Ok(_) => Ok(sref),
+            Err(problem) => Err(("BackendNotFound", problem.detail)),
+        }
+    }
+
+    /// Adds the entries of a route's rules on every (protocol, host name) it is served on.
+    #[allow(clippy::too_many_arguments)]
+    fn add_rules(
+        &self,
+        route: &HttpRoute,
+        specs: &[HttpRouteRule],
+        rules: &[RuleOut],
+        served: &[(Proto, u16, HostPattern)],
+        builders: &mut HashMap<(Proto, HostPattern), RuleSetBuilder>,
+        regexes: &mut HashMap<String, regex::Regex>,
+        backends: &mut BackendRegistry,
+        table: &mut RouteTable,
+    ) {
+        let namespace = route.metadata.namespace.as_deref().unwrap_or("");
+        let source = object("HTTPRoute", &route.metadata);
+        let (created_missing, created) = age_key(&route.metadata).0;
+        let route_name = format!(
+            "{}/{}",
+            namespace,
+            route.metadata.name.as_deref().unwrap_or("")
+        );
+        // Entries are shared by the host names of one listener port.
+        let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
+        for (r, (rule, spec)) in rules.iter().zip(specs).enumerate() {
+            // Backends of the rule.
+            let mut split = Vec::new();
+            for backend in &spec.backend_refs {
+                let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
+                let (target, usable) = match self.check_backend(namespace, &backend.backend) {
+                    Ok(sref) => (backends.get(self.services, sref), true),
+                    Err(_) => (backends.placeholder(namespace, &backend.backend), false),
+                };
+                split.push(WeightedBackend {
+                    backend: target,
+                    weight,
+                    usable,
+                });
+            }
+            let mirrors: Vec<Mirror> = rule
+                .mirrors
+                .iter()
+                .filter_map(|m| {
+                    let filter = spec.filters.get(m.filter)?.request_mirror.as_ref()?;
+                    let sref = self.check_backend(namespace, &filter.backend_ref).ok()?;
+                    Some(Mirror {
+                        backend: backends.get(self.services, sref),
+                        numerator: m.numerator,
+                        denominator: m.denominator.max(1),
+                    })
+                })
+                .collect();
+            let total: u64 = split.iter().map(|b| u64::from(b.weight)).sum();
+            let fixed_status = (split.is_empty() || total == 0).then_some(500);
+            let backend = split
+                .first()
+                .map(|b| Arc::clone(&b.backend))
+                .unwrap_or_else(|| {
+                    backends.placeholder(namespace, &BackendObjectReference::default())
+                });
+            // One usable backend: the plain path, no draw.
+            let split = if split.len() == 1 && split[0].usable && split[0].weight > 0 {
+                Vec::new()
+            } else {
+                split
+            };
+            for (m, matched) in rule.matches.iter().enumerate() {
+                if let PathCond::Regex(p) = &matched.path
+                    && !regexes.contains_key(p)
+                    && let Some(re) = full_match(p)
+                {
+                    regexes.insert(p.clone(), re);
+                }
+                for (proto, port, host) in served {
+                    let entry = *entry_of.entry((r, m, *port)).or_insert_with(|| {
+                        let mut policy: Policy = rule.policy.clone();
+                        policy.request_redirect =
+                            rule.redirect.as_ref().map(|spec| RequestRedirect {
+                                scheme: spec.scheme.clone(),
+                                hostname: spec.hostname.clone(),
+                                port: spec.port,
+                                path: spec.path.as_ref().map(|p| p.for_match(&matched.path)),
+                                status: spec.status,
+                                listener_port: *port,
+                            });
+                        policy.path_rewrite = rule
+                            .rewrite_path
+                            .as_ref()
+                            .map(|p| p.for_match(&matched.path));
+                        let id = table.entries.len() as u32;
+                        table.entries.push(RouteEntry {
+                            backend: Arc::clone(&backend),
+                            policy: Arc::new(policy),
+                            source: source.clone(),
+                            rewrite: None,
+                            fallback: None,
+                            canary: None,
+                            split: split.clone(),
+                            fixed_status,
+                            mirrors: mirrors.clone(),
+                        });
+                        id
+                    });
+                    let candidate = Candidate {
+                        method: matched.method.as_deref().map(Into::into),
+                        headers: build_conditions(&matched.headers),
+                        query: build_conditions(&matched.query),
+                        entry,
+                    };
+                    let precedence = Precedence {
+                        no_method: matched.method.is_none(),
+                        fewer_headers: usize::MAX - matched.headers.len(),
+                        fewer_query: usize::MAX - matched.query.len(),
+                        route_age: (created_missing, created.clone()),
+                        route: route_name.clone(),
+                        rule: r,
+                        matched: m,
+                    };
+                    builders.entry((*proto, host.clone())).or_default().push(
+                        matched.path.clone(),
+                        precedence,
+                        candidate,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Listeners of one Gateway that share a port: different protocols conflict
+/// (`ProtocolConflict`), equal host names on one protocol conflict (`HostnameConflict`).
+fn conflicts(listeners: &mut [OurListener<'_>]) {
+    let n = listeners.len();
+    let mut reasons: Vec<Option<&'static str>> = vec![None; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j || listeners[i].spec.port != listeners[j].spec.port {
+                continue;
+            }
+            if listeners[i].spec.protocol != listeners[j].spec.protocol {
+                reasons[i] = Some("ProtocolConflict");
+            } else if listeners[i].host == listeners[j].host && reasons[i].is_none() {
+                reasons[i] = Some("HostnameConflict");
+            }
+        }
+    }
+    for (listener, reason) in listeners.iter_mut().zip(reasons) {
+        let Some(reason) = reason else { continue };
+        listener.usable = false;
+        for c in &mut listener.conditions {
+            match c.type_ {
+                "Conflicted" => {
+                    *c = Condition::yes(
+                        "Conflicted",
+                        reason,
+                        "another listener on this port conflicts",
+                    );
+                }
+                "Programmed" => *c = Condition::no("Programmed", "Invalid", "conflicted"),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Oldest first (missing creationTimestamp last), then namespace/name.
+fn age_key(meta: &ObjectMeta) -> ((bool, Option<Time>), (String, String)) {
+    let (namespace, name) = meta_name(meta);
+    (
+        (
+            meta.creation_timestamp.is_none(),
+            meta.creation_timestamp.clone(),
+        ),
+        (namespace.to_owned(), name.to_owned()),
+    )
+}
+
+/// A label selector (matchLabels and matchExpressions) against a namespace's labels.
+fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let get = |key: &str| labels.and_then(|l| l.get(key));
+    selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| get(k) == Some(v))
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => get(&e.key).is_some_and(|v| values.contains(v)),
+                "NotIn" => get(&e.key).is_none_or(|v| !values.contains(v)),
+                "Exists" => get(&e.key).is_some(),
+                "DoesNotExist" => get(&e.key).is_none(),
+                _ => false,
+            }
+        })
+}
+
+fn insert_host(rules: &mut HostRules, host: HostPattern, set: super::matcher::RuleSet) {
+    match host {
+        HostPattern::Exact(h) => {
+            rules.exact.insert(Key::new(&h), set);
+        }
+        HostPattern::Wildcard(s) => {
+            rules.wildcard.insert(Key::new(&s), set);
+        }
+        HostPattern::Any => rules.any = Some(set),
+    }
+}
+
+/// Listener certificates join the table's SNI maps where no Ingress claimed the name; a
+/// listener without a host name provides the default certificate when there is none.
+fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCertificate>)>) {
+    for (host, cert) in certs {
+        let cert = match table
+            .certificates
+            .binary_search_by(|c| c.secret.cmp(&cert.secret))
+        {
+            Ok(i) => Arc::clone(&table.certificates[i]),
+            Err(i) => {
+                table.certificates.insert(i, Arc::clone(&cert));
+                cert
+            }
+        };
+        match host {
+            HostPattern::Exact(h) => {
+                table.exact_certs.entry(Key::new(&h)).or_insert(cert);
+            }
+            HostPattern::Wildcard(s) => {
+                table.wildcard_certs.entry(Key::new(&s)).or_insert(cert);
+            }
+            HostPattern::Any => {
+                if table.default_certificate.is_none() {
+                    table.default_certificate = Some(cert);
+                }
+            }
+        }
+    }
+}
+
+/// The table's backends, extended with the Service ports Gateway routes name.
+struct BackendRegistry {
+    backends: Vec<Arc<Backend>>,
+    by_service: HashMap<ServiceRef, usize>,
+}
+
+impl BackendRegistry {
+    fn new(table: &mut RouteTable) -> Self {
+        let backends = std::mem::take(&mut table.backends);
+        let by_service = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.service.clone(), i))
+            .collect();
+        BackendRegistry {
+            backends,
+            by_service,
+        }
+    }
+
+    /// The backend of a Service port, resolved.
+    fn get(&mut self, services: &ServiceIndex<'_>, sref: ServiceRef) -> Arc<Backend> {
+        if let Some(&i) = self.by_service.get(&sref) {
+            return Arc::clone(&self.backends[i]);
+        }
+        let resolved = services.resolve(&sref).ok();
+        self.push(sref, resolved)
+    }
+
+    /// A backend without endpoints for a reference that does not resolve.
+    fn placeholder(&mut self, namespace: &str, backend: &BackendObjectReference) -> Arc<Backend> {
+        let sref = ServiceRef {
+            namespace: backend
+                .namespace
+                .clone()
+                .unwrap_or_else(|| namespace.to_owned()),
+            name: backend.name.clone(),
+            port: PortRef::Number(backend.port.unwrap_or(0)),
+        };
+        if let Some(&i) = self.by_service.get(&sref) {
+            return Arc::clone(&self.backends[i]);
+        }
+        self.push(sref, None)
+    }
+
+    fn push(
+        &mut self,
+        sref: ServiceRef,
+        resolved: Option<crate::backend::Resolved>,
+    ) -> Arc<Backend> {
+        let id = self.backends.len();
+        let (endpoints, not_ready, protocol) = match resolved {
+            Some(r) => (r.endpoints, r.not_ready, r.protocol),
+            None => (Vec::new(), 0, None),
+        };
+        let backend = Arc::new(Backend {
+            id,
+            service: sref.clone(),
+            endpoints,
+            not_ready,
+            protocol,
+        });
+        self.backends.push(Arc::clone(&backend));
+        self.by_service.insert(sref, id);
+        backend
+    }
+}

@@ -1,0 +1,281 @@
+//! The request-time lookup of Gateway API rules, in the spec's precedence order.
+//!
+//! A [`RuleSet`] holds the rules of one host name. Candidates are grouped by path: exact
+//! paths in a hash map, `PathPrefix` keys in a hash map probed once per path element of the
+//! request (longest first), regular expressions in a list. Within a group, candidates are
+//! sorted by the spec's remaining criteria (method match, number of header matches, number
+//! of query matches, the oldest route, route namespace/name, rule and match order), so the
+//! first candidate whose conditions hold is the answer.
+//!
+//! Across groups the order is: Exact, then RegularExpression (longest pattern first; the
+//! spec leaves regex precedence to implementations, and Envoy-based ones use this order),
+//! then PathPrefix from the longest prefix to `/`. A request that no candidate accepts gets
+//! `None` (404): there is no fallthrough to other host names.
+
+use std::collections::HashMap;
+
+use crate::key::Key;
+use crate::table::RequestInfo;
+
+/// A header or query parameter condition.
+#[derive(Debug)]
+pub(crate) struct ValueMatch {
+    /// Lower-case header name, or the query parameter name as written.
+    pub name: Box<str>,
+    /// The test on its value.
+    pub test: ValueTest,
+}
+
+/// `Exact` or `RegularExpression` (matched against the whole value).
+#[derive(Debug)]
+pub(crate) enum ValueTest {
+    Exact(Box<str>),
+    Regex(regex::Regex),
+}
+
+impl ValueTest {
+    fn accepts(&self, value: &[u8]) -> bool {
+        match self {
+            ValueTest::Exact(want) => want.as_bytes() == value,
+            ValueTest::Regex(re) => std::str::from_utf8(value).is_ok_and(|v| re.is_match(v)),
+        }
+    }
+}
+
+/// One match of one rule: its conditions besides the path, and the entry it yields.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub method: Option<Box<str>>,
+    pub headers: Box<[ValueMatch]>,
+    pub query: Box<[ValueMatch]>,
+    pub entry: u32,
+}
+
+impl Candidate {
+    fn accepts(&self, request: &RequestInfo<'_>) -> bool {
+        if let Some(method) = &self.method
+            && **method != *request.method
+        {
+            return false;
+        }
+        self.headers.iter().all(|m| {
+            request
+                .headers
+                .header(&m.name)
+                .is_some_and(|value| m.test.accepts(value))
+        }) && self
+            .query
+            .iter()
+            .all(|m| query_value(request.query, &m.name).is_some_and(|value| m.test.accepts(value)))
+    }
+}
+
+/// The first value of query parameter `name` (compared exactly, not decoded).
+fn query_value<'q>(query: &'q str, name: &str) -> Option<&'q [u8]> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then_some(value.as_bytes())
+    })
+}
+
+/// How a candidate's path is matched.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum PathCond {
+    /// The whole path, byte for byte.
+    Exact(String),
+    /// Path elements; the key has no trailing slash (`""` for `/`).
+    Prefix(String),
+    /// A regular expression matched against the whole path.
+    Regex(String),
+}
+
+/// The rules of one host name.
+#[derive(Debug, Default)]
+pub(crate) struct RuleSet {
+    exact: HashMap<Box<str>, Vec<Candidate>>,
+    regex: Vec<(regex::Regex, Vec<Candidate>)>,
+    prefix: HashMap<Box<str>, Vec<Candidate>>,
+}
+
+impl RuleSet {
+    /// The entry for `request`, whose path is `path` (never empty).
+    pub(crate) fn lookup(&self, path: &str, request: &RequestInfo<'_>) -> Option<u32> {
+        let first = |candidates: &[Candidate]| {
+            candidates
+                .iter()
+                .find(|c| c.accepts(request))
+                .map(|c| c.entry)
+        };
+        if let Some(found) = self.exact.get(path).and_then(|c| first(c)) {
+            return Some(found);
+        }
+        for (re, candidates) in &self.regex {
+            if re.is_match(path)
+                && let Some(found) = first(candidates)
+            {
+                return Some(found);
+            }
+        }
+        if self.prefix.is_empty() {
+            return None;
+        }
+        // Element boundaries, longest first: the whole path, then before each `/`.
+        let bytes = path.as_bytes();
+        let mut end = path.len();
+        loop {
+            if (end == path.len() || bytes[end] == b'/')
+                && let Some(found) = self.prefix.get(&path[..end]).and_then(|c| first(c))
+            {
+                return Some(found);
+            }
+            if end == 0 {
+                return None;
+            }
+            end -= 1;
+        }
+    }
+
+    /// Every (path, entry) in the set, for listings.
+    pub(crate) fn entries(&self) -> Vec<(PathCond, u32)> {
+        let mut out = Vec::new();
+        for (path, c) in &self.exact {
+            out.extend(
+                c.iter()
+                    .map(|c| (PathCond::Exact(path.to_string()), c.entry)),
+            );
+        }
+        for (re, c) in &self.regex {
+            let pattern = re.as_str();
+            let pattern = pattern
+                .strip_prefix("^(?:")
+                .and_then(|p| p.strip_suffix(")$"))
+                .unwrap_or(pattern);
+            out.extend(
+                c.iter()
+                    .map(|c| (PathCond::Regex(pattern.to_owned()), c.entry)),
+            );
+        }
+        for (path, c) in &self.prefix {
+            out.extend(
+                c.iter()
+                    .map(|c| (PathCond::Prefix(path.to_string()), c.entry)),
+            );
+        }
+        out
+    }
+}
+
+/// Collects candidates with their precedence, then builds a sorted [`RuleSet`].
+#[derive(Default)]
+pub(crate) struct RuleSetBuilder {
+    items: Vec<(PathCond, Precedence, Candidate)>,
+}
+
+/// Everything after the path that orders candidates (smaller first).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Precedence {
+    /// `false` when the match names a method (those go first).
+    pub no_method: bool,
+    /// `usize::MAX - number of header matches`.
+    pub fewer_headers: usize,
+    /// `usize::MAX - number of query matches`.
+    pub fewer_query: usize,
+    /// The route's age key: missing creationTimestamp last, then oldest first.
+    pub route_age: (
+        bool,
+        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    ),
+    /// `namespace/name` of the route.
+    pub route: String,
+    /// Rule index, then match index.
+    pub rule: usize,
+    pub matched: usize,
+}
+
+impl RuleSetBuilder {
+    pub(crate) fn push(&mut self, path: PathCond, precedence: Precedence, candidate: Candidate) {
+        self.items.push((path, precedence, candidate));
+    }
+
+    /// `regexes` holds the compiled form of every `PathCond::Regex` pattern.
+    pub(crate) fn build(mut self, regexes: &HashMap<String, regex::Regex>) -> RuleSet {
+        self.items.sort_by(|a, b| a.1.cmp(&b.1));
+        let mut set = RuleSet::default();
+        let mut regex_groups: Vec<(String, Vec<Candidate>)> = Vec::new();
+        for (path, _, candidate) in self.items {
+            match path {
+                PathCond::Exact(p) => set.exact.entry(p.into()).or_default().push(candidate),
+                PathCond::Prefix(p) => set.prefix.entry(p.into()).or_default().push(candidate),
+                PathCond::Regex(p) => match regex_groups.iter_mut().find(|(q, _)| *q == p) {
+                    Some((_, group)) => group.push(candidate),
+                    None => regex_groups.push((p, vec![candidate])),
+                },
+            }
+        }
+        // Longest pattern first; ties by pattern for determinism.
+        regex_groups.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        set.regex = regex_groups
+            .into_iter()
+            .filter_map(|(p, group)| Some((regexes.get(&p)?.clone(), group)))
+            .collect();
+        set
+    }
+}
+
+/// The Gateway rules of one kind of listener, by host name.
+#[derive(Debug, Default)]
+pub(crate) struct HostRules {
+    pub exact: HashMap<Key, RuleSet>,
+    /// `*.suffix`, keyed by `suffix`; covers one or more labels.
+    pub wildcard: HashMap<Key, RuleSet>,
+    pub any: Option<RuleSet>,
+}
+
+impl HostRules {
+    /// Every rule set with its host as listed in [`crate::Route::host`].
+    pub(crate) fn sets(&self) -> impl Iterator<Item = (String, &RuleSet)> {
+        self.exact
+            .iter()
+            .map(|(h, s)| (h.as_str().to_owned(), s))
+            .chain(
+                self.wildcard
+                    .iter()
+                    .map(|(h, s)| (format!("*.{}", h.as_str()), s)),
+            )
+            .chain(self.any.iter().map(|s| (String::new(), s)))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.wildcard.is_empty() && self.any.is_none()
+    }
+
+    /// The most specific wildcard rule set covering canonical `host`, with its suffix.
+    pub(crate) fn wildcard_for<'h>(&self, host: &'h str) -> Option<(&'h str, &RuleSet)> {
+        if self.wildcard.is_empty() {
+            return None;
+        }
+        super::hostname::wildcard_suffixes(host)
+            .find_map(|suffix| self.wildcard.get(suffix).map(|set| (suffix, set)))
+    }
+}
+
+/// The Gateway rules of a table: one set per kind of listener.
+#[derive(Debug, Default)]
+pub(crate) struct GatewayRoutes {
+    pub http: HostRules,
+    pub https: HostRules,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_found_by_exact_name() {
+        assert_eq!(query_value("a=1&b=2", "b"), Some(&b"2"[..]));
+        assert_eq!(query_value("a=1&a=2", "a"), Some(&b"1"[..]));
+        assert_eq!(query_value("flag&x=", "flag"), Some(&b""[..]));
+        assert_eq!(query_value("A=1", "a"), None);
+        assert_eq!(query_value("", "a"), None);
+    }
+}

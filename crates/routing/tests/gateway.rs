@@ -1,0 +1,1117 @@
+//! Gateway API compiled into the route table: the GATEWAY-HTTP conformance scenarios that
+//! are a pure function of the objects (class, listeners, attachment, host name
+//! intersection, match precedence, backends and filters), and the statuses they produce.
+//! The same scenarios run end to end against a real API server in the controller's tests.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::*;
+use serde_json::{Value, json};
+use sluice_routing::gateway::{
+    Condition, Gateway, GatewayClass, GatewayStatuses, HttpRoute, ReferenceGrant,
+};
+use sluice_routing::{Compiled, HeaderLookup, Inputs, RequestInfo, RouteTable, compile};
+
+const GW_CONTROLLER: &str = "sluice.dev/gateway-controller";
+
+fn from<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("test object deserialises"))
+}
+
+fn class(name: &str, controller: &str) -> Arc<GatewayClass> {
+    from(
+        json!({"metadata": {"name": name, "generation": 3}, "spec": {"controllerName": controller}}),
+    )
+}
+
+fn gateway(ns: &str, name: &str, listeners: Value) -> Arc<Gateway> {
+    from(
+        json!({"metadata": {"namespace": ns, "name": name, "generation": 2},
+        "spec": {"gatewayClassName": "sluice", "listeners": listeners}}),
+    )
+}
+
+fn http_listener(name: &str, hostname: Option<&str>) -> Value {
+    let mut l = json!({"name": name, "port": 80, "protocol": "HTTP"});
+    if let Some(h) = hostname {
+        l["hostname"] = json!(h);
+    }
+    l
+}
+
+fn route(ns: &str, name: &str, age: u32, spec: Value) -> Arc<HttpRoute> {
+    from(
+        json!({"metadata": {"namespace": ns, "name": name, "generation": 5,
+        "creationTimestamp": ts(age)}, "spec": spec}),
+    )
+}
+
+fn backend(name: &str, port: i32) -> Value {
+    json!({"name": name, "port": port})
+}
+
+/// Inputs with our GatewayClass, Services `web`, `api`, `v2` (port 80, one ready endpoint
+/// each) in namespaces `default` and `other`, and the given objects.
+fn world(gateways: Vec<Arc<Gateway>>, routes: Vec<Arc<HttpRoute>>) -> Inputs {
+    let mut inputs = Inputs {
+        gateway_classes: vec![
+            class("sluice", GW_CONTROLLER),
+            class("theirs", "example.com/other"),
+        ],
+        gateways,
+        http_routes: routes,
+        ..Inputs::default()
+    };
+    let mut ip = 1;
+    for ns in ["default", "other"] {
+        for svc in ["web", "api", "v2"] {
+            inputs.services.push(service(ns, svc, &[(None, 80)]));
+            let addr = format!("10.0.0.{ip}");
+            ip += 1;
+            inputs.endpoint_slices.push(slice(
+                ns,
+                &format!("{svc}-1"),
+                svc,
+                &[(None, 8080)],
+                &[(&[addr.as_str()], Some(true))],
+            ));
+        }
+    }
+    inputs
+}
+
+struct Headers(Vec<(&'static str, &'static str)>);
+
+impl HeaderLookup for Headers {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes())
+    }
+}
+
+/// A request; `target` is `path?query`.
+struct Req {
+    https: bool,
+    host: &'static str,
+    target: &'static str,
+    method: &'static str,
+    headers: Headers,
+}
+
+fn get(host: &'static str, target: &'static str) -> Req {
+    Req {
+        https: false,
+        host,
+        target,
+        method: "GET",
+        headers: Headers(Vec::new()),
+    }
+}
+
+impl Req {
+    fn header(mut self, name: &'static str, value: &'static str) -> Req {
+        self.headers.0.push((name, value));
+        self
+    }
+    fn method(mut self, method: &'static str) -> Req {
+        self.method = method;
+        self
+    }
+    fn https(mut self) -> Req {
+        self.https = true;
+        self
+    }
+}
+
+/// `source route/service` of the entry a request gets, or `None` (404).
+fn answer(table: &RouteTable, req: &Req) -> Option<String> {
+    let (path, query) = req.target.split_once('?').unwrap_or((req.target, ""));
+    let info = RequestInfo {
+        https: req.https,
+        host: req.host,
+        path,
+        query,
+        method: req.method,
+        headers: &req.headers,
+    };
+    let id = table.route_request(&info)?;
+    let entry = table.entry(id);
+    Some(format!(
+        "{}->{}",
+        entry.source.name, entry.backend.service.name
+    ))
+}
+
+fn conditions(list: &[Condition]) -> Vec<(&'static str, bool, &'static str)> {
+    list.iter().map(|c| (c.type_, c.status, c.reason)).collect()
+}
+
+fn route_status<'a>(
+    s: &'a GatewayStatuses,
+    name: &str,
+) -> &'a sluice_routing::gateway::RouteStatus {
+    s.routes
+        .iter()
+        .find(|r| r.object.name == name)
+        .unwrap_or_else(|| panic!("no status for route {name}: {s:#?}"))
+}
+
+fn accepted(s: &GatewayStatuses, name: &str) -> (bool, &'static str) {
+    let c = &route_status(s, name).parents[0].conditions[0];
+    assert_eq!(c.type_, "Accepted");
+    (c.status, c.reason)
+}
+
+fn resolved(s: &GatewayStatuses, name: &str) -> (bool, &'static str) {
+    let c = &route_status(s, name).parents[0].conditions[1];
+    assert_eq!(c.type_, "ResolvedRefs");
+    (c.status, c.reason)
+}
+
+fn compiled(inputs: &Inputs) -> Compiled {
+    compile(inputs, &sluice_routing::CompileOptions::default())
+}
+
+#[test]
+fn gateway_class_status_is_written_only_for_ours() {
+    let mut inputs = world(vec![], vec![]);
+    inputs.gateway_classes.push(from(json!({"metadata": {"name": "params", "generation": 1},
+        "spec": {"controllerName": GW_CONTROLLER, "parametersRef": {"group": "x", "kind": "y", "name": "z"}}})));
+    let out = compiled(&inputs);
+    let names: Vec<&str> = out
+        .gateway
+        .classes
+        .iter()
+        .map(|c| c.object.name.as_str())
+        .collect();
+    assert_eq!(names, ["params", "sluice"]);
+    let ours = &out.gateway.classes[1];
+    assert_eq!(ours.generation, Some(3), "observedGeneration");
+    assert_eq!(
+        conditions(&ours.conditions)[0],
+        ("Accepted", true, "Accepted")
+    );
+    assert_eq!(
+        conditions(&out.gateway.classes[0].conditions)[0],
+        ("Accepted", false, "InvalidParameters")
+    );
+}
+
+#[test]
+fn gateways_of_other_classes_are_left_alone() {
+    let mut theirs = (*gateway("default", "theirs", json!([http_listener("http", None)]))).clone();
+    theirs.spec.gateway_class_name = "theirs".into();
+    let inputs = world(
+        vec![
+            Arc::new(theirs),
+            gateway("default", "gw", json!([http_listener("http", None)])),
+        ],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "theirs"}],
+            "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        )],
+    );
+    let out = compiled(&inputs);
+    assert_eq!(out.gateway.gateways.len(), 1);
+    assert_eq!(out.gateway.gateways[0].gateway.object.name, "gw");
+    assert!(out.gateway.routes.is_empty(), "{:?}", out.gateway.routes);
+    assert_eq!(answer(&out.table, &get("a.example", "/")), None);
+}
+
+#[test]
+fn listener_conditions_and_attached_routes() {
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                http_listener("http", None),
+                {"name": "tcp", "port": 9000, "protocol": "TCP"},
+                {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
+                 "tls": {"certificateRefs": [{"name": "missing"}]}},
+                {"name": "kinds", "port": 8080, "protocol": "HTTP",
+                 "allowedRoutes": {"kinds": [{"kind": "TCPRoute"}]}},
+            ]),
+        )],
+        vec![
+            route(
+                "default",
+                "a",
+                1,
+                json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+            ),
+            route(
+                "default",
+                "b",
+                2,
+                json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "rules": [{"backendRefs": [backend("api", 80)]}]}),
+            ),
+        ],
+    );
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    assert_eq!(gw.gateway.generation, Some(2));
+    assert_eq!(
+        conditions(&gw.gateway.conditions),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", true, "Programmed")
+        ]
+    );
+    let by_name: HashMap<&str, _> = gw.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
+    assert_eq!(by_name["http"].attached_routes, 2);
+    assert_eq!(by_name["http"].supported_kinds[0].kind, "HTTPRoute");
+    assert_eq!(
+        conditions(&by_name["tcp"].conditions)[0],
+        ("Accepted", false, "UnsupportedProtocol")
+    );
+    assert_eq!(
+        conditions(&by_name["https"].conditions)[2],
+        ("ResolvedRefs", false, "InvalidCertificateRef")
+    );
+    assert_eq!(
+        conditions(&by_name["kinds"].conditions)[2],
+        ("ResolvedRefs", false, "InvalidRouteKinds")
+    );
+    assert!(by_name["kinds"].supported_kinds.is_empty());
+    for l in ["tcp", "https", "kinds"] {
+        assert_eq!(by_name[l].attached_routes, 0, "{l}");
+    }
+}
+
+#[test]
+fn same_namespace_by_default_all_and_selector() {
+    let mut inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                {"name": "same", "port": 80, "protocol": "HTTP", "hostname": "same.example"},
+                {"name": "all", "port": 80, "protocol": "HTTP", "hostname": "all.example",
+                 "allowedRoutes": {"namespaces": {"from": "All"}}},
+                {"name": "sel", "port": 80, "protocol": "HTTP", "hostname": "sel.example",
+                 "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"team": "a"}}}}},
+            ]),
+        )],
+        vec![
+            route(
+                "other",
+                "r",
+                1,
+                json!({"parentRefs": [{"name": "gw", "namespace": "default"}],
+                "rules": [{"backendRefs": [backend("web", 80)]}]}),
+            ),
+            route(
+                "other",
+                "only-same",
+                2,
+                json!({"parentRefs": [{"name": "gw", "namespace": "default", "sectionName": "same"}],
+                "rules": [{"backendRefs": [backend("web", 80)]}]}),
+            ),
+        ],
+    );
+    inputs.namespaces = vec![from(
+        json!({"metadata": {"name": "other", "labels": {"team": "a"}}}),
+    )];
+    let out = compiled(&inputs);
+    assert_eq!(accepted(&out.gateway, "r"), (true, "Accepted"));
+    assert_eq!(
+        accepted(&out.gateway, "only-same"),
+        (false, "NotAllowedByListeners")
+    );
+    assert_eq!(
+        answer(&out.table, &get("all.example", "/")).as_deref(),
+        Some("r->web")
+    );
+    assert_eq!(
+        answer(&out.table, &get("sel.example", "/")).as_deref(),
+        Some("r->web")
+    );
+    assert_eq!(answer(&out.table, &get("same.example", "/")), None);
+
+    // The namespace loses its label: the selector no longer admits the route.
+    inputs.namespaces = vec![from(
+        json!({"metadata": {"name": "other", "labels": {"team": "b"}}}),
+    )];
+    let out = compiled(&inputs);
+    assert_eq!(answer(&out.table, &get("sel.example", "/")), None);
+    assert_eq!(
+        answer(&out.table, &get("all.example", "/")).as_deref(),
+        Some("r->web")
+    );
+}
+
+#[test]
+fn section_name_and_port_must_name_a_listener() {
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([http_listener("http", None)]),
+        )],
+        vec![
+            route(
+                "default",
+                "bad-section",
+                1,
+                json!({"parentRefs": [{"name": "gw", "sectionName": "nope"}]}),
+            ),
+            route(
+                "default",
+                "bad-port",
+                2,
+                json!({"parentRefs": [{"name": "gw", "port": 81}]}),
+            ),
+            route(
+                "default",
+                "good-port",
+                3,
+                json!({"parentRefs": [{"name": "gw", "port": 80}]}),
+            ),
+        ],
+    );
+    let out = compiled(&inputs);
+    assert_eq!(
+        accepted(&out.gateway, "bad-section"),
+        (false, "NoMatchingParent")
+    );
+    assert_eq!(
+        accepted(&out.gateway, "bad-port"),
+        (false, "NoMatchingParent")
+    );
+    assert_eq!(accepted(&out.gateway, "good-port"), (true, "Accepted"));
+    // A rule without backendRefs answers 500 (the spec).
+    let id = out
+        .table
+        .route_request(&RequestInfo {
+            https: false,
+            host: "x",
+            path: "/",
+            query: "",
+            method: "GET",
+            headers: &Headers(vec![]),
+        })
+        .expect("routed");
+    assert_eq!(out.table.entry(id).fixed_status, Some(500));
+}
+
+/// Conformance: HTTPRouteHostnameIntersection and HTTPRouteListenerHostnameMatching.
+#[test]
+fn host_names_intersect_with_listeners() {
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                {"name": "wild", "port": 80, "protocol": "HTTP", "hostname": "*.wildcard.io"},
+                {"name": "exact", "port": 80, "protocol": "HTTP", "hostname": "very.specific.com"},
+            ]),
+        )],
+        vec![
+            route(
+                "default",
+                "specific",
+                1,
+                json!({"parentRefs": [{"name": "gw"}],
+                "hostnames": ["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"],
+                "rules": [{"backendRefs": [backend("web", 80)]}]}),
+            ),
+            route(
+                "default",
+                "wild-sub",
+                2,
+                json!({"parentRefs": [{"name": "gw"}],
+                "hostnames": ["*.anotherwildcard.io", "foo.wildcard.io", "bar.wildcard.io"],
+                "rules": [{"backendRefs": [backend("api", 80)]}]}),
+            ),
+            route(
+                "default",
+                "wider",
+                3,
+                json!({"parentRefs": [{"name": "gw"}],
+                "hostnames": ["*.io"],
+                "rules": [{"backendRefs": [backend("v2", 80)]}]}),
+            ),
+            route(
+                "default",
+                "none",
+                4,
+                json!({"parentRefs": [{"name": "gw"}],
+                "hostnames": ["nothing.example"],
+                "rules": [{"backendRefs": [backend("v2", 80)]}]}),
+            ),
+        ],
+    );
+    let out = compiled(&inputs);
+    let t = &out.table;
+    assert_eq!(
+        answer(t, &get("very.specific.com", "/")).as_deref(),
+        Some("specific->web")
+    );
+    assert_eq!(answer(t, &get("non.matching.com", "/")), None);
+    assert_eq!(
+        answer(t, &get("foo.wildcard.io", "/")).as_deref(),
+        Some("wild-sub->api")
+    );
+    assert_eq!(
+        answer(t, &get("bar.wildcard.io", "/")).as_deref(),
+        Some("wild-sub->api")
+    );
+    // `*.io` ∩ `*.wildcard.io` = `*.wildcard.io`, several labels deep.
+    assert_eq!(
+        answer(t, &get("a.b.wildcard.io", "/")).as_deref(),
+        Some("wider->v2")
+    );
+    assert_eq!(answer(t, &get("wildcard.io", "/")), None);
+    assert_eq!(answer(t, &get("x.anotherwildcard.io", "/")), None);
+    assert_eq!(
+        accepted(&out.gateway, "none"),
+        (false, "NoMatchingListenerHostname")
+    );
+    assert_eq!(accepted(&out.gateway, "wider"), (true, "Accepted"));
+}
+
+/// Conformance: HTTPRouteMatching, HTTPRouteHeaderMatching, HTTPRouteQueryParamMatching,
+/// HTTPRouteMethodMatching, HTTPRouteMatchingAcrossRoutes.
+#[test]
+fn match_precedence_follows_the_spec() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![
+        route(
+            "default",
+            "paths",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["m.example"],
+            "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": [backend("web", 80)]},
+                {"matches": [{"path": {"type": "Exact", "value": "/v2"}}], "backendRefs": [backend("v2", 80)]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/v2/"}}], "backendRefs": [backend("api", 80)]},
+                {"matches": [{"path": {"type": "RegularExpression", "value": "/re/[0-9]+"}}], "backendRefs": [backend("v2", 80)]},
+            ]}),
+        ),
+        route(
+            "default",
+            "headers",
+            2,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["m.example"],
+            "rules": [
+                {"matches": [{"path": {"value": "/h"}, "headers": [{"name": "version", "value": "one"}]}], "backendRefs": [backend("web", 80)]},
+                {"matches": [{"path": {"value": "/h"}, "headers": [{"name": "version", "value": "two"}, {"name": "color", "value": "orange"}]}], "backendRefs": [backend("v2", 80)]},
+                {"matches": [{"path": {"value": "/h"}, "headers": [{"name": "color", "type": "RegularExpression", "value": "ora.*"}]}], "backendRefs": [backend("api", 80)]},
+                {"matches": [{"path": {"value": "/h"}, "queryParams": [{"name": "animal", "value": "whale"}]}], "backendRefs": [backend("v2", 80)]},
+                {"matches": [{"path": {"value": "/h"}, "method": "POST"}], "backendRefs": [backend("web", 80)]},
+            ]}),
+        ),
+        // Younger route, same path as `paths`' first rule: the older one wins.
+        route(
+            "default",
+            "younger",
+            3,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["m.example"],
+            "rules": [{"matches": [{"path": {"value": "/"}}], "backendRefs": [backend("api", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&world(vec![gw], routes));
+    let t = &out.table;
+    let a = |req: Req| answer(t, &req).unwrap_or_else(|| "404".into());
+    assert_eq!(a(get("m.example", "/")), "paths->web");
+    assert_eq!(
+        a(get("m.example", "/v2")),
+        "paths->v2",
+        "Exact beats PathPrefix"
+    );
+    assert_eq!(a(get("m.example", "/v2/x")), "paths->api", "longest prefix");
+    assert_eq!(
+        a(get("m.example", "/v2x")),
+        "paths->web",
+        "prefixes match whole elements"
+    );
+    assert_eq!(
+        a(get("m.example", "/re/42")),
+        "paths->v2",
+        "regex matches the whole path"
+    );
+    assert_eq!(a(get("m.example", "/re/42x")), "paths->web");
+    // Headers: more header matches first; a method match before any header count.
+    assert_eq!(
+        a(get("m.example", "/h").header("Version", "one")),
+        "headers->web"
+    );
+    assert_eq!(
+        a(get("m.example", "/h")
+            .header("version", "two")
+            .header("color", "orange")),
+        "headers->v2"
+    );
+    assert_eq!(
+        a(get("m.example", "/h")
+            .header("version", "two")
+            .header("color", "orangered")),
+        "headers->api"
+    );
+    assert_eq!(
+        a(get("m.example", "/h").header("version", "two")),
+        "paths->web",
+        "falls back to a shorter path"
+    );
+    assert_eq!(a(get("m.example", "/h?animal=whale")), "headers->v2");
+    assert_eq!(a(get("m.example", "/h?animal=dolphin")), "paths->web");
+    assert_eq!(
+        a(get("m.example", "/h")
+            .method("POST")
+            .header("version", "one")),
+        "headers->web"
+    );
+    assert_eq!(
+        a(get("other.example", "/")),
+        "404",
+        "no route for other host names"
+    );
+}
+
+#[test]
+fn http_and_https_listeners_serve_their_own_routes_and_ingress_shares_the_table() {
+    let mut inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                {"name": "http", "port": 80, "protocol": "HTTP", "hostname": "plain.example"},
+                {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
+                 "tls": {"certificateRefs": [{"name": "cert"}]}},
+            ]),
+        )],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "gw"}],
+            "rules": [{"backendRefs": [backend("api", 80)]}]}),
+        )],
+    );
+    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)];
+    inputs.ingress_classes = vec![our_class()];
+    inputs.ingresses = vec![ingress(
+        "default",
+        "ing",
+        Some(1),
+        rules(vec![
+            rule("ingress.example", vec![path("/", "Prefix", "web", 80)]),
+            rule("secure.example", vec![path("/", "Prefix", "web", 80)]),
+        ]),
+    )];
+    let out = compiled(&inputs);
+    let t = &out.table;
+    assert_eq!(
+        answer(t, &get("plain.example", "/")).as_deref(),
+        Some("r->api")
+    );
+    assert_eq!(
+        answer(t, &get("secure.example", "/").https()).as_deref(),
+        Some("r->api")
+    );
+    // On plain HTTP, secure.example is not a Gateway host: the Ingress rule answers.
+    assert_eq!(
+        answer(t, &get("secure.example", "/")).as_deref(),
+        Some("ing->web")
+    );
+    assert_eq!(answer(t, &get("plain.example", "/").https()), None);
+    assert_eq!(
+        answer(t, &get("ingress.example", "/x")).as_deref(),
+        Some("ing->web")
+    );
+    assert_eq!(
+        answer(t, &get("ingress.example", "/x").https()).as_deref(),
+        Some("ing->web")
+    );
+    assert!(t.certificate("secure.example").is_some());
+    let routes: Vec<String> = t
+        .routes()
+        .iter()
+        .map(|r| format!("{} {} {}", r.host, r.path_type, r.path))
+        .collect();
+    assert!(
+        routes.contains(&"secure.example Prefix /".to_owned()),
+        "{routes:?}"
+    );
+}
+
+/// Conformance: HTTPRouteWeight, HTTPRouteInvalidBackendRefUnknownKind,
+/// HTTPRouteInvalidCrossNamespaceBackendRef, HTTPRouteReferenceGrant,
+/// HTTPRouteInvalidNonExistentBackendRef.
+#[test]
+fn backends_weights_and_invalid_references() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![
+        route(
+            "default",
+            "weights",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["w.example"],
+            "rules": [{"backendRefs": [
+                {"name": "web", "port": 80, "weight": 70},
+                {"name": "api", "port": 80, "weight": 30},
+                {"name": "v2", "port": 80, "weight": 0}]}]}),
+        ),
+        route(
+            "default",
+            "zero",
+            2,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["z.example"],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80, "weight": 0}]}]}),
+        ),
+        route(
+            "default",
+            "kind",
+            3,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["k.example"],
+            "rules": [{"backendRefs": [{"group": "unknown.io", "kind": "Thing", "name": "web", "port": 80}]}]}),
+        ),
+        route(
+            "default",
+            "missing",
+            4,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["m.example"],
+            "rules": [{"backendRefs": [backend("nope", 80)]}]}),
+        ),
+        route(
+            "default",
+            "cross",
+            5,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["c.example"],
+            "rules": [{"backendRefs": [{"name": "web", "namespace": "other", "port": 80}]}]}),
+        ),
+    ];
+    let mut inputs = world(vec![gw], routes);
+    let out = compiled(&inputs);
+    let t = &out.table;
+    let entry = |host: &'static str| {
+        let id = t
+            .route_request(&RequestInfo {
+                https: false,
+                host,
+                path: "/",
+                query: "",
+                method: "GET",
+                headers: &Headers(vec![]),
+            })
+            .expect("routed");
+        t.entry(id)
+    };
+    let w = entry("w.example");
+    let split: Vec<(String, u32, bool)> = w
+        .split
+        .iter()
+        .map(|b| (b.backend.service.name.clone(), b.weight, b.usable))
+        .collect();
+    assert_eq!(
+        split,
+        [
+            ("web".into(), 70, true),
+            ("api".into(), 30, true),
+            ("v2".into(), 0, true)
+        ]
+    );
+    assert_eq!(
+        entry("z.example").fixed_status,
+        Some(500),
+        "all weights 0 -> 500"
+    );
+    assert!(!entry("k.example").split[0].usable);
+    assert_eq!(resolved(&out.gateway, "kind"), (false, "InvalidKind"));
+    assert!(!entry("m.example").split[0].usable);
+    assert_eq!(
+        resolved(&out.gateway, "missing"),
+        (false, "BackendNotFound")
+    );
+    assert!(!entry("c.example").split[0].usable);
+    assert_eq!(resolved(&out.gateway, "cross"), (false, "RefNotPermitted"));
+    assert_eq!(
+        accepted(&out.gateway, "cross"),
+        (true, "Accepted"),
+        "still accepted"
+    );
+    assert_eq!(resolved(&out.gateway, "weights"), (true, "ResolvedRefs"));
+
+    // A ReferenceGrant in `other` allows the cross-namespace reference.
+    let grant: Arc<ReferenceGrant> = from(json!({"metadata": {"namespace": "other", "name": "g"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "default"}],
+                 "to": [{"group": "", "kind": "Service"}]}}));
+    inputs.reference_grants = vec![grant];
+    let out = compiled(&inputs);
+    assert_eq!(resolved(&out.gateway, "cross"), (true, "ResolvedRefs"));
+    let id = out
+        .table
+        .route_request(&RequestInfo {
+            https: false,
+            host: "c.example",
+            path: "/",
+            query: "",
+            method: "GET",
+            headers: &Headers(vec![]),
+        })
+        .expect("routed");
+    let e = out.table.entry(id);
+    assert!(e.split.is_empty(), "one usable backend: no draw");
+    assert_eq!(e.backend.service.namespace, "other");
+    assert_eq!(e.backend.endpoints.len(), 1);
+}
+
+/// Conformance: HTTPRouteRedirect*, HTTPRouteRewrite*, HTTPRouteRequestHeaderModifier,
+/// HTTPRouteResponseHeaderModifier, HTTPRouteRequestMirror, HTTPRouteTimeout*.
+#[test]
+fn filters_become_policy() {
+    let gw = gateway(
+        "default",
+        "gw",
+        json!([{"name": "http", "port": 8080, "protocol": "HTTP"}]),
+    );
+    let routes = vec![route(
+        "default",
+        "f",
+        1,
+        json!({"parentRefs": [{"name": "gw"}],
+        "rules": [
+            {"matches": [{"path": {"value": "/redirect"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "example.org",
+                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
+            {"matches": [{"path": {"value": "/https"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]},
+            {"matches": [{"path": {"value": "/rewrite"}}],
+             "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "internal.example",
+                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+             "backendRefs": [backend("web", 80)]},
+            {"matches": [{"path": {"value": "/headers"}}],
+             "filters": [
+                {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "X-Set", "value": "s"}],
+                    "add": [{"name": "x-add", "value": "a"}], "remove": ["x-remove"]}},
+                {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-resp", "value": "r"}]}},
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "api", "port": 80}, "percent": 25}}],
+             "timeouts": {"request": "10s", "backendRequest": "2s"},
+             "backendRefs": [backend("web", 80)]},
+        ]}),
+    )];
+    let out = compiled(&world(vec![gw], routes));
+    assert_eq!(accepted(&out.gateway, "f"), (true, "Accepted"));
+    let t = &out.table;
+    let entry = |target: &'static str| {
+        let id = t
+            .route_request(&RequestInfo {
+                https: false,
+                host: "h.example",
+                path: target,
+                query: "",
+                method: "GET",
+                headers: &Headers(vec![]),
+            })
+            .expect("routed");
+        t.entry(id)
+    };
+    let redirect = entry("/redirect")
+        .policy
+        .request_redirect
+        .clone()
+        .expect("redirect");
+    assert_eq!(redirect.status, 302);
+    // No scheme, no port: the listener's port (8080) is kept.
+    assert_eq!(
+        redirect.location("http", "h.example", "/redirect/a", "q=1"),
+        "http://example.org:8080/new/a?q=1"
+    );
+    let https = entry("/https")
+        .policy
+        .request_redirect
+        .clone()
+        .expect("redirect");
+    assert_eq!(https.status, 301);
+    // Scheme https without a port: 443, which is left out.
+    assert_eq!(
+        https.location("http", "h.example", "/https", ""),
+        "https://h.example/https"
+    );
+    let rewrite = entry("/rewrite/x");
+    assert_eq!(
+        rewrite
+            .policy
+            .upstream_vhost
+            .as_ref()
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("internal.example")
+    );
+    let path = rewrite.policy.path_rewrite.as_ref().expect("path rewrite");
+    assert_eq!(path.apply("/rewrite/x"), "/x");
+    assert_eq!(path.apply("/rewrite"), "/");
+    let h = entry("/headers");
+    assert_eq!(h.policy.request_headers[0].0.as_str(), "x-set");
+    assert_eq!(h.policy.request_headers_add[0].0.as_str(), "x-add");
+    assert_eq!(h.policy.request_headers_remove[0].as_str(), "x-remove");
+    assert_eq!(h.policy.response_headers_add[0].0.as_str(), "x-resp");
+    assert_eq!(h.mirrors.len(), 1);
+    assert_eq!(
+        (
+            h.mirrors[0].backend.service.name.as_str(),
+            h.mirrors[0].numerator,
+            h.mirrors[0].denominator
+        ),
+        ("api", 25, 100)
+    );
+    assert_eq!(
+        h.policy.request_timeout,
+        Some(std::time::Duration::from_secs(10))
+    );
+    assert_eq!(
+        h.policy.backend_request_timeout,
+        Some(std::time::Duration::from_secs(2))
+    );
+}
+
+/// The HTTPRoute filter and the equivalent ingress-nginx / sluice annotation compile to
+/// the same policy value.
+#[test]
+fn filters_and_annotations_produce_the_same_policy() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![route(
+        "default",
+        "f",
+        1,
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["gw.example"],
+        "rules": [{"filters": [
+            {"type": "URLRewrite", "urlRewrite": {"hostname": "internal.example"}},
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-team", "value": "blue"}]}}],
+          "backendRefs": [backend("web", 80)]}]}),
+    )];
+    let mut inputs = world(vec![gw], routes);
+    inputs.ingress_classes = vec![our_class()];
+    inputs.ingresses = vec![raw_ingress(
+        "default",
+        "ing",
+        Some(1),
+        json!({"nginx.ingress.kubernetes.io/upstream-vhost": "internal.example",
+               "sluice.dev/request-headers": "x-team: blue"}),
+        json!({"ingressClassName": "sluice", "rules": [rule("ing.example", vec![path("/", "Prefix", "web", 80)])]}),
+    )];
+    let out = compiled(&inputs);
+    let t = &out.table;
+    let gw_policy = &t
+        .entry(
+            t.route_request(&RequestInfo {
+                https: false,
+                host: "gw.example",
+                path: "/",
+                query: "",
+                method: "GET",
+                headers: &Headers(vec![]),
+            })
+            .expect("gw"),
+        )
+        .policy;
+    let ing_policy = &t.route("ing.example", "/").expect("ingress").policy;
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    assert_eq!(**gw_policy, **ing_policy);
+}
+
+#[test]
+fn invalid_routes_are_refused_alone() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![
+        route(
+            "default",
+            "bad",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["bad.example"],
+            "rules": [{"filters": [{"type": "ExtensionRef"}], "backendRefs": [backend("web", 80)]}]}),
+        ),
+        route(
+            "default",
+            "good",
+            2,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["good.example"],
+            "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&world(vec![gw], routes));
+    assert_eq!(accepted(&out.gateway, "bad"), (false, "UnsupportedValue"));
+    let message = &route_status(&out.gateway, "bad").parents[0].conditions[0].message;
+    assert!(
+        message.contains("spec.rules[0].filters[0].type"),
+        "{message}"
+    );
+    assert_eq!(answer(&out.table, &get("bad.example", "/")), None);
+    assert_eq!(
+        answer(&out.table, &get("good.example", "/")).as_deref(),
+        Some("good->web")
+    );
+    assert_eq!(
+        out.gateway
+            .routes
+            .iter()
+            .map(|r| r.generation)
+            .collect::<Vec<_>>(),
+        [Some(5), Some(5)]
+    );
+}
+
+#[test]
+fn compile_is_independent_of_input_order() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let mut routes = Vec::new();
+    for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        routes.push(route("default", name, (i % 2) as u32, json!({"parentRefs": [{"name": "gw"}],
+            "rules": [{"matches": [{"path": {"value": "/"}}, {"path": {"type": "Exact", "value": "/x"}}],
+                       "backendRefs": [backend(["web", "api", "v2", "web"][i], 80)]}]})));
+    }
+    let forward = compiled(&world(vec![gw.clone()], routes.clone()));
+    routes.reverse();
+    let backward = compiled(&world(vec![gw], routes));
+    for target in ["/", "/x", "/y"] {
+        assert_eq!(
+            answer(&forward.table, &get("h", target)),
+            answer(&backward.table, &get("h", target))
+        );
+    }
+    // Oldest first (a and c are age 0), then namespace/name: a.
+    assert_eq!(
+        answer(&forward.table, &get("h", "/")).as_deref(),
+        Some("a->web")
+    );
+    assert_eq!(forward.gateway, backward.gateway);
+}
+
+mod precedence_oracle {
+    //! The matcher against a brute-force reading of the spec's precedence rules: every
+    //! candidate that matches is collected and the smallest by (path specificity, method,
+    //! header count, query count, route age, route name, rule, match) must be the answer.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// (path rank, no method, fewer headers, fewer query, age, route, rule, match).
+    type Key = ((u8, usize), bool, usize, usize, u32, usize, usize, usize);
+
+    const PATHS: [&str; 5] = ["/", "/a", "/a/b", "/b", "/a/b/c"];
+    const HEADERS: [(&str, &str); 2] = [("x-a", "1"), ("x-b", "2")];
+    const QUERY: [(&str, &str); 2] = [("q", "1"), ("r", "2")];
+
+    #[derive(Debug, Clone)]
+    struct M {
+        exact: bool,
+        path: usize,
+        method: bool,
+        headers: Vec<bool>,
+        query: Vec<bool>,
+    }
+
+    fn arb_match() -> impl Strategy<Value = M> {
+        (
+            any::<bool>(),
+            0..PATHS.len(),
+            any::<bool>(),
+            prop::collection::vec(any::<bool>(), 2),
+            prop::collection::vec(any::<bool>(), 2),
+        )
+            .prop_map(|(exact, path, method, headers, query)| M {
+                exact,
+                path,
+                method,
+                headers,
+                query,
+            })
+    }
+
+    fn match_json(m: &M) -> Value {
+        let mut v = json!({"path": {"type": if m.exact {"Exact"} else {"PathPrefix"}, "value": PATHS[m.path]}});
+        if m.method {
+            v["method"] = json!("POST");
+        }
+        let headers: Vec<Value> = HEADERS
+            .iter()
+            .zip(&m.headers)
+            .filter(|(_, on)| **on)
+            .map(|((n, val), _)| json!({"name": n, "value": val}))
+            .collect();
+        let query: Vec<Value> = QUERY
+            .iter()
+            .zip(&m.query)
+            .filter(|(_, on)| **on)
+            .map(|((n, val), _)| json!({"name": n, "value": val}))
+            .collect();
+        v["headers"] = json!(headers);
+        v["queryParams"] = json!(query);
+        v
+    }
+
+    fn prefix_len(rule: &str, path: &str) -> Option<usize> {
+        let key = rule.trim_end_matches('/');
+        let ok = path == key || path.starts_with(&format!("{key}/")) || key.is_empty();
+        ok.then_some(key.len())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn matcher_agrees_with_the_spec_precedence(
+            routes in prop::collection::vec((0u32..3, prop::collection::vec(prop::collection::vec(arb_match(), 1..3), 1..3)), 1..5),
+            path in 0..PATHS.len(),
+            suffix in any::<bool>(),
+            post in any::<bool>(),
+            headers in prop::collection::vec(any::<bool>(), 2),
+            query in prop::collection::vec(any::<bool>(), 2),
+        ) {
+            let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+            let objects: Vec<Arc<HttpRoute>> = routes.iter().enumerate().map(|(r, (age, rules))| {
+                let rules: Vec<Value> = rules.iter().enumerate().map(|(i, matches)| json!({
+                    "matches": matches.iter().map(match_json).collect::<Vec<_>>(),
+                    "backendRefs": [{"name": format!("svc-{r}-{i}"), "port": 80}],
+                })).collect();
+                route("default", &format!("r{r}"), *age, json!({"parentRefs": [{"name": "gw"}], "rules": rules}))
+            }).collect();
+            let out = compiled(&world(vec![gw], objects));
+            let req_path = format!("{}{}", PATHS[path], if suffix { "/z" } else { "" }).replace("//", "/");
+            let mut hs: Vec<(&'static str, &'static str)> = Vec::new();
+            for (on, h) in headers.iter().zip(HEADERS) { if *on { hs.push(h); } }
+            let q: Vec<String> = query.iter().zip(QUERY).filter(|(on, _)| **on).map(|(_, (n, v))| format!("{n}={v}")).collect();
+            let q = q.join("&");
+            let method = if post { "POST" } else { "GET" };
+            let info = RequestInfo { https: false, host: "any.example", path: &req_path, query: &q, method, headers: &Headers(hs.clone()) };
+            let got = out.table.route_request(&info).map(|id| out.table.entry(id).backend.service.name.clone());
+
+            // The oracle.
+            let mut best: Option<Key> = None;
+            let mut best_name = None;
+            for (r, (age, rules)) in routes.iter().enumerate() {
+                for (i, matches) in rules.iter().enumerate() {
+                    for (mi, m) in matches.iter().enumerate() {
+                        let rule_path = PATHS[m.path];
+                        let path_rank = if m.exact {
+                            if req_path != rule_path { continue; }
+                            (0u8, 0usize)
+                        } else {
+                            match prefix_len(rule_path, &req_path) {
+                                Some(len) => (1, usize::MAX - len),
+                                None => continue,
+                            }
+                        };
+                        if m.method && !post { continue; }
+                        let needs_h = HEADERS.iter().zip(&m.headers).filter(|(_, on)| **on);
+                        if !needs_h.clone().all(|(h, _)| hs.contains(h)) { continue; }
+                        let needs_q = QUERY.iter().zip(&m.query).filter(|(_, on)| **on);
+                        if !needs_q.clone().all(|((n, v), _)| q.split('&').any(|p| p == format!("{n}={v}"))) { continue; }
+                        let key = (path_rank, !m.method, usize::MAX - needs_h.count(), usize::MAX - needs_q.count(), *age, r, i, mi);
+                        if best.as_ref().is_none_or(|b| key < *b) {
+                            best = Some(key);
+                            best_name = Some(format!("svc-{r}-{i}"));
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(got, best_name, "request {} {}?{} {:?}", method, req_path, q, hs);
+        }
+    }
+}
