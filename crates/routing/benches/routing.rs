@@ -305,7 +305,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
             host,
             path,
             query: "",
-            method: if k % 7 == 0 { "POST" } else { "GET" },
+            method: if k.is_multiple_of(7) { "POST" } else { "GET" },
             headers: &headers[k % 2],
         };
         assert!(gw.table.route_request(&info).is_some(), "{host} {path}");
@@ -319,7 +319,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
                 host,
                 path,
                 query: "",
-                method: if k % 7 == 0 { "POST" } else { "GET" },
+                method: if k.is_multiple_of(7) { "POST" } else { "GET" },
                 headers: &headers[k % 2],
             };
             k += 1;

@@ -203,7 +203,46 @@ fn view(backend: &crate::Backend) -> BackendView {
     }
 }
 
+/// No request header fields: `sluice explain` asks about a plain `GET`.
+struct NoHeaders;
+
+impl crate::table::HeaderLookup for NoHeaders {
+    fn header(&self, _: &str) -> Option<&[u8]> {
+        None
+    }
+}
+
 fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, usize)>) -> Answer {
+    // Gateway API routes first, as the proxy looks them up: a plain-HTTP `GET` without
+    // header fields (rules that need a method, header or query parameter do not match).
+    let request = crate::table::RequestInfo {
+        https: false,
+        host,
+        path,
+        query: "",
+        method: "GET",
+        headers: &NoHeaders,
+    };
+    let Some(found) = table.route_request(&request) else {
+        return Answer::NotFound;
+    };
+    let entry = table.entry(found);
+    if entry.source.kind == "HTTPRoute" {
+        let route = table
+            .routes_with_entries()
+            .into_iter()
+            .find(|(_, id)| *id == found)
+            .map(|(route, _)| route);
+        if let Some(route) = route {
+            return Answer::Route {
+                ingress: entry.source.clone(),
+                route,
+                backend: view(&entry.backend),
+                policy: entry.policy.summary(),
+                canary: None,
+            };
+        }
+    }
     if let Some((route, id)) = matched {
         let entry = table.entry(*id);
         return Answer::Route {

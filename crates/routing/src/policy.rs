@@ -181,6 +181,22 @@ pub enum PathRewrite {
     },
 }
 
+impl std::fmt::Display for PathRewrite {
+    /// `ReplaceFullPath /x` or `ReplacePrefixMatch /a -> /b`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathRewrite::Full(full) => write!(f, "ReplaceFullPath {full}"),
+            PathRewrite::Prefix {
+                matched,
+                replacement,
+            } => {
+                let matched = if matched.is_empty() { "/" } else { matched };
+                write!(f, "ReplacePrefixMatch {matched} -> {replacement}")
+            }
+        }
+    }
+}
+
 impl PathRewrite {
     /// The path after rewriting request path `path` (which the rule matched).
     ///
@@ -363,6 +379,48 @@ impl Policy {
         }
         if let Some(balance) = &self.load_balance {
             out.push(format!("load-balance {balance:?}"));
+        }
+        let changes = [
+            ("request header(s) added", self.request_headers_add.len()),
+            (
+                "request header(s) removed",
+                self.request_headers_remove.len(),
+            ),
+            ("response header(s) added", self.response_headers_add.len()),
+            (
+                "response header(s) removed",
+                self.response_headers_remove.len(),
+            ),
+        ];
+        for (what, n) in changes {
+            if n > 0 {
+                out.push(format!("{n} {what}"));
+            }
+        }
+        if let Some(r) = &self.request_redirect {
+            let mut parts = Vec::new();
+            if let Some(scheme) = &r.scheme {
+                parts.push(format!("scheme {scheme}"));
+            }
+            if let Some(host) = &r.hostname {
+                parts.push(format!("host {host}"));
+            }
+            if let Some(port) = r.port {
+                parts.push(format!("port {port}"));
+            }
+            if let Some(path) = &r.path {
+                parts.push(format!("path {path}"));
+            }
+            out.push(format!("redirect {} ({})", r.status, parts.join(", ")));
+        }
+        if let Some(path) = &self.path_rewrite {
+            out.push(format!("rewrite path {path}"));
+        }
+        if let Some(t) = self.request_timeout {
+            out.push(format!("request timeout {}ms", t.as_millis()));
+        }
+        if let Some(t) = self.backend_request_timeout {
+            out.push(format!("backend request timeout {}ms", t.as_millis()));
         }
         out
     }

@@ -1115,3 +1115,38 @@ mod precedence_oracle {
         }
     }
 }
+
+#[test]
+fn explain_answers_with_the_http_route() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![route(
+        "default",
+        "shop",
+        1,
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["shop.example"],
+        "rules": [{"matches": [{"path": {"value": "/cart"}}],
+                   "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+                   "backendRefs": [backend("api", 80)]}]}),
+    )];
+    let inputs = world(vec![gw], routes);
+    let e = sluice_routing::explain(
+        &inputs,
+        &sluice_routing::CompileOptions::default(),
+        "shop.example",
+        "/cart/1",
+    );
+    let text = e.to_string();
+    assert!(text.contains("HTTPRoute default/shop"), "{text}");
+    assert!(text.contains("ReplacePrefixMatch /cart -> /"), "{text}");
+    let miss = sluice_routing::explain(
+        &inputs,
+        &sluice_routing::CompileOptions::default(),
+        "shop.example",
+        "/other",
+    );
+    assert_eq!(
+        miss.answer,
+        sluice_routing::Answer::NotFound,
+        "the Gateway host owns the request"
+    );
+}
