@@ -369,6 +369,12 @@ pub(crate) struct UpstreamRequest<'a, F> {
     pub(crate) framing: Framing,
     /// Fields the route sets, replacing the client's of the same name.
     pub(crate) set: &'a [(http::HeaderName, HeaderValue)],
+    /// Fields the route appends after the client's of the same name (Gateway API
+    /// `RequestHeaderModifier.add`, applied after `set`).
+    pub(crate) add: &'a [(http::HeaderName, HeaderValue)],
+    /// Fields the route removes, whoever set them (`RequestHeaderModifier.remove`, applied
+    /// last); the proxy's own forwarding fields are written regardless.
+    pub(crate) remove: &'a [http::HeaderName],
     /// The Host the route sends instead of the client's (`upstream-vhost`); the client's
     /// stays in `X-Forwarded-Host`.
     pub(crate) vhost: Option<&'a HeaderValue>,
@@ -468,11 +474,19 @@ pub(crate) fn encode_request_head<'a, F>(
         {
             continue;
         }
+        if removed(request.remove, name) {
+            continue;
+        }
         put_header(out, name, value);
     }
     for (name, value) in request.set {
         // An empty value removes the field (nginx `proxy_set_header` does not send it).
-        if !value.is_empty() {
+        if !value.is_empty() && !removed(request.remove, name.as_str().as_bytes()) {
+            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    for (name, value) in request.add {
+        if !removed(request.remove, name.as_str().as_bytes()) {
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }
@@ -545,6 +559,14 @@ pub(crate) fn encode_request_head<'a, F>(
         Framing::Chunked => put_header(out, b"transfer-encoding", b"chunked"),
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Whether `name` (any case) is among the route's removed fields.
+pub(crate) fn removed(remove: &[http::HeaderName], name: &[u8]) -> bool {
+    !remove.is_empty()
+        && remove
+            .iter()
+            .any(|removed| removed.as_str().as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// The client behind a trusted chain: the rightmost `X-Forwarded-For` entry that is not a
@@ -654,6 +676,8 @@ mod tests {
                 set: &self.set,
                 vhost: None,
                 forwarded_prefix: self.prefix.as_ref(),
+                add: &[],
+                remove: &[],
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();

@@ -82,6 +82,7 @@ mod header_policy;
 mod http1;
 mod listener;
 mod metrics;
+mod mirror;
 #[cfg(test)]
 mod parser_fuzz;
 mod policy;
