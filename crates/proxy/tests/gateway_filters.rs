@@ -69,7 +69,11 @@ type Backends = BTreeMap<String, Arc<Backend>>;
 
 /// Installs the table compiled from `routes`, each entry passed through `change` (with the
 /// table's backends by Service name).
-fn install(proxy: &TestProxy, routes: &[Route], mut change: impl FnMut(&Backends, &mut RouteEntry)) {
+fn install(
+    proxy: &TestProxy,
+    routes: &[Route],
+    mut change: impl FnMut(&Backends, &mut RouteEntry),
+) {
     let table = table(routes);
     let backends: Backends = table
         .backends()
@@ -140,7 +144,8 @@ async fn gateway_backend_refs_weights_split_requests_and_weight_zero_is_never_ch
         for (label, method, body) in SHAPES {
             let mut sender = http1_connect(proxy.http).await;
             for _ in 0..200 {
-                let answer = request_on(&mut sender, (method, body), "split.example", "/", &[]).await;
+                let answer =
+                    request_on(&mut sender, (method, body), "split.example", "/", &[]).await;
                 assert_eq!(answer.status, 200, "{label}: {}", answer.text());
                 *counts.entry((pod(&answer), label)).or_default() += 1;
             }
@@ -209,7 +214,10 @@ async fn gateway_invalid_backend_ref_answers_500_fixed_status_after_redirects() 
             let fixed = request(&proxy, shape, "fixed.example", "/", &[]).await;
             assert_eq!(fixed.status, 500, "{label}: fixed_status");
             let redirected = request(&proxy, shape, "fixed-redirect.example", "/p", &[]).await;
-            assert_eq!(redirected.status, 302, "{label}: redirect before fixed_status");
+            assert_eq!(
+                redirected.status, 302,
+                "{label}: redirect before fixed_status"
+            );
             assert_eq!(
                 redirected.headers["location"], "https://fixed-redirect.example/p",
                 "{label}"
@@ -223,7 +231,11 @@ async fn gateway_invalid_backend_ref_answers_500_fixed_status_after_redirects() 
                 let answer = request_on(&mut sender, shape, "half.example", "/", &[]).await;
                 *statuses.entry(answer.status.as_u16()).or_insert(0u32) += 1;
             }
-            assert_eq!(statuses.keys().copied().collect::<Vec<_>>(), [200, 500], "{label}");
+            assert_eq!(
+                statuses.keys().copied().collect::<Vec<_>>(),
+                [200, 500],
+                "{label}"
+            );
         }
     })
     .await;
@@ -256,10 +268,26 @@ async fn gateway_request_header_modifier_set_add_remove_reach_the_backend() {
             let answer = request(&proxy, (method, body), "headers.example", "/h", &sent).await;
             assert_eq!(answer.status, 200, "{label}");
             let seen = answer.report().headers;
-            assert_eq!(seen.get("x-set").map(String::as_str), Some("new"), "{label}");
-            assert_eq!(seen.get("x-add").map(String::as_str), Some("one, two"), "{label}");
-            assert_eq!(seen.get("x-fresh").map(String::as_str), Some("added"), "{label}");
-            assert_eq!(seen.get("x-keep").map(String::as_str), Some("kept"), "{label}");
+            assert_eq!(
+                seen.get("x-set").map(String::as_str),
+                Some("new"),
+                "{label}"
+            );
+            assert_eq!(
+                seen.get("x-add").map(String::as_str),
+                Some("one, two"),
+                "{label}"
+            );
+            assert_eq!(
+                seen.get("x-fresh").map(String::as_str),
+                Some("added"),
+                "{label}"
+            );
+            assert_eq!(
+                seen.get("x-keep").map(String::as_str),
+                Some("kept"),
+                "{label}"
+            );
             assert!(!seen.contains_key("x-remove"), "{label}: {seen:?}");
             assert!(!seen.contains_key("x-both"), "{label}: {seen:?}");
         }
@@ -360,7 +388,11 @@ async fn gateway_request_redirect_scheme_hostname_path_and_port_derivation() {
         let cases = [
             ("https.example:8080", 301, "https://https.example/a/b?q=1"),
             ("port.example", 301, "https://port.example:8443/a/b?q=1"),
-            ("listener.example", 301, "http://listener.example:8080/a/b?q=1"),
+            (
+                "listener.example",
+                301,
+                "http://listener.example:8080/a/b?q=1",
+            ),
             ("host.example:8080", 302, "http://elsewhere.example/a/b?q=1"),
             ("prefix.example", 301, "http://prefix.example/x/b?q=1"),
             ("full.example", 301, "http://full.example/full?q=1"),
@@ -462,7 +494,10 @@ async fn gateway_timeouts_request_and_backend_request_answer_504_in_time() {
                 let answer = request(&proxy, (method, body), host, "/delay/5000", &[]).await;
                 let took = started.elapsed();
                 assert_eq!(answer.status, 504, "{label} {host}: {}", answer.text());
-                assert!(took >= Duration::from_millis(250), "{label} {host}: {took:?}");
+                assert!(
+                    took >= Duration::from_millis(250),
+                    "{label} {host}: {took:?}"
+                );
                 let bound = Duration::from_millis(1_100);
                 assert!(took < bound, "{label} {host}: took {took:?}");
                 let quick = request(&proxy, (method, body), host, "/delay/10", &[]).await;
@@ -547,17 +582,26 @@ async fn gateway_request_mirror_copies_reach_the_mirror_and_the_client_gets_the_
                     numerator: 1,
                     denominator: 1,
                 }];
-                edit_policy(entry, |p| p.request_headers_add = vec![field("x-added", "1")]);
+                edit_policy(entry, |p| {
+                    p.request_headers_add = vec![field("x-added", "1")]
+                });
             }
         });
         // Own loop: a bodiless GET.
         let answer = request(&proxy, ("GET", ""), "mirrored.example", "/m?x=1", &[]).await;
         assert_eq!(answer.status, 200);
-        assert_eq!(pod(&answer), "web-0", "the client gets the primary's answer");
+        assert_eq!(
+            pod(&answer),
+            "web-0",
+            "the client gets the primary's answer"
+        );
         let seen = wait_for(&heads, 1).await;
         assert_eq!(seen.len(), 1, "the mirror got one copy: {seen:?}");
         assert!(seen[0].starts_with("get /m?x=1 http/1.1\r\n"), "{seen:?}");
-        assert!(seen[0].contains("\r\nhost: mirrored.example\r\n"), "{seen:?}");
+        assert!(
+            seen[0].contains("\r\nhost: mirrored.example\r\n"),
+            "{seen:?}"
+        );
         assert!(seen[0].contains("\r\nx-added: 1\r\n"), "{seen:?}");
 
         // hyper's front end: a GET over HTTP/2 (h2c).
@@ -579,7 +623,10 @@ async fn gateway_request_mirror_copies_reach_the_mirror_and_the_client_gets_the_
         let seen = wait_for(&heads, 2).await;
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert!(seen[1].starts_with("get /h2?y=2 http/1.1\r\n"), "{seen:?}");
-        assert!(seen[1].contains("\r\nhost: mirrored.example\r\n"), "{seen:?}");
+        assert!(
+            seen[1].contains("\r\nhost: mirrored.example\r\n"),
+            "{seen:?}"
+        );
 
         // A request with a body is not copied (documented limit), and still answered.
         let skipped_before = mirror_count(&proxy, "skipped").await;
@@ -626,7 +673,10 @@ async fn gateway_request_mirror_that_stalls_does_not_delay_the_client() {
             assert_eq!(answer.status, 200);
         }
         let took = started.elapsed();
-        assert!(took < Duration::from_millis(900), "20 requests took {took:?}");
+        assert!(
+            took < Duration::from_millis(900),
+            "20 requests took {took:?}"
+        );
         drop(stalled);
     })
     .await;
