@@ -636,6 +636,8 @@ mod tests {
         trusted: Vec<Cidr>,
         underscores: bool,
         set: Vec<(HeaderName, HeaderValue)>,
+        add: Vec<(HeaderName, HeaderValue)>,
+        remove: Vec<HeaderName>,
         prefix: Option<HeaderValue>,
     }
 
@@ -651,6 +653,8 @@ mod tests {
                 trusted: Vec::new(),
                 underscores: false,
                 set: Vec::new(),
+                add: Vec::new(),
+                remove: Vec::new(),
                 prefix: None,
             }
         }
@@ -676,8 +680,8 @@ mod tests {
                 set: &self.set,
                 vhost: None,
                 forwarded_prefix: self.prefix.as_ref(),
-                add: &[],
-                remove: &[],
+                add: &self.add,
+                remove: &self.remove,
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();
@@ -706,6 +710,46 @@ mod tests {
         "x-forwarded-port",
         "via",
     ];
+
+    #[test]
+    fn gateway_request_header_modifier_order_is_set_add_remove() {
+        let field = |n: &str, v: &str| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            )
+        };
+        let mut case = Case::new(&[
+            ("x-set", "client"),
+            ("x-add", "client"),
+            ("X-Gone", "client"),
+            ("x-kept", "client"),
+        ]);
+        case.set = vec![field("x-set", "route"), field("x-set-gone", "route")];
+        case.add = vec![field("x-add", "route"), field("x-add-gone", "route")];
+        case.remove = vec![
+            HeaderName::from_static("x-gone"),
+            HeaderName::from_static("x-set-gone"),
+            HeaderName::from_static("x-add-gone"),
+        ];
+        let (_, lines) = case.encode();
+        let ours: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| {
+                l.starts_with("x-") && !l.starts_with("x-forwarded") && !l.starts_with("x-real")
+            })
+            .collect();
+        assert_eq!(
+            ours,
+            [
+                "x-add: client",
+                "x-kept: client",
+                "x-set: route",
+                "x-add: route"
+            ]
+        );
+    }
 
     #[test]
     fn hop_by_hop_removed_rfc_9110_section_7_6_1() {

@@ -2,8 +2,8 @@
 //! upstream (answer it here, or let it through), and what it adds to the response.
 //!
 //! Pure: request facts in, a verdict out. The order is ingress-nginx's: source ranges (403),
-//! the HTTPS redirect, a configured redirect, the app root (302), then a CORS preflight
-//! answered by the proxy (204).
+//! the HTTPS redirect, a configured redirect, (Gateway API `RequestRedirect`), the app root
+//! (302), then a CORS preflight answered by the proxy (204).
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
