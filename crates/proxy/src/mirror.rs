@@ -142,3 +142,21 @@ impl Drop for Slot {
         IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_in_flight_are_bounded_and_slots_come_back() {
+        // The only user of the process-wide count in the unit tests.
+        let held: Vec<Slot> = std::iter::from_fn(Slot::take)
+            .take(MAX_IN_FLIGHT + 5)
+            .collect();
+        assert_eq!(held.len(), MAX_IN_FLIGHT);
+        assert!(Slot::take().is_none(), "one more than the bound");
+        drop(held);
+        assert_eq!(IN_FLIGHT.load(Ordering::Acquire), 0);
+        assert!(Slot::take().is_some());
+    }
+}
