@@ -681,3 +681,91 @@ async fn gateway_request_mirror_that_stalls_does_not_delay_the_client() {
     })
     .await;
 }
+
+/// Gateway API `RequestRedirect` on an HTTPS listener: without `scheme` the request's
+/// (`https`) is kept, and without `port` the listener's: omitted when it is 443, kept
+/// otherwise. Over HTTP/1.1 (own loop) and HTTP/2 (hyper) on TLS.
+#[tokio::test]
+async fn gateway_request_redirect_on_https_listener_keeps_scheme_and_listener_port() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let (cert, key, ca) = ca_and_leaf("secure.example.com");
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            Route::new("secure.example.com", "secure", vec![web.addr()])
+                .with_tls(cert.clone(), key.clone()),
+            Route::new("secure.example.com", "alt", vec![web.addr()])
+                .with_path("/alt")
+                .with_tls(cert, key),
+        ];
+        install(&proxy, &routes, |_, entry| {
+            let listener_port = match entry.backend.service.name.as_str() {
+                "secure" => 443,
+                "alt" => 8443,
+                _ => return,
+            };
+            edit_policy(entry, |p| {
+                p.request_redirect = Some(RequestRedirect {
+                    status: 302,
+                    ..redirect(None, None, listener_port)
+                })
+            });
+        });
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).unwrap();
+        for alpn in [&b"http/1.1"[..], b"h2"] {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth();
+            config.alpn_protocols = vec![alpn.to_vec()];
+            let stream = TcpStream::connect(proxy.https).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("secure.example.com").unwrap();
+            let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, stream)
+                .await
+                .expect("TLS handshake");
+            let cases = [
+                ("/a?q=1", "https://secure.example.com/a?q=1"),
+                ("/alt/b", "https://secure.example.com:8443/alt/b"),
+            ];
+            let label = String::from_utf8_lossy(alpn).into_owned();
+            let mut answers = Vec::new();
+            if alpn == b"h2" {
+                let (mut sender, connection) =
+                    hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                        .await
+                        .unwrap();
+                let connection = tokio::spawn(connection);
+                for (target, _) in cases {
+                    let get = Request::get(format!("https://secure.example.com{target}"))
+                        .body(Full::new(Bytes::new()))
+                        .unwrap();
+                    answers.push(collect(sender.send_request(get).await.unwrap()).await);
+                }
+                connection.abort();
+            } else {
+                let (mut sender, connection) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                        .await
+                        .unwrap();
+                let connection = tokio::spawn(connection);
+                for (target, _) in cases {
+                    let shape = ("GET", "");
+                    answers.push(
+                        request_on(&mut sender, shape, "secure.example.com", target, &[]).await,
+                    );
+                }
+                connection.abort();
+            }
+            for ((target, location), answer) in cases.iter().zip(answers) {
+                assert_eq!(answer.status, 302, "{label} {target}");
+                assert_eq!(answer.headers["location"], *location, "{label} {target}");
+            }
+        }
+    })
+    .await;
+}
