@@ -29,13 +29,14 @@ use crate::context::ConnCtx;
 use crate::errors::error_response;
 use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::metrics::UpstreamErrorKind;
+use crate::mirror;
 use crate::policy;
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo};
 use crate::upstream_client;
 use crate::websocket;
-use sluice_routing::UpstreamProtocol;
+use sluice_routing::{Policy, RequestInfo, UpstreamProtocol};
 
 /// Serves one request. Never fails: every problem becomes an error page.
 pub(crate) async fn handle(
@@ -48,20 +49,31 @@ pub(crate) async fn handle(
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");
     let admitted = admit::admit(facts(&request), &ctx.shared.policy);
-    let routed = route::route(&snapshot, host_str, request.uri().path(), |rule| {
-        let headers = request.headers();
-        let header = rule
-            .header
-            .as_ref()
-            .and_then(|name| headers.get(name))
-            .map(HeaderValue::as_bytes);
-        let cookies = headers.get_all(http::header::COOKIE).iter();
-        let cookie = rule
-            .cookie
-            .as_deref()
-            .and_then(|name| route::cookie(cookies.map(HeaderValue::as_bytes), name));
-        rule.chooses(header, cookie, route::roll(rule.weight_total))
-    });
+    // Not kept across an await: the header lookup is not `Sync`.
+    let routed = {
+        let info = RequestInfo {
+            https: ctx.tls,
+            host: host_str,
+            path: request.uri().path(),
+            query: request.uri().query().unwrap_or(""),
+            method: request.method().as_str(),
+            headers: &route::MapHeaders(request.headers()),
+        };
+        route::route(&snapshot, &info, |rule| {
+            let headers = request.headers();
+            let header = rule
+                .header
+                .as_ref()
+                .and_then(|name| headers.get(name))
+                .map(HeaderValue::as_bytes);
+            let cookies = headers.get_all(http::header::COOKIE).iter();
+            let cookie = rule
+                .cookie
+                .as_deref()
+                .and_then(|name| route::cookie(cookies.map(HeaderValue::as_bytes), name));
+            rule.chooses(header, cookie, route::roll(rule.weight_total))
+        })
+    };
     let log = ctx.shared.access_log.as_ref().map(|_| {
         Box::new(LogRecord {
             time: SystemTime::now(),
@@ -87,14 +99,19 @@ pub(crate) async fn handle(
         tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
         return Ok(fail(done, grpc, host_str, refusal.status()));
     }
-    let (id, entry) = match routed {
+    let (id, entry, fixed) = match routed {
         Routed::NotFound => return Ok(fail(done, grpc, host_str, StatusCode::NOT_FOUND)),
         Routed::NoEndpoints { backend, entry } => {
             done.backend = Some(backend);
             done.entry = Some(entry);
             return Ok(fail(done, grpc, host_str, StatusCode::SERVICE_UNAVAILABLE));
         }
-        Routed::Backend { backend, entry } => (backend, entry),
+        Routed::Backend { backend, entry } => (backend, entry, None),
+        Routed::Status {
+            backend,
+            entry,
+            status,
+        } => (backend, entry, Some(status)),
     };
     done.backend = Some(id);
     done.entry = Some(entry);
@@ -119,6 +136,10 @@ pub(crate) async fn handle(
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Ok(answered(done, host_str, answer));
     }
+    if let Some(status) = fixed {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Ok(fail(done, grpc, host_str, status));
+    }
     match policy::within_limits(route_policy, &ctx.shared, view.client, start) {
         Ok(slot) => done.limit_slot = slot,
         Err(()) => {
@@ -142,7 +163,7 @@ pub(crate) async fn handle(
             auth::Verdict::Fail(status) => return Ok(fail(done, grpc, host_str, status)),
         }
     }
-    let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
+    let rewritten = match policy::upstream_target(route_entry, view.target) {
         Some(policy::Rewritten::Redirect(location)) => {
             return Ok(answered(done, host_str, policy::Answer::found(location)));
         }
@@ -235,6 +256,8 @@ pub(crate) async fn handle(
             set: &request_set,
             vhost: route_policy.upstream_vhost.as_ref(),
             forwarded_prefix: route_policy.forwarded_prefix.as_ref(),
+            add: &route_policy.request_headers_add,
+            remove: &route_policy.request_headers_remove,
         },
         forwarded: &ctx.forwarded,
         policy: &ctx.shared.policy,
@@ -247,12 +270,22 @@ pub(crate) async fn handle(
         retry: &route_policy.next_upstream,
         prefer: preference.endpoint,
         balance: route_policy.load_balance,
+        try_timeout: route_policy.backend_request_timeout,
     };
 
     let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
-    let header_timeout = route_policy
-        .read_timeout
-        .unwrap_or(ctx.shared.upstream_header_timeout);
+    let header_timeout = policy::header_timeout(route_policy, ctx.shared.upstream_header_timeout);
+    if !route_entry.mirrors.is_empty() {
+        let copying = mirror::Copying {
+            forwarded: &ctx.forwarded,
+            policy: &ctx.shared.policy,
+            metrics: &ctx.shared.metrics,
+            connect_timeout: upstreams.connect_timeout,
+            deadline: header_timeout,
+        };
+        mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
+    }
+    let request_timeout = route_policy.request_timeout;
     let protocol = upstream_client::protocol(&done.snapshot, id, entry);
     if protocol != UpstreamProtocol::Http {
         let mut outgoing = outgoing;
@@ -262,8 +295,15 @@ pub(crate) async fn handle(
         let answer = match upstream_client::target(snapshot, id, protocol, route_policy) {
             Some(target) => {
                 let state = &snapshot.backends[id];
-                upstream_client::send(upstreams, state, &target, outgoing, start, header_timeout)
-                    .await
+                let sending = upstream_client::send(
+                    upstreams,
+                    state,
+                    &target,
+                    outgoing,
+                    start,
+                    header_timeout,
+                );
+                upstream::within(request_timeout, start, sending).await
             }
             None => Err(upstream::Failure::BadGateway),
         };
@@ -272,10 +312,19 @@ pub(crate) async fn handle(
             affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint)
         });
         let got = (answer, cookie, upstreams.read_timeout);
-        return Ok(from_client(done, grpc, host_str, got, response_fields));
+        let edits = edits_of(&route_entry.policy);
+        return Ok(from_client(
+            done,
+            grpc,
+            host_str,
+            got,
+            response_fields,
+            edits,
+        ));
     }
     let mut state = &done.snapshot.backends[id];
-    let answer = upstream::send(upstreams, state, outgoing, start, header_timeout).await;
+    let sending = upstream::send(upstreams, state, outgoing, start, header_timeout);
+    let answer = upstream::within(request_timeout, start, sending).await;
     let mut answer = match answer {
         Ok(answer) => answer,
         Err(failure) => return Ok(fail(done, grpc, host_str, failure.status())),
@@ -310,6 +359,8 @@ pub(crate) async fn handle(
                 set: &fields,
                 vhost: None,
                 forwarded_prefix: None,
+                add: &[],
+                remove: &[],
             },
             forwarded: &ctx.forwarded,
             policy: &ctx.shared.policy,
@@ -319,10 +370,12 @@ pub(crate) async fn handle(
             retry: &route_policy.next_upstream,
             prefer: None,
             balance: None,
+            try_timeout: route_policy.backend_request_timeout,
         };
         done.backend = Some(fallback.id);
         state = &done.snapshot.backends[fallback.id];
-        answer = match upstream::send(upstreams, state, outgoing, start, header_timeout).await {
+        let sending = upstream::send(upstreams, state, outgoing, start, header_timeout);
+        answer = match upstream::within(request_timeout, start, sending).await {
             Ok(answer) => answer,
             Err(failure) => return Ok(fail(done, grpc, host_str, failure.status())),
         };
@@ -357,6 +410,7 @@ pub(crate) async fn handle(
         // Replaces the upstream's (nginx `more_set_headers`).
         response.headers_mut().insert(name, value);
     }
+    policy::edit_response(route_policy, response.headers_mut());
     if done.backend == Some(id)
         && let Some(cookie) =
             affinity::set_cookie(route_policy, &state.balancer, &preference, answer_endpoint)
@@ -388,6 +442,14 @@ pub(crate) async fn handle(
     );
     done.count(host_str, status.as_u16());
     Ok(response.map(|()| ResponseBody::upstream(body, done)))
+}
+
+/// The route's policy when it adds or removes response fields (Gateway API
+/// `ResponseHeaderModifier`), for a response built after the request's accounting took the
+/// snapshot.
+fn edits_of(policy: &Arc<Policy>) -> Option<Arc<Policy>> {
+    (!policy.response_headers_add.is_empty() || !policy.response_headers_remove.is_empty())
+        .then(|| Arc::clone(policy))
 }
 
 /// What admission needs to know of a request hyper has read.
@@ -522,6 +584,7 @@ fn from_client(
         std::time::Duration,
     ),
     response_fields: Vec<(http::HeaderName, HeaderValue)>,
+    edits: Option<Arc<Policy>>,
 ) -> Response<ResponseBody> {
     let answer = match answer {
         Ok(answer) => answer,
@@ -534,6 +597,9 @@ fn from_client(
     header_policy::drop_hop_by_hop(&mut parts.headers);
     for (name, value) in response_fields {
         parts.headers.insert(name, value);
+    }
+    if let Some(edits) = edits {
+        policy::edit_response(&edits, &mut parts.headers);
     }
     if let Some(cookie) = cookie {
         // Added to the upstream's own cookies, never replacing them.

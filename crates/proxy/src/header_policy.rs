@@ -369,6 +369,12 @@ pub(crate) struct UpstreamRequest<'a, F> {
     pub(crate) framing: Framing,
     /// Fields the route sets, replacing the client's of the same name.
     pub(crate) set: &'a [(http::HeaderName, HeaderValue)],
+    /// Fields the route appends after the client's of the same name (Gateway API
+    /// `RequestHeaderModifier.add`, applied after `set`).
+    pub(crate) add: &'a [(http::HeaderName, HeaderValue)],
+    /// Fields the route removes, whoever set them (`RequestHeaderModifier.remove`, applied
+    /// last); the proxy's own forwarding fields are written regardless.
+    pub(crate) remove: &'a [http::HeaderName],
     /// The Host the route sends instead of the client's (`upstream-vhost`); the client's
     /// stays in `X-Forwarded-Host`.
     pub(crate) vhost: Option<&'a HeaderValue>,
@@ -468,11 +474,19 @@ pub(crate) fn encode_request_head<'a, F>(
         {
             continue;
         }
+        if removed(request.remove, name) {
+            continue;
+        }
         put_header(out, name, value);
     }
     for (name, value) in request.set {
         // An empty value removes the field (nginx `proxy_set_header` does not send it).
-        if !value.is_empty() {
+        if !value.is_empty() && !removed(request.remove, name.as_str().as_bytes()) {
+            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    for (name, value) in request.add {
+        if !removed(request.remove, name.as_str().as_bytes()) {
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }
@@ -547,6 +561,14 @@ pub(crate) fn encode_request_head<'a, F>(
     out.extend_from_slice(b"\r\n");
 }
 
+/// Whether `name` (any case) is among the route's removed fields.
+pub(crate) fn removed(remove: &[http::HeaderName], name: &[u8]) -> bool {
+    !remove.is_empty()
+        && remove
+            .iter()
+            .any(|removed| removed.as_str().as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// The client behind a trusted chain: the rightmost `X-Forwarded-For` entry that is not a
 /// trusted proxy itself (nginx `real_ip_recursive on`); the leftmost if all are trusted.
 /// `None` when an entry is not an address (the chain cannot be believed).
@@ -614,6 +636,8 @@ mod tests {
         trusted: Vec<Cidr>,
         underscores: bool,
         set: Vec<(HeaderName, HeaderValue)>,
+        add: Vec<(HeaderName, HeaderValue)>,
+        remove: Vec<HeaderName>,
         prefix: Option<HeaderValue>,
     }
 
@@ -629,6 +653,8 @@ mod tests {
                 trusted: Vec::new(),
                 underscores: false,
                 set: Vec::new(),
+                add: Vec::new(),
+                remove: Vec::new(),
                 prefix: None,
             }
         }
@@ -654,6 +680,8 @@ mod tests {
                 set: &self.set,
                 vhost: None,
                 forwarded_prefix: self.prefix.as_ref(),
+                add: &self.add,
+                remove: &self.remove,
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();
@@ -682,6 +710,46 @@ mod tests {
         "x-forwarded-port",
         "via",
     ];
+
+    #[test]
+    fn gateway_request_header_modifier_order_is_set_add_remove() {
+        let field = |n: &str, v: &str| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            )
+        };
+        let mut case = Case::new(&[
+            ("x-set", "client"),
+            ("x-add", "client"),
+            ("X-Gone", "client"),
+            ("x-kept", "client"),
+        ]);
+        case.set = vec![field("x-set", "route"), field("x-set-gone", "route")];
+        case.add = vec![field("x-add", "route"), field("x-add-gone", "route")];
+        case.remove = vec![
+            HeaderName::from_static("x-gone"),
+            HeaderName::from_static("x-set-gone"),
+            HeaderName::from_static("x-add-gone"),
+        ];
+        let (_, lines) = case.encode();
+        let ours: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| {
+                l.starts_with("x-") && !l.starts_with("x-forwarded") && !l.starts_with("x-real")
+            })
+            .collect();
+        assert_eq!(
+            ours,
+            [
+                "x-add: client",
+                "x-kept: client",
+                "x-set: route",
+                "x-add: route"
+            ]
+        );
+    }
 
     #[test]
     fn hop_by_hop_removed_rfc_9110_section_7_6_1() {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Buf as _, Bytes, BytesMut};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Method, StatusCode};
+use sluice_routing::RequestInfo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tracing::debug;
 
@@ -28,9 +29,10 @@ use crate::body::{Completion, RequestBody};
 use crate::chunked;
 use crate::context::ConnCtx;
 use crate::errors::page_for;
+use crate::mirror;
 use crate::policy;
-use crate::request_head::{self, Parsed, PlainHead};
-use crate::response_out::{self, ClientFraming, ClientSide};
+use crate::request_head::{self, Parsed, PlainHead, PlainHeaders};
+use crate::response_out::{self, ClientFraming, ClientSide, ResponseEdits};
 use crate::route::{self, Routed};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo, Started};
@@ -220,17 +222,29 @@ where
         },
         &shared.policy,
     );
-    let routed = route::route(&snapshot, host, head.path(buf), |rule| {
-        let header = rule
-            .header
-            .as_ref()
-            .and_then(|name| head.field(buf, name.as_str().as_bytes()));
-        let cookie = rule
-            .cookie
-            .as_deref()
-            .and_then(|name| route::cookie(cookie_values(head, buf), name));
-        rule.chooses(header, cookie, route::roll(rule.weight_total))
-    });
+    // Not kept across an await: the header lookup is not `Sync`.
+    let routed = {
+        let target = head.target(buf);
+        let info = RequestInfo {
+            https: ctx.tls,
+            host,
+            path: head.path(buf),
+            query: target.split_once('?').map_or("", |(_, query)| query),
+            method,
+            headers: &PlainHeaders { head, buf },
+        };
+        route::route(&snapshot, &info, |rule| {
+            let header = rule
+                .header
+                .as_ref()
+                .and_then(|name| head.field(buf, name.as_str().as_bytes()));
+            let cookie = rule
+                .cookie
+                .as_deref()
+                .and_then(|name| route::cookie(cookie_values(head, buf), name));
+            rule.chooses(header, cookie, route::roll(rule.weight_total))
+        })
+    };
     if let Routed::Backend { backend, entry } = routed
         && route::needs_hyper(&snapshot, backend, entry)
     {
@@ -260,9 +274,14 @@ where
             let status = StatusCode::SERVICE_UNAVAILABLE;
             return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
-        Routed::Backend { backend, entry } => (backend, entry),
+        Routed::Backend { backend, entry } => (backend, entry, None),
+        Routed::Status {
+            backend,
+            entry,
+            status,
+        } => (backend, entry, Some(status)),
     };
-    let (id, entry) = id;
+    let (id, entry, fixed) = id;
     done.backend = Some(id);
     done.entry = Some(entry);
     let route_entry = done.snapshot.table.entry(entry);
@@ -285,6 +304,10 @@ where
     if let Some(answer) = policy::answer(route_policy, &view) {
         return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
     }
+    if let Some(status) = fixed {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Some(page(io, out, &mut done, host, status, head_request, client).await);
+    }
     match policy::within_limits(route_policy, shared, view.client, start) {
         Ok(slot) => done.limit_slot = slot,
         Err(()) => {
@@ -292,7 +315,7 @@ where
             return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
     }
-    let rewritten = match policy::rewrite(route_entry.rewrite.as_ref(), view.target) {
+    let rewritten = match policy::upstream_target(route_entry, view.target) {
         Some(policy::Rewritten::Redirect(location)) => {
             let answer = policy::Answer::found(location);
             return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
@@ -315,6 +338,8 @@ where
     request.vhost = route_policy.upstream_vhost.as_ref();
     request.set = &route_policy.request_headers;
     request.forwarded_prefix = route_policy.forwarded_prefix.as_ref();
+    request.add = &route_policy.request_headers_add;
+    request.remove = &route_policy.request_headers_remove;
     let outgoing = Outgoing {
         head: request,
         forwarded: &ctx.forwarded,
@@ -325,12 +350,23 @@ where
         retry: &route_policy.next_upstream,
         prefer: None,
         balance: route_policy.load_balance,
+        try_timeout: route_policy.backend_request_timeout,
     };
-    let timeout = route_policy
-        .read_timeout
-        .unwrap_or(shared.upstream_header_timeout);
+    let timeout = policy::header_timeout(route_policy, shared.upstream_header_timeout);
+    if !route_entry.mirrors.is_empty() {
+        let copying = mirror::Copying {
+            forwarded: &ctx.forwarded,
+            policy: &shared.policy,
+            metrics: &shared.metrics,
+            connect_timeout: upstreams.connect_timeout,
+            deadline: timeout,
+        };
+        mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
+    }
+    let request_timeout = route_policy.request_timeout;
     let state = &done.snapshot.backends[id];
-    let answer = upstream::send(&upstreams, state, outgoing, start, timeout).await;
+    let sending = upstream::send(&upstreams, state, outgoing, start, timeout);
+    let answer = upstream::within(request_timeout, start, sending).await;
     // A drain that began while the upstream was working is announced in this answer.
     let client = ClientSide {
         keep_alive: client.keep_alive && !closing.load(Ordering::Relaxed),
@@ -367,10 +403,12 @@ where
             retry: &route_policy.next_upstream,
             prefer: None,
             balance: None,
+            try_timeout: route_policy.backend_request_timeout,
         };
         done.backend = Some(fallback.id);
         let state = &done.snapshot.backends[fallback.id];
-        answer = match upstream::send(&upstreams, state, outgoing, start, timeout).await {
+        let sending = upstream::send(&upstreams, state, outgoing, start, timeout);
+        answer = match upstream::within(request_timeout, start, sending).await {
             Ok(answer) => answer,
             Err(failure) => {
                 let status = failure.status();
@@ -391,7 +429,6 @@ where
         return Some(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
-    done.count(host, status.as_u16());
 
     let body = upstream_body::start(
         conn,
@@ -404,8 +441,14 @@ where
         },
     );
     out.clear();
-    let (framing, keep_alive) = response_out::encode_head(&response, client, &response_fields, out);
+    let edits = ResponseEdits {
+        set: &response_fields,
+        add: &route_policy.response_headers_add,
+        remove: &route_policy.response_headers_remove,
+    };
+    let (framing, keep_alive) = response_out::encode_head(&response, client, edits, out);
     drop(response);
+    done.count(host, status.as_u16());
     let sent = match body {
         Started::Complete(bytes) => {
             // Only empty and length-delimited bodies complete with the head, so they go out

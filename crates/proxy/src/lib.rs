@@ -29,7 +29,8 @@
 //! * `admit`: what a well-formed head may still not ask for (no Host in HTTP/1.1, two
 //!   Hosts, `:authority` against Host, CONNECT/TRACE, a request looping back through
 //!   this proxy).
-//! * `route`: host and path to a backend of the current snapshot (one atomic load).
+//! * `route`: the request (listener, host, path, query, method, headers) to a backend of
+//!   the current snapshot (one atomic load), through `RouteTable::route_request`.
 //! * `header_policy`: the one place that decides which fields cross, both directions:
 //!   hop-by-hop removal, forwarding fields (trusted proxies only), underscores, `Via`.
 //!   Its `encode_request_head` is the only upstream head encoder.
@@ -45,6 +46,28 @@
 //!   (`websocket`), keep-alive idle. No route: 404; no endpoints: 503; upstream failure:
 //!   502; slow upstream: 504; loops: 508.
 //! * An admin listener serves `/metrics`, `/healthz` and `/readyz` ([`Readiness`]).
+//!
+//! # Gateway API slots of the route IR
+//!
+//! Both front ends apply them alike, at these places. `RouteEntry::split`: `route`
+//! draws one backend by weight (weight 0 never; an unusable one answers 500, one without
+//! ready endpoints 503; canaries and `default-backend` are Ingress-only).
+//! `RouteEntry::fixed_status` (and the 500 of an unusable draw): answered by the front
+//! end right after `policy::answer`, so a `RequestRedirect` still wins. The policy's
+//! `request_redirect`: in `policy::answer`, after ingress-nginx's redirects, its
+//! `Location` from the listener's scheme and the request's host (port stripped), path and
+//! query. `path_rewrite`: `policy::upstream_target` (before `rewrite-target`, the query
+//! kept). `request_headers_add`/`_remove`: `header_policy::encode_request_head`, after the
+//! route's set fields (set, add, remove; names in any case). `response_headers_add`/
+//! `_remove`: `response_out::encode_head` (own loop) and `policy::edit_response` (hyper),
+//! after the set fields. `request_timeout`: `upstream::within` around the whole upstream
+//! step (retries included) from the request's start, 504; it is also the head wait unless
+//! `proxy-read-timeout` is set. `backend_request_timeout`: `Outgoing::try_timeout`, each
+//! try in `upstream` and `upstream_client` (a timed-out try is retried like a connect
+//! timeout; the last one answers 504). `RouteEntry::mirrors`: `mirror::copy`, just before
+//! the primary goes upstream: bodiless requests only (others count as `skipped`), one
+//! random endpoint per mirror, a task of its own, at most `mirror::MAX_IN_FLIGHT` copies
+//! per process (more are `dropped`), counted in `sluice_mirror_requests_total{result}`.
 //!
 //! # Using it
 //!
@@ -82,6 +105,7 @@ mod header_policy;
 mod http1;
 mod listener;
 mod metrics;
+mod mirror;
 #[cfg(test)]
 mod parser_fuzz;
 mod policy;

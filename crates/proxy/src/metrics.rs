@@ -55,6 +55,38 @@ impl UpstreamErrorKind {
     }
 }
 
+/// What became of a Gateway API `RequestMirror` copy (`result` label of
+/// `sluice_mirror_requests_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MirrorResult {
+    /// Sent, and a response head came back (then discarded).
+    Ok = 0,
+    /// Connecting, sending or reading failed, or it took too long.
+    Error = 1,
+    /// Not sent: too many copies were in flight already.
+    Dropped = 2,
+    /// Not sent: the request has a body, or the mirror backend has no ready endpoint.
+    Skipped = 3,
+}
+
+impl MirrorResult {
+    const ALL: [MirrorResult; 4] = [Self::Ok, Self::Error, Self::Dropped, Self::Skipped];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Dropped => "dropped",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MirrorLabels {
+    result: &'static str,
+}
+
 /// Labels of the request series: the route (namespace, Ingress, Service port), the host as
 /// received (bounded per route), the method (a fixed set) and the exact status. The path is
 /// never a label: it is unbounded.
@@ -223,6 +255,8 @@ pub(crate) struct Metrics {
     pub(crate) connections_active: Gauge,
     /// Requests that matched no route: every route label empty.
     unrouted: Arc<RouteMetrics>,
+    /// `sluice_mirror_requests_total`, indexed by [`MirrorResult`].
+    mirror_requests: [Counter; 4],
 }
 
 impl Metrics {
@@ -313,8 +347,23 @@ impl Metrics {
             "Client connections open now",
             connections_active.clone(),
         );
+        let mirrors: Family<MirrorLabels, Counter> = Family::default();
+        let mirror_requests = MirrorResult::ALL.map(|result| {
+            mirrors
+                .get_or_create(&MirrorLabels {
+                    result: result.label(),
+                })
+                .clone()
+        });
+        registry.register(
+            "mirror_requests",
+            "Copies of requests for Gateway API RequestMirror filters, by result (ok, error, \
+             dropped: too many in flight, skipped: a body or no endpoint)",
+            mirrors,
+        );
         let unrouted = Arc::new(RouteMetrics::new(&families, "", "", String::new()));
         Arc::new(Metrics {
+            mirror_requests,
             families,
             rebuilds,
             rebuild_duration,
@@ -324,6 +373,11 @@ impl Metrics {
             connections_active,
             unrouted,
         })
+    }
+
+    /// Counts one mirror copy's fate.
+    pub(crate) fn mirror(&self, result: MirrorResult) {
+        self.mirror_requests[result as usize].inc();
     }
 
     /// Label handles for requests that matched no route.

@@ -2,11 +2,11 @@
 //! upstream (answer it here, or let it through), and what it adds to the response.
 //!
 //! Pure: request facts in, a verdict out. The order is ingress-nginx's: source ranges (403),
-//! the HTTPS redirect, a configured redirect, the app root (302), then a CORS preflight
-//! answered by the proxy (204).
+//! the HTTPS redirect, a configured redirect, (Gateway API `RequestRedirect`), the app root
+//! (302), then a CORS preflight answered by the proxy (204).
 
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::header::{
     ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
@@ -111,6 +111,18 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     if let Some(redirect) = &policy.redirect {
         return Some(Answer::redirect(redirect.status, redirect.location.clone()));
     }
+    if let Some(redirect) = &policy.request_redirect {
+        // Gateway API `RequestRedirect`: the request's URL with the filter's parts replaced;
+        // the scheme is the listener's, the host the request's without its port.
+        let scheme = if request.tls { "https" } else { "http" };
+        let query = request.target.split_once('?').map_or("", |(_, q)| q);
+        let host = host_without_port(request.host);
+        let location = redirect.location(scheme, host, request.path, query);
+        return Some(match HeaderValue::try_from(location) {
+            Ok(location) => Answer::redirect(redirect.status, location),
+            Err(_) => Answer::status(StatusCode::INTERNAL_SERVER_ERROR),
+        });
+    }
     if let Some(root) = &policy.app_root
         && request.path == "/"
     {
@@ -181,6 +193,16 @@ pub(crate) fn upstreams(shared: &Upstreams, policy: &Policy) -> Upstreams {
         read_timeout: policy.read_timeout.unwrap_or(shared.read_timeout),
         ..*shared
     }
+}
+
+/// How long to wait for a response head: the route's `proxy-read-timeout`, else its
+/// Gateway API `timeouts.request` (which bounds the whole request on top, see
+/// `upstream::within`), else `--upstream-header-timeout`.
+pub(crate) fn header_timeout(policy: &Policy, default: Duration) -> Duration {
+    policy
+        .read_timeout
+        .or(policy.request_timeout)
+        .unwrap_or(default)
 }
 
 /// The backend that answers instead of the route's for upstream status `status`
@@ -254,6 +276,33 @@ pub(crate) fn rewrite(rewrite: Option<&Rewrite>, target: &str) -> Option<Rewritt
         return HeaderValue::try_from(out).ok().map(Rewritten::Redirect);
     }
     Some(Rewritten::Target(out))
+}
+
+/// The path and query sent upstream instead of `target` (path and query as received):
+/// Gateway API `URLRewrite.path` (the query kept) when the route has one, else
+/// `rewrite-target` ([`rewrite`]); `None` when neither changes it.
+pub(crate) fn upstream_target(entry: &RouteEntry, target: &str) -> Option<Rewritten> {
+    let Some(path_rewrite) = &entry.policy.path_rewrite else {
+        return rewrite(entry.rewrite.as_ref(), target);
+    };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut out = path_rewrite.apply(path);
+    if !query.is_empty() {
+        out.push('?');
+        out.push_str(query);
+    }
+    Some(Rewritten::Target(out))
+}
+
+/// Gateway API `ResponseHeaderModifier.add` and `.remove` on a response hyper sends (its
+/// `set` fields are among [`response_fields`]): appended, then removed.
+pub(crate) fn edit_response(policy: &Policy, headers: &mut http::HeaderMap) {
+    for (name, value) in &policy.response_headers_add {
+        headers.append(name, value.clone());
+    }
+    for name in &policy.response_headers_remove {
+        headers.remove(name);
+    }
 }
 
 /// `host` without a `:port` (IPv6 literals keep their brackets).

@@ -166,6 +166,8 @@ impl PlainHead {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            add: &[],
+            remove: &[],
         }
     }
 
@@ -339,6 +341,21 @@ pub(crate) fn parse(buf: &[u8]) -> Parsed {
     head.keep_alive = !connection.close && (!http10 || connection.keep_alive);
     head.connection_names = connection.names_fields;
     Parsed::Plain(head)
+}
+
+/// Header lookup over a plain head parsed in place (for [`sluice_routing::RequestInfo`]):
+/// walks the head's fields only when a route asks.
+pub(crate) struct PlainHeaders<'b> {
+    /// The head.
+    pub(crate) head: &'b PlainHead,
+    /// The buffer it was parsed from.
+    pub(crate) buf: &'b [u8],
+}
+
+impl sluice_routing::HeaderLookup for PlainHeaders<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.head.field(self.buf, name.as_bytes())
+    }
 }
 
 #[cfg(test)]
@@ -549,6 +566,8 @@ mod tests {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            add: &[],
+            remove: &[],
         };
         let mut out = Vec::new();
         let endpoint = "127.0.0.1:1".parse().unwrap();

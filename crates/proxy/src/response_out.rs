@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::header_policy::put_header;
+use crate::header_policy::{put_header, removed};
 use crate::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
@@ -34,15 +34,28 @@ pub(crate) struct ClientSide {
     pub(crate) keep_alive: bool,
 }
 
+/// What a route changes in a response head: fields set (replacing the upstream's), fields
+/// appended, fields removed (applied in that order).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ResponseEdits<'a> {
+    /// Replace the upstream's fields of the same name.
+    pub(crate) set: &'a [(HeaderName, HeaderValue)],
+    /// Appended after the upstream's fields.
+    pub(crate) add: &'a [(HeaderName, HeaderValue)],
+    /// Never sent, whoever set them.
+    pub(crate) remove: &'a [HeaderName],
+}
+
 /// Writes the head of the upstream's `response` for the client: its end-to-end fields as
-/// received, `Date` if it had none, and the client-side framing. Returns that framing and
-/// whether the connection stays open.
+/// received, `Date` if it had none, the route's `edits`, and the client-side framing.
+/// Returns that framing and whether the connection stays open.
 pub(crate) fn encode_head(
     response: &ResponseHead,
     client: ClientSide,
-    set: &[(HeaderName, HeaderValue)],
+    edits: ResponseEdits<'_>,
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
+    let ResponseEdits { set, add, remove } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
         // Fields the route sets replace the upstream's (nginx `more_set_headers`).
@@ -53,10 +66,16 @@ pub(crate) fn encode_head(
         {
             continue;
         }
+        if removed(remove, name) {
+            continue;
+        }
         put_header(out, name, value);
     }
-    for (name, value) in set {
-        put_header(out, name.as_str().as_bytes(), value.as_bytes());
+    // Gateway API `ResponseHeaderModifier`: set, then add, then remove.
+    for (name, value) in set.iter().chain(add) {
+        if !removed(remove, name.as_str().as_bytes()) {
+            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+        }
     }
     if !response.has_date() {
         // A proxy adds the Date an upstream left out (RFC 9110 §6.6.1).
@@ -207,7 +226,8 @@ mod tests {
             .unwrap();
         assert_eq!(response.body, body);
         let mut out = Vec::new();
-        let (framing, keep_alive) = encode_head(&response, client, &[], &mut out);
+        let (framing, keep_alive) =
+            encode_head(&response, client, ResponseEdits::default(), &mut out);
         (String::from_utf8(out).unwrap(), framing, keep_alive)
     }
 

@@ -1,8 +1,9 @@
-//! Routing: a request's host and path to a backend of the current snapshot, and a route's
-//! canary (ingress-nginx's canary Ingresses) chosen or not. The same functions for every
-//! front end.
+//! Routing: a request (listener, host, path, query, method, headers) to a backend of the
+//! current snapshot, a route's canary (ingress-nginx's canary Ingresses) chosen or not, and
+//! a Gateway API route's weighted `backendRefs` drawn. The same functions for every front
+//! end.
 
-use sluice_routing::CanaryRule;
+use sluice_routing::{CanaryRule, HeaderLookup, RequestInfo, RouteEntry, WeightedBackend};
 
 use crate::snapshot::Snapshot;
 
@@ -26,22 +27,42 @@ pub(crate) enum Routed {
         /// Entry index ([`sluice_routing::RouteTable::entry`]).
         entry: usize,
     },
+    /// The route answers `status` itself once its policy's answers (redirects, refusals)
+    /// are through: the entry's `fixed_status`, or 500 for a Gateway API `backendRef` that
+    /// cannot be used (the spec's answer for a request drawn for one).
+    Status {
+        /// Backend index (for the metrics).
+        backend: usize,
+        /// Entry index ([`sluice_routing::RouteTable::entry`]).
+        entry: usize,
+        /// The status to answer.
+        status: u16,
+    },
 }
 
-/// Looks up `host` (without port handling: the table strips it) and `path`. When the route
-/// has a canary, `canary` says whether this request goes to it (see
-/// [`CanaryRule::chooses`]); a canary without ready endpoints sends everything to the main
-/// backend.
+/// Looks up a request (the table strips the host's port). When the route has a canary,
+/// `canary` says whether this request goes to it (see [`CanaryRule::chooses`]); a canary
+/// without ready endpoints sends everything to the main backend. A route with Gateway API
+/// `backendRefs` sends the request to one of them, drawn by weight.
 pub(crate) fn route(
     snapshot: &Snapshot,
-    host: &str,
-    path: &str,
+    request: &RequestInfo<'_>,
     canary: impl FnOnce(&CanaryRule) -> bool,
 ) -> Routed {
-    let Some(entry) = snapshot.table.route_id(host, path) else {
+    let Some(entry) = snapshot.table.route_request(request) else {
         return Routed::NotFound;
     };
     let route = snapshot.table.entry(entry);
+    if let Some(status) = route.fixed_status {
+        return Routed::Status {
+            backend: route.backend.id,
+            entry,
+            status,
+        };
+    }
+    if !route.split.is_empty() {
+        return split(route, entry);
+    }
     if let Some(alternative) = &route.canary
         && !alternative.backend.endpoints.is_empty()
         && canary(&alternative.rule)
@@ -71,10 +92,65 @@ pub(crate) fn route(
     }
 }
 
+/// Gateway API weighted `backendRefs`: one drawn with probability weight / total (weight
+/// 0: never); an unusable reference answers 500, a usable one without ready endpoints 503
+/// (no fallback: that is ingress-nginx's).
+fn split(route: &RouteEntry, entry: usize) -> Routed {
+    match draw(&route.split) {
+        Some(target) if !target.usable => Routed::Status {
+            backend: target.backend.id,
+            entry,
+            status: 500,
+        },
+        Some(target) if target.backend.endpoints.is_empty() => Routed::NoEndpoints {
+            backend: target.backend.id,
+            entry,
+        },
+        Some(target) => Routed::Backend {
+            backend: target.backend.id,
+            entry,
+        },
+        // Every weight 0: the spec's 500.
+        None => Routed::Status {
+            backend: route.backend.id,
+            entry,
+            status: 500,
+        },
+    }
+}
+
+/// One of `split` drawn by weight; `None` when the weights sum to 0.
+fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
+    let total: u64 = split.iter().map(|target| u64::from(target.weight)).sum();
+    if total == 0 {
+        return None;
+    }
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
+    let mut roll = crate::balancer::random_below(total) as u64;
+    for target in split {
+        let weight = u64::from(target.weight);
+        if roll < weight {
+            return Some(target);
+        }
+        roll -= weight;
+    }
+    None
+}
+
+/// Header lookup over a header map (requests hyper has read).
+pub(crate) struct MapHeaders<'a>(pub(crate) &'a http::HeaderMap);
+
+impl HeaderLookup for MapHeaders<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name).map(http::HeaderValue::as_bytes)
+    }
+}
+
 /// Whether a routed request needs the hyper front end's upstream step: a backend that is
 /// not plain HTTP/1.1 ([`crate::upstream_client`]), a route whose endpoint choice reads
 /// cookies and sets them (session affinity, `upstream-hash-by`), or one that asks an
-/// external auth service first.
+/// external auth service first. (Gateway API filters, timeouts, splits and mirrors are
+/// applied by both front ends alike.)
 pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> bool {
     let policy = &snapshot.table.entry(entry).policy;
     policy.affinity.is_some()
@@ -112,6 +188,41 @@ mod tests {
         assert_eq!(cookie(values.into_iter(), "canar"), None);
         let empty: [&[u8]; 1] = [b"flag; canary="];
         assert_eq!(cookie(empty.into_iter(), "canary"), Some(&b""[..]));
+    }
+
+    fn weighted(weights: &[u32]) -> Vec<WeightedBackend> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(id, &weight)| WeightedBackend {
+                backend: std::sync::Arc::new(sluice_routing::Backend {
+                    id,
+                    service: sluice_routing::ServiceRef {
+                        namespace: "default".into(),
+                        name: format!("s{id}"),
+                        port: sluice_routing::PortRef::Number(80),
+                    },
+                    endpoints: Vec::new(),
+                    not_ready: 0,
+                    protocol: None,
+                }),
+                weight,
+                usable: true,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn draws_follow_the_weights_and_never_pick_weight_zero() {
+        let split = weighted(&[3, 0, 1]);
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            counts[draw(&split).unwrap().backend.id] += 1;
+        }
+        assert_eq!(counts[1], 0, "{counts:?}");
+        // 30,000 and 10,000 expected, standard deviation ~87.
+        assert!((29_400..=30_600).contains(&counts[0]), "{counts:?}");
+        assert!(draw(&weighted(&[0, 0])).is_none());
     }
 
     #[test]

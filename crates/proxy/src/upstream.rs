@@ -97,6 +97,10 @@ pub(crate) struct Outgoing<'a, F> {
     pub(crate) prefer: Option<usize>,
     /// The route's `load-balance` (`None`: the default choice).
     pub(crate) balance: Option<LoadBalance>,
+    /// Bound on each try, from sending to the response head (Gateway API
+    /// `timeouts.backendRequest`): a try over it counts as a timeout, and the last one
+    /// fails the request with 504.
+    pub(crate) try_timeout: Option<Duration>,
 }
 
 impl<'a, F> Outgoing<'a, F>
@@ -129,6 +133,8 @@ enum AttemptError {
     SendTimeout,
     /// No response head within the header timeout after the body was sent.
     HeadTimeout,
+    /// The try took longer than the route's `try_timeout`.
+    TryTimeout,
 }
 
 /// Sends `outgoing` to an endpoint of `backend`, trying others on connect failure.
@@ -156,6 +162,26 @@ where
             // in-flight count was released by the guard in `attempts`.
             backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
             tracing::debug!("upstream response head timed out");
+            Err(Failure::Timeout)
+        }
+    }
+}
+
+/// Runs `exchange` (the upstream steps up to the response head) within `limit` counted
+/// from the request's `start` (Gateway API `timeouts.request`): 504 when it runs out.
+pub(crate) async fn within<T>(
+    limit: Option<Duration>,
+    start: Instant,
+    exchange: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    let Some(limit) = limit else {
+        return exchange.await;
+    };
+    let deadline = tokio::time::Instant::from_std(start + limit);
+    match tokio::time::timeout_at(deadline, exchange).await {
+        Ok(result) => result,
+        Err(_elapsed) => {
+            tracing::debug!("request timed out before a response head");
             Err(Failure::Timeout)
         }
     }
@@ -246,7 +272,14 @@ where
         let index = in_flight.index.unwrap_or_default();
         let sent_at = Instant::now();
         let addr = balancer.get(index).addr;
-        let error = match exchange(upstreams, backend, addr, &outgoing, body, head_timeout).await {
+        let exchanged = exchange(upstreams, backend, addr, &outgoing, body, head_timeout);
+        let exchanged = match outgoing.try_timeout {
+            Some(limit) => tokio::time::timeout(limit, exchanged)
+                .await
+                .unwrap_or(Err(AttemptError::TryTimeout)),
+            None => exchanged.await,
+        };
+        let error = match exchanged {
             Ok((head, _conn))
                 if !last
                     && resendable
@@ -286,6 +319,18 @@ where
                 backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
                 tracing::debug!(upstream = %addr, "upstream response head timed out");
                 return Err(Failure::Timeout);
+            }
+            AttemptError::TryTimeout => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+                tracing::debug!(upstream = %addr, "upstream try timed out");
+                if last || !(retry.timeout && resendable) {
+                    return Err(Failure::Timeout);
+                }
+                if excluded_len + 1 < balancer.len() {
+                    excluded[excluded_len] = index;
+                    excluded_len += 1;
+                }
+                continue;
             }
             AttemptError::SendTimeout => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Timeout);

@@ -208,23 +208,45 @@ where
         };
         let request = Request::from_parts(parts, body.take().unwrap_or(RequestBody::Empty));
         let request_sent = Instant::now();
-        let sent = match sender {
-            Sender::Http2(mut sender) => {
-                let sent = sender.try_send_request(request).await;
-                if cached || sent.is_ok() {
-                    checkin_http2(key, sender);
+        let sending = async {
+            match sender {
+                Sender::Http2(mut sender) => {
+                    let sent = sender.try_send_request(request).await;
+                    if cached || sent.is_ok() {
+                        checkin_http2(key, sender);
+                    }
+                    sent
                 }
-                sent
-            }
-            Sender::Http1(mut sender) => {
-                let sent = sender.try_send_request(request).await;
-                // Back to the pool at once: it takes the next request once this response's
-                // body is read (checked by `is_ready` on checkout).
-                if sent.is_ok() {
-                    checkin_http1(key, sender);
+                Sender::Http1(mut sender) => {
+                    let sent = sender.try_send_request(request).await;
+                    // Back to the pool at once: it takes the next request once this
+                    // response's body is read (checked by `is_ready` on checkout).
+                    if sent.is_ok() {
+                        checkin_http1(key, sender);
+                    }
+                    sent
                 }
-                sent
             }
+        };
+        let sent = match outgoing.try_timeout {
+            None => sending.await,
+            Some(limit) => match tokio::time::timeout(limit, sending).await {
+                Ok(sent) => sent,
+                Err(_elapsed) => {
+                    // Gateway API `timeouts.backendRequest`: this try is over.
+                    drop(in_flight);
+                    backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+                    if attempt < tries && resendable && retry.timeout {
+                        if excluded_len + 1 < balancer.len() {
+                            excluded[excluded_len] = index;
+                            excluded_len += 1;
+                        }
+                        body = Some(RequestBody::Empty);
+                        continue;
+                    }
+                    return Err(Failure::Timeout);
+                }
+            },
         };
         match sent {
             Ok(response) => {
