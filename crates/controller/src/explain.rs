@@ -8,11 +8,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
 use sluice_routing::Inputs;
+use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -126,6 +127,11 @@ fn from_manifests(
             _ if is::<Endpoints>(kind) => push(value, &mut inputs.endpoints),
             _ if is::<EndpointSlice>(kind) => push(value, &mut inputs.endpoint_slices),
             _ if is::<Secret>(kind) => push(value, &mut inputs.secrets),
+            _ if is::<GatewayClass>(kind) => push(value, &mut inputs.gateway_classes),
+            _ if is::<Gateway>(kind) => push(value, &mut inputs.gateways),
+            _ if is::<HttpRoute>(kind) => push(value, &mut inputs.http_routes),
+            _ if is::<ReferenceGrant>(kind) => push(value, &mut inputs.reference_grants),
+            _ if is::<Namespace>(kind) => push(value, &mut inputs.namespaces),
             _ => Ok(()),
         };
         if let Err(error) = pushed {

@@ -31,6 +31,8 @@ pub struct RebuildReport {
     /// Problems with the objects the flags name (`--default-backend-service`,
     /// `--default-ssl-certificate`); logged when they appear and when they are gone.
     pub flag_diagnostics: Vec<Diagnostic>,
+    /// Conditions for the Gateway API objects of ours, for the status writer.
+    pub gateway: sluice_routing::gateway::GatewayStatuses,
 }
 
 /// Drives rebuilds from informer changes.
@@ -99,7 +101,7 @@ impl Rebuilder {
             diagnostics,
             ours,
             flag_diagnostics,
-            ..
+            gateway,
         } = compile(&inputs, &self.options);
         let unserved = if !self.explain_unserved {
             Vec::new()
@@ -132,6 +134,7 @@ impl Rebuilder {
             ours,
             unserved,
             flag_diagnostics,
+            gateway,
         }));
     }
 

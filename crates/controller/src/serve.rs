@@ -56,6 +56,10 @@ pub struct ClassArgs {
     /// `kubernetes.io/ingress.class`, even when our IngressClass is not the default class.
     #[arg(long)]
     pub watch_ingress_without_class: bool,
+
+    /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
+    #[arg(long, default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
+    pub gateway_controller_name: String,
 }
 
 impl ClassArgs {
@@ -66,6 +70,7 @@ impl ClassArgs {
             ingress_class: self.ingress_class.clone(),
             watch_namespace,
             watch_ingress_without_class: self.watch_ingress_without_class,
+            gateway_controller_name: self.gateway_controller_name.clone(),
             ..CompileOptions::default()
         }
     }

@@ -1,8 +1,10 @@
-//! The five kinds of object an Ingress controller reads, as informers with local stores,
-//! from a cluster or from a directory of manifests.
+//! The kinds of object the controller reads, as informers with local stores, from a
+//! cluster or from a directory of manifests: Ingress, IngressClass, Service, endpoints and
+//! TLS Secrets, and, where the Gateway API CRDs are served, GatewayClass, Gateway,
+//! HTTPRoute, ReferenceGrant and Namespace.
 
 use crate::manifest_dir::{Kinds, ManifestDir};
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
@@ -11,6 +13,7 @@ use sluice_informer::{
     wait_for_cache_sync,
 };
 use sluice_routing::Inputs;
+use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +44,37 @@ pub struct IngressInformers {
     pub endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
     /// Secrets of type kubernetes.io/tls.
     pub secrets: SharedIndexInformer<Secret>,
+    /// Gateway API kinds, when the cluster serves them (always from manifests).
+    pub gateway: Option<GatewayInformers>,
     /// Every informer above, type-erased.
     all: Vec<Arc<dyn InformerHandle>>,
+}
+
+/// Informers for the Gateway API kinds, and Namespaces (for `allowedRoutes` selectors).
+#[derive(Clone)]
+pub struct GatewayInformers {
+    /// gateway.networking.k8s.io/v1 GatewayClass (cluster-scoped).
+    pub classes: SharedIndexInformer<GatewayClass>,
+    /// gateway.networking.k8s.io/v1 Gateway.
+    pub gateways: SharedIndexInformer<Gateway>,
+    /// gateway.networking.k8s.io/v1 HTTPRoute.
+    pub routes: SharedIndexInformer<HttpRoute>,
+    /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
+    pub grants: SharedIndexInformer<ReferenceGrant>,
+    /// core/v1 Namespace (cluster-scoped; only labels are read).
+    pub namespaces: SharedIndexInformer<Namespace>,
+}
+
+impl GatewayInformers {
+    fn handles(&self) -> [Arc<dyn InformerHandle>; 5] {
+        [
+            Arc::new(self.classes.clone()),
+            Arc::new(self.gateways.clone()),
+            Arc::new(self.routes.clone()),
+            Arc::new(self.grants.clone()),
+            Arc::new(self.namespaces.clone()),
+        ]
+    }
 }
 
 /// Caches objects without `kubectl apply`'s last-applied-configuration annotation: neither
@@ -71,6 +103,11 @@ pub fn manifest_kinds() -> Kinds {
         .with::<Endpoints>()
         .with::<EndpointSlice>()
         .with::<Secret>()
+        .with::<GatewayClass>()
+        .with::<Gateway>()
+        .with::<HttpRoute>()
+        .with::<ReferenceGrant>()
+        .with::<Namespace>()
 }
 
 impl IngressInformers {
@@ -81,6 +118,7 @@ impl IngressInformers {
         endpoints: Option<SharedIndexInformer<Endpoints>>,
         endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
         secrets: SharedIndexInformer<Secret>,
+        gateway: Option<GatewayInformers>,
     ) -> Self {
         let mut all: Vec<Arc<dyn InformerHandle>> = vec![
             Arc::new(ingresses.clone()),
@@ -94,6 +132,9 @@ impl IngressInformers {
         if let Some(i) = &endpoint_slices {
             all.push(Arc::new(i.clone()));
         }
+        if let Some(g) = &gateway {
+            all.extend(g.handles());
+        }
         IngressInformers {
             ingresses,
             classes,
@@ -101,6 +142,7 @@ impl IngressInformers {
             endpoints,
             endpoint_slices,
             secrets,
+            gateway,
             all,
         }
     }
@@ -117,15 +159,24 @@ impl IngressInformers {
                 None,
             )),
             SharedIndexInformer::new(dir.source::<Secret>(), None),
+            Some(GatewayInformers {
+                classes: SharedIndexInformer::new(dir.source::<GatewayClass>(), None),
+                gateways: SharedIndexInformer::new(dir.source::<Gateway>(), None),
+                routes: SharedIndexInformer::new(dir.source::<HttpRoute>(), None),
+                grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
+                namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
+            }),
         )
     }
 
     /// Informers from `factory`'s cluster, in `namespace` or everywhere. Secrets are narrowed
     /// to `type=kubernetes.io/tls` by a field selector, so others never reach this process.
+    /// `gateway_api`: also watch the Gateway API kinds (the cluster serves their CRDs).
     pub fn from_cluster(
         factory: &SharedInformerFactory,
         namespace: Option<&str>,
         endpoints: EndpointSource,
+        gateway_api: bool,
     ) -> Self {
         let client = factory.client().clone();
         fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
@@ -150,6 +201,13 @@ impl IngressInformers {
                 api(&client, namespace),
                 ListOptions::default().fields("type=kubernetes.io/tls"),
             )),
+            gateway_api.then(|| GatewayInformers {
+                classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
+                gateways: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
+                routes: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
+                grants: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
+                namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
+            }),
         )
     }
 
@@ -215,7 +273,31 @@ impl IngressInformers {
                 .map(|i| i.store().list())
                 .unwrap_or_default(),
             secrets: self.secrets.store().list(),
-            ..Inputs::default()
+            gateway_classes: self
+                .gateway
+                .as_ref()
+                .map(|g| g.classes.store().list())
+                .unwrap_or_default(),
+            gateways: self
+                .gateway
+                .as_ref()
+                .map(|g| g.gateways.store().list())
+                .unwrap_or_default(),
+            http_routes: self
+                .gateway
+                .as_ref()
+                .map(|g| g.routes.store().list())
+                .unwrap_or_default(),
+            reference_grants: self
+                .gateway
+                .as_ref()
+                .map(|g| g.grants.store().list())
+                .unwrap_or_default(),
+            namespaces: self
+                .gateway
+                .as_ref()
+                .map(|g| g.namespaces.store().list())
+                .unwrap_or_default(),
         }
     }
 }

@@ -220,3 +220,22 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     assert_eq!(get(run.http, "noted.test", "/x").await?.service(), "a");
     run.stop().await
 }
+
+/// This binary's API server has no Gateway API CRDs: `--gateway-api=auto` (the default)
+/// serves Ingress alone (every test here), `on` refuses to start and says what is missing.
+#[tokio::test]
+async fn gateway_api_on_requires_the_crds() -> anyhow::Result<()> {
+    let w = World::new("gwapi-on").await?;
+    let error = match w.start(&["--gateway-api", "on"]).await {
+        Ok(run) => {
+            run.stop().await?;
+            anyhow::bail!("started without the Gateway API CRDs");
+        }
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains("--gateway-api=on") && error.contains("deploy/gateway-api"),
+        "{error}"
+    );
+    Ok(())
+}

@@ -27,7 +27,8 @@ async fn cached_services_lose_last_applied_and_keep_what_routing_reads() -> anyh
     services.create(&PostParams::default(), &svc).await?;
 
     let factory = SharedInformerFactory::new(cp.client());
-    let informers = IngressInformers::from_cluster(&factory, Some(&ns), EndpointSource::Endpoints);
+    let informers =
+        IngressInformers::from_cluster(&factory, Some(&ns), EndpointSource::Endpoints, false);
     informers.start();
     let synced = informers.wait_for_sync(Duration::from_secs(60)).await;
     assert!(synced, "not synced: {:?}", informers.unsynced());

@@ -1150,3 +1150,54 @@ fn explain_answers_with_the_http_route() {
         "the Gateway host owns the request"
     );
 }
+
+/// One route may not reach a Service (no ReferenceGrant for its namespace) while another
+/// may: the refused reference must not take the Service's endpoints away from the other.
+#[test]
+fn a_refused_reference_does_not_shadow_a_permitted_one() {
+    let gw = gateway(
+        "default",
+        "gw",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP",
+        "allowedRoutes": {"namespaces": {"from": "All"}}}]),
+    );
+    let routes = vec![
+        route(
+            "default",
+            "cross",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["cross.example"],
+            "rules": [{"backendRefs": [{"name": "web", "namespace": "other", "port": 80}]}]}),
+        ),
+        route(
+            "other",
+            "local",
+            2,
+            json!({"parentRefs": [{"name": "gw", "namespace": "default"}], "hostnames": ["local.example"],
+            "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&world(vec![gw], routes));
+    let entry = |host: &'static str| {
+        let id = out
+            .table
+            .route_request(&RequestInfo {
+                https: false,
+                host,
+                path: "/",
+                query: "",
+                method: "GET",
+                headers: &Headers(vec![]),
+            })
+            .expect("routed");
+        out.table.entry(id)
+    };
+    assert!(!entry("cross.example").split[0].usable);
+    let local = entry("local.example");
+    assert!(local.split.is_empty());
+    assert_eq!(local.backend.endpoints.len(), 1, "{:?}", local.backend);
+    // Backend ids stay dense.
+    for (i, b) in out.table.backends().iter().enumerate() {
+        assert_eq!(b.id, i);
+    }
+}

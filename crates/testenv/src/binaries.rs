@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 /// Version of the test control plane that `scripts/testenv.sh` builds.
 pub const KUBE_VERSION: &str = "1.20.2";
 
+/// The build of it: `crd1` is v1.20.2 with the two source fixes that let it serve custom
+/// resources (Gateway API); `scripts/testenv.sh` uses the same directory name.
+pub const KUBE_BUILD: &str = "crd1";
+
 /// The directory holding `kube-apiserver` and `kube-controller-manager`:
 /// `$SLUICE_TESTENV_BIN`, else the cache `scripts/testenv.sh` fills.
 pub fn control_plane_bin_dir() -> anyhow::Result<PathBuf> {
@@ -20,7 +24,7 @@ pub fn control_plane_bin_dir() -> anyhow::Result<PathBuf> {
                 .join(".cache/sluice"),
         },
     };
-    let dir = cache.join(format!("kube-{KUBE_VERSION}/bin"));
+    let dir = cache.join(format!("kube-{KUBE_VERSION}-{KUBE_BUILD}/bin"));
     if !dir.join("kube-apiserver").is_file() {
         bail!(
             "no test control plane in {}: run `bash scripts/testenv.sh` once (it builds it)",

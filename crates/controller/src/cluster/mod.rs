@@ -7,6 +7,7 @@
 //! ([`status`]) and Events ([`events`]); every replica serves traffic from its own cache.
 
 pub mod events;
+pub mod gateway_status;
 pub mod status;
 
 use crate::control::ControlRuntime;
@@ -58,12 +59,48 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "5s", value_parser = sluice_proxy::parse_duration)]
     pub shutdown_delay: Duration,
 
+    /// Gateway API (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): `auto` watches them
+    /// when the cluster serves their CRDs (and says once that it does not), `on` requires
+    /// them, `off` never watches them.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub gateway_api: GatewayApi,
+
     /// How long to wait for the caches to fill at start.
     #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
     pub sync_timeout: Duration,
 
     #[command(flatten)]
     pub proxy: ProxyArgs,
+}
+
+/// `--gateway-api`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatewayApi {
+    /// Watch the Gateway API kinds when the cluster serves them.
+    Auto,
+    /// Require them: fail at start when they are not served.
+    On,
+    /// Never watch them.
+    Off,
+}
+
+/// Whether the cluster serves the Gateway API kinds sluice reads: GatewayClass, Gateway
+/// and HTTPRoute at `gateway.networking.k8s.io/v1`, ReferenceGrant at `v1beta1`.
+pub async fn gateway_api_served(client: &kube::Client) -> bool {
+    let has = |list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+               kinds: &[&str]| {
+        kinds
+            .iter()
+            .all(|k| list.resources.iter().any(|r| r.kind == *k))
+    };
+    let v1 = client
+        .list_api_group_resources("gateway.networking.k8s.io/v1")
+        .await;
+    let v1beta1 = client
+        .list_api_group_resources("gateway.networking.k8s.io/v1beta1")
+        .await;
+    matches!((v1, v1beta1), (Ok(v1), Ok(beta))
+        if has(&v1, &["GatewayClass", "Gateway", "HTTPRoute"]) && has(&beta, &["ReferenceGrant"]))
 }
 
 /// Where this cluster publishes endpoints: EndpointSlice v1 if discovery serves it.
@@ -224,10 +261,33 @@ async fn start_informers(
     table: sluice_proxy::TableHandle,
 ) -> anyhow::Result<(IngressInformers, Arc<Rebuilder>)> {
     let source = endpoint_source(&client).await;
-    tracing::info!(?source, namespace = ?args.watch_namespace, "watching");
+    let gateway_api = match args.gateway_api {
+        GatewayApi::Off => false,
+        wanted => {
+            let served = gateway_api_served(&client).await;
+            if !served && wanted == GatewayApi::On {
+                anyhow::bail!(
+                    "--gateway-api=on, but the cluster does not serve the Gateway API CRDs \
+                     (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute and \
+                     v1beta1 ReferenceGrant): install them (deploy/gateway-api/)"
+                );
+            }
+            if !served {
+                tracing::info!(
+                    "Gateway API CRDs not served (gateway.networking.k8s.io); serving Ingress only"
+                );
+            }
+            served
+        }
+    };
+    tracing::info!(?source, gateway_api, namespace = ?args.watch_namespace, "watching");
     let factory = SharedInformerFactory::new(client);
-    let informers =
-        IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), source);
+    let informers = IngressInformers::from_cluster(
+        &factory,
+        args.watch_namespace.as_deref(),
+        source,
+        gateway_api,
+    );
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
         args.defaults
@@ -279,8 +339,16 @@ async fn start_loops(
         informers.services.store().clone(),
         publish,
     );
+    let gateway_writer = informers.gateway.clone().map(|g| {
+        gateway_status::GatewayStatusWriter::new(
+            client.clone(),
+            args.class.gateway_controller_name.clone(),
+            g,
+        )
+    });
     tasks.push(tokio::spawn(status_loop(
         writer,
+        gateway_writer,
         rebuilder.reports(),
         leading.clone(),
         stop,
@@ -297,6 +365,7 @@ async fn start_loops(
 
 async fn status_loop(
     writer: StatusWriter,
+    gateway_writer: Option<gateway_status::GatewayStatusWriter>,
     mut reports: tokio::sync::watch::Receiver<Arc<crate::rebuild::RebuildReport>>,
     mut leading: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
@@ -305,9 +374,20 @@ async fn status_loop(
         let lead = *leading.borrow_and_update();
         if lead {
             let report = reports.borrow_and_update().clone();
-            match writer.sync(&report.ours).await {
+            let written = async {
+                let ingresses = writer.sync(&report.ours).await?;
+                let gateway = match &gateway_writer {
+                    Some(g) => {
+                        let addresses = writer.published_addresses().await?;
+                        g.sync(&report.gateway, &addresses).await?
+                    }
+                    None => 0,
+                };
+                anyhow::Ok(ingresses + gateway)
+            };
+            match written.await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(written = n, "ingress status updated"),
+                Ok(n) => tracing::info!(written = n, "ingress and gateway status updated"),
                 Err(e) => {
                     tracing::warn!(error = %e, "status update failed; retrying");
                     tokio::select! {

@@ -186,6 +186,17 @@ impl StatusWriter {
         })
     }
 
+    /// The addresses published in status (`--publish-status-address`, or those of
+    /// `--publish-service`), as IPs and host names; empty when none.
+    pub async fn published_addresses(&self) -> anyhow::Result<Vec<String>> {
+        Ok(self
+            .published()
+            .await?
+            .into_iter()
+            .filter_map(|e| e.ip.or(e.hostname))
+            .collect())
+    }
+
     /// Brings every Ingress's status in line; returns how many were written.
     pub async fn sync(&self, ours: &[ObjectRef]) -> anyhow::Result<usize> {
         if self.publish == Publish::Nothing {

@@ -59,7 +59,10 @@ impl World {
     /// Creates an object (JSON with apiVersion/kind) in the world's namespace.
     pub async fn create(&self, v: serde_json::Value) -> anyhow::Result<()> {
         let mut v = v;
-        let cluster_scoped = v.get("kind").and_then(|k| k.as_str()) == Some("IngressClass");
+        let cluster_scoped = matches!(
+            v.get("kind").and_then(|k| k.as_str()),
+            Some("IngressClass" | "GatewayClass" | "Namespace")
+        );
         if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut())
             && !m.contains_key("namespace")
             && !cluster_scoped
@@ -80,8 +83,16 @@ impl World {
         Api::namespaced(self.admin.clone(), &self.ns)
     }
 
-    /// The controller's flags for this world; `extra` are appended.
+    /// The controller's flags for this world; `extra` are appended. `--all-namespaces` (a
+    /// test-only word) leaves out `--watch-namespace`.
     pub fn args(&self, extra: &[&str]) -> anyhow::Result<ControllerArgs> {
+        let cluster_wide = extra.contains(&"--all-namespaces");
+        let extra: Vec<&str> = extra
+            .iter()
+            .copied()
+            .filter(|a| *a != "--all-namespaces")
+            .collect();
+        let extra = &extra[..];
         let defaults = [
             ("--watch-namespace", self.ns.as_str()),
             ("--ingress-class", &self.class),
@@ -97,6 +108,9 @@ impl World {
         ];
         let mut argv = vec!["test".to_string()];
         for (flag, value) in defaults {
+            if cluster_wide && flag == "--watch-namespace" {
+                continue;
+            }
             if !extra.contains(&flag) {
                 argv.extend([flag.to_string(), value.to_string()]);
             }

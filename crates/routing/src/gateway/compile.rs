@@ -982,6 +982,10 @@ fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCert
 struct BackendRegistry {
     backends: Vec<Arc<Backend>>,
     by_service: HashMap<ServiceRef, usize>,
+    /// Backends without endpoints for references that do not resolve, kept apart: the same
+    /// Service port may be a valid reference of another route (a ReferenceGrant lets one
+    /// namespace in and not another).
+    placeholders: HashMap<ServiceRef, usize>,
 }
 
 impl BackendRegistry {
@@ -995,6 +999,7 @@ impl BackendRegistry {
         BackendRegistry {
             backends,
             by_service,
+            placeholders: HashMap::new(),
         }
     }
 
@@ -1003,8 +1008,17 @@ impl BackendRegistry {
         if let Some(&i) = self.by_service.get(&sref) {
             return Arc::clone(&self.backends[i]);
         }
-        let resolved = services.resolve(&sref).ok();
-        self.push(sref, resolved)
+        // A Service port that does not resolve still gets a real (endpointless) backend:
+        // `check_backend` vouched for the reference, so it answers 503 like any empty one.
+        let resolved = services
+            .resolve(&sref)
+            .ok()
+            .unwrap_or(crate::backend::Resolved {
+                endpoints: Vec::new(),
+                not_ready: 0,
+                protocol: None,
+            });
+        self.push(sref, Some(resolved))
     }
 
     /// A backend without endpoints for a reference that does not resolve.
@@ -1017,18 +1031,22 @@ impl BackendRegistry {
             name: backend.name.clone(),
             port: PortRef::Number(backend.port.unwrap_or(0)),
         };
-        if let Some(&i) = self.by_service.get(&sref) {
+        if let Some(&i) = self.placeholders.get(&sref) {
             return Arc::clone(&self.backends[i]);
         }
-        self.push(sref, None)
+        let backend = self.push(sref.clone(), None);
+        self.placeholders.insert(sref, backend.id);
+        backend
     }
 
+    /// Adds a backend; `resolved: None` (a placeholder) is not found by [`Self::get`].
     fn push(
         &mut self,
         sref: ServiceRef,
         resolved: Option<crate::backend::Resolved>,
     ) -> Arc<Backend> {
         let id = self.backends.len();
+        let resolved_kind = resolved.is_some();
         let (endpoints, not_ready, protocol) = match resolved {
             Some(r) => (r.endpoints, r.not_ready, r.protocol),
             None => (Vec::new(), 0, None),
@@ -1041,7 +1059,9 @@ impl BackendRegistry {
             protocol,
         });
         self.backends.push(Arc::clone(&backend));
-        self.by_service.insert(sref, id);
+        if resolved_kind {
+            self.by_service.insert(sref, id);
+        }
         backend
     }
 }

@@ -1,0 +1,680 @@
+//! Gateway API end to end: the standard-channel CRDs (`deploy/gateway-api`) installed on a
+//! real API server, GatewayClass / Gateway / HTTPRoute / ReferenceGrant objects, pods as
+//! network namespaces behind Services, the controller in-process under the ClusterRole of
+//! `deploy/base`, and requests through its proxy. One test per GATEWAY-HTTP conformance
+//! scenario group; the statuses are checked as the conformance suite reads them.
+//!
+//! Every test has its own namespace, GatewayClass and `--gateway-controller-name`, so the
+//! tests share one control plane without seeing each other's objects.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CRDS: [&str; 4] = [
+    include_str!("../../../deploy/gateway-api/gatewayclasses.yaml"),
+    include_str!("../../../deploy/gateway-api/gateways.yaml"),
+    include_str!("../../../deploy/gateway-api/httproutes.yaml"),
+    include_str!("../../../deploy/gateway-api/referencegrants.yaml"),
+];
+
+/// Removes CEL rules, which a v1.20 API server does not know (see deploy/gateway-api).
+fn strip_cel(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("x-kubernetes-validations");
+            map.values_mut().for_each(strip_cel);
+        }
+        Value::Array(list) => list.iter_mut().for_each(strip_cel),
+        _ => {}
+    }
+}
+
+static CRDS_INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// Installs the four CRDs once per test binary and waits until discovery serves them.
+async fn install_crds(world: &World) -> anyhow::Result<()> {
+    CRDS_INSTALLED
+        .get_or_try_init(|| async {
+            for crd in CRDS {
+                let mut value: Value = yaml_serde::from_str(crd)?;
+                strip_cel(&mut value);
+                sluice_testenv::apply_yaml(&world.admin, &yaml_serde::to_string(&value)?).await?;
+            }
+            let admin = world.admin.clone();
+            sluice_testenv::eventually(Duration::from_secs(30), "Gateway API CRDs served", || {
+                let admin = admin.clone();
+                async move {
+                    sluice_controller::cluster::gateway_api_served(&admin)
+                        .await
+                        .then_some(())
+                }
+            })
+            .await
+        })
+        .await?;
+    Ok(())
+}
+
+/// A world with the CRDs, its own GatewayClass (`gc-<ns>`, controller `sluice.dev/gw-<ns>`)
+/// and the controller flag naming it.
+struct GatewayWorld {
+    world: World,
+    class: String,
+    controller: String,
+}
+
+impl GatewayWorld {
+    async fn new(prefix: &str) -> anyhow::Result<GatewayWorld> {
+        let world = World::new(prefix).await?;
+        install_crds(&world).await?;
+        let class = format!("gc-{}", world.ns);
+        let controller = format!("sluice.dev/gw-{}", world.ns);
+        world
+            .create(
+                json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                "metadata": {"name": class}, "spec": {"controllerName": controller}}),
+            )
+            .await?;
+        Ok(GatewayWorld {
+            world,
+            class,
+            controller,
+        })
+    }
+
+    async fn start(&self, extra: &[&str]) -> anyhow::Result<Running> {
+        let mut args = vec![
+            "--gateway-controller-name",
+            self.controller.as_str(),
+            "--gateway-api",
+            "on",
+        ];
+        args.extend_from_slice(extra);
+        self.world.start(&args).await
+    }
+
+    /// A Gateway `name` with these listeners.
+    async fn gateway(&self, name: &str, listeners: Value) -> anyhow::Result<()> {
+        self.world
+            .create(
+                json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": name},
+                "spec": {"gatewayClassName": self.class, "listeners": listeners}}),
+            )
+            .await
+    }
+
+    async fn route(&self, name: &str, spec: Value) -> anyhow::Result<()> {
+        self.world
+            .create(
+                json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": name}, "spec": spec}),
+            )
+            .await
+    }
+
+    /// A Service `name` with one ready pod running the echo backend.
+    async fn backend(&self, name: &str) -> anyhow::Result<sluice_testenv::PodHost> {
+        self.world.service(name).await?;
+        self.world.pod(name, &format!("{name}-0")).await
+    }
+
+    async fn route_status(&self, name: &str) -> anyhow::Result<Value> {
+        let api: Api<HttpRoute> = self.world.api();
+        Ok(api.get(name).await?.status.unwrap_or(Value::Null))
+    }
+
+    /// Waits until the route's parent entry of ours has `type` with `status` and `reason`.
+    async fn until_route_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> anyhow::Result<Value> {
+        sluice_testenv::eventually(
+            Duration::from_secs(20),
+            &format!("HTTPRoute {name} {type_}={status} ({reason})"),
+            || async {
+                let s = self.route_status(name).await.ok()?;
+                let ours = s["parents"]
+                    .as_array()?
+                    .iter()
+                    .find(|p| p["controllerName"] == self.controller.as_str())?
+                    .clone();
+                let c = ours["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == type_)?
+                    .clone();
+                (c["status"] == status && c["reason"] == reason).then_some(ours)
+            },
+        )
+        .await
+    }
+}
+
+/// A response: status, head (lower-case names) and body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+    fn service(&self) -> String {
+        self.json()["service"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// `method target` with `Host: host` and `headers`, over a fresh connection.
+async fn send(
+    addr: std::net::SocketAddr,
+    method: &str,
+    host: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<Answer> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let mut req = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 0\r\n"
+        );
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        };
+        anyhow::Ok(Answer {
+            status,
+            head: head.to_owned(),
+            body,
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut).await?
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Polls until `check` holds for the answer to `GET host target`.
+async fn until(
+    addr: std::net::SocketAddr,
+    host: &str,
+    target: &str,
+    what: &str,
+    check: impl Fn(&Answer) -> bool,
+) -> anyhow::Result<()> {
+    sluice_testenv::eventually(
+        Duration::from_secs(20),
+        &format!("{host}{target}: {what}"),
+        || async {
+            let a = send(addr, "GET", host, target, &[]).await.ok()?;
+            check(&a).then_some(())
+        },
+    )
+    .await
+}
+
+fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
+    conditions
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// Conformance: GatewayClassObservedGenerationBump, GatewayObservedGenerationBump,
+/// GatewayWithAttachedRoutes, HTTPRouteSimpleSameNamespace,
+/// HTTPRouteObservedGenerationBump; plus `status.addresses` and another controller's
+/// `parents` entry left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-simple").await?;
+    let _web = gw.backend("web").await?;
+    gw.gateway(
+        "edge",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+    )
+    .await?;
+    gw.route(
+        "web",
+        json!({"parentRefs": [{"name": "edge"}], "hostnames": ["simple.example"],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )
+    .await?;
+    // Another controller already reported on this route: its entry must survive.
+    let theirs = json!({"parentRef": {"name": "elsewhere"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
+    let routes: Api<HttpRoute> = gw.world.api();
+    routes
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"parents": [theirs.clone()]}})),
+        )
+        .await?;
+
+    let running = gw
+        .start(&["--publish-status-address", "192.0.2.10"])
+        .await?;
+    until(running.http, "simple.example", "/", "served by web", |a| {
+        a.status == 200 && a.service() == "web"
+    })
+    .await?;
+    let ours = gw
+        .until_route_condition("web", "Accepted", "True", "Accepted")
+        .await?;
+    assert_eq!(
+        condition(&ours["conditions"], "ResolvedRefs")["status"],
+        "True"
+    );
+    assert_eq!(
+        condition(&ours["conditions"], "Accepted")["observedGeneration"],
+        1
+    );
+    assert_eq!(ours["parentRef"]["name"], "edge");
+    let status = gw.route_status("web").await?;
+    // Kept as it was (the API server filled in the parentRef's defaults).
+    let kept = status["parents"]
+        .as_array()
+        .and_then(|p| {
+            p.iter()
+                .find(|p| p["controllerName"] == "example.com/other")
+        })
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (&kept["parentRef"]["name"], &kept["conditions"]),
+        (&theirs["parentRef"]["name"], &theirs["conditions"]),
+        "{status}"
+    );
+
+    // GatewayClass and Gateway.
+    let classes: Api<GatewayClass> = Api::all(gw.world.admin.clone());
+    let gateways: Api<Gateway> = gw.world.api();
+    let gateway = sluice_testenv::eventually(Duration::from_secs(20), "Gateway status", || async {
+        let g = gateways.get("edge").await.ok()?;
+        let s = g.status?;
+        (condition(&s["conditions"], "Programmed")["status"] == "True"
+            && s["listeners"][0]["attachedRoutes"] == 1)
+            .then_some(s)
+    })
+    .await?;
+    assert_eq!(
+        condition(&gateway["conditions"], "Accepted")["status"],
+        "True"
+    );
+    assert_eq!(
+        gateway["addresses"],
+        json!([{"type": "IPAddress", "value": "192.0.2.10"}])
+    );
+    assert_eq!(
+        gateway["listeners"][0]["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+    );
+    let class = classes.get(&gw.class).await?;
+    let accepted = condition(
+        &class.status.as_ref().unwrap_or(&Value::Null)["conditions"],
+        "Accepted",
+    )
+    .clone();
+    assert_eq!(
+        (
+            accepted["status"].as_str(),
+            accepted["observedGeneration"].as_i64()
+        ),
+        (Some("True"), class.metadata.generation)
+    );
+
+    // A spec change bumps the generation; observedGeneration follows, traffic too.
+    let _api = gw.backend("api").await?;
+    routes
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"spec": {"rules": [{"backendRefs": [{"name": "api", "port": 80}]}]}}),
+            ),
+        )
+        .await?;
+    until(running.http, "simple.example", "/", "served by api", |a| {
+        a.service() == "api"
+    })
+    .await?;
+    sluice_testenv::eventually(Duration::from_secs(20), "observedGeneration 2", || async {
+        let s = gw.route_status("web").await.ok()?;
+        let ours = s["parents"]
+            .as_array()?
+            .iter()
+            .find(|p| p["controllerName"] == gw.controller.as_str())?
+            .clone();
+        (condition(&ours["conditions"], "Accepted")["observedGeneration"] == 2).then_some(())
+    })
+    .await?;
+    running.stop().await
+}
+
+/// Conformance: HTTPRouteMatching, HTTPRouteMatchingAcrossRoutes, HTTPRouteHeaderMatching,
+/// HTTPRouteQueryParamMatching, HTTPRouteMethodMatching, HTTPRouteHostnameIntersection,
+/// HTTPRouteListenerHostnameMatching.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matching_across_routes_and_host_names() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-match").await?;
+    let _a = gw.backend("a").await?;
+    let _b = gw.backend("b").await?;
+    let _c = gw.backend("c").await?;
+    gw.gateway(
+        "edge",
+        json!([
+            {"name": "wild", "port": 80, "protocol": "HTTP", "hostname": "*.wildcard.example"},
+            {"name": "exact", "port": 80, "protocol": "HTTP", "hostname": "exact.example"},
+        ]),
+    )
+    .await?;
+    gw.route("first", json!({"parentRefs": [{"name": "edge"}], "hostnames": ["foo.wildcard.example", "exact.example"],
+        "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": [{"name": "a", "port": 80}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/exact"}}], "backendRefs": [{"name": "b", "port": 80}]},
+        ]})).await?;
+    gw.route("second", json!({"parentRefs": [{"name": "edge"}], "hostnames": ["foo.wildcard.example"],
+        "rules": [
+            {"matches": [{"path": {"value": "/"}, "headers": [{"name": "version", "value": "two"}]}], "backendRefs": [{"name": "b", "port": 80}]},
+            {"matches": [{"path": {"value": "/"}, "queryParams": [{"name": "animal", "value": "whale"}]}], "backendRefs": [{"name": "c", "port": 80}]},
+            {"matches": [{"path": {"value": "/"}, "method": "PATCH"}], "backendRefs": [{"name": "c", "port": 80}]},
+        ]})).await?;
+    gw.route(
+        "nowhere",
+        json!({"parentRefs": [{"name": "edge"}], "hostnames": ["other.example"],
+        "rules": [{"backendRefs": [{"name": "a", "port": 80}]}]}),
+    )
+    .await?;
+    let running = gw.start(&[]).await?;
+    let http = running.http;
+    until(http, "foo.wildcard.example", "/", "a", |a| {
+        a.service() == "a"
+    })
+    .await?;
+    let svc = |a: anyhow::Result<Answer>| {
+        a.map(|a| format!("{} {}", a.status, a.service()))
+            .unwrap_or_else(|e| e.to_string())
+    };
+    assert_eq!(
+        svc(send(http, "GET", "foo.wildcard.example", "/exact", &[]).await),
+        "200 b"
+    );
+    assert_eq!(
+        svc(send(http, "GET", "exact.example", "/exact", &[]).await),
+        "200 b"
+    );
+    assert_eq!(
+        svc(send(
+            http,
+            "GET",
+            "foo.wildcard.example",
+            "/x",
+            &[("version", "two")]
+        )
+        .await),
+        "200 b"
+    );
+    assert_eq!(
+        svc(send(http, "GET", "exact.example", "/x", &[("version", "two")]).await),
+        "200 a",
+        "second is not on exact.example"
+    );
+    assert_eq!(
+        svc(send(http, "GET", "foo.wildcard.example", "/x?animal=whale", &[]).await),
+        "200 c"
+    );
+    assert_eq!(
+        svc(send(http, "PATCH", "foo.wildcard.example", "/x", &[]).await),
+        "200 c"
+    );
+    assert_eq!(
+        svc(send(http, "GET", "bar.wildcard.example", "/", &[]).await),
+        "404 "
+    );
+    assert_eq!(
+        svc(send(http, "GET", "other.example", "/", &[]).await),
+        "404 "
+    );
+    gw.until_route_condition("nowhere", "Accepted", "False", "NoMatchingListenerHostname")
+        .await?;
+    gw.until_route_condition("second", "Accepted", "True", "Accepted")
+        .await?;
+    running.stop().await
+}
+
+/// Conformance: HTTPRouteInvalidCrossNamespaceBackendRef, HTTPRouteReferenceGrant,
+/// HTTPRouteInvalidNonExistentBackendRef, HTTPRouteInvalidBackendRefUnknownKind,
+/// HTTPRouteInvalidCrossNamespaceParentRef, HTTPRouteCrossNamespace (allowedRoutes All),
+/// HTTPRouteWeight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_grants_and_weights() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-refs").await?;
+    let other = GatewayWorld::new("gw-refs-other").await?;
+    let _web = gw.backend("web").await?;
+    let _v2 = gw.backend("v2").await?;
+    let _far = other.backend("far").await?;
+    gw.gateway("edge", json!([
+        {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "same", "port": 8080, "protocol": "HTTP", "hostname": "same.example"},
+    ])).await?;
+    let parent = json!([{"name": "edge", "namespace": gw.world.ns, "sectionName": "http"}]);
+    gw.route(
+        "missing",
+        json!({"parentRefs": parent, "hostnames": ["missing.example"],
+        "rules": [{"backendRefs": [{"name": "nope", "port": 80}]}]}),
+    )
+    .await?;
+    gw.route("kind", json!({"parentRefs": parent, "hostnames": ["kind.example"],
+        "rules": [{"backendRefs": [{"group": "unknown.example", "kind": "Thing", "name": "web", "port": 80}]}]})).await?;
+    gw.route(
+        "cross",
+        json!({"parentRefs": parent, "hostnames": ["cross.example"],
+        "rules": [{"backendRefs": [{"name": "far", "namespace": other.world.ns, "port": 80}]}]}),
+    )
+    .await?;
+    gw.route("weights", json!({"parentRefs": parent, "hostnames": ["weights.example"],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80, "weight": 1}, {"name": "v2", "port": 80, "weight": 1}]}]})).await?;
+    // A route in the other namespace: allowed by the `http` listener (All), not by `same`.
+    other.route("visitor", json!({"parentRefs": [{"name": "edge", "namespace": gw.world.ns}], "hostnames": ["visitor.example"],
+        "rules": [{"backendRefs": [{"name": "far", "port": 80}]}]})).await?;
+    other.route("not-allowed", json!({"parentRefs": [{"name": "edge", "namespace": gw.world.ns, "sectionName": "same"}],
+        "rules": [{"backendRefs": [{"name": "far", "port": 80}]}]})).await?;
+
+    let running = gw.start(&["--all-namespaces"]).await?;
+    let http = running.http;
+    until(http, "weights.example", "/", "served", |a| a.status == 200).await?;
+    assert_eq!(
+        send(http, "GET", "missing.example", "/", &[]).await?.status,
+        500
+    );
+    assert_eq!(
+        send(http, "GET", "kind.example", "/", &[]).await?.status,
+        500
+    );
+    assert_eq!(
+        send(http, "GET", "cross.example", "/", &[]).await?.status,
+        500
+    );
+    gw.until_route_condition("missing", "ResolvedRefs", "False", "BackendNotFound")
+        .await?;
+    gw.until_route_condition("kind", "ResolvedRefs", "False", "InvalidKind")
+        .await?;
+    gw.until_route_condition("cross", "ResolvedRefs", "False", "RefNotPermitted")
+        .await?;
+    gw.until_route_condition("cross", "Accepted", "True", "Accepted")
+        .await?;
+    if let Err(e) = until(http, "visitor.example", "/", "far", |a| {
+        a.service() == "far"
+    })
+    .await
+    {
+        let s = other.route_status("visitor").await?;
+        let a = send(http, "GET", "visitor.example", "/", &[]).await?;
+        panic!("{e}: status {s}; answer {} {}", a.status, a.body);
+    }
+    sluice_testenv::eventually(Duration::from_secs(20), "not-allowed refused", || async {
+        let s = other.route_status("not-allowed").await.ok()?;
+        let p = s["parents"].as_array()?.first()?.clone();
+        (condition(&p["conditions"], "Accepted")["reason"] == "NotAllowedByListeners").then_some(())
+    })
+    .await?;
+
+    // Both weighted backends answer (1:1 over 60 requests: each well above 5).
+    let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..60 {
+        *seen
+            .entry(
+                send(http, "GET", "weights.example", "/", &[])
+                    .await?
+                    .service(),
+            )
+            .or_default() += 1;
+    }
+    assert!(
+        seen.get("web").is_some_and(|n| *n >= 5) && seen.get("v2").is_some_and(|n| *n >= 5),
+        "{seen:?}"
+    );
+
+    // A ReferenceGrant in the other namespace lets the route reach `far`.
+    other.world.create(json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+        "metadata": {"name": "let-in"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.world.ns}],
+                 "to": [{"group": "", "kind": "Service"}]}})).await?;
+    until(http, "cross.example", "/", "far after the grant", |a| {
+        a.service() == "far"
+    })
+    .await?;
+    gw.until_route_condition("cross", "ResolvedRefs", "True", "ResolvedRefs")
+        .await?;
+    running.stop().await
+}
+
+/// Conformance: HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectScheme,
+/// HTTPRouteRedirectPath, HTTPRouteRedirectPort, HTTPRouteRewriteHost,
+/// HTTPRouteRewritePath, HTTPRouteRequestHeaderModifier, HTTPRouteResponseHeaderModifier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_redirect_rewrite_and_modify_headers() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-filters").await?;
+    let _web = gw.backend("web").await?;
+    gw.gateway(
+        "edge",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "filters.example"}]),
+    )
+    .await?;
+    gw.route("filters", json!({"parentRefs": [{"name": "edge"}], "rules": [
+        {"matches": [{"path": {"value": "/moved"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "new.example", "statusCode": 301,
+            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/here"}}}]},
+        {"matches": [{"path": {"value": "/secure"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]},
+        {"matches": [{"path": {"value": "/port"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"port": 8443}}]},
+        {"matches": [{"path": {"value": "/prefix/one"}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "rewritten.example",
+            "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/one"}}}],
+         "backendRefs": [{"name": "web", "port": 80}]},
+        {"matches": [{"path": {"value": "/headers"}}],
+         "filters": [
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "X-Header-Set", "value": "set"}],
+                "add": [{"name": "X-Header-Add", "value": "add"}], "remove": ["X-Header-Remove"]}},
+            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "X-Response", "value": "yes"}]}}],
+         "backendRefs": [{"name": "web", "port": 80}]},
+    ]})).await?;
+    let running = gw.start(&[]).await?;
+    let http = running.http;
+    // Served once the backend's endpoint is ready (redirects need none).
+    until(http, "filters.example", "/headers", "web ready", |a| {
+        a.status == 200
+    })
+    .await?;
+    let moved = send(http, "GET", "filters.example", "/moved/a?x=1", &[]).await?;
+    assert_eq!(
+        moved.header("location"),
+        Some("http://new.example/here/a?x=1")
+    );
+    let secure = send(http, "GET", "filters.example", "/secure", &[]).await?;
+    assert_eq!(
+        (secure.status, secure.header("location")),
+        (302, Some("https://filters.example/secure"))
+    );
+    let port = send(http, "GET", "filters.example", "/port", &[]).await?;
+    assert_eq!(
+        port.header("location"),
+        Some("http://filters.example:8443/port")
+    );
+    let rewritten = send(http, "GET", "filters.example", "/prefix/one/two?q=1", &[]).await?;
+    assert_eq!(
+        rewritten.status, 200,
+        "{} {}",
+        rewritten.head, rewritten.body
+    );
+    let echo = rewritten.json();
+    assert_eq!(
+        (echo["path"].as_str(), echo["headers"]["host"].as_str()),
+        (Some("/one/two"), Some("rewritten.example")),
+        "{echo}"
+    );
+    let headers = send(
+        http,
+        "GET",
+        "filters.example",
+        "/headers",
+        &[("X-Header-Remove", "gone"), ("X-Header-Add", "client")],
+    )
+    .await?;
+    let echo = headers.json();
+    assert_eq!(echo["headers"]["x-header-set"], "set", "{echo}");
+    assert_eq!(echo["headers"]["x-header-add"], "client, add", "{echo}");
+    assert!(echo["headers"].get("x-header-remove").is_none(), "{echo}");
+    assert_eq!(headers.header("x-response"), Some("yes"));
+    running.stop().await
+}
