@@ -24,11 +24,14 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-show() { # host path: prints the status and which backend answered
-  local body code svc
-  body=$(curl -s -w '\n%{http_code}' -H "Host: $1" "http://127.0.0.1:8080$2")
-  code=${body##*$'\n'}
+show() { # host path: prints the status and which backend answered (or where it redirects)
+  local body code svc tail loc
+  body=$(curl -s -w '\n%{http_code} %{redirect_url}' -H "Host: $1" "http://127.0.0.1:8080$2")
+  tail=${body##*$'\n'}
+  code=${tail%% *}
+  loc=${tail#* }
   svc=$(printf '%s' "$body" | sed -n 's/.*"service":"\([^"]*\)","pod":"\([^"]*\)".*/service \1, pod \2/p')
+  [ -n "$loc" ] && svc="redirect to $loc"
   printf '%-20s %-14s %s  %s\n' "$1" "$2" "$code" "${svc:-sluice error page}"
 }
 echo
@@ -39,6 +42,8 @@ show shop.localtest /apiary
 show x.apps.localtest /status
 show x.apps.localtest /status/
 show nowhere.localtest /
+show store.gw.localtest /shoes
+show store.gw.localtest /old/shoes
 echo
 echo "sluice is serving on http://127.0.0.1:8080 (admin: http://127.0.0.1:10254/metrics)."
 [ "${QUICKSTART_EXIT:-0}" = 1 ] && exit 0

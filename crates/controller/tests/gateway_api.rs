@@ -8,6 +8,7 @@
 //! tests share one control plane without seeing each other's objects.
 
 mod support;
+mod tls_support;
 
 use std::time::Duration;
 
@@ -676,5 +677,83 @@ async fn filters_redirect_rewrite_and_modify_headers() -> anyhow::Result<()> {
     assert_eq!(echo["headers"]["x-header-add"], "client, add", "{echo}");
     assert!(echo["headers"].get("x-header-remove").is_none(), "{echo}");
     assert_eq!(headers.header("x-response"), Some("yes"));
+    running.stop().await
+}
+
+/// Conformance: HTTPRouteHTTPSListener, GatewaySecretReferenceGrantSpecific,
+/// GatewayInvalidTLSConfiguration: an HTTPS listener terminates TLS with the Secret its
+/// `certificateRefs` name; a Secret in another namespace needs a ReferenceGrant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_listener_terminates_tls_with_its_certificate_ref() -> anyhow::Result<()> {
+    use base64::Engine;
+    let gw = GatewayWorld::new("gw-tls").await?;
+    let secrets = GatewayWorld::new("gw-tls-secrets").await?;
+    let _web = gw.backend("web").await?;
+    let (cert, key, ca) = tls_support::ca_and_leaf(&["secure.example", "far.example"])?;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name}, "data": {"tls.crt": b64(&cert), "tls.key": b64(&key)}})
+    };
+    gw.world.create(secret("cert")).await?;
+    secrets.world.create(secret("shared")).await?;
+    gw.gateway(
+        "edge",
+        json!([
+            {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
+             "tls": {"certificateRefs": [{"name": "cert"}]}},
+            {"name": "far", "port": 443, "protocol": "HTTPS", "hostname": "far.example",
+             "tls": {"certificateRefs": [{"name": "shared", "namespace": secrets.world.ns}]}},
+        ]),
+    )
+    .await?;
+    gw.route(
+        "secure",
+        json!({"parentRefs": [{"name": "edge"}],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )
+    .await?;
+    let running = gw.start(&["--all-namespaces"]).await?;
+    tls_support::until_tls(running.https, &ca, "secure.example", "web", 200).await?;
+    // Only the HTTPS listener has the route: plain HTTP gets 404.
+    assert_eq!(
+        send(running.http, "GET", "secure.example", "/", &[])
+            .await?
+            .status,
+        404
+    );
+
+    let gateways: Api<Gateway> = gw.world.api();
+    let listener = |status: &Value, name: &str| {
+        status["listeners"]
+            .as_array()
+            .and_then(|l| l.iter().find(|l| l["name"] == name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    sluice_testenv::eventually(
+        Duration::from_secs(20),
+        "far listener RefNotPermitted",
+        || async {
+            let s = gateways.get("edge").await.ok()?.status?;
+            let far = listener(&s, "far");
+            (condition(&far["conditions"], "ResolvedRefs")["reason"] == "RefNotPermitted"
+                && condition(&listener(&s, "https")["conditions"], "Programmed")["status"]
+                    == "True")
+                .then_some(())
+        },
+    )
+    .await?;
+    secrets.world.create(json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+        "metadata": {"name": "certs"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": gw.world.ns}],
+                 "to": [{"group": "", "kind": "Secret", "name": "shared"}]}})).await?;
+    tls_support::until_tls(running.https, &ca, "far.example", "web", 200).await?;
+    sluice_testenv::eventually(Duration::from_secs(20), "far listener resolved", || async {
+        let s = gateways.get("edge").await.ok()?.status?;
+        (condition(&listener(&s, "far")["conditions"], "ResolvedRefs")["status"] == "True")
+            .then_some(())
+    })
+    .await?;
     running.stop().await
 }

@@ -234,11 +234,28 @@ fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, u
             .find(|(_, id)| *id == found)
             .map(|(route, _)| route);
         if let Some(route) = route {
+            let mut policy = entry.policy.summary();
+            if !entry.split.is_empty() {
+                let shares: Vec<String> = entry
+                    .split
+                    .iter()
+                    .map(|b| {
+                        let usable = if b.usable { "" } else { " (invalid: 500)" };
+                        format!("{} weight {}{usable}", b.backend.service, b.weight)
+                    })
+                    .collect();
+                policy.push(format!("backends by weight: {}", shares.join(", ")));
+            }
+            if let Some(status) = entry.fixed_status
+                && entry.policy.request_redirect.is_none()
+            {
+                policy.push(format!("answers {status} itself (no usable backendRefs)"));
+            }
             return Answer::Route {
                 ingress: entry.source.clone(),
                 route,
                 backend: view(&entry.backend),
-                policy: entry.policy.summary(),
+                policy,
                 canary: None,
             };
         }
@@ -422,6 +439,10 @@ fn same_path(route: &Route, path: &str, path_type: &str, is_regex: bool) -> bool
 
 impl fmt::Display for BackendView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.service.name.is_empty() {
+            // A Gateway API rule without backendRefs (a redirect, or 500).
+            return f.write_str("none (the rule has no backendRefs)");
+        }
         let total = self.ready.len() + self.not_ready;
         write!(
             f,
