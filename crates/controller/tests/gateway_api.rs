@@ -373,6 +373,15 @@ async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
         (Some("True"), class.metadata.generation)
     );
 
+    // Written only when something changed: once settled, the route is not rewritten.
+    let settled = routes.get("web").await?.metadata.resource_version;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        routes.get("web").await?.metadata.resource_version,
+        settled,
+        "status rewritten without a change"
+    );
+
     // A spec change bumps the generation; observedGeneration follows, traffic too.
     let _api = gw.backend("api").await?;
     routes

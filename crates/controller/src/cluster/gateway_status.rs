@@ -150,10 +150,19 @@ pub fn route_status(
         .cloned()
         .collect();
     for parent in &status.parents {
-        let parent_ref = serde_json::to_value(&parent.parent_ref).unwrap_or(Value::Null);
+        // Written with the schema's defaults filled in, as the API server stores it, so
+        // that an unchanged status compares equal to the stored one.
+        let mut parent_ref = serde_json::to_value(&parent.parent_ref).unwrap_or(Value::Null);
+        if let Some(m) = parent_ref.as_object_mut() {
+            m.entry("group")
+                .or_insert_with(|| Value::from(sluice_routing::gateway::GROUP));
+            m.entry("kind").or_insert_with(|| Value::from("Gateway"));
+        }
         let previous = old_parents
             .iter()
-            .find(|p| p["controllerName"] == controller && p["parentRef"] == parent_ref)
+            .find(|p| {
+                p["controllerName"] == controller && same_parent(&p["parentRef"], &parent_ref)
+            })
             .and_then(|p| p.get("conditions"));
         parents.push(json!({
             "parentRef": parent_ref,
@@ -162,6 +171,21 @@ pub fn route_status(
         }));
     }
     json!({"parents": parents})
+}
+
+/// Whether two `parentRef`s name the same parent, the API server's defaults (group
+/// `gateway.networking.k8s.io`, kind `Gateway`) filled in on either side.
+fn same_parent(a: &Value, b: &Value) -> bool {
+    let norm = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.entry("group")
+                .or_insert_with(|| Value::from(sluice_routing::gateway::GROUP));
+            m.entry("kind").or_insert_with(|| Value::from("Gateway"));
+        }
+        v
+    };
+    norm(a) == norm(b)
 }
 
 /// Writes Gateway API status from the rebuild's [`GatewayStatuses`].
@@ -330,6 +354,20 @@ mod tests {
     }
 
     #[test]
+    fn a_parent_ref_with_the_api_servers_defaults_is_the_same_parent() {
+        let accepted = vec![Condition::yes("Accepted", "Accepted", "ok")];
+        let first = route_status(&route(accepted.clone()), None, "me", "t1");
+        let mut stored = first.clone();
+        stored["parents"][0]["parentRef"] =
+            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"});
+        let again = route_status(&route(accepted), Some(&stored), "me", "t2");
+        assert_eq!(
+            again["parents"][0]["conditions"][0]["lastTransitionTime"], "t1",
+            "{again}"
+        );
+    }
+
+    #[test]
     fn other_controllers_parents_are_kept() {
         let theirs = json!({"parentRef": {"name": "other-gw"}, "controllerName": "example.com/x",
             "conditions": [{"type": "Accepted", "status": "True"}]});
@@ -345,7 +383,10 @@ mod tests {
         let parents = out["parents"].as_array().expect("parents");
         assert_eq!(parents.len(), 2, "{out}");
         assert_eq!(parents[0], theirs);
-        assert_eq!(parents[1]["parentRef"], json!({"name": "gw"}));
+        assert_eq!(
+            parents[1]["parentRef"],
+            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"})
+        );
         assert_eq!(parents[1]["controllerName"], "me");
     }
 
