@@ -373,11 +373,18 @@ async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
         (Some("True"), class.metadata.generation)
     );
 
-    // Written only when something changed: once settled, the route is not rewritten.
-    let settled = routes.get("web").await?.metadata.resource_version;
+    // Written only when something changed: once settled, nothing is rewritten.
+    let versions = || async {
+        anyhow::Ok((
+            routes.get("web").await?.metadata.resource_version,
+            gateways.get("edge").await?.metadata.resource_version,
+            classes.get(&gw.class).await?.metadata.resource_version,
+        ))
+    };
+    let settled = versions().await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        routes.get("web").await?.metadata.resource_version,
+        versions().await?,
         settled,
         "status rewritten without a change"
     );
