@@ -1201,3 +1201,70 @@ fn a_refused_reference_does_not_shadow_a_permitted_one() {
         assert_eq!(b.id, i);
     }
 }
+
+/// Several Gateways of our class share the one data plane; listeners of one Gateway that
+/// share a port conflict by protocol or by host name (`Conflicted`) and are not served.
+#[test]
+fn several_gateways_and_conflicting_listeners() {
+    let first = gateway(
+        "default",
+        "first",
+        json!([{"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example"}]),
+    );
+    let second = gateway(
+        "default",
+        "second",
+        json!([
+            {"name": "b", "port": 80, "protocol": "HTTP", "hostname": "b.example"},
+            {"name": "dup", "port": 80, "protocol": "HTTP", "hostname": "b.example"},
+            {"name": "tls", "port": 80, "protocol": "HTTPS", "hostname": "c.example", "tls": {"certificateRefs": [{"name": "x"}]}},
+        ]),
+    );
+    let routes = vec![
+        route(
+            "default",
+            "to-first",
+            1,
+            json!({"parentRefs": [{"name": "first"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+        route(
+            "default",
+            "to-second",
+            2,
+            json!({"parentRefs": [{"name": "second", "sectionName": "b"}], "rules": [{"backendRefs": [backend("api", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&world(vec![first, second], routes));
+    assert_eq!(
+        answer(&out.table, &get("a.example", "/")).as_deref(),
+        Some("to-first->web")
+    );
+    assert_eq!(out.gateway.gateways.len(), 2);
+    let second = &out.gateway.gateways[1];
+    let conflicted: Vec<(&str, bool, &str)> = second
+        .listeners
+        .iter()
+        .map(|l| {
+            let c = l
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Conflicted")
+                .expect("Conflicted");
+            (l.name.as_str(), c.status, c.reason)
+        })
+        .collect();
+    assert_eq!(
+        conflicted,
+        [
+            ("b", true, "ProtocolConflict"),
+            ("dup", true, "ProtocolConflict"),
+            ("tls", true, "ProtocolConflict"),
+        ]
+    );
+    // Conflicted listeners take no routes.
+    assert_eq!(
+        accepted(&out.gateway, "to-second"),
+        (false, "NotAllowedByListeners")
+    );
+    assert_eq!(answer(&out.table, &get("b.example", "/")), None);
+}
