@@ -1268,3 +1268,33 @@ fn several_gateways_and_conflicting_listeners() {
     );
     assert_eq!(answer(&out.table, &get("b.example", "/")), None);
 }
+
+/// Same port and protocol, same host name: `HostnameConflict` on both; a distinct host
+/// name on the same port is fine.
+#[test]
+fn listeners_with_the_same_host_name_conflict() {
+    let gw = gateway(
+        "default",
+        "third",
+        json!([
+            {"name": "x", "port": 80, "protocol": "HTTP", "hostname": "x.example"},
+            {"name": "x2", "port": 80, "protocol": "HTTP", "hostname": "x.example"},
+            {"name": "y", "port": 80, "protocol": "HTTP", "hostname": "y.example"},
+        ]),
+    );
+    let out = compiled(&world(vec![gw], vec![]));
+    let reasons: Vec<&str> = out.gateway.gateways[0]
+        .listeners
+        .iter()
+        .map(|l| {
+            l.conditions
+                .iter()
+                .find(|c| c.type_ == "Conflicted")
+                .map_or("", |c| c.reason)
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        ["HostnameConflict", "HostnameConflict", "NoConflicts"]
+    );
+}
