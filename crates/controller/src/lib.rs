@@ -1,8 +1,9 @@
 //! sluice's controllers: what feeds the data plane from Kubernetes objects.
 //!
-//! - [`sources::IngressInformers`]: the five kinds the controller reads (Ingress,
-//!   IngressClass, Service, EndpointSlice or Endpoints, TLS Secret) as informers, from a
-//!   cluster or from a directory of manifests ([`manifest_dir`]).
+//! - [`sources::IngressInformers`]: the kinds the controller reads (Ingress,
+//!   IngressClass, Service, EndpointSlice or Endpoints, TLS Secret, and the Gateway API's
+//!   GatewayClass, Gateway, HTTPRoute, ReferenceGrant with Namespaces when served) as
+//!   informers, from a cluster or from a directory of manifests ([`manifest_dir`]).
 //! - [`rebuild::Rebuilder`]: every change enqueues one coalesced rebuild; the worker compiles
 //!   the stores ([`sluice_routing::compile`]) and swaps the table into the proxy.
 //! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
@@ -10,7 +11,8 @@
 //!   Ingresses.
 //! - [`explain`]: `sluice explain URL`, which rule a request matches and why the others
 //!   do not, from a running sluice's admin port or a directory of manifests.
-//! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, status, Events.
+//! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, Ingress and Gateway
+//!   API status ([`cluster::gateway_status`]), Events.
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
 pub mod client;

@@ -1,5 +1,5 @@
-//! Compiles Kubernetes Ingress objects into an immutable routing table and matches requests
-//! against it. No I/O: everything here is a pure function of its inputs (no files, network,
+//! Compiles Kubernetes Ingress objects (and Gateway API HTTPRoutes, [`gateway`]) into an
+//! immutable routing table and matches requests against it. No I/O: everything here is a pure function of its inputs (no files, network,
 //! clock or environment), so it can be tested exhaustively and benchmarked.
 //!
 //! # Where to start
@@ -7,13 +7,15 @@
 //! * [`compile`] (`compile.rs`) takes [`Inputs`] (snapshots of the informer caches) and
 //!   [`CompileOptions`] (who we are) and returns [`Compiled`]: a [`RouteTable`], the
 //!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours.
-//! * [`RouteTable::route`] (`table.rs`) answers "which [`Backend`] gets this request?";
+//! * [`RouteTable::route`] (`table.rs`) answers "which [`Backend`] gets this request?"
+//!   by host and path; [`RouteTable::route_request`] also reads the method, header fields
+//!   and query that Gateway API rules match on;
 //!   [`RouteTable::certificate`] answers "which certificate for this SNI name?".
 //! * A match yields a [`RouteEntry`]: the [`Backend`] plus the compiled [`Policy`] of the
 //!   rule's Ingress (redirects, source ranges, CORS, body limit, timeouts, header changes).
 //!   The entry is the intermediate form every API compiles into: Ingress annotations
 //!   (`annotations.rs`: ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics,
-//!   and the same keys under `sluice.dev/*`) today, Gateway API filters later. Annotations
+//!   and the same keys under `sluice.dev/*`) and Gateway API filters ([`gateway`]). Annotations
 //!   are parsed once here; the proxy only reads the compiled values, and an annotation that
 //!   is unsupported, invalid or a snippet becomes a [`Diagnostic`] on its Ingress while the
 //!   rest of the Ingress is served.

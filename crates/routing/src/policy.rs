@@ -3,7 +3,8 @@
 //!
 //! This is the intermediate form every API that feeds routes compiles into: Ingress
 //! annotations (ingress-nginx's `nginx.ingress.kubernetes.io/*` and sluice's own
-//! `sluice.dev/*`, parsed in `annotations.rs`) today, Gateway API HTTPRoute filters later.
+//! `sluice.dev/*`, parsed in `annotations.rs`) and Gateway API HTTPRoute filters
+//! (`gateway/rule.rs`); the equivalent annotation and filter give the same value.
 //! Everything is parsed and validated once, at compile time; the request path only reads
 //! these fields (no string parsing per request). Values are data: nothing is ever
 //! templated into configuration text, which is why snippet annotations have no place here.
