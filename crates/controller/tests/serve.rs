@@ -607,8 +607,9 @@ spec:
 }
 
 /// Standalone mode reads the Gateway API kinds from the directory too: a GatewayClass of
-/// the default controller name, a Gateway, an HTTPRoute and a Namespace route requests
-/// next to the Ingresses, and a later edit of the route is applied like any other file.
+/// the default controller name, a Gateway, an HTTPRoute (at `v1beta1`, which the API
+/// serves too) and a Namespace route requests next to the Ingresses, and a later edit of
+/// the route is applied like any other file.
 #[tokio::test]
 async fn gateway_api_manifests_route_next_to_ingresses() {
     logs();
@@ -639,7 +640,7 @@ spec:
   listeners:
   - {{name: http, port: 80, protocol: HTTP, allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{team: shop}}}}}}}}}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
+apiVersion: gateway.networking.k8s.io/v1beta1
 kind: HTTPRoute
 metadata: {{name: gw}}
 spec:
