@@ -792,3 +792,88 @@ async fn filters_redirect_rewrite_and_modify_headers() -> anyhow::Result<()> {
     assert_eq!(headers.header("x-response"), Some("yes"));
     running.stop().await
 }
+
+/// A status write computed from a stale cache conflicts (409); the writer reads the route
+/// again and redoes it from there, so another controller's entry written meanwhile stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyhow::Result<()> {
+    use sluice_controller::cluster::gateway_status::GatewayStatusWriter;
+    use sluice_controller::sources::{EndpointSource, IngressInformers};
+    use sluice_routing::ObjectRef;
+    use sluice_routing::gateway::{
+        Condition, GatewayStatuses, ParentReference, RouteParentStatus, RouteStatus,
+    };
+
+    let gw = GatewayWorld::new("gw-conflict").await?;
+    gw.route(
+        "web",
+        json!({"parentRefs": [{"name": "edge"}],
+               "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )
+    .await?;
+    let factory = sluice_informer::SharedInformerFactory::new(gw.world.admin.clone());
+    let informers = IngressInformers::from_cluster(
+        &factory,
+        Some(&gw.world.ns),
+        EndpointSource::Endpoints,
+        true,
+    );
+    informers.start();
+    anyhow::ensure!(
+        informers.wait_for_sync(Duration::from_secs(30)).await,
+        "not synced: {:?}",
+        informers.unsynced()
+    );
+    let Some(cache) = informers.gateway.clone() else {
+        anyhow::bail!("no Gateway API informers");
+    };
+    // Stopped, the cache keeps the route as it is now: stale after the next write.
+    informers.shutdown().await;
+    let theirs = json!({"parentRef": {"name": "elsewhere"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
+    let routes: Api<HttpRoute> = gw.world.api();
+    routes
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"parents": [theirs]}})),
+        )
+        .await?;
+
+    let writer = GatewayStatusWriter::new(gw.world.admin.clone(), gw.controller.clone(), cache);
+    let statuses = GatewayStatuses {
+        routes: vec![RouteStatus {
+            object: ObjectRef {
+                kind: "HTTPRoute",
+                namespace: gw.world.ns.clone(),
+                name: "web".into(),
+            },
+            generation: Some(1),
+            parents: vec![RouteParentStatus {
+                parent_ref: ParentReference {
+                    name: "edge".into(),
+                    ..ParentReference::default()
+                },
+                conditions: vec![Condition::yes("Accepted", "Accepted", "attached")],
+            }],
+        }],
+        ..GatewayStatuses::default()
+    };
+    assert_eq!(writer.sync(&statuses, &[]).await?, 1, "written once");
+    let status = gw.route_status("web").await?;
+    let controllers: Vec<&str> = status["parents"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .filter_map(|p| p["controllerName"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        controllers,
+        ["example.com/other", gw.controller.as_str()],
+        "{status}"
+    );
+    Ok(())
+}
