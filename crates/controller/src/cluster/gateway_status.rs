@@ -5,9 +5,10 @@
 //! Conditions carry `observedGeneration` (the generation compiled) and keep their
 //! `lastTransitionTime` while type, status and reason stay the same. An HTTPRoute's
 //! `status.parents` is shared with other controllers: only entries whose `controllerName`
-//! is ours are replaced, the others are written back as they were. Writes carry the
-//! cached `resourceVersion`, so a concurrent change makes the write fail (409) and the next
-//! round starts from the newer object.
+//! is ours are replaced, the others are written back as they were, and ours are removed
+//! from routes that no longer name a Gateway of ours. Writes carry the `resourceVersion`
+//! they were computed from, so a concurrent change makes the write fail (409); the object
+//! is then read again and its status recomputed from it.
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
