@@ -73,6 +73,8 @@ struct FileState {
 #[derive(Clone, Default)]
 pub struct Kinds {
     validators: HashMap<(String, String), Validator>,
+    /// (apiVersion, kind) read as another apiVersion of the same kind: see [`Kinds::also`].
+    aliases: HashMap<(String, String), String>,
 }
 
 impl Kinds {
@@ -82,6 +84,19 @@ impl Kinds {
         self.validators.insert(
             (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
             validate::<K>,
+        );
+        self
+    }
+
+    /// Also accepts `K`'s kind at `api_version`, another version the API serves with the
+    /// same schema for what sluice reads (Gateway API kinds are served at `v1` and
+    /// `v1beta1` alike, and manifests use either). Such a document is read as `K`'s own
+    /// apiVersion, so it reaches `K`'s informer. `K` must be registered with [`Kinds::with`].
+    #[must_use]
+    pub fn also<K: Resource<DynamicType = ()>>(mut self, api_version: &str) -> Self {
+        self.aliases.insert(
+            (api_version.to_owned(), K::kind(&()).into_owned()),
+            K::api_version(&()).into_owned(),
         );
         self
     }
@@ -103,9 +118,13 @@ pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Vec<(ObjectKey, Valu
         let mut json: Value = serde_json::to_value(&value)
             .map_err(|e| format!("document {n}: not representable as JSON: {e}"))?;
         let field = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
-        let api_version = field(&json, "apiVersion")
+        let mut api_version = field(&json, "apiVersion")
             .ok_or_else(|| format!("document {n}: missing apiVersion"))?;
         let kind = field(&json, "kind").ok_or_else(|| format!("document {n}: missing kind"))?;
+        if let Some(read_as) = kinds.aliases.get(&(api_version.clone(), kind.clone())) {
+            api_version = read_as.clone();
+            json["apiVersion"] = Value::String(read_as.clone());
+        }
         let meta = json.get("metadata").cloned().unwrap_or(Value::Null);
         let name = field(&meta, "name")
             .filter(|n| !n.is_empty())
@@ -427,6 +446,22 @@ metadata: {name: web, namespace: shop}
 spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
 ---
 ";
+
+    #[test]
+    fn another_served_version_is_read_as_the_registered_one() {
+        let with_alias = kinds().also::<Ingress>("networking.k8s.io/v1beta1");
+        let doc = "apiVersion: networking.k8s.io/v1beta1
+kind: Ingress
+metadata: {name: old}
+spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
+";
+        let objs = parse_manifests(doc, &with_alias).unwrap();
+        assert_eq!(objs[0].0.api_version, "networking.k8s.io/v1");
+        assert_eq!(objs[0].1["apiVersion"], "networking.k8s.io/v1");
+        // Not registered: refused as before.
+        let err = parse_manifests(doc, &kinds()).unwrap_err();
+        assert!(err.contains("unsupported apiVersion/kind"), "{err}");
+    }
 
     #[test]
     fn parses_documents_and_defaults_the_namespace() {

@@ -108,6 +108,11 @@ pub fn manifest_kinds() -> Kinds {
         .with::<HttpRoute>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
+        // The standard channel serves these at both versions, with one schema.
+        .also::<GatewayClass>("gateway.networking.k8s.io/v1beta1")
+        .also::<Gateway>("gateway.networking.k8s.io/v1beta1")
+        .also::<HttpRoute>("gateway.networking.k8s.io/v1beta1")
+        .also::<ReferenceGrant>("gateway.networking.k8s.io/v1")
 }
 
 impl IngressInformers {

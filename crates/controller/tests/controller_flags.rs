@@ -221,8 +221,67 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     run.stop().await
 }
 
-/// This binary's API server has no Gateway API CRDs: `--gateway-api=auto` (the default)
-/// serves Ingress alone (every test here), `on` refuses to start and says what is missing.
+/// This binary's API server has no Gateway API CRDs (only tests/gateway_api.rs installs
+/// them, on its own control plane): `--gateway-api=auto`, the default, serves Ingress alone
+/// and watches no Gateway API kind (which would fail to list and never sync).
+/// Lines of this binary's log (info and up from sluice_controller) containing `needle`.
+fn log_count(needle: &str) -> usize {
+    use std::sync::{Arc, Mutex, OnceLock};
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            log.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    let log = LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("sluice_controller=info")
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init();
+        log
+    });
+    let log = log.lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+#[tokio::test]
+async fn without_the_gateway_api_crds_ingress_is_served_alone() -> anyhow::Result<()> {
+    let w = World::new("gwapi-auto").await?;
+    w.service("a").await?;
+    let _pod = w.pod("a", "a-0").await?;
+    w.ingress(
+        "site",
+        json!({"rules": [{"host": "plain.test", "http": {"paths": [path("/", "a")]}}]}),
+    )
+    .await?;
+    let logged = || log_count(sluice_controller::cluster::GATEWAY_API_NOT_SERVED);
+    let before = logged();
+    let run = w.start(&[]).await?;
+    assert!(!run.gateway_api, "Gateway API watched without its CRDs");
+    // Said at start (other tests of this binary may start controllers meanwhile: at least).
+    assert!(logged() > before, "no info line saying so");
+    until_routed(run.http, "plain.test", "/", "a", 200).await?;
+    run.stop().await?;
+    // `off` never asks.
+    let run = w.start(&["--gateway-api", "off"]).await?;
+    assert!(!run.gateway_api);
+    until_routed(run.http, "plain.test", "/", "a", 200).await?;
+    run.stop().await
+}
+
+/// Without the CRDs, `--gateway-api=on` refuses to start and says what is missing.
 #[tokio::test]
 async fn gateway_api_on_requires_the_crds() -> anyhow::Result<()> {
     let w = World::new("gwapi-on").await?;

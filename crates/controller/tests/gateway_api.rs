@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute};
+use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -54,6 +54,7 @@ async fn install_crds(world: &World) -> anyhow::Result<()> {
                 async move {
                     sluice_controller::cluster::gateway_api_served(&admin)
                         .await
+                        .ok()?
                         .then_some(())
                 }
             })
@@ -269,6 +270,87 @@ fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
+/// The four CRDs (CEL rules stripped) install on the v1.20 API server, and objects of each
+/// kind go in and come back through our typed `Api`s, with the CRDs' defaults applied and
+/// their schema still enforced (empty strings accepted: the second source fix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_install_and_objects_round_trip_through_typed_apis() -> anyhow::Result<()> {
+    let world = World::new("gw-crds").await?;
+    install_crds(&world).await?;
+    let pp = kube::api::PostParams::default();
+    let class_name = format!("rt-{}", world.ns);
+
+    let classes: Api<GatewayClass> = Api::all(world.admin.clone());
+    let class: GatewayClass = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": class_name},
+        "spec": {"controllerName": "example.com/round-trip"}}))?;
+    classes.create(&pp, &class).await?;
+    let back = serde_json::to_value(classes.get(&class_name).await?)?;
+    assert_eq!(back["spec"]["controllerName"], "example.com/round-trip");
+    // The CRD's status default: Accepted=Unknown until a controller says otherwise.
+    assert_eq!(
+        back["status"]["conditions"][0]["reason"], "Pending",
+        "{back}"
+    );
+
+    let gateways: Api<Gateway> = world.api();
+    let gateway: Gateway = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge"},
+        "spec": {"gatewayClassName": class_name,
+                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))?;
+    gateways.create(&pp, &gateway).await?;
+    let back = serde_json::to_value(gateways.get("edge").await?)?;
+    assert_eq!(back["spec"]["listeners"][0]["port"], 80);
+    assert_eq!(
+        back["spec"]["listeners"][0]["allowedRoutes"]["namespaces"]["from"], "Same",
+        "defaulted: {back}"
+    );
+
+    let routes: Api<HttpRoute> = world.api();
+    let route: HttpRoute = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web"},
+        "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["rt.example"],
+                 "rules": [{"backendRefs": [{"group": "", "kind": "Service", "name": "web", "port": 80}]}]}}))?;
+    routes.create(&pp, &route).await?;
+    let back = serde_json::to_value(routes.get("web").await?)?;
+    let rule = &back["spec"]["rules"][0];
+    assert_eq!(rule["backendRefs"][0]["group"], "", "{back}");
+    // Defaults for what the typed object leaves out (an empty `matches` it does send).
+    assert_eq!(rule["backendRefs"][0]["weight"], 1, "defaulted: {back}");
+    assert_eq!(back["spec"]["parentRefs"][0]["kind"], "Gateway");
+
+    let grants: Api<ReferenceGrant> = world.api();
+    let grant: ReferenceGrant = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+        "metadata": {"name": "let-in"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "other"}],
+                 "to": [{"group": "", "kind": "Service"}]}}))?;
+    grants.create(&pp, &grant).await?;
+    let back = serde_json::to_value(grants.get("let-in").await?)?;
+    assert_eq!(
+        back["spec"]["to"][0],
+        json!({"group": "", "kind": "Service"})
+    );
+
+    // The OpenAPI schema is still enforced without CEL: a hostname breaking the pattern.
+    let bad: HttpRoute = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "bad"},
+        "spec": {"hostnames": ["Not_A_Host"]}}))?;
+    let refused = routes.create(&pp, &bad).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422),
+        "{refused:?}"
+    );
+    classes
+        .delete(&class_name, &kube::api::DeleteParams::default())
+        .await?;
+    Ok(())
+}
+
 /// Conformance: GatewayClassObservedGenerationBump, GatewayObservedGenerationBump,
 /// GatewayWithAttachedRoutes, HTTPRouteSimpleSameNamespace,
 /// HTTPRouteObservedGenerationBump; plus `status.addresses` and another controller's
@@ -413,6 +495,38 @@ async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
             .clone();
         (condition(&ours["conditions"], "Accepted")["observedGeneration"] == 2).then_some(())
     })
+    .await?;
+
+    // The route leaves our Gateway: our entry goes, the other controller's stays, and the
+    // host name is no longer served.
+    routes
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"parentRefs": [{"name": "elsewhere"}]}})),
+        )
+        .await?;
+    let status =
+        sluice_testenv::eventually(Duration::from_secs(20), "our entry removed", || async {
+            let s = gw.route_status("web").await.ok()?;
+            let parents = s["parents"].as_array()?;
+            parents
+                .iter()
+                .all(|p| p["controllerName"] != gw.controller.as_str())
+                .then(|| s.clone())
+        })
+        .await?;
+    assert_eq!(
+        status["parents"][0]["controllerName"], "example.com/other",
+        "{status}"
+    );
+    until(
+        running.http,
+        "simple.example",
+        "/",
+        "no longer served",
+        |a| a.status == 404,
+    )
     .await?;
     running.stop().await
 }
@@ -772,4 +886,89 @@ async fn https_listener_terminates_tls_with_its_certificate_ref() -> anyhow::Res
     })
     .await?;
     running.stop().await
+}
+
+/// A status write computed from a stale cache conflicts (409); the writer reads the route
+/// again and redoes it from there, so another controller's entry written meanwhile stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyhow::Result<()> {
+    use sluice_controller::cluster::gateway_status::GatewayStatusWriter;
+    use sluice_controller::sources::{EndpointSource, IngressInformers};
+    use sluice_routing::ObjectRef;
+    use sluice_routing::gateway::{
+        Condition, GatewayStatuses, ParentReference, RouteParentStatus, RouteStatus,
+    };
+
+    let gw = GatewayWorld::new("gw-conflict").await?;
+    gw.route(
+        "web",
+        json!({"parentRefs": [{"name": "edge"}],
+               "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )
+    .await?;
+    let factory = sluice_informer::SharedInformerFactory::new(gw.world.admin.clone());
+    let informers = IngressInformers::from_cluster(
+        &factory,
+        Some(&gw.world.ns),
+        EndpointSource::Endpoints,
+        true,
+    );
+    informers.start();
+    anyhow::ensure!(
+        informers.wait_for_sync(Duration::from_secs(30)).await,
+        "not synced: {:?}",
+        informers.unsynced()
+    );
+    let Some(cache) = informers.gateway.clone() else {
+        anyhow::bail!("no Gateway API informers");
+    };
+    // Stopped, the cache keeps the route as it is now: stale after the next write.
+    informers.shutdown().await;
+    let theirs = json!({"parentRef": {"name": "elsewhere"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
+    let routes: Api<HttpRoute> = gw.world.api();
+    routes
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"parents": [theirs]}})),
+        )
+        .await?;
+
+    let writer = GatewayStatusWriter::new(gw.world.admin.clone(), gw.controller.clone(), cache);
+    let statuses = GatewayStatuses {
+        routes: vec![RouteStatus {
+            object: ObjectRef {
+                kind: "HTTPRoute",
+                namespace: gw.world.ns.clone(),
+                name: "web".into(),
+            },
+            generation: Some(1),
+            parents: vec![RouteParentStatus {
+                parent_ref: ParentReference {
+                    name: "edge".into(),
+                    ..ParentReference::default()
+                },
+                conditions: vec![Condition::yes("Accepted", "Accepted", "attached")],
+            }],
+        }],
+        ..GatewayStatuses::default()
+    };
+    assert_eq!(writer.sync(&statuses, &[]).await?, 1, "written once");
+    let status = gw.route_status("web").await?;
+    let controllers: Vec<&str> = status["parents"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .filter_map(|p| p["controllerName"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        controllers,
+        ["example.com/other", gw.controller.as_str()],
+        "{status}"
+    );
+    Ok(())
 }

@@ -605,3 +605,84 @@ spec:
         .unwrap();
     web.shutdown().await.unwrap();
 }
+
+/// Standalone mode reads the Gateway API kinds from the directory too: a GatewayClass of
+/// the default controller name, a Gateway, an HTTPRoute (at `v1beta1`, which the API
+/// serves too) and a Namespace route requests next to the Ingresses, and a later edit of
+/// the route is applied like any other file.
+#[tokio::test]
+async fn gateway_api_manifests_route_next_to_ingresses() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let api = EchoServer::start("127.0.0.1:0", Identity::new("api", "api-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    manifests(dir.path(), web.addr(), api.addr());
+    let gateway = |service: &str| {
+        format!(
+            "apiVersion: v1
+kind: Namespace
+metadata: {{name: default, labels: {{team: shop}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: sluice}}
+spec: {{controllerName: sluice.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge}}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {{name: http, port: 80, protocol: HTTP, allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{team: shop}}}}}}}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: HTTPRoute
+metadata: {{name: gw}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [gw.test]
+  rules:
+  - backendRefs: [{{name: {service}, port: 80}}]
+"
+        )
+    };
+    let write = |service: &str| {
+        let tmp = dir.path().join(".gateway.yaml.tmp");
+        std::fs::write(&tmp, gateway(service)).unwrap();
+        std::fs::rename(&tmp, dir.path().join("gateway.yaml")).unwrap();
+    };
+    write("api");
+    let (args, addr) = serve_args(dir.path(), &[]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    sluice_testenv::eventually(Duration::from_secs(10), "HTTPRoute served", || async {
+        tokio::net::TcpStream::connect(addr).await.ok()?;
+        (ask_host(addr, "gw.test").await == (200, "api".to_string())).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(ask_host(addr, "app.test").await, (200, "web".to_string()));
+
+    write("web");
+    sluice_testenv::eventually(Duration::from_secs(5), "edited route applied", || async {
+        (ask_host(addr, "gw.test").await == (200, "web".to_string())).then_some(())
+    })
+    .await
+    .unwrap();
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+    api.shutdown().await.unwrap();
+}

@@ -5,9 +5,10 @@
 //! Conditions carry `observedGeneration` (the generation compiled) and keep their
 //! `lastTransitionTime` while type, status and reason stay the same. An HTTPRoute's
 //! `status.parents` is shared with other controllers: only entries whose `controllerName`
-//! is ours are replaced, the others are written back as they were. Writes carry the
-//! cached `resourceVersion`, so a concurrent change makes the write fail (409) and the next
-//! round starts from the newer object.
+//! is ours are replaced, the others are written back as they were, and ours are removed
+//! from routes that no longer name a Gateway of ours. Writes carry the `resourceVersion`
+//! they were computed from, so a concurrent change makes the write fail (409); the object
+//! is then read again and its status recomputed from it.
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -150,19 +151,10 @@ pub fn route_status(
         .cloned()
         .collect();
     for parent in &status.parents {
-        // Written with the schema's defaults filled in, as the API server stores it, so
-        // that an unchanged status compares equal to the stored one.
-        let mut parent_ref = serde_json::to_value(&parent.parent_ref).unwrap_or(Value::Null);
-        if let Some(m) = parent_ref.as_object_mut() {
-            m.entry("group")
-                .or_insert_with(|| Value::from(sluice_routing::gateway::GROUP));
-            m.entry("kind").or_insert_with(|| Value::from("Gateway"));
-        }
+        let parent_ref = parent_ref_json(&parent.parent_ref);
         let previous = old_parents
             .iter()
-            .find(|p| {
-                p["controllerName"] == controller && same_parent(&p["parentRef"], &parent_ref)
-            })
+            .find(|p| p["controllerName"] == controller && p["parentRef"] == parent_ref)
             .and_then(|p| p.get("conditions"));
         parents.push(json!({
             "parentRef": parent_ref,
@@ -173,19 +165,74 @@ pub fn route_status(
     json!({"parents": parents})
 }
 
-/// Whether two `parentRef`s name the same parent, the API server's defaults (group
-/// `gateway.networking.k8s.io`, kind `Gateway`) filled in on either side.
-fn same_parent(a: &Value, b: &Value) -> bool {
-    let norm = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.as_object_mut() {
-            m.entry("group")
-                .or_insert_with(|| Value::from(sluice_routing::gateway::GROUP));
-            m.entry("kind").or_insert_with(|| Value::from("Gateway"));
+/// How many times one object's write is retried after a conflict (409), each time from
+/// the object as the API server has it now.
+const CONFLICT_RETRIES: usize = 3;
+
+/// The `status` to send as a JSON merge patch to turn `current` into `desired`, or `None`
+/// when they are equal (nothing to write). A merge patch keeps keys it does not name, so
+/// a top-level key that `current` has and `desired` lacks (a Gateway's `addresses` once
+/// none are published) is sent as `null`, which removes it. Pure, for testing.
+pub fn status_patch(current: Option<&Value>, desired: &Value) -> Option<Value> {
+    if current == Some(desired) {
+        return None;
+    }
+    let mut patch = desired.clone();
+    if let (Some(Value::Object(current)), Value::Object(out)) = (current, &mut patch) {
+        for key in current.keys() {
+            if !out.contains_key(key) {
+                out.insert(key.clone(), Value::Null);
+            }
         }
-        v
-    };
-    norm(a) == norm(b)
+    }
+    Some(patch)
+}
+
+/// Whether an HTTPRoute `status` has a `parents` entry written by `controller`.
+pub fn has_parents_of(status: Option<&Value>, controller: &str) -> bool {
+    status
+        .and_then(|s| s.get("parents"))
+        .and_then(Value::as_array)
+        .is_some_and(|p| p.iter().any(|p| p["controllerName"] == controller))
+}
+
+/// The Gateway API kinds whose `status` this module writes (a free-form JSON value each).
+trait WithStatus:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+{
+    fn status(&self) -> Option<&Value>;
+}
+
+impl WithStatus for GatewayClass {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for Gateway {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for HttpRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+/// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
+/// schema's defaults for `group` and `kind` filled in. Written without them, the stored
+/// entry would never equal the one computed, so every round would write again and lose
+/// the conditions' `lastTransitionTime`.
+fn parent_ref_json(parent: &sluice_routing::gateway::ParentReference) -> Value {
+    let mut value = serde_json::to_value(parent).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.entry("group")
+            .or_insert_with(|| Value::from(sluice_routing::gateway::GROUP));
+        map.entry("kind").or_insert_with(|| Value::from("Gateway"));
+    }
+    value
 }
 
 /// Writes Gateway API status from the rebuild's [`GatewayStatuses`].
@@ -208,6 +255,9 @@ impl GatewayStatusWriter {
 
     /// Brings every status in line; returns how many objects were written. `addresses`:
     /// what Gateways publish in `status.addresses` (the Ingress status addresses).
+    ///
+    /// One object's failure does not hold up the others: every object is tried, and the
+    /// first error is returned afterwards (the caller retries the whole round).
     pub async fn sync(
         &self,
         statuses: &GatewayStatuses,
@@ -217,6 +267,13 @@ impl GatewayStatusWriter {
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
         let mut written = 0;
+        let mut first_error = None;
+        let mut tally = |result: anyhow::Result<usize>| match result {
+            Ok(n) => written += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
         for class in &statuses.classes {
             let Some(current) = self
                 .informers
@@ -226,18 +283,11 @@ impl GatewayStatusWriter {
             else {
                 continue;
             };
-            let desired = class_status(class, current.status.as_ref(), &now);
             let api: Api<GatewayClass> = Api::all(self.client.clone());
-            written += self
-                .write(
-                    &api,
-                    &class.object.to_string(),
-                    &class.object.name,
-                    current.status.as_ref(),
-                    desired,
-                    current.metadata.resource_version.as_deref(),
-                )
-                .await?;
+            tally(
+                self.write(&api, &current, |old| class_status(class, old, &now))
+                    .await,
+            );
         }
         for gateway in &statuses.gateways {
             let object = &gateway.gateway.object;
@@ -245,69 +295,114 @@ impl GatewayStatusWriter {
             let Some(current) = self.informers.gateways.store().get_by_key(&key) else {
                 continue;
             };
-            let desired = gateway_status(gateway, current.status.as_ref(), addresses, &now);
             let api: Api<Gateway> = Api::namespaced(self.client.clone(), &object.namespace);
-            written += self
-                .write(
-                    &api,
-                    &object.to_string(),
-                    &object.name,
-                    current.status.as_ref(),
-                    desired,
-                    current.metadata.resource_version.as_deref(),
-                )
-                .await?;
+            tally(
+                self.write(&api, &current, |old| {
+                    gateway_status(gateway, old, addresses, &now)
+                })
+                .await,
+            );
         }
+        let mut listed = std::collections::HashSet::new();
         for route in &statuses.routes {
             let object = &route.object;
             let key = format!("{}/{}", object.namespace, object.name);
+            listed.insert(key.clone());
             let Some(current) = self.informers.routes.store().get_by_key(&key) else {
                 continue;
             };
-            let desired = route_status(route, current.status.as_ref(), &self.controller_name, &now);
             let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &object.namespace);
-            written += self
-                .write(
-                    &api,
-                    &object.to_string(),
-                    &object.name,
-                    current.status.as_ref(),
-                    desired,
-                    current.metadata.resource_version.as_deref(),
-                )
-                .await?;
+            tally(
+                self.write(&api, &current, |old| {
+                    route_status(route, old, &self.controller_name, &now)
+                })
+                .await,
+            );
         }
-        Ok(written)
+        // Routes the compiler no longer lists (no parentRef names a Gateway of ours any
+        // more) still carry our old entries: take them out, leaving others' as they are.
+        for current in self.informers.routes.store().list() {
+            let namespace = current.metadata.namespace.clone().unwrap_or_default();
+            let name = current.metadata.name.clone().unwrap_or_default();
+            if listed.contains(&format!("{namespace}/{name}"))
+                || !has_parents_of(current.status.as_ref(), &self.controller_name)
+            {
+                continue;
+            }
+            let none = RouteStatus {
+                object: sluice_routing::ObjectRef {
+                    kind: "HTTPRoute",
+                    namespace: namespace.clone(),
+                    name,
+                },
+                generation: current.metadata.generation,
+                parents: Vec::new(),
+            };
+            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &namespace);
+            tally(
+                self.write(&api, &current, |old| {
+                    route_status(&none, old, &self.controller_name, &now)
+                })
+                .await,
+            );
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
     }
 
-    /// Writes `desired` unless it equals `current`; 1 when written.
-    async fn write<K>(
+    /// Writes the status `desired` computes from the current one, unless nothing changes;
+    /// 1 when written. The patch carries the `resourceVersion` it was computed from, so a
+    /// concurrent write (another controller's `parents` entry) fails with 409 instead of
+    /// being lost; then the object is read again and the status recomputed from it.
+    async fn write<K: WithStatus>(
         &self,
         api: &Api<K>,
-        what: &str,
-        name: &str,
-        current: Option<&Value>,
-        desired: Value,
-        resource_version: Option<&str>,
-    ) -> anyhow::Result<usize>
-    where
-        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        if current == Some(&desired) {
-            return Ok(0);
+        cached: &K,
+        desired: impl Fn(Option<&Value>) -> Value,
+    ) -> anyhow::Result<usize> {
+        let name = cached.meta().name.clone().unwrap_or_default();
+        let what = format!("{} {}", K::kind(&()), cached_key(cached));
+        let mut current = cached.clone();
+        for _ in 0..=CONFLICT_RETRIES {
+            let Some(status) = status_patch(current.status(), &desired(current.status())) else {
+                return Ok(0);
+            };
+            let patch = json!({
+                "metadata": {"resourceVersion": current.meta().resource_version},
+                "status": status,
+            });
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(1),
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(0),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    tracing::debug!(object = %what, "status write conflicted; reading it again");
+                    current = match api.get_opt(&name).await {
+                        Ok(Some(fresh)) => fresh,
+                        Ok(None) => return Ok(0),
+                        Err(e) => anyhow::bail!("read {what} after a conflict: {e}"),
+                    };
+                }
+                Err(e) => anyhow::bail!("update status of {what}: {e}"),
+            }
         }
-        let patch = json!({
-            "metadata": {"resourceVersion": resource_version},
-            "status": desired,
-        });
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(1),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(0),
-            Err(e) => Err(anyhow::anyhow!("update status of {what}: {e}")),
-        }
+        anyhow::bail!(
+            "update status of {what}: still conflicting after {CONFLICT_RETRIES} re-reads"
+        )
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn cached_key<K: kube::Resource>(object: &K) -> String {
+    let meta = object.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
     }
 }
 
@@ -350,20 +445,6 @@ mod tests {
         assert_eq!(
             (c["status"].as_str(), c["lastTransitionTime"].as_str()),
             (Some("False"), Some("2026-01-03T00:00:00Z"))
-        );
-    }
-
-    #[test]
-    fn a_parent_ref_with_the_api_servers_defaults_is_the_same_parent() {
-        let accepted = vec![Condition::yes("Accepted", "Accepted", "ok")];
-        let first = route_status(&route(accepted.clone()), None, "me", "t1");
-        let mut stored = first.clone();
-        stored["parents"][0]["parentRef"] =
-            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"});
-        let again = route_status(&route(accepted), Some(&stored), "me", "t2");
-        assert_eq!(
-            again["parents"][0]["conditions"][0]["lastTransitionTime"], "t1",
-            "{again}"
         );
     }
 
@@ -415,5 +496,119 @@ mod tests {
             json!([{"type": "IPAddress", "value": "10.0.0.1"}, {"type": "Hostname", "value": "lb.example"}])
         );
         assert_eq!(out["listeners"], json!([]));
+    }
+
+    fn gateway(generation: i64, listener: Vec<Condition>) -> GatewayStatus {
+        GatewayStatus {
+            gateway: ObjectStatus {
+                object: ObjectRef {
+                    kind: "Gateway",
+                    namespace: "d".into(),
+                    name: "g".into(),
+                },
+                generation: Some(generation),
+                conditions: vec![
+                    Condition::yes("Accepted", "Accepted", "ok"),
+                    Condition::yes("Programmed", "Programmed", "ok"),
+                ],
+            },
+            listeners: vec![sluice_routing::gateway::ListenerStatus {
+                name: "http".into(),
+                attached_routes: 2,
+                supported_kinds: vec![],
+                conditions: listener,
+            }],
+        }
+    }
+
+    #[test]
+    fn gateway_and_listener_transition_times_follow_their_own_condition() {
+        let ok = vec![Condition::yes("Accepted", "Accepted", "ok")];
+        let first = gateway_status(&gateway(1, ok), None, &[], "t1");
+        let conflicted = vec![Condition::no("Accepted", "PortUnavailable", "taken")];
+        let second = gateway_status(&gateway(2, conflicted), Some(&first), &[], "t2");
+        // The Gateway's own conditions held: their time stays; generation moves on.
+        assert_eq!(second["conditions"][0]["lastTransitionTime"], "t1");
+        assert_eq!(second["conditions"][1]["observedGeneration"], 2);
+        // The listener's reason changed: a new transition.
+        let l = &second["listeners"][0];
+        assert_eq!(l["attachedRoutes"], 2);
+        assert_eq!(l["conditions"][0]["lastTransitionTime"], "t2");
+        assert_eq!(l["conditions"][0]["observedGeneration"], 2);
+    }
+
+    #[test]
+    fn class_status_keeps_the_time_and_other_fields() {
+        let class = ObjectStatus {
+            object: ObjectRef {
+                kind: "GatewayClass",
+                namespace: String::new(),
+                name: "c".into(),
+            },
+            generation: Some(3),
+            conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
+        };
+        let old = json!({
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "lastTransitionTime": "t0", "observedGeneration": 2}],
+            "supportedFeatures": [{"name": "HTTPRoute"}],
+        });
+        let out = class_status(&class, Some(&old), "t1");
+        assert_eq!(out["conditions"][0]["lastTransitionTime"], "t0");
+        assert_eq!(out["conditions"][0]["observedGeneration"], 3);
+        assert_eq!(out["supportedFeatures"], old["supportedFeatures"]);
+        // The API server's default (`Unknown`/`Pending`) is a different condition.
+        let pending = json!({"conditions": [{"type": "Accepted", "status": "Unknown",
+            "reason": "Pending", "lastTransitionTime": "1970-01-01T00:00:00Z"}]});
+        let out = class_status(&class, Some(&pending), "t1");
+        assert_eq!(out["conditions"][0]["lastTransitionTime"], "t1");
+    }
+
+    #[test]
+    fn status_patch_is_none_when_equal_and_removes_what_is_gone() {
+        let with = json!({"conditions": [], "listeners": [], "addresses": [{"value": "x"}]});
+        assert_eq!(status_patch(Some(&with), &with), None);
+        let without = json!({"conditions": [], "listeners": []});
+        assert_eq!(
+            status_patch(Some(&with), &without),
+            Some(json!({"conditions": [], "listeners": [], "addresses": null}))
+        );
+        assert_eq!(status_patch(None, &without), Some(without.clone()));
+    }
+
+    #[test]
+    fn routes_no_longer_ours_lose_only_our_entries() {
+        let theirs = json!({"parentRef": {"name": "x"}, "controllerName": "example.com/x",
+            "conditions": []});
+        let old = json!({"parents": [
+            theirs.clone(),
+            {"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+             "controllerName": "me", "conditions": []},
+        ]});
+        assert!(has_parents_of(Some(&old), "me"));
+        assert!(!has_parents_of(Some(&old), "you"));
+        assert!(!has_parents_of(None, "me"));
+        let none = RouteStatus {
+            parents: vec![],
+            ..route(vec![])
+        };
+        let out = route_status(&none, Some(&old), "me", "t");
+        assert_eq!(out, json!({"parents": [theirs]}));
+        assert!(!has_parents_of(Some(&out), "me"));
+    }
+
+    #[test]
+    fn a_parent_ref_as_the_server_defaults_it_is_the_same_parent() {
+        // `route()`'s parentRef names only the Gateway; the API server stores group and
+        // kind with it. Once written, the next round must find nothing to change.
+        let accepted = vec![Condition::yes("Accepted", "Accepted", "ok")];
+        let first = route_status(&route(accepted.clone()), None, "me", "t1");
+        let stored = json!({"parents": [{
+            "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+            "controllerName": "me",
+            "conditions": first["parents"][0]["conditions"].clone(),
+        }]});
+        let again = route_status(&route(accepted), Some(&stored), "me", "t2");
+        assert_eq!(status_patch(Some(&stored), &again), None, "{again}");
     }
 }

@@ -84,23 +84,37 @@ pub enum GatewayApi {
     Off,
 }
 
+/// Logged (info, once at start) when `--gateway-api=auto` finds no Gateway API CRDs.
+pub const GATEWAY_API_NOT_SERVED: &str = "Gateway API CRDs not served, serving Ingress only";
+
 /// Whether the cluster serves the Gateway API kinds sluice reads: GatewayClass, Gateway
 /// and HTTPRoute at `gateway.networking.k8s.io/v1`, ReferenceGrant at `v1beta1`.
-pub async fn gateway_api_served(client: &kube::Client) -> bool {
-    let has = |list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
-               kinds: &[&str]| {
-        kinds
-            .iter()
-            .all(|k| list.resources.iter().any(|r| r.kind == *k))
+///
+/// A group version the server does not know (404) means no; any other failure is an
+/// error, so that a discovery call that merely failed does not turn the Gateway API off
+/// for the life of the process.
+pub async fn gateway_api_served(client: &kube::Client) -> anyhow::Result<bool> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+    async fn kinds(client: &kube::Client, gv: &str) -> anyhow::Result<Option<APIResourceList>> {
+        match client.list_api_group_resources(gv).await {
+            Ok(list) => Ok(Some(list)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("discovery of {gv}: {e}")),
+        }
+    }
+    let has = |list: &Option<APIResourceList>, wanted: &[&str]| {
+        list.as_ref().is_some_and(|list| {
+            wanted
+                .iter()
+                .all(|k| list.resources.iter().any(|r| r.kind == *k))
+        })
     };
-    let v1 = client
-        .list_api_group_resources("gateway.networking.k8s.io/v1")
-        .await;
-    let v1beta1 = client
-        .list_api_group_resources("gateway.networking.k8s.io/v1beta1")
-        .await;
-    matches!((v1, v1beta1), (Ok(v1), Ok(beta))
-        if has(&v1, &["GatewayClass", "Gateway", "HTTPRoute"]) && has(&beta, &["ReferenceGrant"]))
+    let v1 = kinds(client, "gateway.networking.k8s.io/v1").await?;
+    if !has(&v1, &["GatewayClass", "Gateway", "HTTPRoute"]) {
+        return Ok(false);
+    }
+    let v1beta1 = kinds(client, "gateway.networking.k8s.io/v1beta1").await?;
+    Ok(has(&v1beta1, &["ReferenceGrant"]))
 }
 
 /// Where this cluster publishes endpoints: EndpointSlice v1 if discovery serves it.
@@ -219,6 +233,12 @@ impl Controller {
         self.bound.admin_addr()
     }
 
+    /// Whether the Gateway API kinds are watched (`--gateway-api`, and for `auto` whether
+    /// the cluster served their CRDs at start).
+    pub fn gateway_api(&self) -> bool {
+        self.informers.gateway.is_some()
+    }
+
     /// Serves until `shutdown`; then turns unready, keeps accepting for the shutdown delay,
     /// drains in-flight requests, releases the Lease and stops the informers.
     pub async fn serve(
@@ -264,7 +284,9 @@ async fn start_informers(
     let gateway_api = match args.gateway_api {
         GatewayApi::Off => false,
         wanted => {
-            let served = gateway_api_served(&client).await;
+            let served = gateway_api_served(&client)
+                .await
+                .context("--gateway-api: is the Gateway API served?")?;
             if !served && wanted == GatewayApi::On {
                 anyhow::bail!(
                     "--gateway-api=on, but the cluster does not serve the Gateway API CRDs \
@@ -273,9 +295,8 @@ async fn start_informers(
                 );
             }
             if !served {
-                tracing::info!(
-                    "Gateway API CRDs not served (gateway.networking.k8s.io); serving Ingress only"
-                );
+                // Once per process: the informers are set up once, at start.
+                tracing::info!("{GATEWAY_API_NOT_SERVED}");
             }
             served
         }
@@ -374,20 +395,26 @@ async fn status_loop(
         let lead = *leading.borrow_and_update();
         if lead {
             let report = reports.borrow_and_update().clone();
-            let written = async {
-                let ingresses = writer.sync(&report.ours).await?;
-                let gateway = match &gateway_writer {
-                    Some(g) => {
-                        let addresses = writer.published_addresses().await?;
-                        g.sync(&report.gateway, &addresses).await?
-                    }
-                    None => 0,
-                };
-                anyhow::Ok(ingresses + gateway)
+            // Ingress and Gateway API status are written independently: a failing Ingress
+            // write must not keep a Gateway's conditions stale, nor the other way round.
+            let ingresses = writer.sync(&report.ours).await;
+            let gateway = match &gateway_writer {
+                Some(g) => match writer.published_addresses().await {
+                    Ok(addresses) => g.sync(&report.gateway, &addresses).await,
+                    Err(e) => Err(e),
+                },
+                None => Ok(0),
             };
-            match written.await {
+            if let Ok(n @ 1..) = gateway {
+                tracing::info!(written = n, "gateway api status updated");
+            }
+            let written = match (ingresses, gateway) {
+                (Ok(n), Ok(_)) => Ok(n),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            match written {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(written = n, "ingress and gateway status updated"),
+                Ok(n) => tracing::info!(written = n, "ingress status updated"),
                 Err(e) => {
                     tracing::warn!(error = %e, "status update failed; retrying");
                     tokio::select! {

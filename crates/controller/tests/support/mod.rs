@@ -131,6 +131,7 @@ impl World {
             controller.https_addr(),
             controller.admin_addr(),
         );
+        let gateway_api = controller.gateway_api();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(controller.serve(async move {
             let _ = rx.await;
@@ -139,6 +140,7 @@ impl World {
             http,
             https,
             admin,
+            gateway_api,
             stop: Some(tx),
             task: Some(task),
         })
@@ -188,6 +190,8 @@ pub struct Running {
     pub http: SocketAddr,
     pub https: SocketAddr,
     pub admin: SocketAddr,
+    /// Whether the controller watches the Gateway API kinds.
+    pub gateway_api: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }

@@ -35,6 +35,33 @@ macro_rules! resource {
     };
 }
 
+/// `Serialize` for a top-level kind: `apiVersion` and `kind` first, as a request body to
+/// the API server needs them (a derive leaves them out, they are no fields), then the
+/// fields; `status` only when set.
+macro_rules! serialize_object {
+    ($ty:ident, $($field:ident),+ $(; $optional:ident)?) => {
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct;
+                let mut s = serializer.serialize_struct(stringify!($ty), 5)?;
+                s.serialize_field("apiVersion", <$ty as k8s_openapi::Resource>::API_VERSION)?;
+                s.serialize_field("kind", <$ty as k8s_openapi::Resource>::KIND)?;
+                $(s.serialize_field(stringify!($field), &self.$field)?;)+
+                $(match &self.$optional {
+                    Some(value) => s.serialize_field(stringify!($optional), value)?,
+                    None => s.skip_field(stringify!($optional))?,
+                })?
+                s.end()
+            }
+        }
+    };
+}
+
+serialize_object!(GatewayClass, metadata, spec; status);
+serialize_object!(Gateway, metadata, spec; status);
+serialize_object!(HttpRoute, metadata, spec; status);
+serialize_object!(ReferenceGrant, metadata, spec);
+
 resource!(
     GatewayClass,
     "v1",
@@ -65,7 +92,7 @@ resource!(
 );
 
 /// `GatewayClass`: a kind of Gateway, claimed by the controller named in `controllerName`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClass {
     /// Standard object metadata.
@@ -92,7 +119,7 @@ pub struct GatewayClassSpec {
 }
 
 /// `Gateway`: listeners (ports, protocols, host names, certificates) of one class.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Gateway {
     /// Standard object metadata.
@@ -213,7 +240,7 @@ pub struct RouteGroupKind {
 }
 
 /// `HTTPRoute`: HTTP rules attached to Gateway listeners.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRoute {
     /// Standard object metadata.
@@ -509,7 +536,7 @@ pub struct HttpRouteTimeouts {
 }
 
 /// `ReferenceGrant` (`v1beta1`): lets objects of other namespaces refer to objects here.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferenceGrant {
     /// Standard object metadata.
@@ -560,4 +587,41 @@ pub struct ReferenceGrantTo {
     /// One object, or every object of the kind when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_serialize_with_api_version_and_kind_and_read_back() {
+        let route = HttpRoute {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                ..ObjectMeta::default()
+            },
+            ..HttpRoute::default()
+        };
+        let json = serde_json::to_value(&route).expect("serializes");
+        assert_eq!(json["apiVersion"], "gateway.networking.k8s.io/v1");
+        assert_eq!(json["kind"], "HTTPRoute");
+        assert!(json.get("status").is_none(), "{json}");
+        let back: HttpRoute = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, route);
+        let grant = serde_json::to_value(ReferenceGrant::default()).expect("serializes");
+        assert_eq!(
+            (&grant["apiVersion"], &grant["kind"]),
+            (
+                &serde_json::json!("gateway.networking.k8s.io/v1beta1"),
+                &serde_json::json!("ReferenceGrant")
+            )
+        );
+        let class = GatewayClass {
+            status: Some(serde_json::json!({"conditions": []})),
+            ..GatewayClass::default()
+        };
+        let json = serde_json::to_value(&class).expect("serializes");
+        assert_eq!(json["status"], serde_json::json!({"conditions": []}));
+        assert_eq!(json["kind"], "GatewayClass");
+    }
 }
