@@ -972,3 +972,62 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
     );
     Ok(())
 }
+
+/// Only the Lease holder writes Gateway API status. Two replicas publish different
+/// addresses, so `status.addresses` says who wrote: the leader's address, and it stays
+/// (the other replica never overwrites it); after the leader stops, the other takes over
+/// and its address replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_gateway_status() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let gw = GatewayWorld::new("gw-leader").await?;
+    gw.gateway(
+        "edge",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+    )
+    .await?;
+    let leases: Api<Lease> = gw.world.api();
+    let gateways: Api<Gateway> = gw.world.api();
+    let holder = || async {
+        leases
+            .get_opt("sluice-leader")
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+    };
+    let published = || async {
+        let status = gateways.get("edge").await.ok()?.status?;
+        status["addresses"][0]["value"].as_str().map(String::from)
+    };
+    let r1 = gw
+        .start(&["--identity", "r1", "--publish-status-address", "192.0.2.1"])
+        .await?;
+    sluice_testenv::eventually(Duration::from_secs(20), "r1 leads and writes", || async {
+        (holder().await? == "r1" && published().await? == "192.0.2.1").then_some(())
+    })
+    .await?;
+    let r2 = gw
+        .start(&["--identity", "r2", "--publish-status-address", "192.0.2.2"])
+        .await?;
+    // r2 has synced and compiled its first table before `start` returned (it answers),
+    // yet the status stays r1's.
+    assert_eq!(
+        send(r2.http, "GET", "any.example", "/", &[]).await?.status,
+        404
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        published().await.as_deref(),
+        Some("192.0.2.1"),
+        "a non-leader wrote status"
+    );
+    assert_eq!(holder().await.as_deref(), Some("r1"));
+
+    r1.stop().await?;
+    sluice_testenv::eventually(Duration::from_secs(20), "r2 leads and writes", || async {
+        (holder().await? == "r2" && published().await? == "192.0.2.2").then_some(())
+    })
+    .await?;
+    r2.stop().await
+}
