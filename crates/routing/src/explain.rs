@@ -206,7 +206,7 @@ fn view(backend: &crate::Backend) -> BackendView {
 /// No request header fields: `sluice explain` asks about a plain `GET`.
 struct NoHeaders;
 
-impl crate::table::HeaderLookup for NoHeaders {
+impl crate::request::HeaderLookup for NoHeaders {
     fn header(&self, _: &str) -> Option<&[u8]> {
         None
     }
@@ -215,7 +215,7 @@ impl crate::table::HeaderLookup for NoHeaders {
 fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, usize)>) -> Answer {
     // Gateway API routes first, as the proxy looks them up: a plain-HTTP `GET` without
     // header fields (rules that need a method, header or query parameter do not match).
-    let request = crate::table::RequestInfo {
+    let request = crate::request::RequestInfo {
         https: false,
         host,
         path,

@@ -154,8 +154,22 @@ pub(crate) fn wildcard_suffix(host: &str) -> Option<&str> {
     }
 }
 
+/// The Gateway API wildcard suffixes (one or more labels) that may cover request host
+/// `host`, most specific first:
+/// `a.b.example.com` -> `b.example.com`, `example.com`, `com`.
+pub(crate) fn wildcard_suffixes(host: &str) -> impl Iterator<Item = &str> {
+    host.match_indices('.').map(move |(at, _)| &host[at + 1..])
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn gateway_wildcard_suffixes_go_from_most_to_least_specific() {
+        let all: Vec<&str> = super::wildcard_suffixes("a.b.example.com").collect();
+        assert_eq!(all, ["b.example.com", "example.com", "com"]);
+        assert_eq!(super::wildcard_suffixes("localhost").count(), 0);
+    }
+
     use super::*;
 
     #[test]

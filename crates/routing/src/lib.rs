@@ -98,6 +98,7 @@ mod compile;
 mod diagnostic;
 mod explain;
 pub mod gateway;
+mod gateway_rules;
 mod host;
 mod inputs;
 mod key;
@@ -105,6 +106,7 @@ mod path;
 mod policy;
 mod protocol;
 mod refs;
+mod request;
 mod table;
 mod tls;
 
@@ -132,7 +134,6 @@ pub use policy::{
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
-pub use table::{
-    HeaderLookup, Mirror, RequestInfo, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend,
-};
+pub use request::{HeaderLookup, RequestInfo};
+pub use table::{Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

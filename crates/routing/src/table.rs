@@ -10,6 +10,7 @@ use crate::key::Key;
 use crate::path::{PathKind, PathMatcher};
 use crate::policy::Policy;
 use crate::refs::ObjectRef;
+use crate::request::RequestInfo;
 use crate::tls::TlsCertificate;
 
 /// One route of a [`RouteTable`], as listed by [`RouteTable::routes`] (for debugging and tests).
@@ -150,29 +151,7 @@ pub struct RouteTable {
     /// [`crate::ServiceRef`], then those only Gateway API routes name.
     pub(crate) backends: Vec<Arc<Backend>>,
     /// Gateway API routes, when there are any.
-    pub(crate) gateway: Option<Box<crate::gateway::matcher::GatewayRoutes>>,
-}
-
-/// A request as [`RouteTable::route_request`] sees it: what Gateway API rules match on.
-pub struct RequestInfo<'a> {
-    /// Arrived on the HTTPS listener (Gateway `HTTPS` listeners) rather than HTTP.
-    pub https: bool,
-    /// Host header or `:authority`, as received (see [`RouteTable::route`]).
-    pub host: &'a str,
-    /// The path, without query, as received.
-    pub path: &'a str,
-    /// The query, without `?` (empty for none), as received.
-    pub query: &'a str,
-    /// The method, e.g. `GET`.
-    pub method: &'a str,
-    /// The request's header fields.
-    pub headers: &'a dyn HeaderLookup,
-}
-
-/// Request header lookup for [`RequestInfo`].
-pub trait HeaderLookup {
-    /// The value of the first field named `name` (given in lower case), if any.
-    fn header(&self, name: &str) -> Option<&[u8]>;
+    pub(crate) gateway: Option<Box<crate::gateway_rules::GatewayRoutes>>,
 }
 
 impl RouteTable {
@@ -357,7 +336,7 @@ impl RouteTable {
             }
         }
         if let Some(gateway) = &self.gateway {
-            use crate::gateway::matcher::PathCond;
+            use crate::gateway_rules::PathCond;
             for (host, set) in gateway.http.sets().chain(gateway.https.sets()) {
                 for (path, id) in set.entries() {
                     let Some(entry) = self.entries.get(id as usize) else {

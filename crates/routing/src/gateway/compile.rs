@@ -1,6 +1,6 @@
 //! Gateway API objects into the shared [`RouteTable`]: which GatewayClasses and Gateways
 //! are ours, which listeners are valid, which routes attach where, and the entries and
-//! statuses that follow. Runs after the Ingress part of [`crate::compile`], adding to the
+//! statuses that follow. Runs after the Ingress part of the compiler (`../compile.rs`), adding to the
 //! same table (backends are shared by Service port).
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 
 use super::hostname;
-use super::matcher::{Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder};
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
 use super::status::{
     Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
@@ -21,6 +20,9 @@ use super::types::{
     ParentReference, ReferenceGrant, RouteGroupKind,
 };
 use crate::backend::{Backend, ServiceIndex};
+use crate::gateway_rules::{
+    Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder,
+};
 use crate::host::HostPattern;
 use crate::key::Key;
 use crate::policy::{Policy, RequestRedirect};
@@ -936,7 +938,7 @@ fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, S
         })
 }
 
-fn insert_host(rules: &mut HostRules, host: HostPattern, set: super::matcher::RuleSet) {
+fn insert_host(rules: &mut HostRules, host: HostPattern, set: crate::gateway_rules::RuleSet) {
     match host {
         HostPattern::Exact(h) => {
             rules.exact.insert(Key::new(&h), set);

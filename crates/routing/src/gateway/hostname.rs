@@ -60,12 +60,6 @@ pub(crate) fn intersect(listener: &HostPattern, route: &[HostPattern]) -> Vec<Ho
     out
 }
 
-/// The wildcard suffixes that may cover request host `host`, most specific first:
-/// `a.b.example.com` -> `b.example.com`, `example.com`, `com`.
-pub(crate) fn wildcard_suffixes(host: &str) -> impl Iterator<Item = &str> {
-    host.match_indices('.').map(move |(at, _)| &host[at + 1..])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,12 +109,5 @@ mod tests {
             intersect(&h("*.foo.example.com"), &[h("*.example.com")]),
             vec![h("*.foo.example.com")]
         );
-    }
-
-    #[test]
-    fn suffixes_go_from_most_to_least_specific() {
-        let all: Vec<&str> = wildcard_suffixes("a.b.example.com").collect();
-        assert_eq!(all, ["b.example.com", "example.com", "com"]);
-        assert_eq!(wildcard_suffixes("localhost").count(), 0);
     }
 }

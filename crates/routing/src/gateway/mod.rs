@@ -7,7 +7,8 @@
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
 //!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`).
-//! * `matcher.rs`: the request-time lookup, in the spec's precedence order.
+//! * `../gateway_rules.rs`: the request-time lookup, in the spec's precedence order
+//!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
 //!
 //! # How Gateway routes and Ingress rules share a listener
@@ -22,7 +23,6 @@
 
 pub(crate) mod compile;
 mod hostname;
-pub(crate) mod matcher;
 mod rule;
 mod status;
 mod types;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
-use super::matcher::{PathCond, ValueMatch, ValueTest};
 use super::types::{
     HttpHeaderFilter, HttpPathModifier, HttpRouteFilter, HttpRouteMatch, HttpRouteRule,
 };
+use crate::gateway_rules::{PathCond, ValueMatch, ValueTest};
 use crate::path::{PathKind, parse_rule_path};
 use crate::policy::{PathRewrite, Policy};
 

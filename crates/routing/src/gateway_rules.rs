@@ -1,4 +1,5 @@
-//! The request-time lookup of Gateway API rules, in the spec's precedence order.
+//! The request-time lookup of Gateway API rules (compiled by `gateway/compile.rs`), in
+//! the spec's precedence order.
 //!
 //! A [`RuleSet`] holds the rules of one host name. Candidates are grouped by path: exact
 //! paths in a hash map, `PathPrefix` keys in a hash map probed once per path element of the
@@ -15,7 +16,7 @@
 use std::collections::HashMap;
 
 use crate::key::Key;
-use crate::table::RequestInfo;
+use crate::request::RequestInfo;
 
 /// A header or query parameter condition.
 #[derive(Debug)]
@@ -254,7 +255,7 @@ impl HostRules {
         if self.wildcard.is_empty() {
             return None;
         }
-        super::hostname::wildcard_suffixes(host)
+        crate::host::wildcard_suffixes(host)
             .find_map(|suffix| self.wildcard.get(suffix).map(|set| (suffix, set)))
     }
 }
