@@ -229,21 +229,6 @@ async fn send(
     tokio::time::timeout(Duration::from_secs(10), fut).await?
 }
 
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
 /// Polls until `check` holds for the answer to `GET host target`.
 async fn until(
     addr: std::net::SocketAddr,

@@ -344,17 +344,7 @@ fn flag_default_certificate<'s>(
 /// its `Arc` (the proxy finds parsed keys by `Arc`), else it joins the certificates in
 /// Secret order.
 fn set_default_certificate(table: &mut RouteTable, cert: Arc<TlsCertificate>) {
-    let cert = match table
-        .certificates
-        .binary_search_by(|c| c.secret.cmp(&cert.secret))
-    {
-        Ok(i) => Arc::clone(&table.certificates[i]),
-        Err(i) => {
-            table.certificates.insert(i, Arc::clone(&cert));
-            cert
-        }
-    };
-    table.default_certificate = Some(cert);
+    table.default_certificate = Some(table.add_certificate(cert));
 }
 
 /// An Ingress of our class, with the name used for it in diagnostics.

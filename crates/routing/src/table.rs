@@ -220,6 +220,22 @@ impl RouteTable {
         self
     }
 
+    /// Adds `cert` to the table's certificates (kept in Secret order) unless one of the same
+    /// Secret is there, and returns the table's `Arc` for it: the proxy finds parsed keys by
+    /// `Arc`, so one Secret must have one.
+    pub(crate) fn add_certificate(&mut self, cert: Arc<TlsCertificate>) -> Arc<TlsCertificate> {
+        match self
+            .certificates
+            .binary_search_by(|c| c.secret.cmp(&cert.secret))
+        {
+            Ok(i) => Arc::clone(&self.certificates[i]),
+            Err(i) => {
+                self.certificates.insert(i, Arc::clone(&cert));
+                cert
+            }
+        }
+    }
+
     /// A table that routes nothing (every request gets `None`, i.e. 404) and has no certificates.
     pub fn empty() -> RouteTable {
         RouteTable::default()

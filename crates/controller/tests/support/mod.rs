@@ -272,7 +272,8 @@ fn parse(buf: &[u8]) -> anyhow::Result<Reply> {
     Ok(Reply { status, body })
 }
 
-fn dechunk(mut s: &str) -> String {
+/// The body of a chunked HTTP/1.1 response (framing removed).
+pub fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else {

@@ -954,16 +954,7 @@ fn insert_host(rules: &mut HostRules, host: HostPattern, set: crate::gateway_rul
 /// listener without a host name provides the default certificate when there is none.
 fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCertificate>)>) {
     for (host, cert) in certs {
-        let cert = match table
-            .certificates
-            .binary_search_by(|c| c.secret.cmp(&cert.secret))
-        {
-            Ok(i) => Arc::clone(&table.certificates[i]),
-            Err(i) => {
-                table.certificates.insert(i, Arc::clone(&cert));
-                cert
-            }
-        };
+        let cert = table.add_certificate(cert);
         match host {
             HostPattern::Exact(h) => {
                 table.exact_certs.entry(Key::new(&h)).or_insert(cert);
