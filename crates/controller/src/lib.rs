@@ -13,6 +13,8 @@
 //!   do not, from a running sluice's admin port or a directory of manifests.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, Ingress and Gateway
 //!   API status ([`cluster::gateway_status`]), Events.
+//! - [`projection`]: what the controller caches of Services, endpoints and Secrets (the
+//!   fields routing reads).
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
 pub mod client;
@@ -24,6 +26,7 @@ pub mod manifest_dir;
 #[cfg(test)]
 mod manifest_fuzz;
 pub mod migrate;
+pub mod projection;
 pub mod rebuild;
 pub mod serve;
 pub mod sources;

@@ -4,6 +4,7 @@
 //! HTTPRoute, ReferenceGrant and Namespace.
 
 use crate::manifest_dir::{Kinds, ManifestDir};
+use crate::projection;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -78,14 +79,25 @@ impl GatewayInformers {
 }
 
 /// Caches objects without `kubectl apply`'s last-applied-configuration annotation: neither
-/// routing, status nor Events read it, and it is a second copy of each applied object (of a
-/// TLS Secret's key too). The controller's factory is its own, so no other consumer of
-/// these informers expects the annotation.
+/// routing, status nor Events read it, and it is a second copy of each applied object. The
+/// controller's factory is its own, so no other consumer of these informers expects it.
 fn trimmed<K>(informer: SharedIndexInformer<K>) -> SharedIndexInformer<K>
 where
     K: kube::Resource + Send + Sync + 'static,
 {
-    if informer.set_transform(strip_last_applied::<K>).is_err() {
+    projected(informer, strip_last_applied::<K>)
+}
+
+/// Caches what `projection` keeps of each object (see [`crate::projection`]): the kinds a
+/// cluster has many of, trimmed to what routing reads.
+fn projected<K>(
+    informer: SharedIndexInformer<K>,
+    projection: impl Fn(K) -> K + Send + Sync + 'static,
+) -> SharedIndexInformer<K>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    if informer.set_transform(projection).is_err() {
         tracing::debug!(
             source = informer.describe(),
             "informer already running; not trimmed"
@@ -152,18 +164,28 @@ impl IngressInformers {
         }
     }
 
-    /// Informers over a directory of manifests (standalone mode).
+    /// Informers over a directory of manifests (standalone mode). Services, endpoints and
+    /// Secrets are projected as from a cluster, so both modes read the same fields.
     pub fn from_manifests(dir: &ManifestDir) -> Self {
         Self::new(
             SharedIndexInformer::new(dir.source::<Ingress>(), None),
             SharedIndexInformer::new(dir.source::<IngressClass>(), None),
-            SharedIndexInformer::new(dir.source::<Service>(), None),
-            Some(SharedIndexInformer::new(dir.source::<Endpoints>(), None)),
-            Some(SharedIndexInformer::new(
-                dir.source::<EndpointSlice>(),
-                None,
+            projected(
+                SharedIndexInformer::new(dir.source::<Service>(), None),
+                projection::service,
+            ),
+            Some(projected(
+                SharedIndexInformer::new(dir.source::<Endpoints>(), None),
+                projection::endpoints,
             )),
-            SharedIndexInformer::new(dir.source::<Secret>(), None),
+            Some(projected(
+                SharedIndexInformer::new(dir.source::<EndpointSlice>(), None),
+                projection::endpoint_slice,
+            )),
+            projected(
+                SharedIndexInformer::new(dir.source::<Secret>(), None),
+                projection::secret,
+            ),
             Some(GatewayInformers {
                 classes: SharedIndexInformer::new(dir.source::<GatewayClass>(), None),
                 gateways: SharedIndexInformer::new(dir.source::<Gateway>(), None),
@@ -197,15 +219,29 @@ impl IngressInformers {
         Self::new(
             trimmed(factory.informer_for(api(&client, namespace), all.clone())),
             factory.informer_for(Api::all(client.clone()), all.clone()),
-            trimmed(factory.informer_for(api(&client, namespace), all.clone())),
-            (endpoints == EndpointSource::Endpoints)
-                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
-            (endpoints == EndpointSource::Slices)
-                .then(|| trimmed(factory.informer_for(api(&client, namespace), all.clone()))),
-            trimmed(factory.informer_for(
-                api(&client, namespace),
-                ListOptions::default().fields("type=kubernetes.io/tls"),
-            )),
+            projected(
+                factory.informer_for(api(&client, namespace), all.clone()),
+                projection::service,
+            ),
+            (endpoints == EndpointSource::Endpoints).then(|| {
+                projected(
+                    factory.informer_for(api(&client, namespace), all.clone()),
+                    projection::endpoints,
+                )
+            }),
+            (endpoints == EndpointSource::Slices).then(|| {
+                projected(
+                    factory.informer_for(api(&client, namespace), all.clone()),
+                    projection::endpoint_slice,
+                )
+            }),
+            projected(
+                factory.informer_for(
+                    api(&client, namespace),
+                    ListOptions::default().fields("type=kubernetes.io/tls"),
+                ),
+                projection::secret,
+            ),
             gateway_api.then(|| GatewayInformers {
                 classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
                 gateways: trimmed(factory.informer_for(api(&client, namespace), all.clone())),

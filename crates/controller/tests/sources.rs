@@ -1,5 +1,6 @@
-//! What the controller's informers cache of objects from a real API server: not the
-//! `kubectl apply` bookkeeping, everything routing reads.
+//! What the controller's informers cache of objects from a real API server: what routing
+//! reads (`sluice_controller::projection`), not the `kubectl apply` bookkeeping nor other
+//! metadata.
 
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -11,7 +12,7 @@ use sluice_testenv::ControlPlane;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cached_services_lose_last_applied_and_keep_what_routing_reads() -> anyhow::Result<()> {
+async fn cached_services_are_projected_to_what_routing_reads() -> anyhow::Result<()> {
     let cp = ControlPlane::shared().await?;
     let ns = cp.create_namespace("sources").await?;
     let services: Api<Service> = Api::namespaced(cp.client(), &ns);
@@ -37,12 +38,8 @@ async fn cached_services_lose_last_applied_and_keep_what_routing_reads() -> anyh
         .store()
         .get_by_key(&format!("{ns}/web"))
         .expect("the Service is cached");
-    let annotations = cached.metadata.annotations.clone().unwrap_or_default();
-    assert!(
-        !annotations.contains_key(LAST_APPLIED_ANNOTATION),
-        "{annotations:?}"
-    );
-    assert_eq!(annotations.get("team").map(String::as_str), Some("shop"));
+    assert_eq!(cached.metadata.annotations, None, "annotations are dropped");
+    assert!(cached.metadata.uid.is_some() && cached.metadata.resource_version.is_some());
     let port = cached
         .spec
         .as_ref()
@@ -50,6 +47,7 @@ async fn cached_services_lose_last_applied_and_keep_what_routing_reads() -> anyh
         .and_then(|p| p.first())
         .expect("ports kept");
     assert_eq!((port.name.as_deref(), port.port), (Some("http"), 80));
+    assert_eq!(port.target_port, None, "routing sends to endpoint ports");
     // The API server still has it: only the cache is trimmed.
     let stored = services.get("web").await?;
     assert!(
