@@ -204,7 +204,7 @@ fn view(backend: &crate::Backend) -> BackendView {
 }
 
 /// No request header fields: `sluice explain` asks about a plain `GET`.
-struct NoHeaders;
+pub(crate) struct NoHeaders;
 
 impl crate::request::HeaderLookup for NoHeaders {
     fn header(&self, _: &str) -> Option<&[u8]> {

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::key::Key;
+use crate::key::{FastMap, Key};
 use crate::request::RequestInfo;
 
 /// A header or query parameter condition.
@@ -93,9 +93,18 @@ pub(crate) enum PathCond {
 /// The rules of one host name.
 #[derive(Debug, Default)]
 pub(crate) struct RuleSet {
-    exact: HashMap<Box<str>, Vec<Candidate>>,
+    exact: FastMap<Box<str>, Vec<Candidate>>,
     regex: Vec<(regex::Regex, Vec<Candidate>)>,
-    prefix: HashMap<Box<str>, Vec<Candidate>>,
+    prefix: FastMap<Box<str>, Vec<Candidate>>,
+    /// Bit `n` set: some prefix key is `n` bytes long (bit 63: one is 63 or longer). A
+    /// request path is only probed at element boundaries where a key of that length
+    /// exists: one or two probes for most paths instead of one per element.
+    prefix_lengths: u64,
+}
+
+/// The bit of [`RuleSet::prefix_lengths`] for a key of `len` bytes.
+fn length_bit(len: usize) -> u64 {
+    1 << len.min(63)
 }
 
 impl RuleSet {
@@ -107,7 +116,9 @@ impl RuleSet {
                 .find(|c| c.accepts(request))
                 .map(|c| c.entry)
         };
-        if let Some(found) = self.exact.get(path).and_then(|c| first(c)) {
+        if !self.exact.is_empty()
+            && let Some(found) = self.exact.get(path).and_then(|c| first(c))
+        {
             return Some(found);
         }
         for (re, candidates) in &self.regex {
@@ -124,7 +135,8 @@ impl RuleSet {
         let bytes = path.as_bytes();
         let mut end = path.len();
         loop {
-            if (end == path.len() || bytes[end] == b'/')
+            if self.prefix_lengths & length_bit(end) != 0
+                && (end == path.len() || bytes[end] == b'/')
                 && let Some(found) = self.prefix.get(&path[..end]).and_then(|c| first(c))
             {
                 return Some(found);
@@ -206,7 +218,10 @@ impl RuleSetBuilder {
         for (path, _, candidate) in self.items {
             match path {
                 PathCond::Exact(p) => set.exact.entry(p.into()).or_default().push(candidate),
-                PathCond::Prefix(p) => set.prefix.entry(p.into()).or_default().push(candidate),
+                PathCond::Prefix(p) => {
+                    set.prefix_lengths |= length_bit(p.len());
+                    set.prefix.entry(p.into()).or_default().push(candidate)
+                }
                 PathCond::Regex(p) => match regex_groups.iter_mut().find(|(q, _)| *q == p) {
                     Some((_, group)) => group.push(candidate),
                     None => regex_groups.push((p, vec![candidate])),
@@ -226,9 +241,9 @@ impl RuleSetBuilder {
 /// The Gateway rules of one kind of listener, by host name.
 #[derive(Debug, Default)]
 pub(crate) struct HostRules {
-    pub exact: HashMap<Key, RuleSet>,
+    pub exact: FastMap<Key, RuleSet>,
     /// `*.suffix`, keyed by `suffix`; covers one or more labels.
-    pub wildcard: HashMap<Key, RuleSet>,
+    pub wildcard: FastMap<Key, RuleSet>,
     pub any: Option<RuleSet>,
 }
 
@@ -270,6 +285,59 @@ pub(crate) struct GatewayRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn candidate(entry: u32) -> Candidate {
+        Candidate {
+            method: None,
+            headers: Box::new([]),
+            query: Box::new([]),
+            entry,
+        }
+    }
+
+    fn precedence(rule: usize) -> Precedence {
+        Precedence {
+            no_method: true,
+            fewer_headers: usize::MAX,
+            fewer_query: usize::MAX,
+            route_age: (false, None),
+            route: "ns/r".into(),
+            rule,
+            matched: 0,
+        }
+    }
+
+    #[test]
+    fn prefixes_of_every_length_are_probed_only_where_keys_exist() {
+        let long = format!("/{}", "a".repeat(69));
+        let longer = format!("{long}/{}", "b".repeat(9));
+        let mut builder = RuleSetBuilder::default();
+        for (i, p) in ["", "/x", &long, &longer].into_iter().enumerate() {
+            builder.push(
+                PathCond::Prefix(p.to_owned()),
+                precedence(i),
+                candidate(i as u32),
+            );
+        }
+        let set = builder.build(&HashMap::new());
+        let lookup = |path: &str| {
+            let info = RequestInfo {
+                https: false,
+                host: "h",
+                path,
+                query: "",
+                method: "GET",
+                headers: &crate::explain::NoHeaders,
+            };
+            set.lookup(path, &info)
+        };
+        assert_eq!(lookup("/"), Some(0));
+        assert_eq!(lookup("/x/y"), Some(1));
+        assert_eq!(lookup("/xy"), Some(0), "elements, not bytes");
+        assert_eq!(lookup(&format!("{long}/c")), Some(2), "a key over 63 bytes");
+        assert_eq!(lookup(&format!("{longer}/c/d")), Some(3));
+        assert_eq!(lookup(&format!("{long}b")), Some(0));
+    }
 
     #[test]
     fn query_values_are_found_by_exact_name() {

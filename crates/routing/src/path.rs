@@ -9,9 +9,7 @@
 //! Exact rule is exactly as long; so "longest wins, Exact beats Prefix at equal length"
 //! reduces to "an Exact hit wins, else the deepest Prefix node".
 
-use std::collections::HashMap;
-
-use crate::key::Key;
+use crate::key::{FastMap, Key};
 
 /// How a rule path is matched, after mapping the Ingress `pathType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -169,7 +167,7 @@ enum SmallMap<V> {
     Few(Vec<(Key, V)>),
     // Boxed so that the common `Few` case keeps the enum (and every trie node) small.
     #[allow(clippy::box_collection)]
-    Many(Box<HashMap<Key, V>>),
+    Many(Box<FastMap<Key, V>>),
 }
 
 const SMALL: usize = 8;

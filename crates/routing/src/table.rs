@@ -1,12 +1,11 @@
 //! The compiled, immutable routing table and its request-time lookups.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::canary::Canary;
 use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
-use crate::key::Key;
+use crate::key::{FastMap, Key};
 use crate::path::{PathKind, PathMatcher};
 use crate::policy::Policy;
 use crate::refs::ObjectRef;
@@ -130,9 +129,9 @@ impl Rewrite {
 #[derive(Debug, Default)]
 pub struct RouteTable {
     /// Rules of exact hosts, keyed by canonical host name.
-    pub(crate) exact_hosts: HashMap<Key, PathMatcher>,
+    pub(crate) exact_hosts: FastMap<Key, PathMatcher>,
     /// Rules of wildcard hosts `*.suffix`, keyed by `suffix`.
-    pub(crate) wildcard_hosts: HashMap<Key, PathMatcher>,
+    pub(crate) wildcard_hosts: FastMap<Key, PathMatcher>,
     /// Rules without a host; `None` when no Ingress has any.
     pub(crate) any_host: Option<PathMatcher>,
     /// Entry of the winning `spec.defaultBackend`.
@@ -140,9 +139,9 @@ pub struct RouteTable {
     /// What matches yield; path matchers hold indices into this.
     pub(crate) entries: Vec<RouteEntry>,
     /// Certificates for exact SNI names.
-    pub(crate) exact_certs: HashMap<Key, Arc<TlsCertificate>>,
+    pub(crate) exact_certs: FastMap<Key, Arc<TlsCertificate>>,
     /// Certificates for `*.suffix`, keyed by `suffix`.
-    pub(crate) wildcard_certs: HashMap<Key, Arc<TlsCertificate>>,
+    pub(crate) wildcard_certs: FastMap<Key, Arc<TlsCertificate>>,
     /// Every certificate in use, once each, ordered by Secret (the default one included).
     pub(crate) certificates: Vec<Arc<TlsCertificate>>,
     /// `--default-ssl-certificate`, when its Secret is usable; one of `certificates`.

@@ -554,6 +554,8 @@ fn arb_classes() -> impl Strategy<Value = Vec<Arc<IngressClass>>> {
 }
 
 /// Objects keyed by (namespace, name), so the generated keys are unique.
+/// Objects by (namespace, name), unique as in a store: a missing namespace and `""` are the
+/// same key, so at most one of the two is kept.
 fn keyed<T: std::fmt::Debug + Clone>(
     item: impl Strategy<Value = T>,
 ) -> impl Strategy<Value = BTreeMap<(Option<String>, String), T>> {
@@ -565,6 +567,12 @@ fn keyed<T: std::fmt::Debug + Clone>(
         item,
         0..6,
     )
+    .prop_map(|all| {
+        let mut seen = std::collections::BTreeSet::new();
+        all.into_iter()
+            .filter(|((ns, name), _)| seen.insert((ns.clone().unwrap_or_default(), name.clone())))
+            .collect()
+    })
 }
 
 fn arb_services() -> impl Strategy<Value = Vec<Arc<Service>>> {
