@@ -15,7 +15,7 @@ use sluice_informer::{
 };
 use sluice_routing::Inputs;
 use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Where endpoints come from: EndpointSlices (discovery.k8s.io/v1), or core/v1 Endpoints on
@@ -45,11 +45,17 @@ pub struct IngressInformers {
     pub endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
     /// Secrets of type kubernetes.io/tls.
     pub secrets: SharedIndexInformer<Secret>,
-    /// Gateway API kinds, when the cluster serves them (always from manifests).
-    pub gateway: Option<GatewayInformers>,
-    /// Every informer above, type-erased.
+    /// Gateway API kinds once watched: at start when the cluster serves them (always from
+    /// manifests), or later through [`IngressInformers::add_gateway`]. Shared by clones.
+    gateway: Arc<OnceLock<GatewayInformers>>,
+    /// Every informer above but the Gateway API's, type-erased.
     all: Vec<Arc<dyn InformerHandle>>,
+    /// The callbacks of [`IngressInformers::on_change`], for informers added later.
+    changed: Arc<Mutex<Vec<ChangeCallback>>>,
 }
+
+/// A callback of [`IngressInformers::on_change`].
+type ChangeCallback = Arc<dyn Fn() + Send + Sync>;
 
 /// Informers for the Gateway API kinds, and Namespaces (for `allowedRoutes` selectors).
 #[derive(Clone)]
@@ -66,7 +72,31 @@ pub struct GatewayInformers {
     pub namespaces: SharedIndexInformer<Namespace>,
 }
 
+/// `Api<K>` in `ns`, or in every namespace.
+fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
 impl GatewayInformers {
+    /// The Gateway API informers of `factory`'s cluster, in `namespace` or everywhere.
+    fn from_cluster(factory: &SharedInformerFactory, namespace: Option<&str>) -> Self {
+        let client = factory.client();
+        let all = ListOptions::default();
+        GatewayInformers {
+            classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
+            gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            grants: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all)),
+        }
+    }
+
     fn handles(&self) -> [Arc<dyn InformerHandle>; 5] {
         [
             Arc::new(self.classes.clone()),
@@ -149,8 +179,9 @@ impl IngressInformers {
         if let Some(i) = &endpoint_slices {
             all.push(Arc::new(i.clone()));
         }
-        if let Some(g) = &gateway {
-            all.extend(g.handles());
+        let cell = Arc::new(OnceLock::new());
+        if let Some(g) = gateway {
+            let _ = cell.set(g);
         }
         IngressInformers {
             ingresses,
@@ -159,9 +190,41 @@ impl IngressInformers {
             endpoints,
             endpoint_slices,
             secrets,
-            gateway,
+            gateway: cell,
             all,
+            changed: Arc::default(),
         }
+    }
+
+    /// The Gateway API informers, once watched.
+    pub fn gateway(&self) -> Option<&GatewayInformers> {
+        self.gateway.get()
+    }
+
+    /// Starts watching the Gateway API kinds (their CRDs were installed after this process
+    /// started): the informers get every [`IngressInformers::on_change`] callback and start.
+    /// False, and nothing done, when they are watched already.
+    pub fn add_gateway(&self, factory: &SharedInformerFactory, namespace: Option<&str>) -> bool {
+        // Under the lock `on_change` takes: each callback is registered exactly once, here
+        // or there.
+        let callbacks = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+        if self
+            .gateway
+            .set(GatewayInformers::from_cluster(factory, namespace))
+            .is_err()
+        {
+            return false;
+        }
+        let Some(g) = self.gateway.get() else {
+            return false;
+        };
+        for handle in g.handles() {
+            for changed in callbacks.iter() {
+                handle.on_change(changed.clone());
+            }
+            handle.start();
+        }
+        true
     }
 
     /// Informers over a directory of manifests (standalone mode). Services, endpoints and
@@ -206,15 +269,6 @@ impl IngressInformers {
         gateway_api: bool,
     ) -> Self {
         let client = factory.client().clone();
-        fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
-        where
-            K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-        {
-            match ns {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
-            }
-        }
         let all = ListOptions::default();
         Self::new(
             trimmed(factory.informer_for(api(&client, namespace), all.clone())),
@@ -242,47 +296,49 @@ impl IngressInformers {
                 ),
                 projection::secret,
             ),
-            gateway_api.then(|| GatewayInformers {
-                classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
-                gateways: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
-                routes: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
-                grants: trimmed(factory.informer_for(api(&client, namespace), all.clone())),
-                namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
-            }),
+            gateway_api.then(|| GatewayInformers::from_cluster(factory, namespace)),
         )
     }
 
-    /// Every informer, type-erased.
-    pub fn handles(&self) -> &[Arc<dyn InformerHandle>] {
-        &self.all
+    /// Every informer, type-erased (the Gateway API's too, once watched).
+    pub fn handles(&self) -> Vec<Arc<dyn InformerHandle>> {
+        let mut all = self.all.clone();
+        if let Some(g) = self.gateway() {
+            all.extend(g.handles());
+        }
+        all
     }
 
-    /// Calls `changed` after every add, update or delete of any watched object.
+    /// Calls `changed` after every add, update or delete of any watched object, including
+    /// those of informers added later.
     pub fn on_change(&self, changed: impl Fn() + Send + Sync + 'static) {
-        let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(changed);
-        for i in &self.all {
+        let changed: ChangeCallback = Arc::new(changed);
+        // Under the lock `add_gateway` takes: each informer gets this callback exactly once.
+        let mut callbacks = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+        for i in self.handles() {
             i.on_change(changed.clone());
         }
+        callbacks.push(changed);
     }
 
     /// Starts every informer that is not running yet.
     pub fn start(&self) {
-        self.all.iter().for_each(|i| i.start());
+        self.handles().iter().for_each(|i| i.start());
     }
 
     /// Waits until every informer has synced, at most `timeout` in all; false on timeout.
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
-        wait_for_cache_sync(&self.all, timeout).await
+        wait_for_cache_sync(&self.handles(), timeout).await
     }
 
     /// True when every informer has synced.
     pub fn has_synced(&self) -> bool {
-        self.all.iter().all(|i| i.has_synced())
+        self.handles().iter().all(|i| i.has_synced())
     }
 
     /// What the informers that have not synced yet watch (for error messages).
     pub fn unsynced(&self) -> Vec<String> {
-        self.all
+        self.handles()
             .iter()
             .filter(|i| !i.has_synced())
             .map(|i| i.resource().to_string())
@@ -291,7 +347,7 @@ impl IngressInformers {
 
     /// Stops every informer.
     pub async fn shutdown(&self) {
-        for i in &self.all {
+        for i in self.handles() {
             i.shutdown().await;
         }
     }
@@ -315,28 +371,23 @@ impl IngressInformers {
                 .unwrap_or_default(),
             secrets: self.secrets.store().list(),
             gateway_classes: self
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|g| g.classes.store().list())
                 .unwrap_or_default(),
             gateways: self
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|g| g.gateways.store().list())
                 .unwrap_or_default(),
             http_routes: self
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|g| g.routes.store().list())
                 .unwrap_or_default(),
             reference_grants: self
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|g| g.grants.store().list())
                 .unwrap_or_default(),
             namespaces: self
-                .gateway
-                .as_ref()
+                .gateway()
                 .map(|g| g.namespaces.store().list())
                 .unwrap_or_default(),
         }

@@ -15,54 +15,9 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use support::gateway_crds::install_crds;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const CRDS: [&str; 4] = [
-    include_str!("../../../deploy/gateway-api/gatewayclasses.yaml"),
-    include_str!("../../../deploy/gateway-api/gateways.yaml"),
-    include_str!("../../../deploy/gateway-api/httproutes.yaml"),
-    include_str!("../../../deploy/gateway-api/referencegrants.yaml"),
-];
-
-/// Removes CEL rules, which a v1.20 API server does not know (see deploy/gateway-api).
-fn strip_cel(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.remove("x-kubernetes-validations");
-            map.values_mut().for_each(strip_cel);
-        }
-        Value::Array(list) => list.iter_mut().for_each(strip_cel),
-        _ => {}
-    }
-}
-
-static CRDS_INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-
-/// Installs the four CRDs once per test binary and waits until discovery serves them.
-async fn install_crds(world: &World) -> anyhow::Result<()> {
-    CRDS_INSTALLED
-        .get_or_try_init(|| async {
-            for crd in CRDS {
-                let mut value: Value = yaml_serde::from_str(crd)?;
-                strip_cel(&mut value);
-                sluice_testenv::apply_yaml(&world.admin, &yaml_serde::to_string(&value)?).await?;
-            }
-            let admin = world.admin.clone();
-            sluice_testenv::eventually(Duration::from_secs(30), "Gateway API CRDs served", || {
-                let admin = admin.clone();
-                async move {
-                    sluice_controller::cluster::gateway_api_served(&admin)
-                        .await
-                        .ok()?
-                        .then_some(())
-                }
-            })
-            .await
-        })
-        .await?;
-    Ok(())
-}
 
 /// A world with the CRDs, its own GatewayClass (`gc-<ns>`, controller `sluice.dev/gw-<ns>`)
 /// and the controller flag naming it.
@@ -904,7 +859,7 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
         "not synced: {:?}",
         informers.unsynced()
     );
-    let Some(cache) = informers.gateway.clone() else {
+    let Some(cache) = informers.gateway().cloned() else {
         anyhow::bail!("no Gateway API informers");
     };
     // Stopped, the cache keeps the route as it is now: stale after the next write.

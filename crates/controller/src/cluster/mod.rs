@@ -65,6 +65,12 @@ pub struct ControllerArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub gateway_api: GatewayApi,
 
+    /// With `--gateway-api=auto` and no Gateway API CRDs at start: how often to ask the API
+    /// server again; once they are served, the Gateway API kinds are watched without a
+    /// restart.
+    #[arg(long, default_value = "30s", value_parser = sluice_proxy::parse_duration)]
+    pub gateway_api_recheck: Duration,
+
     /// How long to wait for the caches to fill at start.
     #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
     pub sync_timeout: Duration,
@@ -86,6 +92,9 @@ pub enum GatewayApi {
 
 /// Logged (info, once at start) when `--gateway-api=auto` finds no Gateway API CRDs.
 pub const GATEWAY_API_NOT_SERVED: &str = "Gateway API CRDs not served, serving Ingress only";
+
+/// Logged (info) when `--gateway-api=auto` finds the CRDs served after start.
+pub const GATEWAY_API_NOW_SERVED: &str = "Gateway API CRDs now served, watching them too";
 
 /// Whether the cluster serves the Gateway API kinds sluice reads: GatewayClass, Gateway
 /// and HTTPRoute at `gateway.networking.k8s.io/v1`, ReferenceGrant at `v1beta1`.
@@ -234,9 +243,9 @@ impl Controller {
     }
 
     /// Whether the Gateway API kinds are watched (`--gateway-api`, and for `auto` whether
-    /// the cluster served their CRDs at start).
+    /// the cluster serves their CRDs, at start or since).
     pub fn gateway_api(&self) -> bool {
-        self.informers.gateway.is_some()
+        self.informers.gateway().is_some()
     }
 
     /// Serves until `shutdown`; then turns unready, keeps accepting for the shutdown delay,
@@ -295,7 +304,7 @@ async fn start_informers(
                 );
             }
             if !served {
-                // Once per process: the informers are set up once, at start.
+                // Once per process; `watch_for_gateway_api` says when that changes.
                 tracing::info!("{GATEWAY_API_NOT_SERVED}");
             }
             served
@@ -360,13 +369,21 @@ async fn start_loops(
         informers.services.store().clone(),
         publish,
     );
-    let gateway_writer = informers.gateway.clone().map(|g| {
-        gateway_status::GatewayStatusWriter::new(
+    if args.gateway_api == GatewayApi::Auto && informers.gateway().is_none() {
+        tasks.push(tokio::spawn(watch_for_gateway_api(
             client.clone(),
-            args.class.gateway_controller_name.clone(),
-            g,
-        )
-    });
+            args.clone(),
+            informers.clone(),
+            rebuilder.clone(),
+            stop.clone(),
+        )));
+    }
+    let gateway_writer = GatewayWriterSlot {
+        client: client.clone(),
+        controller_name: args.class.gateway_controller_name.clone(),
+        informers: informers.clone(),
+        writer: None,
+    };
     tasks.push(tokio::spawn(status_loop(
         writer,
         gateway_writer,
@@ -384,9 +401,67 @@ async fn start_loops(
     tasks
 }
 
+/// `--gateway-api=auto` without the CRDs at start: asks discovery every
+/// `--gateway-api-recheck` until they are served, then watches the Gateway API kinds too.
+async fn watch_for_gateway_api(
+    client: kube::Client,
+    args: ControllerArgs,
+    informers: IngressInformers,
+    rebuilder: Arc<Rebuilder>,
+    stop: CancellationToken,
+) {
+    let every = args.gateway_api_recheck.max(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match gateway_api_served(&client).await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(error) => tracing::debug!(%error, "Gateway API discovery failed; asking again"),
+        }
+    }
+    tracing::info!("{GATEWAY_API_NOW_SERVED}");
+    let factory = SharedInformerFactory::new(client);
+    if !informers.add_gateway(&factory, args.watch_namespace.as_deref()) {
+        return;
+    }
+    if !informers.wait_for_sync(args.sync_timeout).await {
+        tracing::warn!(
+            unsynced = ?informers.unsynced(),
+            "Gateway API caches not synced yet; routes follow as they fill"
+        );
+    }
+    rebuilder.rebuild_now();
+}
+
+/// The Gateway API status writer, made once the Gateway API kinds are watched.
+struct GatewayWriterSlot {
+    client: kube::Client,
+    controller_name: String,
+    informers: IngressInformers,
+    writer: Option<gateway_status::GatewayStatusWriter>,
+}
+
+impl GatewayWriterSlot {
+    fn get(&mut self) -> Option<&gateway_status::GatewayStatusWriter> {
+        if self.writer.is_none()
+            && let Some(g) = self.informers.gateway()
+        {
+            self.writer = Some(gateway_status::GatewayStatusWriter::new(
+                self.client.clone(),
+                self.controller_name.clone(),
+                g.clone(),
+            ));
+        }
+        self.writer.as_ref()
+    }
+}
+
 async fn status_loop(
     writer: StatusWriter,
-    gateway_writer: Option<gateway_status::GatewayStatusWriter>,
+    mut gateway_writer: GatewayWriterSlot,
     mut reports: tokio::sync::watch::Receiver<Arc<crate::rebuild::RebuildReport>>,
     mut leading: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
@@ -398,7 +473,7 @@ async fn status_loop(
             // Ingress and Gateway API status are written independently: a failing Ingress
             // write must not keep a Gateway's conditions stale, nor the other way round.
             let ingresses = writer.sync(&report.ours).await;
-            let gateway = match &gateway_writer {
+            let gateway = match gateway_writer.get() {
                 Some(g) => match writer.published_addresses().await {
                     Ok(addresses) => g.sync(&report.gateway, &addresses).await,
                     Err(e) => Err(e),

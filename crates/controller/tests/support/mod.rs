@@ -2,6 +2,8 @@
 //! under the ServiceAccount and ClusterRole of `deploy/`, plain HTTP requests, objects.
 #![allow(dead_code)]
 
+pub mod gateway_crds;
+
 use clap::Parser;
 use kube::api::Api;
 use serde::de::DeserializeOwned;
