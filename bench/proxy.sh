@@ -11,6 +11,10 @@
 # proxy's own CPU time per request (user + system, from /proc), which a noisy neighbour
 # disturbs far less than throughput and tail latency; ratios are sluice / peer.
 #
+# With WORKERS above 1, each sluice run also prints the requests each worker answered
+# (sluice_worker_requests_total) and their max/min ratio: accept-side fairness (issue 16:
+# within 2x).
+#
 # Environment knobs (defaults in brackets):
 #   WORKERS [1]      proxy worker threads / processes, the same for every peer
 #   DURATION [10s]   length of one wrk run
@@ -299,6 +303,13 @@ proxy_ticks() {
 
 RESULTS="$TMP/results.tsv"
 : >"$RESULTS"
+SPREAD="$TMP/spread.tsv"
+: >"$SPREAD"
+# sluice's requests per worker (sluice_worker_requests_total), one number per worker.
+worker_requests() {
+    curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/metrics" 2>/dev/null |
+        awk -F'[{}" ]+' '/^sluice_worker_requests_total\{/ {print $3, $NF}' | sort -n | awk '{print $2}' | tr '\n' ' '
+}
 run_wrk() { # peer scenario round
     local peer=$1 scenario=$2 round=$3 http https url conns=$CONNS extra=()
     read -r http https < <(peer_ports "$peer")
@@ -309,12 +320,24 @@ run_wrk() { # peer scenario round
     tls) url="https://127.0.0.1:$https/" ;;
     tlsnew) url="https://127.0.0.1:$https/"; extra=(-H "Connection: close") ;;
     esac
-    local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1
+    local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1 w0="" w1=""
+    [[ $peer == sluice* && $WORKERS -gt 1 ]] && w0=$(worker_requests)
     read -r t0 s0 < <(cpu_ticks)
     c0=$(proxy_ticks "$PEER_PID")
     "${ON_LOAD_CPUS[@]}" wrk -t "$WRK_THREADS" -c "$conns" -d "$DURATION" --latency "${extra[@]}" "$url" >"$out" 2>&1 || true
     c1=$(proxy_ticks "$PEER_PID")
     read -r t1 s1 < <(cpu_ticks)
+    if [[ -n $w0 ]]; then
+        # Accept-side fairness: requests each worker answered during this run.
+        w1=$(worker_requests)
+        local spread
+        spread=$(awk -v a="$w0" -v b="$w1" 'BEGIN {
+            n = split(a, x, " "); split(b, y, " "); min = -1; max = 0; s = ""
+            for (i = 1; i <= n; i++) { d = y[i] - x[i]; s = s " " d; if (min < 0 || d < min) min = d; if (d > max) max = d }
+            printf "%s\t%.2f", s, (min > 0 ? max / min : 0) }')
+        printf '%s\t%s\t%s\t%s\n' "$scenario" "$peer" "$round" "$spread" >>"$SPREAD"
+        log "$(printf '%-6s %-8s round %s: requests per worker:%s (max/min %s)' "$scenario" "$peer" "$round" "${spread%%$'\t'*}" "${spread##*$'\t'}")"
+    fi
     steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.1f", (t > 0 ? 100 * s / t : 0)}')
     local rps p50 p99 errors requests cpu_us
     rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
@@ -390,3 +413,7 @@ END {
 echo "(rps s/x > 1: sluice serves more; p99 s/x < 1: sluice has lower tail latency;"
 echo " us/req: the proxy's own CPU time (user + system) per request; cpu s/x < 1: sluice needs less;"
 echo " steal%: CPU time the hypervisor gave to other guests during the runs; high values mean noisy figures)"
+if [[ -s $SPREAD ]]; then
+    awk -F'\t' '{ if ($5 == 0 || $5 > worst[$1]) worst[$1] = ($5 == 0 ? "inf" : $5) }
+        END { printf "requests per worker, max/min over the rounds (target <= 2):"; for (k in worst) printf " %s %s", k, worst[k]; print "" }' "$SPREAD"
+fi

@@ -451,11 +451,18 @@ impl BoundProxy {
         let mut registry = registry;
         let per_worker: prometheus_client::metrics::family::Family<WorkerLabel, Counter> =
             Default::default();
+        let per_worker_requests: prometheus_client::metrics::family::Family<WorkerLabel, Counter> =
+            Default::default();
         if worker_count > 0 {
             registry.register(
                 "sluice_worker_connections_accepted",
                 "Client connections accepted, by worker thread",
                 per_worker.clone(),
+            );
+            registry.register(
+                "sluice_worker_requests",
+                "Requests answered, by worker thread (how evenly the kernel spreads load)",
+                per_worker_requests.clone(),
             );
         }
         let history = Arc::new(dashboard::History::default());
@@ -505,12 +512,14 @@ impl BoundProxy {
                     pin: args.pin_workers,
                 };
                 for (index, sockets) in sockets.into_iter().enumerate() {
-                    let accepted = per_worker
-                        .get_or_create(&WorkerLabel {
-                            worker: index.to_string(),
-                        })
-                        .clone();
-                    match workers::spawn(index, sockets, &context, accepted) {
+                    let label = WorkerLabel {
+                        worker: index.to_string(),
+                    };
+                    let counters = workers::WorkerCounters {
+                        accepted: per_worker.get_or_create(&label).clone(),
+                        requests: per_worker_requests.get_or_create(&label).clone(),
+                    };
+                    match workers::spawn(index, sockets, &context, counters) {
                         Ok(thread) => threads.push(thread),
                         Err(error) => {
                             finished.cancel();

@@ -511,6 +511,7 @@ impl RouteMetrics {
     /// Counts one answered request for `host` (as received; normalized here) and returns
     /// its series, for the duration observed when the request is over.
     pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> Arc<Series> {
+        crate::workers::count_request();
         let host = if self.labels.ingress.is_empty() && self.labels.service.is_empty() {
             // Unrouted: hosts nobody configured are unbounded.
             std::borrow::Cow::Borrowed("_")

@@ -99,13 +99,37 @@ pub(crate) struct WorkerContext {
     pub(crate) pin: bool,
 }
 
+thread_local! {
+    /// This worker thread's `sluice_worker_requests_total` (unset on other threads). Its own
+    /// counter, so counting is not a write to a cache line other workers write too.
+    static REQUESTS: std::cell::OnceCell<Counter> = const { std::cell::OnceCell::new() };
+}
+
+/// Counts one answered request for the worker thread this runs on, if any.
+pub(crate) fn count_request() {
+    REQUESTS.with(|requests| {
+        if let Some(requests) = requests.get() {
+            requests.inc();
+        }
+    });
+}
+
+/// A worker's own counters, registered per worker on the admin port.
+pub(crate) struct WorkerCounters {
+    /// `sluice_worker_connections_accepted_total{worker}`.
+    pub(crate) accepted: Counter,
+    /// `sluice_worker_requests_total{worker}`.
+    pub(crate) requests: Counter,
+}
+
 /// Starts worker `index` on a thread of its own.
 pub(crate) fn spawn(
     index: usize,
     sockets: WorkerSockets,
     context: &WorkerContext,
-    accepted: Counter,
+    counters: WorkerCounters,
 ) -> io::Result<JoinHandle<()>> {
+    let WorkerCounters { accepted, requests } = counters;
     let shared = Arc::clone(&context.shared);
     let protocols = Arc::clone(&context.protocols);
     let tls = context.tls.clone();
@@ -119,6 +143,9 @@ pub(crate) fn spawn(
             if pin {
                 pin_to_cpu(index);
             }
+            REQUESTS.with(|r| {
+                let _ = r.set(requests);
+            });
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

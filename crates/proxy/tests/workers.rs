@@ -11,10 +11,15 @@ use sluice_proxy::ProxyArgs;
 
 /// `sluice_worker_connections_accepted_total` per worker, from /metrics.
 async fn accepted_per_worker(admin: std::net::SocketAddr, workers: usize) -> Vec<u64> {
+    per_worker(admin, "sluice_worker_connections_accepted_total", workers).await
+}
+
+/// Counter `name` of every worker, from /metrics.
+async fn per_worker(admin: std::net::SocketAddr, name: &str, workers: usize) -> Vec<u64> {
     let (_, text) = admin_get(admin, "/metrics").await;
     (0..workers)
         .map(|w| {
-            let prefix = format!("sluice_worker_connections_accepted_total{{worker=\"{w}\"}} ");
+            let prefix = format!("{name}{{worker=\"{w}\"}} ");
             text.lines()
                 .find_map(|l| l.strip_prefix(&prefix))
                 .and_then(|n| n.parse().ok())
@@ -49,6 +54,31 @@ async fn every_worker_accepts_and_serves_and_all_stop_on_shutdown() {
         assert!(
             *min > 0 && *max <= 2 * *min,
             "uneven accept spread: {counts:?}"
+        );
+        // Each request was answered on the worker that accepted its connection.
+        let requests = per_worker(proxy.admin, "sluice_worker_requests_total", 3).await;
+        assert_eq!(requests, counts, "requests per worker follow connections");
+
+        // Keep-alive: 12 connections, 20 requests each, spread as their connections are.
+        let mut clients = Vec::new();
+        for _ in 0..12 {
+            clients.push(http1_connect(proxy.http).await);
+        }
+        for _ in 0..20 {
+            for client in &mut clients {
+                let request = http::Request::get("/")
+                    .header("host", "shop.example.com")
+                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                    .unwrap();
+                assert_eq!(send(client, request).await.status, 200);
+            }
+        }
+        let after = per_worker(proxy.admin, "sluice_worker_requests_total", 3).await;
+        let served: Vec<u64> = after.iter().zip(&requests).map(|(a, b)| a - b).collect();
+        assert_eq!(served.iter().sum::<u64>(), 240, "{served:?}");
+        assert!(
+            served.iter().all(|n| n % 20 == 0),
+            "a keep-alive connection moved between workers: {served:?}"
         );
 
         // A table swap reaches every worker.
