@@ -137,7 +137,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use rustls::pki_types::CertificateDer;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
@@ -166,7 +165,7 @@ pub struct Proxy {
     shared: Arc<Shared>,
     table: TableHandle,
     readiness: Readiness,
-    tls: TlsAcceptor,
+    tls: tls::TlsConfigs,
     default_cert: CertificateDer<'static>,
 }
 
@@ -201,7 +200,7 @@ impl Proxy {
         let default_key =
             tls::default_certificate(&provider).context("generating the default certificate")?;
         let default_cert = tls::leaf(&default_key);
-        let tls_config = tls::server_config(provider, Arc::clone(&table.shared), default_key)
+        let tls_configs = tls::server_configs(provider, Arc::clone(&table.shared), default_key)
             .context("building the TLS configuration")?;
         let access_log = if args.access_log {
             Some(access_log::AccessLog::spawn().context("starting the access log writer")?)
@@ -247,7 +246,7 @@ impl Proxy {
             shared,
             table,
             readiness: Readiness::default(),
-            tls: TlsAcceptor::from(tls_config),
+            tls: tls_configs,
             default_cert,
         })
     }

@@ -20,7 +20,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
@@ -107,7 +106,7 @@ pub(crate) enum Transport {
     /// Plain TCP.
     Plain,
     /// TLS terminated here.
-    Tls(TlsAcceptor),
+    Tls(crate::tls::TlsConfigs),
 }
 
 /// Accepts connections until the stop-accepting phase, spawning one task per connection.
@@ -261,10 +260,18 @@ async fn serve_connection(
                 serve_http1(io, prefix, ctx, &protocols, &phases, &activity).await;
             }
         }
-        Transport::Tls(acceptor) => {
+        Transport::Tls(configs) => {
             let stream = Prefixed::new(early.freeze(), stream);
-            let handshake =
-                tokio::time::timeout(protocols.handshake_timeout, acceptor.accept(stream));
+            // The configuration is chosen by the ClientHello (cipher suite preference).
+            let handshake = tokio::time::timeout(protocols.handshake_timeout, async move {
+                let start = tokio_rustls::LazyConfigAcceptor::new(
+                    rustls::server::Acceptor::default(),
+                    stream,
+                )
+                .await?;
+                let config = configs.for_hello(&start.client_hello());
+                start.into_stream(config).await
+            });
             let tls = tokio::select! {
                 result = handshake => result,
                 () = phases.drain.cancelled() => return,

@@ -17,7 +17,6 @@ use std::thread::JoinHandle;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
@@ -89,7 +88,7 @@ fn listen(socket: TcpSocket, addr: SocketAddr) -> io::Result<std::net::TcpListen
 pub(crate) struct WorkerContext {
     pub(crate) shared: Arc<Shared>,
     pub(crate) protocols: Arc<Protocols>,
-    pub(crate) tls: TlsAcceptor,
+    pub(crate) tls: crate::tls::TlsConfigs,
     pub(crate) phases: Phases,
     pub(crate) connections: TaskTracker,
     /// Cancelled once draining is over: the worker's runtime then stops, dropping whatever

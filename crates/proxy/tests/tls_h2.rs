@@ -333,3 +333,79 @@ async fn h2c_prior_knowledge_on_the_plain_port() {
     })
     .await;
 }
+
+/// The suite a client offering `offered` (in its order of preference) gets.
+async fn negotiated(addr: SocketAddr, offered: &[rustls::CipherSuite]) -> rustls::CipherSuite {
+    let mut client = rustls::crypto::ring::default_provider();
+    client
+        .cipher_suites
+        .retain(|s| offered.contains(&s.suite()));
+    client
+        .cipher_suites
+        .sort_by_key(|s| offered.iter().position(|o| *o == s.suite()));
+    let config = ClientConfig::builder_with_provider(Arc::new(client))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Recorder::default()))
+        .with_no_client_auth();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("any.example.com").unwrap(), stream)
+        .await
+        .expect("handshake");
+    tls.get_ref()
+        .1
+        .negotiated_cipher_suite()
+        .expect("a suite")
+        .suite()
+}
+
+/// Go crypto/tls's rule (`aesgcmPreferred`): a client that lists AES-GCM first has AES
+/// hardware and gets AES-128-GCM (the cheaper SHA-256 key schedule), whatever AES-GCM
+/// suite it put first; a client that lists ChaCha20 first keeps it.
+#[tokio::test]
+async fn cipher_suite_follows_the_clients_hardware_and_prefers_aes_128() {
+    use rustls::CipherSuite::*;
+    init_tracing();
+    bounded(async {
+        let proxy = TestProxy::with_routes(&[]).await;
+        // OpenSSL's default order (curl, wrk, nginx as a client).
+        let openssl = [
+            TLS13_AES_256_GCM_SHA384,
+            TLS13_CHACHA20_POLY1305_SHA256,
+            TLS13_AES_128_GCM_SHA256,
+        ];
+        assert_eq!(
+            negotiated(proxy.https, &openssl).await,
+            TLS13_AES_128_GCM_SHA256
+        );
+        // A phone without AES instructions lists ChaCha20 first.
+        let mobile = [
+            TLS13_CHACHA20_POLY1305_SHA256,
+            TLS13_AES_128_GCM_SHA256,
+            TLS13_AES_256_GCM_SHA384,
+        ];
+        assert_eq!(
+            negotiated(proxy.https, &mobile).await,
+            TLS13_CHACHA20_POLY1305_SHA256
+        );
+        // Only AES-256 offered: it gets it.
+        assert_eq!(
+            negotiated(proxy.https, &[TLS13_AES_256_GCM_SHA384]).await,
+            TLS13_AES_256_GCM_SHA384
+        );
+        // TLS 1.2 clients too.
+        let tls12 = [
+            TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ];
+        assert_eq!(
+            negotiated(proxy.https, &tls12).await,
+            TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        );
+        proxy.shutdown().await;
+    })
+    .await;
+}
