@@ -225,6 +225,28 @@ fn request_histogram() -> AtomicHistogram {
     AtomicHistogram::new(REQUEST_BUCKETS)
 }
 
+thread_local! {
+    /// This worker thread's `sluice_worker_requests_total` (unset on other threads). Its own
+    /// counter, so counting is not a write to a cache line other workers write too.
+    static WORKER_REQUESTS: std::cell::OnceCell<Counter> = const { std::cell::OnceCell::new() };
+}
+
+/// Makes `requests` the calling worker thread's `sluice_worker_requests_total`.
+pub(crate) fn set_worker_requests(requests: Counter) {
+    WORKER_REQUESTS.with(|r| {
+        let _ = r.set(requests);
+    });
+}
+
+/// Counts one answered request for the worker thread this runs on, if any.
+fn count_worker_request() {
+    WORKER_REQUESTS.with(|requests| {
+        if let Some(requests) = requests.get() {
+            requests.inc();
+        }
+    });
+}
+
 /// The labelled metric families; cheap to clone (they are `Arc`s inside).
 #[derive(Clone, Debug)]
 struct Families {
@@ -511,7 +533,7 @@ impl RouteMetrics {
     /// Counts one answered request for `host` (as received; normalized here) and returns
     /// its series, for the duration observed when the request is over.
     pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> Arc<Series> {
-        crate::workers::count_request();
+        count_worker_request();
         let host = if self.labels.ingress.is_empty() && self.labels.service.is_empty() {
             // Unrouted: hosts nobody configured are unbounded.
             std::borrow::Cow::Borrowed("_")

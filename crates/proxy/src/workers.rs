@@ -98,21 +98,6 @@ pub(crate) struct WorkerContext {
     pub(crate) pin: bool,
 }
 
-thread_local! {
-    /// This worker thread's `sluice_worker_requests_total` (unset on other threads). Its own
-    /// counter, so counting is not a write to a cache line other workers write too.
-    static REQUESTS: std::cell::OnceCell<Counter> = const { std::cell::OnceCell::new() };
-}
-
-/// Counts one answered request for the worker thread this runs on, if any.
-pub(crate) fn count_request() {
-    REQUESTS.with(|requests| {
-        if let Some(requests) = requests.get() {
-            requests.inc();
-        }
-    });
-}
-
 /// A worker's own counters, registered per worker on the admin port.
 pub(crate) struct WorkerCounters {
     /// `sluice_worker_connections_accepted_total{worker}`.
@@ -142,9 +127,7 @@ pub(crate) fn spawn(
             if pin {
                 pin_to_cpu(index);
             }
-            REQUESTS.with(|r| {
-                let _ = r.set(requests);
-            });
+            crate::metrics::set_worker_requests(requests);
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

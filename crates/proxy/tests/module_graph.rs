@@ -26,18 +26,45 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         .map(|(name, code)| {
             let deps = code
                 .match_indices("crate::")
-                .filter_map(|(at, _)| {
-                    let rest = &code[at + "crate::".len()..];
-                    let end = rest
-                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                        .unwrap_or(rest.len());
-                    let dep = &rest[..end];
-                    (dep != name && names.contains(dep)).then(|| dep.to_owned())
-                })
+                .flat_map(|(at, _)| first_segments(&code[at + "crate::".len()..]))
+                .filter(|dep| dep != name && names.contains(dep))
                 .collect();
             (name.clone(), deps)
         })
         .collect()
+}
+
+/// The modules a path after `crate::` names: `a::b` names `a`; a group `{a::b, c}` (as
+/// in `use crate::{a::b, c};`) names `a` and `c`.
+fn first_segments(rest: &str) -> Vec<String> {
+    let ident = |s: &str| {
+        let s = s.trim_start();
+        let end = s
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        s[..end].to_owned()
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    // Split the group at its top-level commas, up to its closing brace.
+    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                out.push(ident(&group[start..i]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(ident(&group[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A cycle through `start`, if any (depth-first search).
