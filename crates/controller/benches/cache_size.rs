@@ -145,6 +145,29 @@ where
     Ok(())
 }
 
+/// What an informer of this program caches.
+trait Cacheable:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Cacheable for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Live heap held by one synced informer of `api` with `transform`: bytes and objects.
 async fn cached<K>(
     client: &kube::Client,
@@ -153,13 +176,7 @@ async fn cached<K>(
     transform: fn(K) -> K,
 ) -> anyhow::Result<(isize, usize)>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cacheable,
 {
     let factory = SharedInformerFactory::new(client.clone());
     let informer = factory.informer_for(api, ListOptions::default().labels(selector));
@@ -186,13 +203,7 @@ async fn compare<K>(
     projection: fn(K) -> K,
 ) -> anyhow::Result<()>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Cacheable,
 {
     let (full, n) = cached(client, api.clone(), selector, strip_last_applied::<K>).await?;
     let (slim, m) = cached(client, api, selector, projection).await?;
