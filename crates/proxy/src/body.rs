@@ -13,8 +13,8 @@ use hyper::body::Incoming;
 
 use crate::access_log::{LogOutcome, LogRecord};
 use crate::context::ConnCtx;
-use crate::metrics::Series;
-use crate::snapshot::Snapshot;
+use crate::metrics::SeriesAt;
+use crate::snapshot::SnapshotRef;
 use crate::stall::StallTimer;
 use crate::upstream_body::{Started, UpstreamBody};
 
@@ -158,15 +158,15 @@ pub(crate) struct Completion {
     /// The connection (for metrics and the access log sink).
     pub(crate) ctx: Arc<ConnCtx>,
     /// The snapshot the request was routed with (holds the backend state).
-    pub(crate) snapshot: Arc<Snapshot>,
+    pub(crate) snapshot: SnapshotRef,
     /// Backend index in the snapshot, if routed.
     pub(crate) backend: Option<usize>,
     /// Route entry index in the snapshot's table, if routed.
     pub(crate) entry: Option<usize>,
     /// The request method as a metrics label index ([`crate::metrics::method_index`]).
     pub(crate) method: u8,
-    /// The request series counted by [`Completion::count`], for the duration.
-    pub(crate) series: Option<Arc<Series>>,
+    /// Where [`Completion::count`] counted the request, for its duration.
+    pub(crate) series: Option<SeriesAt>,
     /// Request body bytes as declared by Content-Length.
     pub(crate) request_bytes: u64,
     /// Endpoint index whose in-flight count this request holds, if any.
@@ -187,7 +187,7 @@ impl Completion {
     /// The books of a request that arrived at `start`, routed with `snapshot`.
     pub(crate) fn new(
         ctx: Arc<ConnCtx>,
-        snapshot: Arc<Snapshot>,
+        snapshot: SnapshotRef,
         start: Instant,
         log: Option<Box<LogRecord>>,
     ) -> Completion {
@@ -228,13 +228,13 @@ impl Drop for Completion {
         }
         let elapsed = self.start.elapsed();
         let backend = self.backend.map(|b| &self.snapshot.backends[b]);
-        if let Some(series) = &self.series {
-            series.observe_duration(elapsed);
-        }
         let route = match self.snapshot.route_metrics(self.entry, self.backend) {
             Some(route) => route,
             None => self.ctx.shared.metrics.unrouted(),
         };
+        if let Some(series) = self.series {
+            route.observe_duration(series, elapsed);
+        }
         route.count_bytes(self.request_bytes, self.bytes);
         let upstream = match (backend, self.endpoint) {
             (Some(state), Some(endpoint)) => {

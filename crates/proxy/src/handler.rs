@@ -44,7 +44,7 @@ pub(crate) async fn handle(
     mut request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let start = Instant::now();
-    let snapshot = ctx.shared.table.current.load_full();
+    let snapshot = ctx.shared.table.snapshot();
 
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");

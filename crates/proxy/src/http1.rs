@@ -202,7 +202,7 @@ where
 {
     let start = Instant::now();
     let shared = &ctx.shared;
-    let snapshot = shared.table.current.load_full();
+    let snapshot = shared.table.snapshot();
     let host = head.host(buf);
     let method = head.method(buf);
     let head_request = method == "HEAD";

@@ -116,6 +116,7 @@ mod request_head;
 mod response_head;
 mod response_out;
 mod route;
+mod shard;
 mod shutdown;
 mod side_wake;
 mod snapshot;
@@ -194,7 +195,8 @@ impl Proxy {
     /// and, with `--access-log`, the access log writer.
     pub fn new(args: ProxyArgs) -> anyhow::Result<Proxy> {
         let mut registry = Registry::default();
-        let metrics = Metrics::new(&mut registry);
+        let shards = shard::Shards::new(args.workers.unwrap_or(1));
+        let metrics = Metrics::new(&mut registry, shards);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider));
         let default_key =

@@ -194,10 +194,10 @@ async fn proxy_header(
 }
 
 /// Counts a connection in `sluice_connections_active` while it lives.
-struct OpenConnection(prometheus_client::metrics::gauge::Gauge);
+struct OpenConnection(crate::shard::ShardedGauge);
 
 impl OpenConnection {
-    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+    fn new(gauge: &crate::shard::ShardedGauge) -> Self {
         gauge.inc();
         OpenConnection(gauge.clone())
     }

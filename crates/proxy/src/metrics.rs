@@ -1,21 +1,23 @@
 //! Prometheus metrics of the data plane, shaped so the request path never allocates for them.
 //!
 //! Label sets are resolved once per backend (and per host seen on it) and the resulting
-//! counter handles are cached; a request then costs a few relaxed atomic adds. Durations use
-//! [`AtomicHistogram`], a lock-free histogram, because prometheus-client's own takes a mutex
-//! on every observation.
+//! counter handles are cached; a request then costs a few relaxed atomic adds, each on the
+//! worker's own cache line ([`crate::shard`]), and no reference count. Durations use
+//! [`ShardedHistogram`] because prometheus-client's own histogram takes a mutex on every
+//! observation.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+
+use crate::shard::{
+    HistogramShards, MAX_BOUNDS, ShardedCounter, ShardedGauge, ShardedHistogram, Shards,
+};
 
 /// Upper bounds (seconds) of the request duration histogram.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -27,6 +29,9 @@ const REQUEST_BUCKETS: &[f64] = &[
 const REBUILD_BUCKETS: &[f64] = &[
     0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0,
 ];
+
+// Every histogram fits a shard's row.
+const _: () = assert!(REQUEST_BUCKETS.len() <= MAX_BOUNDS && REBUILD_BUCKETS.len() <= MAX_BOUNDS);
 
 /// Most distinct `host` label values one backend gets; the rest count as `"_other"`, so a
 /// wildcard rule cannot blow up the series count.
@@ -136,95 +141,6 @@ pub(crate) fn method_index(method: &[u8]) -> u8 {
 /// `"other"`, status 0, so a backend inventing statuses cannot blow up the series count.
 const MAX_SERIES_PER_HOST: usize = 32;
 
-/// A histogram of durations whose observations are a few relaxed atomic adds.
-///
-/// Clones share the same buckets (like prometheus-client's metrics).
-#[derive(Clone, Debug)]
-pub(crate) struct AtomicHistogram {
-    inner: Arc<HistogramInner>,
-}
-
-#[derive(Debug)]
-struct HistogramInner {
-    /// Upper bounds in seconds; the `+Inf` bucket is implicit.
-    bounds: &'static [f64],
-    /// The same bounds in nanoseconds, compared against observations.
-    bounds_nanos: Box<[u64]>,
-    /// Per-bucket (not cumulative) counts; one more than `bounds` for `+Inf`.
-    counts: Box<[AtomicU64]>,
-    /// Sum of all observations in nanoseconds (584 years before it wraps).
-    sum_nanos: AtomicU64,
-}
-
-impl AtomicHistogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        AtomicHistogram {
-            inner: Arc::new(HistogramInner {
-                bounds,
-                bounds_nanos: bounds.iter().map(|b| (b * 1e9) as u64).collect(),
-                counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-                sum_nanos: AtomicU64::new(0),
-            }),
-        }
-    }
-
-    /// Records one duration.
-    pub(crate) fn observe(&self, elapsed: Duration) {
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        let inner = &*self.inner;
-        let bucket = inner
-            .bounds_nanos
-            .iter()
-            .position(|&bound| nanos <= bound)
-            .unwrap_or(inner.bounds_nanos.len());
-        inner.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    /// Per-bucket (not cumulative) counts, `+Inf` last.
-    fn buckets(&self) -> impl Iterator<Item = u64> + '_ {
-        self.inner.counts.iter().map(|c| c.load(Ordering::Relaxed))
-    }
-
-    /// Number of observations so far.
-    #[cfg(test)]
-    pub(crate) fn count(&self) -> u64 {
-        self.inner
-            .counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
-    }
-}
-
-impl TypedMetric for AtomicHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for AtomicHistogram {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let inner = &*self.inner;
-        let buckets: Vec<(f64, u64)> = inner
-            .bounds
-            .iter()
-            .copied()
-            .chain(std::iter::once(f64::INFINITY))
-            .zip(inner.counts.iter().map(|c| c.load(Ordering::Relaxed)))
-            .collect();
-        let count = buckets.iter().map(|(_, c)| c).sum();
-        let sum = inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
-    }
-}
-
-fn request_histogram() -> AtomicHistogram {
-    AtomicHistogram::new(REQUEST_BUCKETS)
-}
-
 thread_local! {
     /// This worker thread's `sluice_worker_requests_total` (unset on other threads). Its own
     /// counter, so counting is not a write to a cache line other workers write too.
@@ -250,13 +166,13 @@ fn count_worker_request() {
 /// The labelled metric families; cheap to clone (they are `Arc`s inside).
 #[derive(Clone, Debug)]
 struct Families {
-    requests: Family<RequestLabels, Counter>,
-    durations: Family<RequestLabels, AtomicHistogram, fn() -> AtomicHistogram>,
-    request_bytes: Family<RouteLabels, Counter>,
-    response_bytes: Family<RouteLabels, Counter>,
-    upstream_errors: Family<ErrorLabels, Counter>,
-    upstream_connect: Family<ServiceLabels, AtomicHistogram, fn() -> AtomicHistogram>,
-    upstream_header: Family<ServiceLabels, AtomicHistogram, fn() -> AtomicHistogram>,
+    requests: Family<RequestLabels, ShardedCounter, Shards>,
+    durations: Family<RequestLabels, ShardedHistogram, HistogramShards>,
+    request_bytes: Family<RouteLabels, ShardedCounter, Shards>,
+    response_bytes: Family<RouteLabels, ShardedCounter, Shards>,
+    upstream_errors: Family<ErrorLabels, ShardedCounter, Shards>,
+    upstream_connect: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
+    upstream_header: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
 }
 
 /// Every metric of the proxy. Shared (`Arc`) by the request path and the admin server.
@@ -266,15 +182,15 @@ pub(crate) struct Metrics {
     /// Table swaps done through [`crate::TableHandle::update`].
     pub(crate) rebuilds: Counter,
     /// Compile times reported with each swap.
-    pub(crate) rebuild_duration: AtomicHistogram,
+    pub(crate) rebuild_duration: ShardedHistogram,
     /// The generation of the routing table being served (1 for the first swap).
     pub(crate) generation: Gauge,
     /// When the table being served was swapped in (Unix seconds).
     pub(crate) last_swap: Gauge,
     /// Client connections accepted.
-    pub(crate) connections_accepted: Counter,
+    pub(crate) connections_accepted: ShardedCounter,
     /// Client connections open now.
-    pub(crate) connections_active: Gauge,
+    pub(crate) connections_active: ShardedGauge,
     /// Requests that matched no route: every route label empty.
     unrouted: Arc<RouteMetrics>,
     /// `sluice_mirror_requests_total`, indexed by [`MirrorResult`].
@@ -282,24 +198,29 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
-    pub(crate) fn new(registry: &mut Registry) -> Arc<Metrics> {
-        let histogram = request_histogram as fn() -> AtomicHistogram;
+    /// Creates the metrics and registers them in `registry`; what the request path updates
+    /// gets one shard per worker thread ([`Shards`]).
+    pub(crate) fn new(registry: &mut Registry, shards: Shards) -> Arc<Metrics> {
+        let histogram = HistogramShards {
+            shards,
+            bounds: REQUEST_BUCKETS,
+        };
         let families = Families {
-            requests: Family::default(),
+            requests: Family::new_with_constructor(shards),
             durations: Family::new_with_constructor(histogram),
-            request_bytes: Family::default(),
-            response_bytes: Family::default(),
-            upstream_errors: Family::default(),
+            request_bytes: Family::new_with_constructor(shards),
+            response_bytes: Family::new_with_constructor(shards),
+            upstream_errors: Family::new_with_constructor(shards),
             upstream_connect: Family::new_with_constructor(histogram),
             upstream_header: Family::new_with_constructor(histogram),
         };
         let rebuilds = Counter::default();
-        let rebuild_duration = AtomicHistogram::new(REBUILD_BUCKETS);
+        // Observed by the control plane only: one shard.
+        let rebuild_duration = Shards::new(1).histogram(REBUILD_BUCKETS);
         let generation = Gauge::default();
         let last_swap = Gauge::default();
-        let connections_accepted = Counter::default();
-        let connections_active = Gauge::default();
+        let connections_accepted = shards.counter();
+        let connections_active = shards.gauge();
         // Names carry no prefix here; "sluice_" comes from the sub-registry.
         let registry = registry.sub_registry_with_prefix("sluice");
         registry.register(
@@ -424,9 +345,9 @@ impl Metrics {
 pub(crate) struct BackendMetrics {
     /// `"ns/name:port"`, also used in access log lines.
     pub(crate) service: String,
-    errors: [Counter; 3],
-    connect: AtomicHistogram,
-    header: AtomicHistogram,
+    errors: [ShardedCounter; 3],
+    connect: ShardedHistogram,
+    header: ShardedHistogram,
 }
 
 impl BackendMetrics {
@@ -466,27 +387,62 @@ impl BackendMetrics {
 
 /// One request series: its count and its durations.
 #[derive(Debug)]
-pub(crate) struct Series {
-    /// `method index << 16 | status`.
+struct Series {
+    /// `method index << 16 | status`; 0 for the overflow series.
     key: u32,
-    requests: Counter,
-    duration: AtomicHistogram,
+    requests: ShardedCounter,
+    duration: ShardedHistogram,
 }
 
-impl Series {
-    /// Records the total time of the request this series counted.
-    pub(crate) fn observe_duration(&self, elapsed: Duration) {
-        self.duration.observe(elapsed);
-    }
+/// Where [`RouteMetrics::count_request`] counted a request: the host and series slots, for
+/// [`RouteMetrics::observe_duration`] when the request is over. Plain indexes, so keeping
+/// one costs no reference count (a write every worker would share).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SeriesAt {
+    host: u8,
+    series: u8,
 }
 
-/// The series of one host of a route, added as (method, status) pairs are first seen.
+/// Slots of a route's hosts: [`MAX_HOSTS_PER_BACKEND`] for hosts as they are first seen,
+/// then `"_other"`.
+const HOST_SLOTS: usize = MAX_HOSTS_PER_BACKEND + 1;
+
+/// Slots of a host's series: [`MAX_SERIES_PER_HOST`] (method, status) pairs as they are
+/// first seen, then the overflow series (method `"other"`, status 0).
+const SERIES_SLOTS: usize = MAX_SERIES_PER_HOST + 1;
+
+/// The series of one host of a route. Slots fill in order and are never emptied, so a
+/// lookup scans the filled prefix and an index stays valid for the route's lifetime.
 #[derive(Debug)]
 struct HostSeries {
     host: Box<str>,
-    series: ArcSwap<Vec<Arc<Series>>>,
-    /// Serializes additions to `series` (rare: first request of a new pair).
-    adding: Mutex<()>,
+    series: [OnceLock<Series>; SERIES_SLOTS],
+}
+
+/// Finds `wanted` among the filled slots of `slots[..open]`, filling the first empty one
+/// with `make()` when it is not there; when all are full, `slots[open]` (the overflow
+/// slot) is filled with `overflow()` and used. Lock-free: two threads adding at once race
+/// for a slot with `OnceLock`, and the loser moves on to the next, so no value is added twice.
+fn find_or_add<T>(
+    slots: &[OnceLock<T>],
+    is_wanted: impl Fn(&T) -> bool,
+    make: impl FnOnce() -> T,
+    overflow: impl FnOnce() -> T,
+) -> usize {
+    let open = slots.len() - 1;
+    let mut make = Some(make);
+    for (index, slot) in slots[..open].iter().enumerate() {
+        let value = match slot.get() {
+            Some(value) => value,
+            None => slot.get_or_init(|| (make.take().expect("make is used once"))()),
+        };
+        if is_wanted(value) {
+            return index;
+        }
+        // `make` is only taken by a slot that then holds the wanted value.
+    }
+    slots[open].get_or_init(overflow);
+    open
 }
 
 /// Cached metric handles of one route: an Ingress (namespace and name) and the backend
@@ -496,12 +452,10 @@ struct HostSeries {
 pub(crate) struct RouteMetrics {
     labels: RouteLabels,
     families: Families,
-    /// Per host seen so far, at most [`MAX_HOSTS_PER_BACKEND`] (+ `"_other"`).
-    hosts: ArcSwap<Vec<Arc<HostSeries>>>,
-    /// Serializes additions to `hosts` (rare: first request of a new host).
-    adding: Mutex<()>,
-    request_bytes: Counter,
-    response_bytes: Counter,
+    /// Per host seen so far (see [`HOST_SLOTS`]).
+    hosts: [OnceLock<Box<HostSeries>>; HOST_SLOTS],
+    request_bytes: ShardedCounter,
+    response_bytes: ShardedCounter,
 }
 
 impl RouteMetrics {
@@ -516,8 +470,7 @@ impl RouteMetrics {
             response_bytes: families.response_bytes.get_or_create_owned(&labels),
             labels,
             families: families.clone(),
-            hosts: ArcSwap::from_pointee(Vec::new()),
-            adding: Mutex::new(()),
+            hosts: std::array::from_fn(|_| OnceLock::new()),
         }
     }
 
@@ -530,9 +483,9 @@ impl RouteMetrics {
         )
     }
 
-    /// Counts one answered request for `host` (as received; normalized here) and returns
-    /// its series, for the duration observed when the request is over.
-    pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> Arc<Series> {
+    /// Counts one answered request for `host` (as received; normalized here) and says
+    /// where, for the duration observed when the request is over.
+    pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> SeriesAt {
         count_worker_request();
         let host = if self.labels.ingress.is_empty() && self.labels.service.is_empty() {
             // Unrouted: hosts nobody configured are unbounded.
@@ -540,93 +493,69 @@ impl RouteMetrics {
         } else {
             sluice_routing::normalize_request_host(host)
         };
-        let hosts = self.hosts.load();
-        let found = hosts.iter().find(|h| *h.host == *host).or_else(|| {
-            (hosts.len() > MAX_HOSTS_PER_BACKEND)
-                .then(|| hosts.iter().find(|h| &*h.host == "_other"))
-                .flatten()
-        });
-        let host_series = match found {
-            Some(found) => Arc::clone(found),
-            None => {
-                drop(hosts);
-                self.add_host(&host)
-            }
+        let new_host = |label: &str| {
+            Box::new(HostSeries {
+                host: label.into(),
+                series: std::array::from_fn(|_| OnceLock::new()),
+            })
         };
+        let host_at = find_or_add(
+            &self.hosts,
+            |h| *h.host == *host,
+            || new_host(&host),
+            || new_host("_other"),
+        );
+        let host_series = self.host(host_at);
         let key = (u32::from(method) << 16) | u32::from(status);
-        let series = {
-            let all = host_series.series.load();
-            let hit = all.iter().find(|s| s.key == key).or_else(|| {
-                (all.len() >= MAX_SERIES_PER_HOST)
-                    .then(|| all.iter().find(|s| s.key == 0))
-                    .flatten()
-            });
-            match hit {
-                Some(series) => Arc::clone(series),
-                None => {
-                    drop(all);
-                    self.add_series(&host_series, key)
-                }
-            }
-        };
-        series.requests.inc();
-        series
+        let series_at = find_or_add(
+            &host_series.series,
+            |s| s.key == key,
+            || self.new_series(&host_series.host, key),
+            || self.new_series(&host_series.host, 0),
+        );
+        host_series.series[series_at]
+            .get()
+            .expect("find_or_add fills the slot it returns")
+            .requests
+            .inc();
+        SeriesAt {
+            host: host_at as u8,
+            series: series_at as u8,
+        }
     }
 
-    /// Slow path of [`Self::count_request`]: registers a new host.
-    fn add_host(&self, host: &str) -> Arc<HostSeries> {
-        let _adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
-        let current = self.hosts.load_full();
-        let label = if current.len() >= MAX_HOSTS_PER_BACKEND {
-            "_other"
-        } else {
-            host
-        };
-        if let Some(found) = current.iter().find(|h| &*h.host == label) {
-            return Arc::clone(found);
-        }
-        let added = Arc::new(HostSeries {
-            host: label.into(),
-            series: ArcSwap::from_pointee(Vec::new()),
-            adding: Mutex::new(()),
-        });
-        let mut next = Vec::with_capacity(current.len() + 1);
-        next.extend(current.iter().cloned());
-        next.push(Arc::clone(&added));
-        self.hosts.store(Arc::new(next));
-        added
+    /// The host in slot `at`, filled by [`find_or_add`].
+    fn host(&self, at: usize) -> &HostSeries {
+        self.hosts[at]
+            .get()
+            .expect("find_or_add fills the slot it returns")
     }
 
-    /// Slow path of [`Self::count_request`]: registers a new (method, status) pair.
-    fn add_series(&self, host: &HostSeries, key: u32) -> Arc<Series> {
-        let _adding = host.adding.lock().unwrap_or_else(|e| e.into_inner());
-        let current = host.series.load_full();
-        let key = if current.len() >= MAX_SERIES_PER_HOST {
-            0
-        } else {
-            key
-        };
-        if let Some(found) = current.iter().find(|s| s.key == key) {
-            return Arc::clone(found);
-        }
+    /// Registers the series of (`host`, `key`) in the families.
+    fn new_series(&self, host: &str, key: u32) -> Series {
         let labels = RequestLabels {
             namespace: self.labels.namespace.clone(),
             ingress: self.labels.ingress.clone(),
             service: self.labels.service.clone(),
-            host: host.host.to_string(),
+            host: host.to_owned(),
             method: METHODS[(key >> 16) as usize % METHODS.len()],
             status: (key & 0xffff) as u16,
         };
-        let added = Arc::new(Series {
+        Series {
             key,
             requests: self.families.requests.get_or_create_owned(&labels),
             duration: self.families.durations.get_or_create_owned(&labels),
-        });
-        let mut next = Vec::with_capacity(current.len() + 1);
-        next.extend(current.iter().cloned());
-        next.push(Arc::clone(&added));
-        host.series.store(Arc::new(next));
-        added
+        }
+    }
+
+    /// Records the total time of the request counted at `at`.
+    pub(crate) fn observe_duration(&self, at: SeriesAt, elapsed: Duration) {
+        let series = self.hosts[usize::from(at.host)]
+            .get()
+            .and_then(|host| host.series[usize::from(at.series)].get());
+        if let Some(series) = series {
+            series.duration.observe(elapsed);
+        }
     }
 
     /// Counts the body bytes of one request and its response.
@@ -639,6 +568,14 @@ impl RouteMetrics {
         }
     }
 
+    /// Every series counted so far.
+    fn series(&self) -> impl Iterator<Item = &Series> {
+        self.hosts
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|host| host.series.iter().filter_map(OnceLock::get))
+    }
+
     /// Totals over every host, method and status so far, for the dashboard: requests,
     /// 5xx answers, and the duration histogram's per-bucket counts (summed).
     pub(crate) fn totals(&self) -> RouteTotals {
@@ -647,16 +584,14 @@ impl RouteMetrics {
             errors: 0,
             buckets: vec![0; REQUEST_BUCKETS.len() + 1],
         };
-        for host in self.hosts.load().iter() {
-            for series in host.series.load().iter() {
-                let count = series.requests.get();
-                totals.requests += count;
-                if (500..600).contains(&(series.key & 0xffff)) {
-                    totals.errors += count;
-                }
-                for (sum, bucket) in totals.buckets.iter_mut().zip(series.duration.buckets()) {
-                    *sum += bucket;
-                }
+        for series in self.series() {
+            let count = series.requests.get();
+            totals.requests += count;
+            if (500..600).contains(&(series.key & 0xffff)) {
+                totals.errors += count;
+            }
+            for (sum, bucket) in totals.buckets.iter_mut().zip(series.duration.buckets()) {
+                *sum += bucket;
             }
         }
         totals
@@ -691,30 +626,24 @@ mod tests {
 
     #[test]
     fn histogram_buckets() {
-        let h = AtomicHistogram::new(&[0.001, 0.01]);
+        let h = Shards::new(1).histogram(&[0.001, 0.01]);
         h.observe(Duration::from_micros(500));
         h.observe(Duration::from_millis(5));
         h.observe(Duration::from_secs(1));
         assert_eq!(h.count(), 3);
-        let c: Vec<u64> = h
-            .inner
-            .counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
-        assert_eq!(c, vec![1, 1, 1]);
+        assert_eq!(h.buckets(), vec![1, 1, 1]);
     }
 
     #[test]
     fn request_series_and_rendering() {
         let mut registry = Registry::default();
-        let metrics = Metrics::new(&mut registry);
+        let metrics = Metrics::new(&mut registry, Shards::new(2));
         let route = metrics.route("shop", "web", "shop/web:80".into());
         let get = method_index(b"GET");
         route.count_request("Example.COM:8080", get, 200);
         route.count_request("example.com", get, 200);
         let post = route.count_request("example.com", method_index(b"POST"), 503);
-        post.observe_duration(Duration::from_millis(3));
+        route.observe_duration(post, Duration::from_millis(3));
         route.count_request("example.com", method_index(b"BREW"), 418);
         route.count_bytes(10, 1000);
         let backend = metrics.backend("shop/web:80".into());
@@ -749,12 +678,15 @@ mod tests {
     #[test]
     fn host_and_status_labels_are_bounded() {
         let mut registry = Registry::default();
-        let metrics = Metrics::new(&mut registry);
+        let metrics = Metrics::new(&mut registry, Shards::new(2));
         let route = metrics.route("shop", "web", "shop/web:80".into());
         for i in 0..100 {
             route.count_request(&format!("h{i}.example.com"), 1, 200);
         }
-        assert_eq!(route.hosts.load().len(), MAX_HOSTS_PER_BACKEND + 1);
+        assert_eq!(
+            route.hosts.iter().filter(|h| h.get().is_some()).count(),
+            HOST_SLOTS
+        );
         for status in 100..700 {
             route.count_request("h0.example.com", 1, status);
         }

@@ -5,6 +5,7 @@
 //! keeps that work off the request path: a request does one `ArcSwap` load and indexes
 //! vectors by [`sluice_routing::Backend::id`].
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -225,6 +226,30 @@ fn route_metrics(
         .collect()
 }
 
+/// A request's hold on the snapshot it was routed with. Requests clone this per-thread
+/// `Arc` rather than the snapshot's own, whose count every worker would write: on the
+/// request path each worker then writes only reference counts of its own.
+pub(crate) type SnapshotRef = Arc<HeldSnapshot>;
+
+/// The current snapshot as one thread holds it (see [`TableShared::snapshot`]).
+#[derive(Debug)]
+pub(crate) struct HeldSnapshot(Arc<Snapshot>);
+
+impl std::ops::Deref for HeldSnapshot {
+    type Target = Snapshot;
+
+    fn deref(&self) -> &Snapshot {
+        &self.0
+    }
+}
+
+thread_local! {
+    /// The snapshot this thread's requests last used. Keeping it alive also keeps its
+    /// address from being reused, so comparing addresses is enough to know it is current.
+    /// A thread keeps at most one old snapshot until its next request.
+    static HELD: RefCell<Option<SnapshotRef>> = const { RefCell::new(None) };
+}
+
 /// State shared by every [`TableHandle`], the request path and the TLS resolver.
 pub(crate) struct TableShared {
     /// The current snapshot; requests `load` it, [`TableHandle::update`] stores a new one.
@@ -235,6 +260,23 @@ pub(crate) struct TableShared {
     updating: Mutex<()>,
     /// Warnings and the explainer, reported by the control plane for the admin server.
     pub(crate) control: Mutex<ControlInfo>,
+}
+
+impl TableShared {
+    /// The current snapshot, for one request on this thread: one atomic load of the table,
+    /// and a new per-thread hold only when the table was swapped since the last request.
+    pub(crate) fn snapshot(&self) -> SnapshotRef {
+        let current = self.current.load();
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(held) = held.as_ref().filter(|h| Arc::ptr_eq(&h.0, &current)) {
+                return Arc::clone(held);
+            }
+            let fresh = Arc::new(HeldSnapshot(arc_swap::Guard::into_inner(current)));
+            *held = Some(Arc::clone(&fresh));
+            fresh
+        })
+    }
 }
 
 impl fmt::Debug for TableShared {
@@ -313,5 +355,58 @@ impl TableHandle {
     /// Number of backends in the current table.
     pub fn backend_count(&self) -> usize {
         self.shared.current.load().backends.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle() -> TableHandle {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::new(&mut registry, crate::shard::Shards::new(1));
+        TableHandle::new(metrics, Arc::new(rustls::crypto::ring::default_provider()))
+    }
+
+    #[test]
+    fn a_thread_holds_the_current_snapshot_until_the_table_is_swapped() {
+        let table = handle();
+        let first = table.shared.snapshot();
+        let again = table.shared.snapshot();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "one hold per thread while unchanged"
+        );
+        let held = Arc::clone(&first.0);
+        drop((first, again));
+
+        table.update(RouteTable::empty(), Duration::ZERO);
+        let next = table.shared.snapshot();
+        assert!(
+            !Arc::ptr_eq(&next.0, &held),
+            "a swap is seen by the next request"
+        );
+        assert!(Arc::ptr_eq(&next.0, &table.shared.current.load_full()));
+        // The thread no longer holds the old snapshot: only `held` does.
+        assert_eq!(Arc::strong_count(&held), 1);
+
+        // Another thread gets its own hold of the same snapshot.
+        let other = std::thread::scope(|scope| {
+            scope
+                .spawn(|| Arc::clone(&table.shared.snapshot().0))
+                .join()
+                .expect("thread")
+        });
+        assert!(Arc::ptr_eq(&other, &next.0));
+    }
+
+    #[test]
+    fn two_tables_on_one_thread_each_get_their_own_snapshot() {
+        let (a, b) = (handle(), handle());
+        for _ in 0..3 {
+            let (from_a, from_b) = (a.shared.snapshot(), b.shared.snapshot());
+            assert!(Arc::ptr_eq(&from_a.0, &a.shared.current.load_full()));
+            assert!(Arc::ptr_eq(&from_b.0, &b.shared.current.load_full()));
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! connection's addresses, whatever a worker is busy with). A connection lives and dies on
 //! the worker that accepted it, with that thread's upstream pools: no locks and no
 //! cross-thread wake-ups on the request path. The routing snapshot stays one shared atomic
-//! pointer; metrics are shared atomics.
+//! pointer; request metrics are sharded per worker ([`crate::shard`]) and summed on scrape.
 //!
 //! Where `SO_REUSEPORT` is refused, the workers share one socket through duplicated file
 //! descriptors instead (every worker is woken for every connection, and the first to
@@ -128,6 +128,7 @@ pub(crate) fn spawn(
                 pin_to_cpu(index);
             }
             crate::metrics::set_worker_requests(requests);
+            crate::shard::set_thread_shard(index);
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -80,6 +80,35 @@ async fn every_worker_accepts_and_serves_and_all_stop_on_shutdown() {
             served.iter().all(|n| n % 20 == 0),
             "a keep-alive connection moved between workers: {served:?}"
         );
+        // The route's series are counted in per-worker shards; a scrape sums them. (A
+        // duration is observed as its request's accounting is dropped, just after the last
+        // byte went out: poll briefly.)
+        let total = |text: &str, name: &str| -> u64 {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains("status=\"200\""))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        let mut text = String::new();
+        for _ in 0..40 {
+            text = admin_get(proxy.admin, "/metrics").await.1;
+            if total(&text, "sluice_request_duration_seconds_count") == 540 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(total(&text, "sluice_requests_total"), 540, "{text}");
+        assert_eq!(
+            total(&text, "sluice_request_duration_seconds_count"),
+            540,
+            "{text}"
+        );
+        let accepted = accepted_per_worker(proxy.admin, 3).await;
+        let line = format!(
+            "sluice_connections_accepted_total {}",
+            accepted.iter().sum::<u64>()
+        );
+        assert!(text.contains(&line), "{line} missing in\n{text}");
 
         // A table swap reaches every worker.
         proxy.route(&[Route::new("shop.example.com", "api", vec![api.addr()])]);
