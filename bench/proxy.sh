@@ -27,6 +27,9 @@
 #                    WORKERS; "off": no pinning. E.g. on 16 cores: WORKERS=8 bench/proxy.sh
 #   PEERS ["sluice nginx haproxy"]   which proxies to run (haproxy skipped if not installed;
 #                    "sluice-hyper" is sluice with --http1-server hyper, for comparing the two)
+#   SLUICE_BASELINE [unset]  path of another build's bench_proxy (e.g. of the previous commit:
+#                    `cargo build --release -p sluice-proxy --example bench_proxy` in a
+#                    worktree); adds the peer "sluice-base", so one run compares two builds
 #   SCENARIOS ["small big close tls tlsnew"]   small keep-alive GETs, 1 MiB responses, a new
 #                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request
 set -euo pipefail
@@ -39,6 +42,9 @@ BIG_CONNS=${BIG_CONNS:-10}
 WRK_THREADS=${WRK_THREADS:-1}
 PIN=${PIN:-auto}
 PEERS=${PEERS:-"sluice nginx haproxy"}
+if [[ -n ${SLUICE_BASELINE:-} && $PEERS != *sluice-base* ]]; then
+    PEERS="$PEERS sluice-base"
+fi
 SCENARIOS=${SCENARIOS:-"small big close tls tlsnew"}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,6 +87,9 @@ fi
 log "building sluice (release)"
 (cd "$ROOT" && cargo build --release -q -p sluice-proxy --example bench_proxy)
 SLUICE_BIN="$ROOT/target/release/examples/bench_proxy"
+if [[ -n ${SLUICE_BASELINE:-} && ! -x $SLUICE_BASELINE ]]; then
+    log "SLUICE_BASELINE=$SLUICE_BASELINE is not an executable"; exit 1
+fi
 
 # --- CPU placement -----------------------------------------------------------------------
 CORES=$(nproc)
@@ -230,10 +239,11 @@ wait_port "$BACKEND_PORT" "$TMP/backend/error.log"
 # --- peers: start, check, stop -----------------------------------------------------------
 start_peer() {
     case $1 in
-    sluice | sluice-hyper)
-        local server=sluice
+    sluice | sluice-hyper | sluice-base)
+        local server=sluice bin=$SLUICE_BIN
         [[ $1 == sluice-hyper ]] && server=hyper
-        "${ON_PROXY_CPUS[@]}" "$SLUICE_BIN" --backend "127.0.0.1:$BACKEND_PORT" \
+        [[ $1 == sluice-base ]] && bin=$SLUICE_BASELINE
+        "${ON_PROXY_CPUS[@]}" "$bin" --backend "127.0.0.1:$BACKEND_PORT" \
             --http-addr "127.0.0.1:$SLUICE_HTTP" --https-addr "127.0.0.1:$SLUICE_HTTPS" \
             --admin-addr "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" \
             --http1-server "$server" --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
@@ -259,7 +269,7 @@ stop_peer() {
 }
 peer_ports() {
     case $1 in
-    sluice | sluice-hyper) echo "$SLUICE_HTTP $SLUICE_HTTPS" ;;
+    sluice | sluice-hyper | sluice-base) echo "$SLUICE_HTTP $SLUICE_HTTPS" ;;
     nginx) echo "$NGINX_HTTP $NGINX_HTTPS" ;;
     haproxy) echo "$HAPROXY_HTTP $HAPROXY_HTTPS" ;;
     esac

@@ -86,8 +86,10 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_new(sluice_proxy::log_filter(
+                &std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            ))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
     let runtime = cli.proxy.build_runtime().context("building the runtime")?;

@@ -104,6 +104,7 @@ mod handler;
 mod header_policy;
 mod http1;
 mod listener;
+mod log_filter;
 mod metrics;
 mod mirror;
 #[cfg(test)]
@@ -148,6 +149,7 @@ pub use config::{
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use control_info::{Explainer, Warning};
+pub use log_filter::log_filter;
 pub use snapshot::TableHandle;
 pub use tls::DEFAULT_CERT_NAME;
 

@@ -28,6 +28,25 @@ use crate::shutdown::Phases;
 /// Listen backlog of every socket (tokio's default for `TcpListener::bind`).
 const BACKLOG: u32 = 1024;
 
+/// Period of a worker's [`timer_heartbeat`].
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Keeps the worker's timer driver planning to wake up soon.
+///
+/// tokio wakes its own event loop through an eventfd (a `write`, then a spare
+/// `epoll_wait` round) whenever a timer is registered that is due before the wake-up the
+/// driver planned when it last went to sleep; with no timer due soon, that is the first
+/// timeout every new connection or request registers. A tick every [`HEARTBEAT`] keeps the
+/// planned wake-up near, so timeouts of seconds register without it: two system calls fewer
+/// per connection, for ten wake-ups a second on an idle worker.
+async fn timer_heartbeat() {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+    }
+}
+
 /// The listening sockets of one worker.
 #[derive(Debug)]
 pub(crate) struct WorkerSockets {
@@ -168,6 +187,8 @@ pub(crate) fn spawn(
                         Some(accepted.clone()),
                     )
                 };
+                // Ends with the runtime.
+                tokio::spawn(timer_heartbeat());
                 tokio::join!(
                     accept(http, Transport::Plain),
                     accept(https, Transport::Tls(tls))

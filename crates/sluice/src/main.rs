@@ -29,6 +29,8 @@ struct Cli {
     log_format: LogFormat,
 
     /// Log filter (tracing's env-filter syntax), e.g. `info` or `sluice_proxy=debug`.
+    /// rustls' warnings about what a client sent in its handshake (an IP address as SNI)
+    /// stay at `error` unless the filter names rustls: one line per connection otherwise.
     #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
     log: String,
 
@@ -71,7 +73,7 @@ fn init_logging(cli: &Cli) {
     let quiet =
         matches!(cli.command, Command::Migrate(_) | Command::Explain(_)) && cli.log == "info";
     let log = if quiet { "off" } else { cli.log.as_str() };
-    let filter = tracing_subscriber::EnvFilter::try_new(log)
+    let filter = tracing_subscriber::EnvFilter::try_new(sluice_proxy::log_filter(log))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
