@@ -149,13 +149,17 @@ pub(crate) async fn send<'a, F>(
 where
     F: Fields<'a>,
 {
+    // The attempts are boxed: a future is copied whole each time it moves (into a timeout,
+    // into `within`, into an await), and theirs is the largest state on the request path.
+    // A profile of small keep-alive GETs had ~7% of the proxy's CPU in those copies.
     if !matches!(outgoing.body, RequestBody::Empty) {
         // An upload can take long, each step bounded by its own timeout (client body,
         // upstream send); the wait for the head starts once the body is through.
-        return attempts(upstreams, backend, outgoing, Some(deadline)).await;
+        return Box::pin(attempts(upstreams, backend, outgoing, Some(deadline))).await;
     }
     let deadline = tokio::time::Instant::from_std(start + deadline);
-    match tokio::time::timeout_at(deadline, attempts(upstreams, backend, outgoing, None)).await {
+    let attempts = Box::pin(attempts(upstreams, backend, outgoing, None));
+    match tokio::time::timeout_at(deadline, attempts).await {
         Ok(result) => result,
         Err(_elapsed) => {
             // The attempt in progress was dropped with its connection; its endpoint's
