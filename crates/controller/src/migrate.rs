@@ -137,7 +137,7 @@ pub struct ClassReport {
 pub struct AnnotationProblem {
     /// The full key.
     pub annotation: String,
-    /// `UnsupportedAnnotation`, `InvalidAnnotation` or `SnippetRefused`: the Event reason
+    /// `UnsupportedAnnotation`, `InvalidAnnotation`, `SnippetRefused` or `FailedClosed`: the Event reason
     /// the controller emits on the Ingress.
     pub reason: String,
     /// Why, and what to use instead where there is something.
@@ -236,6 +236,7 @@ impl MigrationReport {
                     "UnsupportedAnnotation" => "unsupported",
                     "InvalidAnnotation" => "invalid",
                     "SnippetRefused" => "refused",
+                    "FailedClosed" => "CLOSED",
                     other => other,
                 };
                 let _ = writeln!(s, "  {label:W$} {}: {}", p.annotation, p.detail);
@@ -868,12 +869,16 @@ mod tests {
         assert_eq!(
             reasons,
             [
-                (nginx("auth-type").as_str(), "UnsupportedAnnotation"),
+                (nginx("auth-type").as_str(), "FailedClosed"),
                 (nginx("configuration-snippet").as_str(), "SnippetRefused"),
                 (nginx("proxy-body-size").as_str(), "InvalidAnnotation"),
             ]
         );
-        assert!(i.problems[0].detail.contains("basic authentication"));
+        assert!(
+            i.problems[0]
+                .detail
+                .contains("basic and digest authentication")
+        );
         assert!(
             i.problems[1].detail.contains("sluice.dev/response-headers"),
             "{}",
@@ -1151,6 +1156,6 @@ mod tests {
         assert_eq!(i["namespace"], "shop");
         assert_eq!(i["class"]["served"], true);
         assert_eq!(i["problems"][0]["annotation"], nginx("auth-type"));
-        assert_eq!(i["problems"][0]["reason"], "UnsupportedAnnotation");
+        assert_eq!(i["problems"][0]["reason"], "FailedClosed");
     }
 }

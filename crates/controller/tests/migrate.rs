@@ -204,8 +204,9 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
             "  invalid      nginx.ingress.kubernetes.io/proxy-body-size: value \"10 MB\" is \
              not a size (digits with an optional k, m or g suffix)\n",
             "  class        sluice (spec.ingressClassName): served",
-            "  unsupported  nginx.ingress.kubernetes.io/auth-type: not supported by sluice: \
-             basic authentication is not supported yet; use auth-url\n",
+            "  CLOSED       nginx.ingress.kubernetes.io/auth-type: basic and digest \
+             authentication from a Secret is not supported yet; the Ingress's routes answer \
+             503 to every request until it is removed (fail closed)\n",
             &rewrite_line,
         ],
     );
@@ -286,7 +287,7 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
         assert_eq!(problem_keys, [nginx("auth-type"), nginx("rewrite-target")]);
         assert_eq!(rewrite["problems"][1]["reason"], "UnsupportedAnnotation");
     }
-    assert_eq!(rewrite["problems"][0]["reason"], "UnsupportedAnnotation");
+    assert_eq!(rewrite["problems"][0]["reason"], "FailedClosed");
 }
 
 #[tokio::test]

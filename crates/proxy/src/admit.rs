@@ -66,6 +66,21 @@ impl Refusal {
     }
 }
 
+/// The request path as routing and every policy see it (nginx's normalised `$uri`, see
+/// [`sluice_routing::normalize_request_path`]), or the 400 nginx answers for a path it
+/// cannot normalise (`..` above the root, a bad or NUL escape).
+pub(crate) fn request_path(path: &str) -> Result<std::borrow::Cow<'_, str>, Refusal> {
+    use sluice_routing::RequestPathError as E;
+    sluice_routing::normalize_request_path(path).map_err(|e| {
+        Refusal::BadRequest(match e {
+            E::AboveRoot => "path climbs above the root",
+            E::BadEscape => "path has a malformed %-escape",
+            E::Nul => "path encodes a NUL byte",
+            E::AmbiguousSlash => "path mixes %2F with dot segments",
+        })
+    })
+}
+
 /// Admits or refuses a request head.
 pub(crate) fn admit<'a, V>(facts: Facts<'a, V>, policy: &HeaderPolicy) -> Result<(), Refusal>
 where

@@ -48,13 +48,17 @@ pub(crate) async fn handle(
 
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");
-    let admitted = admit::admit(facts(&request), &ctx.shared.policy);
+    // Matching and every policy see the normalised path; upstream gets the target as sent.
+    let normalized = admit::request_path(request.uri().path());
+    let admitted = admit::admit(facts(&request), &ctx.shared.policy)
+        .and_then(|()| normalized.as_ref().map(|_| ()).map_err(|refusal| *refusal));
+    let path: &str = normalized.as_deref().unwrap_or("/");
     // Not kept across an await: the header lookup is not `Sync`.
     let routed = {
         let info = RequestInfo {
             https: ctx.tls,
             host: host_str,
-            path: request.uri().path(),
+            path,
             query: request.uri().query().unwrap_or(""),
             method: request.method().as_str(),
             headers: &route::MapHeaders(request.headers()),
@@ -122,7 +126,7 @@ pub(crate) async fn handle(
         tls: ctx.tls,
         method: request.method().as_str().as_bytes(),
         host: host_str,
-        path: request.uri().path(),
+        path,
         target: request
             .uri()
             .path_and_query()
@@ -163,7 +167,7 @@ pub(crate) async fn handle(
             auth::Verdict::Fail(status) => return Ok(fail(done, grpc, host_str, status)),
         }
     }
-    let rewritten = match policy::upstream_target(route_entry, view.target) {
+    let rewritten = match policy::upstream_target(route_entry, path, request.uri().query()) {
         Some(policy::Rewritten::Redirect(location)) => {
             return Ok(answered(done, host_str, policy::Answer::found(location)));
         }

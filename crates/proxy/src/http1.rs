@@ -222,14 +222,18 @@ where
         },
         &shared.policy,
     );
+    // Matching and every policy see the normalised path; upstream gets the target as sent.
+    let normalized = admit::request_path(head.path(buf));
+    let admitted = admitted.and_then(|()| normalized.as_ref().map(|_| ()).map_err(|r| *r));
+    let path: &str = normalized.as_deref().unwrap_or("/");
+    let query = head.target(buf).split_once('?').map(|(_, query)| query);
     // Not kept across an await: the header lookup is not `Sync`.
     let routed = {
-        let target = head.target(buf);
         let info = RequestInfo {
             https: ctx.tls,
             host,
-            path: head.path(buf),
-            query: target.split_once('?').map_or("", |(_, query)| query),
+            path,
+            query: query.unwrap_or(""),
             method,
             headers: &PlainHeaders { head, buf },
         };
@@ -295,7 +299,7 @@ where
         tls: ctx.tls,
         method: method.as_bytes(),
         host,
-        path: head.path(buf),
+        path,
         target: head.target(buf),
         client: ctx.peer.ip(),
         origin,
@@ -315,7 +319,7 @@ where
             return Some(page(io, out, &mut done, host, status, head_request, client).await);
         }
     }
-    let rewritten = match policy::upstream_target(route_entry, view.target) {
+    let rewritten = match policy::upstream_target(route_entry, path, query) {
         Some(policy::Rewritten::Redirect(location)) => {
             let answer = policy::Answer::found(location);
             return Some(answered(io, out, &mut done, host, answer, head_request, client).await);

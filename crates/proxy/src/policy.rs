@@ -1,7 +1,8 @@
 //! The policy stage: what a route's compiled [`Policy`] says about a request before it goes
 //! upstream (answer it here, or let it through), and what it adds to the response.
 //!
-//! Pure: request facts in, a verdict out. The order is ingress-nginx's: source ranges (403),
+//! Pure: request facts in, a verdict out. The order is ingress-nginx's: a route closed because
+//! an access annotation cannot be honoured (503), source ranges (403),
 //! the HTTPS redirect, a configured redirect, (Gateway API `RequestRedirect`), the app root
 //! (302), then a CORS preflight answered by the proxy (204).
 
@@ -92,6 +93,11 @@ pub(crate) fn within_limits(
 
 /// Decides whether the proxy answers the request itself (`Some`) or lets it through.
 pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
+    // An access restriction sluice cannot honour: closed to everyone (ingress-nginx's 503
+    // for a denied location).
+    if policy.fail_closed {
+        return Some(Answer::status(StatusCode::SERVICE_UNAVAILABLE));
+    }
     // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
     if policy.deny.iter().any(|net| net.contains(request.client))
         || (!policy.allow.is_empty() && !policy.allow.iter().any(|n| n.contains(request.client)))
@@ -259,35 +265,55 @@ pub(crate) enum Rewritten {
     Redirect(HeaderValue),
 }
 
-/// Applies the route's rewrite to `target` (path and query as received); `None` when the
-/// route has none or its path does not match (nginx then leaves the URI alone). The query
-/// is kept: appended with `?`, or with `&` when the target brings its own (nginx's
-/// `rewrite` rule).
-pub(crate) fn rewrite(rewrite: Option<&Rewrite>, target: &str) -> Option<Rewritten> {
-    let (path, query) = target
-        .split_once('?')
-        .map_or((target, None), |(p, q)| (p, Some(q)));
-    let mut out = rewrite?.apply(path)?;
-    if let Some(query) = query.filter(|q| !q.is_empty()) {
-        out.push(if out.contains('?') { '&' } else { '?' });
-        out.push_str(query);
-    }
-    if out.starts_with("http://") || out.starts_with("https://") {
+/// Applies the route's `rewrite-target` to `path` (the normalised request path) and keeps
+/// `query`; `None` when the route has none or its path does not match (nginx then leaves the
+/// URI alone). The query is appended with `?`, or with `&` when the target brings its own
+/// (nginx's `rewrite` rule). The rewritten path is escaped as nginx escapes a rewritten `$uri`
+/// for `proxy_pass`.
+pub(crate) fn rewrite(
+    rewrite: Option<&Rewrite>,
+    path: &str,
+    query: Option<&str>,
+) -> Option<Rewritten> {
+    let rewritten = rewrite?.apply(path)?;
+    if rewritten.starts_with("http://") || rewritten.starts_with("https://") {
+        let mut out = rewritten;
+        if let Some(query) = query.filter(|q| !q.is_empty()) {
+            out.push(if out.contains('?') { '&' } else { '?' });
+            out.push_str(query);
+        }
         return HeaderValue::try_from(out).ok().map(Rewritten::Redirect);
+    }
+    // The target's own query (after a literal `?` in it) is kept as written.
+    let (target_path, target_query) = rewritten
+        .split_once('?')
+        .map_or((rewritten.as_str(), None), |(p, q)| (p, Some(q)));
+    let mut out = sluice_routing::escape_path(target_path).into_owned();
+    if let Some(target_query) = target_query {
+        out.push('?');
+        out.push_str(target_query);
+    }
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
+        out.push(if target_query.is_some() { '&' } else { '?' });
+        out.push_str(query);
     }
     Some(Rewritten::Target(out))
 }
 
-/// The path and query sent upstream instead of `target` (path and query as received):
-/// Gateway API `URLRewrite.path` (the query kept) when the route has one, else
-/// `rewrite-target` ([`rewrite`]); `None` when neither changes it.
-pub(crate) fn upstream_target(entry: &RouteEntry, target: &str) -> Option<Rewritten> {
+/// The path and query sent upstream instead of the request's target: Gateway API
+/// `URLRewrite.path` (the query kept) when the route has one, else `rewrite-target`
+/// ([`rewrite`]); `None` when neither changes it, and the client's target goes upstream as
+/// it was sent. `path` is the normalised request path the route matched.
+pub(crate) fn upstream_target(
+    entry: &RouteEntry,
+    path: &str,
+    query: Option<&str>,
+) -> Option<Rewritten> {
     let Some(path_rewrite) = &entry.policy.path_rewrite else {
-        return rewrite(entry.rewrite.as_ref(), target);
+        return rewrite(entry.rewrite.as_ref(), path, query);
     };
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut out = path_rewrite.apply(path);
-    if !query.is_empty() {
+    let mut out = sluice_routing::escape_path(&path_rewrite.apply(path)).into_owned();
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
         out.push('?');
         out.push_str(query);
     }
@@ -342,7 +368,10 @@ mod tests {
         };
         // ingress-nginx's documented example: path /something(/|$)(.*), target /$2.
         let r = rule("/something(/|$)(.*)", "/$2");
-        let got = |t: &str| rewrite(Some(&r), t);
+        let got = |t: &str| {
+            let (path, query) = t.split_once('?').map_or((t, None), |(p, q)| (p, Some(q)));
+            rewrite(Some(&r), path, query)
+        };
         assert_eq!(got("/something"), Some(Rewritten::Target("/".into())));
         assert_eq!(got("/something/"), Some(Rewritten::Target("/".into())));
         assert_eq!(
@@ -354,23 +383,29 @@ mod tests {
             Some(Rewritten::Target("/new?a=1".into()))
         );
         assert_eq!(got("/other"), None);
+        // The captures come from the normalised path and are escaped again for the wire,
+        // as nginx escapes a rewritten `$uri` for `proxy_pass`.
+        assert_eq!(
+            got("/something/a b?c=1"),
+            Some(Rewritten::Target("/a%20b?c=1".into()))
+        );
         // Without captures the whole path is replaced.
         let r = rule("/api", "/");
         assert_eq!(
-            rewrite(Some(&r), "/api/v1/x"),
+            rewrite(Some(&r), "/api/v1/x", None),
             Some(Rewritten::Target("/".into()))
         );
         let r = rule("/q", "/new?x=1");
         assert_eq!(
-            rewrite(Some(&r), "/q?y=2"),
+            rewrite(Some(&r), "/q", Some("y=2")),
             Some(Rewritten::Target("/new?x=1&y=2".into()))
         );
         let r = rule("/(.*)", "https://elsewhere.example/$1");
         assert!(matches!(
-            rewrite(Some(&r), "/a"),
+            rewrite(Some(&r), "/a", None),
             Some(Rewritten::Redirect(_))
         ));
-        assert_eq!(rewrite(None, "/a"), None);
+        assert_eq!(rewrite(None, "/a", None), None);
     }
 
     #[test]

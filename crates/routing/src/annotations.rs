@@ -28,6 +28,9 @@ use crate::auth::{self, AUTH_KEYS, ExternalAuth};
 use crate::canary::{self, CANARY_KEYS, CanaryRule};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
+use crate::fail_closed::{
+    BASIC_AUTH_COMPANIONS, BASIC_AUTH_TRIGGERS, CLIENT_CERT_TRIGGER, CLOSED, restricting_directive,
+};
 use crate::policy::{Cors, LoadBalance, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
 use crate::protocol::{self, UpstreamTls};
 
@@ -106,6 +109,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "satisfy",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -273,6 +277,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
+    unenforced_access(&mut cx, !policy.allow.is_empty(), policy.auth.is_some());
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
         "ewma" => Ok(LoadBalance::Ewma),
@@ -297,8 +302,10 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     let Cx {
         mut problems,
         applied,
+        closed,
         ..
     } = cx;
+    policy.fail_closed = closed;
     problems.sort_by(|a, b| a.annotation.cmp(&b.annotation));
     let parsed = Parsed {
         policy,
@@ -326,6 +333,8 @@ struct Cx<'a> {
     pending: BTreeMap<&'a str, Entry<'a>>,
     problems: Vec<Problem>,
     applied: Vec<&'a str>,
+    /// An access restriction could not be honoured: the routes answer 503.
+    closed: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -343,6 +352,7 @@ impl<'a> Cx<'a> {
             pending,
             problems: Vec::new(),
             applied: Vec::new(),
+            closed: false,
         }
     }
 
@@ -373,6 +383,13 @@ impl<'a> Cx<'a> {
 
     fn invalid(&mut self, entry: Entry<'a>, detail: impl Into<String>) {
         self.report(entry, Reason::InvalidAnnotation, detail);
+    }
+
+    /// An access restriction that cannot be honoured: reported, and the routes close.
+    fn fail_closed(&mut self, entry: Entry<'a>, detail: impl AsRef<str>) {
+        self.closed = true;
+        let detail = format!("{}; {CLOSED}", detail.as_ref());
+        self.report(entry, Reason::FailedClosed, detail);
     }
 
     /// Takes `name`, parses it, and applies or reports it.
@@ -411,7 +428,13 @@ impl<'a> Cx<'a> {
     /// Everything not handled: snippets refused, the rest unsupported.
     fn report_the_rest(&mut self) {
         for (name, entry) in std::mem::take(&mut self.pending) {
-            if name.ends_with("-snippet") {
+            if name.ends_with("-snippet")
+                && let Some(directive) = restricting_directive(entry.value)
+            {
+                let detail =
+                    format!("{SNIPPET_DETAIL}, and this one restricts access ({directive:?})");
+                self.fail_closed(entry, detail);
+            } else if name.ends_with("-snippet") {
                 let detail = if name == "configuration-snippet" {
                     format!(
                         "{SNIPPET_DETAIL} (to set request or response fields, use \
@@ -481,9 +504,13 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "affinity-canary-behavior" | "session-cookie-conditional-samesite-none" => {
             "not supported yet"
         }
-        _ if starts("auth-tls-") => "client certificate authentication is not supported yet",
-        "auth-type" | "auth-secret" | "auth-secret-type" | "auth-realm" => {
-            "basic authentication is not supported yet; use auth-url"
+        _ if starts("auth-tls-") => {
+            "client certificate authentication is not supported yet (has no effect without \
+             auth-tls-secret, which closes the route)"
+        }
+        "auth-secret-type" | "auth-realm" => {
+            "basic authentication is not supported yet (has no effect without auth-type or \
+             auth-secret, which close the route); use auth-url"
         }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
         "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
@@ -945,9 +972,22 @@ fn affinity(cx: &mut Cx<'_>) -> Option<Affinity> {
     Some(settings)
 }
 
-/// `auth-url` and its companions ([`crate::auth`]).
+/// `auth-url` and its companions ([`crate::auth`]). An `auth-url` that does not parse
+/// closes the route: serving it without the check would open it to everyone.
 fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
-    let url = cx.value("auth-url", auth::parse_url);
+    let url = match cx.take("auth-url") {
+        None => None,
+        Some(entry) => match auth::parse_url(entry.value) {
+            Ok(url) => {
+                cx.applied(entry);
+                Some(url)
+            }
+            Err(why) => {
+                cx.fail_closed(entry, why);
+                None
+            }
+        },
+    };
     let entries: Vec<_> = AUTH_KEYS
         .iter()
         .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
@@ -970,6 +1010,60 @@ fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
         }
     }
     Some(settings)
+}
+
+/// The access annotations sluice does not implement close the route
+/// ([`crate::fail_closed`]); `satisfy` is honoured where it changes nothing.
+fn unenforced_access(cx: &mut Cx<'_>, source_ranges: bool, external_auth: bool) {
+    if BASIC_AUTH_TRIGGERS
+        .iter()
+        .any(|name| cx.pending.contains_key(name))
+    {
+        for name in BASIC_AUTH_TRIGGERS.iter().chain(BASIC_AUTH_COMPANIONS) {
+            if let Some(entry) = cx.take(name) {
+                cx.fail_closed(
+                    entry,
+                    "basic and digest authentication from a Secret is not supported yet",
+                );
+            }
+        }
+    }
+    let verify_off = cx
+        .pending
+        .get("auth-tls-verify-client")
+        .is_some_and(|entry| entry.value.trim() == "off");
+    if cx.pending.contains_key(CLIENT_CERT_TRIGGER) && !verify_off {
+        let names: Vec<&str> = cx
+            .pending
+            .keys()
+            .copied()
+            .filter(|name| name.starts_with("auth-tls-"))
+            .collect();
+        for name in names {
+            if let Some(entry) = cx.take(name) {
+                cx.fail_closed(
+                    entry,
+                    "client certificate authentication is not supported yet",
+                );
+            }
+        }
+    }
+    if let Some(entry) = cx.take("satisfy") {
+        match entry.value.trim() {
+            // What sluice does: every restriction applies.
+            "all" | "" => cx.applied(entry),
+            // With one restriction, any and all are the same.
+            "any" if !(source_ranges && external_auth) => cx.applied(entry),
+            "any" => cx.fail_closed(
+                entry,
+                "satisfy: any (the source range or authentication suffices) is not supported yet",
+            ),
+            other => cx.invalid(
+                entry,
+                format!("value {other:?} is not all or any; all applies (every restriction)"),
+            ),
+        }
+    }
 }
 
 /// `canary` and the `canary-*` keys ([`crate::canary`]).
@@ -2233,8 +2327,12 @@ mod tests {
                 "not supported by sluice: response bandwidth limits",
             ),
             (
-                "auth-type",
+                "auth-realm",
                 "not supported by sluice: basic authentication is not supported yet",
+            ),
+            (
+                "auth-tls-verify-depth",
+                "not supported by sluice: client certificate authentication",
             ),
             (
                 "proxy-ssl-ciphers",
@@ -2262,6 +2360,80 @@ mod tests {
         let parsed = parse(&map(&[(&sluice("typo"), "x")]));
         assert_eq!(parsed.problems[0].annotation, "sluice.dev/typo");
         assert_eq!(parsed.problems[0].detail, "not supported by sluice");
+    }
+
+    /// ingress-nginx never serves a location open when its authentication annotations
+    /// cannot be applied (it marks the location denied: 503); sluice closes the routes.
+    #[test]
+    fn access_annotations_sluice_cannot_honour_fail_closed() {
+        let closed: &[&[(&str, &str)]] = &[
+            &[("auth-type", "basic"), ("auth-secret", "htpasswd")],
+            &[("auth-type", "digest")],
+            &[("auth-secret", "htpasswd"), ("auth-realm", "Staff only")],
+            &[("auth-type", "nonsense")],
+            &[("auth-tls-secret", "default/ca")],
+            &[
+                ("auth-tls-secret", "default/ca"),
+                ("auth-tls-verify-client", "on"),
+            ],
+            &[("auth-url", "not a url")],
+            &[("auth-url", "ftp://auth.example/check")],
+            &[
+                ("allowlist-source-range", "10.0.0.0/8"),
+                ("auth-url", "http://auth.example/check"),
+                ("satisfy", "any"),
+            ],
+            &[("configuration-snippet", "allow 10.0.0.0/8;\ndeny all;")],
+            &[(
+                "server-snippet",
+                "if ($http_x_key != \"k\") { return 403; }",
+            )],
+            &[("auth-snippet", "auth_request /x;")],
+        ];
+        for pairs in closed {
+            let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (nginx(k), *v)).collect();
+            let refs: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let parsed = parse(&map(&refs));
+            assert!(parsed.policy.fail_closed, "{pairs:?}");
+            let closing: Vec<&Problem> = parsed
+                .problems
+                .iter()
+                .filter(|p| p.reason == Reason::FailedClosed)
+                .collect();
+            assert!(!closing.is_empty(), "{pairs:?}");
+            for p in closing {
+                assert!(p.detail.ends_with(CLOSED), "{}", p.detail);
+            }
+        }
+        let open: &[&[(&str, &str)]] = &[
+            &[("auth-realm", "Staff only")],
+            &[("auth-tls-verify-depth", "2")],
+            &[
+                ("auth-tls-secret", "default/ca"),
+                ("auth-tls-verify-client", "off"),
+            ],
+            &[
+                ("auth-url", "http://auth.example/check"),
+                ("satisfy", "any"),
+            ],
+            &[("allowlist-source-range", "10.0.0.0/8"), ("satisfy", "any")],
+            &[("satisfy", "all")],
+            &[("satisfy", "maybe")],
+            &[("configuration-snippet", "more_set_headers \"X: 1\";")],
+        ];
+        for pairs in open {
+            let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (nginx(k), *v)).collect();
+            let refs: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let parsed = parse(&map(&refs));
+            assert!(
+                !parsed.policy.fail_closed,
+                "{pairs:?}: {:?}",
+                parsed.problems
+            );
+        }
+        // An invalid source range already refuses everyone (403), as ingress-nginx does.
+        let parsed = one("allowlist-source-range", "10.0.0.0/40");
+        assert!(!parsed.policy.allow.is_empty() || !parsed.policy.deny.is_empty());
     }
 
     #[test]
@@ -2386,7 +2558,10 @@ mod tests {
             for p in &parsed.problems {
                 prop_assert!(matches!(
                     p.reason,
-                    Reason::UnsupportedAnnotation | Reason::InvalidAnnotation | Reason::SnippetRefused
+                    Reason::UnsupportedAnnotation
+                        | Reason::InvalidAnnotation
+                        | Reason::SnippetRefused
+                        | Reason::FailedClosed
                 ));
                 prop_assert!(!p.detail.is_empty());
             }
@@ -2395,6 +2570,11 @@ mod tests {
                 prop_assert!((300..=308).contains(&redirect.status));
             }
             prop_assert!(parsed.policy.connect_timeout.is_none_or(|d| !d.is_zero()));
+            // Closed exactly when a problem says so.
+            prop_assert_eq!(
+                parsed.policy.fail_closed,
+                parsed.problems.iter().any(|p| p.reason == Reason::FailedClosed)
+            );
         }
     }
 }

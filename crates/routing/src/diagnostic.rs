@@ -69,6 +69,10 @@ pub enum Reason {
     InvalidAnnotation,
     /// A snippet annotation (nginx configuration text); refused, never applied.
     SnippetRefused,
+    /// An annotation that restricts who may reach the routes, which sluice cannot honour
+    /// or whose value is invalid: the Ingress's routes answer 503 instead of being served
+    /// open.
+    FailedClosed,
     /// A canary Ingress's host and path that no main Ingress defines; it gets no traffic.
     CanaryWithoutMain,
 }
@@ -89,6 +93,7 @@ impl Reason {
             Reason::UnsupportedAnnotation => "UnsupportedAnnotation",
             Reason::InvalidAnnotation => "InvalidAnnotation",
             Reason::SnippetRefused => "SnippetRefused",
+            Reason::FailedClosed => "FailedClosed",
             Reason::CanaryWithoutMain => "CanaryWithoutMain",
         }
     }

@@ -96,7 +96,11 @@ pub fn explain(inputs: &Inputs, options: &CompileOptions, host: &str, path: &str
     let compiled = compile(inputs, options);
     let table = &compiled.table;
     let host = normalize_request_host(host).into_owned();
-    let path = if path.is_empty() { "/" } else { path }.to_owned();
+    let path = if path.is_empty() { "/" } else { path };
+    // Matched as the proxy matches it: normalised as nginx does (a path the proxy refuses
+    // with 400 is explained as written).
+    let path = crate::normalize_request_path(path)
+        .map_or_else(|_| path.to_owned(), std::borrow::Cow::into_owned);
     let matched = table.matched(&host, &path);
     let answer = answer(table, &host, &path, matched.as_ref());
     let classes = ClassSelector::new(inputs.ingress_classes.iter().map(|c| &**c), options);

@@ -52,11 +52,14 @@
 //! path means `/`; a missing `pathType` is invalid. Rule paths must start with `/` and, as the
 //! API server demands for Exact and Prefix, must not contain `//`, `.`/`..` segments or `%2F`.
 //!
-//! **Request paths are not normalised** here: no percent-decoding, no dot-segment removal, no
-//! slash merging. An empty path counts as `/`; a path not starting with `/` (e.g. `*`) matches
-//! only Exact rules equal to it, i.e. none. A proxy that wants `/a/../b` to route like `/b`
-//! calls [`normalize_request_path`] (dot-segment removal, RFC 3986) before
-//! [`RouteTable::route`] and forwards that same normalised path.
+//! **Request paths are normalised before matching**, as nginx does before it matches
+//! locations: [`normalize_request_path`] decodes `%XX`, resolves `.` and `..` segments and
+//! merges adjacent slashes, and refuses (400) what nginx refuses, such as a `..` that climbs
+//! above `/`. The proxy calls it once per request, for Ingress and Gateway API matching
+//! alike, and every policy reads that path; [`RouteTable::route`] itself matches the path it
+//! is given. An empty path counts as `/`; a path not starting with `/` (e.g. `*`) matches
+//! only Exact rules equal to it, i.e. none. Upstream gets the client's request target
+//! unchanged unless a rewrite applies (nginx's `proxy_pass` without a URI part).
 //!
 //! **Several matches.** The longest matching rule path wins, Prefix paths counted without
 //! their trailing slash; at equal length Exact beats Prefix.
@@ -97,6 +100,7 @@ mod class;
 mod compile;
 mod diagnostic;
 mod explain;
+mod fail_closed;
 pub mod gateway;
 mod gateway_rules;
 mod host;
@@ -107,6 +111,7 @@ mod policy;
 mod protocol;
 mod refs;
 mod request;
+mod request_path;
 mod table;
 mod tls;
 
@@ -127,7 +132,6 @@ pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,
 };
-pub use path::normalize_request_path;
 pub use policy::{
     Cors, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
     RequestRedirect,
@@ -135,5 +139,6 @@ pub use policy::{
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
+pub use request_path::{RequestPathError, escape_path, normalize_request_path};
 pub use table::{Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

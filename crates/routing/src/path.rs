@@ -314,54 +314,6 @@ pub(crate) fn prefix_matches(key: &str, path: &str) -> bool {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Removes `.` and `..` segments from a request path (RFC 3986 section 5.2.4), also in their
-/// percent-encoded forms (`%2e`, `.%2E`, ...), so that `/public/../admin` becomes `/admin`.
-///
-/// [`crate::RouteTable::route`] does not call this: it matches paths as given. A proxy that
-/// wants routing to agree with what a backend will serve calls it first and forwards the
-/// result. `..` never climbs above the root; a trailing dot segment leaves a trailing slash
-/// (`/a/b/..` -> `/a/`); nothing else changes (no decoding, no slash merging). Borrows when
-/// there is nothing to remove.
-pub fn normalize_request_path(path: &str) -> std::borrow::Cow<'_, str> {
-    let dot_kind = |segment: &str| -> u8 {
-        let s = segment.to_ascii_lowercase();
-        match s.as_str() {
-            "." | "%2e" => 1,
-            ".." | ".%2e" | "%2e." | "%2e%2e" => 2,
-            _ => 0,
-        }
-    };
-    let Some(rest) = path.strip_prefix('/') else {
-        return std::borrow::Cow::Borrowed(path);
-    };
-    if !rest.split('/').any(|s| s.len() <= 6 && dot_kind(s) != 0) {
-        return std::borrow::Cow::Borrowed(path);
-    }
-    let segments: Vec<&str> = rest.split('/').collect();
-    let mut out: Vec<&str> = Vec::with_capacity(segments.len());
-    let last = segments.len() - 1;
-    for (i, segment) in segments.iter().enumerate() {
-        let kind = if segment.len() <= 6 {
-            dot_kind(segment)
-        } else {
-            0
-        };
-        match kind {
-            0 => out.push(segment),
-            k => {
-                if k == 2 {
-                    out.pop();
-                }
-                // A dot segment at the end still denotes a directory: keep the slash.
-                if i == last {
-                    out.push("");
-                }
-            }
-        }
-    }
-    std::borrow::Cow::Owned(format!("/{}", out.join("/")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,7 +457,7 @@ mod tests {
                 "/foo/",
                 Some(1),
             ),
-            // Request paths are matched as received (no normalisation here).
+            // The matcher sees paths as given (the proxy normalises them first).
             (
                 &[("/foo/bar", "Prefix", 1), ("/foo", "Prefix", 2)],
                 "/foo//bar",
@@ -520,38 +472,6 @@ mod tests {
             }
             assert_eq!(m.lookup(path), *want, "rules {rules:?} path {path:?}");
         }
-    }
-
-    #[test]
-    fn request_path_normalisation() {
-        let cases = [
-            ("/", "/"),
-            ("", ""),
-            ("*", "*"),
-            ("/a/b", "/a/b"),
-            ("/a//b/", "/a//b/"),
-            ("/a/./b", "/a/b"),
-            ("/a/../b", "/b"),
-            ("/public/../admin", "/admin"),
-            ("/../../etc", "/etc"),
-            ("/..", "/"),
-            ("/.", "/"),
-            ("/a/b/..", "/a/"),
-            ("/a/b/.", "/a/b/"),
-            ("/a/%2e%2E/b", "/b"),
-            ("/a/.%2e/b", "/b"),
-            ("/a/%2E/b", "/a/b"),
-            ("/a/.../b", "/a/.../b"),
-            ("/a/..b/c", "/a/..b/c"),
-            ("/a/%2e%2e%2e/b", "/a/%2e%2e%2e/b"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(normalize_request_path(input), want, "{input:?}");
-        }
-        assert!(matches!(
-            normalize_request_path("/a/b/c"),
-            std::borrow::Cow::Borrowed(_)
-        ));
     }
 
     #[test]

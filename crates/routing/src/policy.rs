@@ -32,6 +32,10 @@ pub struct Policy {
     pub allow: Vec<Cidr>,
     /// Clients refused with 403 (`denylist-source-range`); checked before `allow`.
     pub deny: Vec<Cidr>,
+    /// An access restriction of the route cannot be honoured (an authentication annotation
+    /// sluice does not implement, or one whose value is invalid): every request answers 503,
+    /// as ingress-nginx answers a location it marked denied. Checked before everything else.
+    pub fail_closed: bool,
     /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
     /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
     pub https_redirect: Option<u16>,
@@ -147,9 +151,10 @@ impl RequestRedirect {
         };
         let well_known = (scheme.eq_ignore_ascii_case("http") && port == 80)
             || (scheme.eq_ignore_ascii_case("https") && port == 443);
+        // `path` is the normalised request path: escaped again for the Location.
         let path = match &self.path {
-            Some(rewrite) => rewrite.apply(path),
-            None => path.to_owned(),
+            Some(rewrite) => crate::escape_path(&rewrite.apply(path)).into_owned(),
+            None => crate::escape_path(path).into_owned(),
         };
         let mut out = String::with_capacity(scheme.len() + host.len() + path.len() + 16);
         out.push_str(scheme);
