@@ -26,25 +26,29 @@ use crate::auth;
 use crate::balancer;
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::context::ConnCtx;
+use crate::decision::{Decision, Forward, decide};
 use crate::errors::error_response;
 use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::metrics::UpstreamErrorKind;
 use crate::mirror;
 use crate::policy;
-use crate::route::{self, Routed};
+use crate::route::{self, Routed, Routing};
+use crate::snapshot::Snapshot;
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo};
 use crate::upstream_client;
 use crate::websocket;
 use sluice_routing::{Policy, RequestInfo, UpstreamProtocol};
 
-/// Serves one request. Never fails: every problem becomes an error page.
+/// Serves one request. Never fails: every problem becomes an error page. `routing`: the
+/// request's routing when the own HTTP/1.1 loop made it already (and handed the request
+/// over): it is not routed again.
 pub(crate) async fn handle(
     ctx: Arc<ConnCtx>,
     mut request: Request<Incoming>,
+    routing: Option<Routing>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let start = Instant::now();
-    let snapshot = ctx.shared.table.snapshot();
 
     let host = request_host(&request);
     let host_str = host.to_str().unwrap_or("");
@@ -53,30 +57,13 @@ pub(crate) async fn handle(
     let admitted = admit::admit(facts(&request), &ctx.shared.policy)
         .and_then(|()| normalized.as_ref().map(|_| ()).map_err(|refusal| *refusal));
     let path: &str = normalized.as_deref().unwrap_or("/");
-    // Not kept across an await: the header lookup is not `Sync`.
-    let routed = {
-        let info = RequestInfo {
-            https: ctx.tls,
-            host: host_str,
-            path,
-            query: request.uri().query().unwrap_or(""),
-            method: request.method().as_str(),
-            headers: &route::MapHeaders(request.headers()),
-        };
-        route::route(&snapshot, &info, |rule| {
-            let headers = request.headers();
-            let header = rule
-                .header
-                .as_ref()
-                .and_then(|name| headers.get(name))
-                .map(HeaderValue::as_bytes);
-            let cookies = headers.get_all(http::header::COOKIE).iter();
-            let cookie = rule
-                .cookie
-                .as_deref()
-                .and_then(|name| route::cookie(cookies.map(HeaderValue::as_bytes), name));
-            rule.chooses(header, cookie, route::roll(rule.weight_total))
-        })
+    let (snapshot, routed) = match routing {
+        Some(Routing { snapshot, routed }) => (snapshot, routed),
+        None => {
+            let snapshot = ctx.shared.table.snapshot();
+            let routed = route_by_hyper(&snapshot, &request, host_str, path, ctx.tls);
+            (snapshot, routed)
+        }
     };
     let log = ctx.shared.access_log.as_ref().map(|_| {
         Box::new(LogRecord {
@@ -137,20 +124,17 @@ pub(crate) async fn handle(
             .headers()
             .contains_key(ACCESS_CONTROL_REQUEST_METHOD),
     };
-    if let Some(answer) = policy::answer(route_policy, &view) {
-        return Ok(answered(done, host_str, answer));
-    }
-    if let Some(status) = fixed {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Ok(fail(done, grpc, host_str, status));
-    }
-    match policy::within_limits(route_policy, &ctx.shared, view.client, start) {
-        Ok(slot) => done.limit_slot = slot,
-        Err(()) => {
-            let status = ctx.shared.limit_status;
-            return Ok(fail(done, grpc, host_str, status));
-        }
-    }
+    let query = request.uri().query();
+    let Forward {
+        limit_slot,
+        rewritten,
+        response_fields,
+    } = match decide(ctx, route_entry, &view, query, fixed, start) {
+        Decision::Forward(forward) => forward,
+        Decision::Page(status) => return Ok(fail(done, grpc, host_str, status)),
+        Decision::Answer(answer) => return Ok(answered(done, host_str, answer)),
+    };
+    done.limit_slot = limit_slot;
     let mut auth_fields = Vec::new();
     if let Some(external) = &route_policy.auth {
         let original = auth::Original {
@@ -166,20 +150,6 @@ pub(crate) async fn handle(
             auth::Verdict::Deny(answer) => return Ok(answered(done, host_str, answer)),
             auth::Verdict::Fail(status) => return Ok(fail(done, grpc, host_str, status)),
         }
-    }
-    let rewritten = match policy::upstream_target(route_entry, path, request.uri().query()) {
-        Some(policy::Rewritten::Redirect(location)) => {
-            return Ok(answered(done, host_str, policy::Answer::found(location)));
-        }
-        Some(policy::Rewritten::Target(target)) => Some(target),
-        None => None,
-    };
-    // Allocates nothing for a route that sets no response fields (over plain HTTP).
-    let mut response_fields = policy::response_fields(route_policy, origin);
-    if ctx.tls
-        && let Some(hsts) = &ctx.shared.hsts
-    {
-        response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
     }
     let body_limit = match route_policy.body_limit {
         Some(0) => None,
@@ -454,6 +424,39 @@ pub(crate) async fn handle(
 fn edits_of(policy: &Arc<Policy>) -> Option<Arc<Policy>> {
     (!policy.response_headers_add.is_empty() || !policy.response_headers_remove.is_empty())
         .then(|| Arc::clone(policy))
+}
+
+/// Routes a request hyper has read (not kept across an await: the header lookup is not
+/// `Sync`). `path` is the normalised path.
+fn route_by_hyper(
+    snapshot: &Snapshot,
+    request: &Request<Incoming>,
+    host: &str,
+    path: &str,
+    tls: bool,
+) -> Routed {
+    let info = RequestInfo {
+        https: tls,
+        host,
+        path,
+        query: request.uri().query().unwrap_or(""),
+        method: request.method().as_str(),
+        headers: &route::MapHeaders(request.headers()),
+    };
+    route::route(snapshot, &info, |rule| {
+        let headers = request.headers();
+        let header = rule
+            .header
+            .as_ref()
+            .and_then(|name| headers.get(name))
+            .map(HeaderValue::as_bytes);
+        let cookies = headers.get_all(http::header::COOKIE).iter();
+        let cookie = rule
+            .cookie
+            .as_deref()
+            .and_then(|name| route::cookie(cookies.map(HeaderValue::as_bytes), name));
+        rule.chooses(header, cookie, route::roll(rule.weight_total))
+    })
 }
 
 /// What admission needs to know of a request hyper has read.

@@ -28,12 +28,13 @@ use crate::admit::{self, Facts};
 use crate::body::{Completion, RequestBody};
 use crate::chunked;
 use crate::context::ConnCtx;
+use crate::decision::{Decision, Forward, decide};
 use crate::errors::page_for;
 use crate::mirror;
 use crate::policy;
 use crate::request_head::{self, Parsed, PlainHead, PlainHeaders};
 use crate::response_out::{self, ClientFraming, ClientSide, ResponseEdits};
-use crate::route::{self, Routed};
+use crate::route::{self, Routed, Routing};
 use crate::upstream::{self, Outgoing};
 use crate::upstream_body::{self, ReturnTo, Started};
 
@@ -48,8 +49,9 @@ const KEEP_BUFFER: usize = 16 * 1024;
 pub(crate) enum Outcome<I> {
     /// It is over.
     Closed,
-    /// Serve the rest with hyper: the stream, and the bytes read but not answered.
-    Handoff(I, Bytes),
+    /// Serve the rest with hyper: the stream, the bytes read but not answered, and the
+    /// routing of the first of them when the loop routed it already.
+    Handoff(I, Bytes, Option<Routing>),
 }
 
 /// What the connection's watchers (drain, idle check) and the loop tell each other.
@@ -104,9 +106,9 @@ where
         let head = match parsed {
             Parsed::Plain(head) if head.len <= limits.max_head => head,
             // Over the limit (hyper answers 431), or not plain.
-            Parsed::Plain(_) | Parsed::Other => return Outcome::Handoff(io, buf.freeze()),
+            Parsed::Plain(_) | Parsed::Other => return Outcome::Handoff(io, buf.freeze(), None),
             Parsed::Partial if buf.len() > limits.max_head => {
-                return Outcome::Handoff(io, buf.freeze());
+                return Outcome::Handoff(io, buf.freeze(), None);
             }
             Parsed::Partial if buf.is_empty() => {
                 // Between requests: the watchers' idle check bounds this wait.
@@ -145,9 +147,10 @@ where
             keep_alive: head.keep_alive && !signals.closing.load(Ordering::Relaxed),
         };
         let closing = &signals.closing;
-        let Some(keep_alive) = exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await
-        else {
-            return Outcome::Handoff(io, buf.freeze());
+        let keep_alive = match exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await
+        {
+            Ok(keep_alive) => keep_alive,
+            Err(routing) => return Outcome::Handoff(io, buf.freeze(), Some(routing)),
         };
         buf.advance(head.len);
         if !keep_alive {
@@ -186,8 +189,9 @@ async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
 }
 
 /// Serves one plain request (head at the front of `buf`). Returns whether the connection
-/// may carry another request (`closing`: the watchers want it closed), or `None` when the
-/// request is for hyper (its backend is not plain HTTP/1.1): nothing was sent then.
+/// may carry another request (`closing`: the watchers want it closed), or the request's
+/// routing when the request is for hyper (its route needs hyper's upstream step): nothing
+/// was sent then, and hyper goes on from that routing.
 async fn exchange<I>(
     io: &mut I,
     buf: &[u8],
@@ -196,7 +200,7 @@ async fn exchange<I>(
     closing: &AtomicBool,
     ctx: &Arc<ConnCtx>,
     out: &mut Vec<u8>,
-) -> Option<bool>
+) -> Result<bool, Routing>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
@@ -253,7 +257,7 @@ where
         && route::needs_hyper(&snapshot, backend, entry)
     {
         // HTTPS, HTTP/2 and gRPC backends, and routes with session affinity.
-        return None;
+        return Err(Routing { snapshot, routed });
     }
     let log = shared
         .access_log
@@ -265,18 +269,18 @@ where
     if let Err(refusal) = admitted {
         debug!(peer = %ctx.peer, ?refusal, "request refused");
         let status = refusal.status();
-        return Some(page(io, out, &mut done, host, status, head_request, client).await);
+        return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let id = match routed {
         Routed::NotFound => {
             let status = StatusCode::NOT_FOUND;
-            return Some(page(io, out, &mut done, host, status, head_request, client).await);
+            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
         Routed::NoEndpoints { backend, entry } => {
             done.backend = Some(backend);
             done.entry = Some(entry);
             let status = StatusCode::SERVICE_UNAVAILABLE;
-            return Some(page(io, out, &mut done, host, status, head_request, client).await);
+            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
         Routed::Backend { backend, entry } => (backend, entry, None),
         Routed::Status {
@@ -305,35 +309,20 @@ where
         origin,
         preflight: origin.is_some() && head.field(buf, b"access-control-request-method").is_some(),
     };
-    if let Some(answer) = policy::answer(route_policy, &view) {
-        return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
-    }
-    if let Some(status) = fixed {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Some(page(io, out, &mut done, host, status, head_request, client).await);
-    }
-    match policy::within_limits(route_policy, shared, view.client, start) {
-        Ok(slot) => done.limit_slot = slot,
-        Err(()) => {
-            let status = shared.limit_status;
-            return Some(page(io, out, &mut done, host, status, head_request, client).await);
+    let Forward {
+        limit_slot,
+        rewritten,
+        response_fields,
+    } = match decide(ctx, route_entry, &view, query, fixed, start) {
+        Decision::Forward(forward) => forward,
+        Decision::Page(status) => {
+            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
-    }
-    let rewritten = match policy::upstream_target(route_entry, path, query) {
-        Some(policy::Rewritten::Redirect(location)) => {
-            let answer = policy::Answer::found(location);
-            return Some(answered(io, out, &mut done, host, answer, head_request, client).await);
+        Decision::Answer(answer) => {
+            return Ok(answered(io, out, &mut done, host, answer, head_request, client).await);
         }
-        Some(policy::Rewritten::Target(target)) => Some(target),
-        None => None,
     };
-    // Allocates nothing for a route that sets no response fields (over plain HTTP).
-    let mut response_fields = policy::response_fields(route_policy, origin);
-    if ctx.tls
-        && let Some(hsts) = &ctx.shared.hsts
-    {
-        response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
-    }
+    done.limit_slot = limit_slot;
     let upstreams = policy::upstreams(&shared.upstreams, route_policy);
     let mut request = head.upstream_request(buf);
     if let Some(target) = &rewritten {
@@ -380,7 +369,7 @@ where
         Ok(answer) => answer,
         Err(failure) => {
             let status = failure.status();
-            return Some(page(io, out, &mut done, host, status, head_request, client).await);
+            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
     };
     if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
@@ -416,7 +405,7 @@ where
             Ok(answer) => answer,
             Err(failure) => {
                 let status = failure.status();
-                return Some(page(io, out, &mut done, host, status, head_request, client).await);
+                return Ok(page(io, out, &mut done, host, status, head_request, client).await);
             }
         };
     }
@@ -430,7 +419,7 @@ where
     if response.status == StatusCode::SWITCHING_PROTOCOLS {
         // No upgrade was asked for on this path: one cannot be relayed.
         let status = StatusCode::BAD_GATEWAY;
-        return Some(page(io, out, &mut done, host, status, head_request, client).await);
+        return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
 
@@ -467,7 +456,7 @@ where
             stream_body(io, out, &mut body, framing, &mut done.bytes).await
         }
     };
-    Some(sent && keep_alive)
+    Ok(sent && keep_alive)
 }
 
 /// The values of the request's `Cookie` fields.

@@ -30,7 +30,12 @@
 //!   Hosts, `:authority` against Host, CONNECT/TRACE, a request looping back through
 //!   this proxy).
 //! * `route`: the request (listener, host, path, query, method, headers) to a backend of
-//!   the current snapshot (one atomic load), through `RouteTable::route_request`.
+//!   the current snapshot (one atomic load), through `RouteTable::route_request`, on the
+//!   path `admit::request_path` normalised as nginx does. A request the own loop hands to
+//!   hyper carries its `route::Routing`: it is routed, and its weights drawn, once.
+//! * `decision`: the route's own answers (`policy::answer`), its fixed status, the rewrite,
+//!   the rate limits and the response fields, once for both front ends: answer now, or
+//!   forward.
 //! * `header_policy`: the one place that decides which fields cross, both directions:
 //!   hop-by-hop removal, forwarding fields (trusted proxies only), underscores, `Via`.
 //!   Its `encode_request_head` is the only upstream head encoder.
@@ -52,8 +57,8 @@
 //! Both front ends apply them alike, at these places. `RouteEntry::split`: `route`
 //! draws one backend by weight (weight 0 never; an unusable one answers 500, one without
 //! ready endpoints 503; canaries and `default-backend` are Ingress-only).
-//! `RouteEntry::fixed_status` (and the 500 of an unusable draw): answered by the front
-//! end right after `policy::answer`, so a `RequestRedirect` still wins. The policy's
+//! `RouteEntry::fixed_status` (and the 500 of an unusable draw): answered by `decision`
+//! right after `policy::answer`, so a `RequestRedirect` still wins. The policy's
 //! `request_redirect`: in `policy::answer`, after ingress-nginx's redirects, its
 //! `Location` from the listener's scheme and the request's host (port stripped), path and
 //! query. `path_rewrite`: `policy::upstream_target` (before `rewrite-target`, the query
@@ -99,6 +104,7 @@ mod config;
 mod context;
 mod control_info;
 mod dashboard;
+mod decision;
 mod errors;
 mod handler;
 mod header_policy;

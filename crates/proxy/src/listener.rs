@@ -30,6 +30,7 @@ use crate::handler;
 use crate::header_policy::Forwarded;
 use crate::http1;
 use crate::proxy_protocol;
+use crate::route::Routing;
 use crate::shutdown::Phases;
 use crate::side_wake::SideWake;
 
@@ -255,7 +256,16 @@ async fn serve_connection(
             };
             if h2 {
                 let io = Prefixed::new(prefix.freeze(), io);
-                serve_http(&protocols.http2, io, ctx, &protocols, &phases, &activity).await;
+                serve_http(
+                    &protocols.http2,
+                    io,
+                    ctx,
+                    None,
+                    &protocols,
+                    &phases,
+                    &activity,
+                )
+                .await;
             } else {
                 serve_http1(io, prefix, ctx, &protocols, &phases, &activity).await;
             }
@@ -290,7 +300,16 @@ async fn serve_connection(
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {
-                serve_http(&protocols.http2, io, ctx, &protocols, &phases, &activity).await;
+                serve_http(
+                    &protocols.http2,
+                    io,
+                    ctx,
+                    None,
+                    &protocols,
+                    &phases,
+                    &activity,
+                )
+                .await;
             } else {
                 serve_http1(io, BytesMut::new(), ctx, &protocols, &phases, &activity).await;
             }
@@ -311,7 +330,7 @@ async fn serve_http1<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (io, rest) = if protocols.own_http1 {
+    let (io, rest, routing) = if protocols.own_http1 {
         let signals = http1::Signals::default();
         let lane = http1::serve(io, prefix, &ctx, protocols.limits, &signals);
         tokio::pin!(lane);
@@ -322,22 +341,33 @@ async fn serve_http1<I>(
         })
         .await;
         match outcome {
-            Some(http1::Outcome::Handoff(io, rest)) => (io, rest),
+            Some(http1::Outcome::Handoff(io, rest, routing)) => (io, rest, routing),
             Some(http1::Outcome::Closed) | None => return,
         }
     } else {
-        (io, prefix.freeze())
+        (io, prefix.freeze(), None)
     };
     let io = Prefixed::new(rest, io);
-    serve_http(&protocols.http1, io, ctx, protocols, phases, activity).await;
+    serve_http(
+        &protocols.http1,
+        io,
+        ctx,
+        routing,
+        protocols,
+        phases,
+        activity,
+    )
+    .await;
 }
 
 /// Runs hyper on `io` until the connection ends, closing it gracefully when it has been idle
 /// for the idle timeout or when the proxy drains, and dropping it when the proxy forces.
+/// `routing`: the routing of the first request on `io`, made by the own HTTP/1.1 loop.
 async fn serve_http<I>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     ctx: Arc<ConnCtx>,
+    routing: Option<Routing>,
     protocols: &Protocols,
     phases: &Phases,
     activity: &AtomicU64,
@@ -345,7 +375,10 @@ async fn serve_http<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let peer = ctx.peer;
-    let service = service_fn(move |request| handler::handle(Arc::clone(&ctx), request));
+    // Taken by the first request, which is the one the own loop routed.
+    let routing = std::cell::Cell::new(routing);
+    let service =
+        service_fn(move |request| handler::handle(Arc::clone(&ctx), request, routing.take()));
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
     let result = watched(connection, protocols, phases, activity, |connection| {

@@ -5,7 +5,7 @@
 
 use sluice_routing::{CanaryRule, HeaderLookup, RequestInfo, RouteEntry, WeightedBackend};
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SnapshotRef};
 
 /// Where a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,16 @@ pub(crate) enum Routed {
         /// The status to answer.
         status: u16,
     },
+}
+
+/// A request's routing as one front end made it, carried with the request when the own
+/// HTTP/1.1 loop hands it to hyper: the request is routed, and a weighted split or canary
+/// drawn, exactly once.
+pub(crate) struct Routing {
+    /// The snapshot the decision was made on (entry and backend indices point into it).
+    pub(crate) snapshot: SnapshotRef,
+    /// The decision.
+    pub(crate) routed: Routed,
 }
 
 /// Looks up a request (the table strips the host's port). When the route has a canary,

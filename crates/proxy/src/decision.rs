@@ -1,0 +1,86 @@
+//! The phases between routing and the upstream step, written once for both front ends:
+//! the route's own answers (`policy::answer`: closed routes, source ranges, redirects, app
+//! root, CORS preflight), its fixed status (Gateway API), the rewrite of the target
+//! (ingress-nginx's `rewrite-target`, Gateway API `URLRewrite`), the rate limits, and the
+//! fields the response gets. Each front end only turns the verdict into bytes: an answer
+//! now, or a request to forward.
+//!
+//! The order is nginx's phases: `return`s and `rewrite` (rewrite phase) before `limit_req`
+//! and `limit_conn` (preaccess phase), so a redirected request never counts against a
+//! limit; external authentication (`auth_request`, access phase) follows, in the hyper
+//! front end, which is the one that serves routes with `auth-url`.
+
+use std::time::Instant;
+
+use http::{HeaderName, HeaderValue, StatusCode};
+use sluice_routing::RouteEntry;
+
+use crate::context::ConnCtx;
+use crate::policy;
+
+/// What the front end does with a routed request.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Answer with the proxy's page for this status (fixed status, rate limit).
+    Page(StatusCode),
+    /// Answer with the policy's own response (refusal, redirect, preflight).
+    Answer(policy::Answer),
+    /// Go upstream.
+    Forward(Forward),
+}
+
+/// A request cleared to go upstream.
+#[derive(Debug)]
+pub(crate) struct Forward {
+    /// The `limit-connections` count taken, for the request's accounting to release.
+    pub(crate) limit_slot: Option<usize>,
+    /// The path and query to send instead of the client's target (a rewrite).
+    pub(crate) rewritten: Option<String>,
+    /// Fields set on the response (CORS, the route's response fields, HSTS over TLS).
+    pub(crate) response_fields: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Runs the phases for a request routed to `entry` (its Gateway API fixed status, if any, in
+/// `fixed`). `request.path` is the normalised path the route matched; `query` the
+/// request's query as received.
+pub(crate) fn decide(
+    ctx: &ConnCtx,
+    entry: &RouteEntry,
+    request: &policy::Request<'_>,
+    query: Option<&str>,
+    fixed: Option<u16>,
+    start: Instant,
+) -> Decision {
+    let route_policy = &*entry.policy;
+    if let Some(answer) = policy::answer(route_policy, request) {
+        return Decision::Answer(answer);
+    }
+    if let Some(status) = fixed {
+        return Decision::Page(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        );
+    }
+    let rewritten = match policy::upstream_target(entry, request.path, query) {
+        Some(policy::Rewritten::Redirect(location)) => {
+            return Decision::Answer(policy::Answer::found(location));
+        }
+        Some(policy::Rewritten::Target(target)) => Some(target),
+        None => None,
+    };
+    let limit_slot = match policy::within_limits(route_policy, &ctx.shared, request.client, start) {
+        Ok(slot) => slot,
+        Err(()) => return Decision::Page(ctx.shared.limit_status),
+    };
+    // Allocates nothing for a route that sets no response fields (over plain HTTP).
+    let mut response_fields = policy::response_fields(route_policy, request.origin);
+    if ctx.tls
+        && let Some(hsts) = &ctx.shared.hsts
+    {
+        response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
+    }
+    Decision::Forward(Forward {
+        limit_slot,
+        rewritten,
+        response_fields,
+    })
+}
