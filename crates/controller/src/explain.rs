@@ -37,8 +37,12 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:10254")]
     pub admin: String,
 
+    /// Which Ingresses are ours (class flags).
+
     #[command(flatten)]
     pub class: ClassArgs,
+
+    /// Cluster-wide defaults (default backend, certificate).
 
     #[command(flatten)]
     pub defaults: DefaultsArgs,

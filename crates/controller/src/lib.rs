@@ -17,6 +17,8 @@
 //!   fields routing reads).
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod cluster;
 pub mod control;

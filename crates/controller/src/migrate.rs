@@ -63,6 +63,8 @@ pub struct MigrateArgs {
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: OutputFormat,
 
+    /// Which Ingresses are ours (class flags).
+
     #[command(flatten)]
     pub class: ClassArgs,
 }

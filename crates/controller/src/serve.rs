@@ -30,11 +30,17 @@ pub struct ServeArgs {
     #[arg(long, default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
     pub max_manifest_bytes: u64,
 
+    /// Which Ingresses are ours (class flags).
+
     #[command(flatten)]
     pub class: ClassArgs,
 
+    /// Cluster-wide defaults (default backend, certificate).
+
     #[command(flatten)]
     pub defaults: DefaultsArgs,
+
+    /// The data plane's settings.
 
     #[command(flatten)]
     pub proxy: ProxyArgs,

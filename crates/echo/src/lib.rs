@@ -20,7 +20,7 @@
 //! [`EchoServer::start`] (binds, spawns, and shuts down on drop), or as the
 //! `sluice-echo` binary.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod body;
 mod conn;

@@ -108,7 +108,7 @@
 //! See `examples/` for runnable programs (`sample_controller`, `factory_lister`, `indexer`,
 //! `discovery`, `leader_election`, ...).
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod controller;

@@ -42,6 +42,8 @@
 //! process exits to be restarted as a standby, as client-go controllers do); one that shuts
 //! down releases it so a standby takes over at once.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod client;
 pub mod desired;

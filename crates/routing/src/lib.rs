@@ -88,7 +88,7 @@
 //! **Failures are local.** An invalid host skips its rule, an invalid path or backend skips
 //! that path, a bad TLS Secret only loses its certificate. [`compile`] never panics.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod affinity;
 mod annotations;

@@ -35,8 +35,12 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub watch_namespace: Option<String>,
 
+    /// Which Ingresses are ours (class flags).
+
     #[command(flatten)]
     pub class: ClassArgs,
+
+    /// Cluster-wide defaults (default backend, certificate).
 
     #[command(flatten)]
     pub defaults: DefaultsArgs,
@@ -74,6 +78,8 @@ pub struct ControllerArgs {
     /// How long to wait for the caches to fill at start.
     #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
     pub sync_timeout: Duration,
+
+    /// The data plane's settings.
 
     #[command(flatten)]
     pub proxy: ProxyArgs,

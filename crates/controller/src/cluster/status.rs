@@ -18,7 +18,12 @@ pub enum Publish {
     Addresses(Vec<String>),
     /// The address of a Service (`namespace/name`): its load-balancer ingress, else its
     /// external IPs, else its cluster IP.
-    Service { namespace: String, name: String },
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
 }
 
 impl Publish {
