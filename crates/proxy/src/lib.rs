@@ -122,6 +122,7 @@ mod rate_limit;
 mod request_head;
 mod response_head;
 mod response_out;
+mod retry;
 mod route;
 mod shard;
 mod shutdown;

@@ -9,7 +9,7 @@
 //! where they cannot duplicate non-idempotent work: when the connection could not be
 //! established (the request was never sent, so any method is safe), or, for idempotent
 //! methods (GET, HEAD, OPTIONS, TRACE), when the connection failed before a response head
-//! arrived (like nginx's default `proxy_next_upstream error`). At most [`MAX_ATTEMPTS`].
+//! arrived (like nginx's default `proxy_next_upstream error`). At most [`crate::balancer::MAX_ATTEMPTS`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use http::StatusCode;
 use sluice_routing::{LoadBalance, NextUpstream};
 
-use crate::balancer::{self, MAX_ATTEMPTS};
+use crate::balancer;
 use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
 use crate::chunked;
 use crate::context::Upstreams;
@@ -31,6 +31,7 @@ use crate::header_policy::{self, Fields, Forwarded, Framing, HeaderPolicy, Upstr
 use crate::metrics::UpstreamErrorKind;
 use crate::pool::{self, Conn};
 use crate::response_head::{self, ResponseHead};
+use crate::retry::{Failed, GiveUp, Retries};
 use crate::snapshot::BackendState;
 
 /// Read size for response heads.
@@ -52,6 +53,15 @@ pub(crate) enum Failure {
     ClientBody,
     /// The client's body stalled past `--client-body-timeout` (408).
     ClientTimeout,
+}
+
+impl From<GiveUp> for Failure {
+    fn from(give_up: GiveUp) -> Failure {
+        match give_up {
+            GiveUp::BadGateway => Failure::BadGateway,
+            GiveUp::Timeout => Failure::Timeout,
+        }
+    }
 }
 
 impl Failure {
@@ -246,31 +256,19 @@ where
     F: Fields<'a>,
 {
     let balancer = &backend.balancer;
-    let retry = outgoing.retry;
-    // What may be sent again once something was sent (nginx `non_idempotent`).
-    let resendable = outgoing.idempotent || retry.non_idempotent;
     let body = std::mem::replace(&mut outgoing.body, RequestBody::Empty);
     let bodiless = matches!(body, RequestBody::Empty);
-    // Connect failures exclude their endpoint, so they give up after every endpoint (at most
-    // `tries`) failed; a reused connection closed early may be retried on any endpoint.
-    let attempts = if bodiless {
-        usize::from(retry.tries).clamp(1, MAX_ATTEMPTS)
-    } else {
-        1
-    };
+    let mut retries = Retries::new(outgoing.retry, outgoing.idempotent, bodiless);
+    if !bodiless {
+        // The body goes into the first try, a failed connect included.
+        retries = retries.one_try();
+    }
     let mut body = Some(body);
-    let mut excluded = [usize::MAX; MAX_ATTEMPTS];
-    let mut excluded_len = 0;
-
-    // A pooled connection found closed costs no try: nothing reached the upstream.
-    let (mut attempt, mut stale_allowance) = (0, 1);
-    while attempt < attempts {
-        attempt += 1;
-        let last = attempt == attempts;
+    while let Some(attempt) = retries.next_try() {
         let body = body.take().unwrap_or(RequestBody::Empty);
         let now_ms = balancer::now_millis(Instant::now());
-        let tried = &excluded[..excluded_len];
-        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, tried, now_ms) else {
+        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, retries.tried(), now_ms)
+        else {
             break;
         };
         let index = in_flight.index.unwrap_or_default();
@@ -285,18 +283,11 @@ where
         };
         let error = match exchanged {
             Ok((head, _conn))
-                if !last
-                    && resendable
-                    && retry.statuses.binary_search(&head.status.as_u16()).is_ok() =>
+                if retries.retries_status(head.status.as_u16(), index, balancer.len()) =>
             {
                 // proxy_next_upstream http_5xx: this answer is dropped with its connection
                 // and the next endpoint asked.
                 tracing::debug!(upstream = %addr, status = %head.status, "next upstream");
-                drop(in_flight);
-                if excluded_len + 1 < balancer.len() {
-                    excluded[excluded_len] = index;
-                    excluded_len += 1;
-                }
                 continue;
             }
             Ok((head, conn)) => {
@@ -312,7 +303,7 @@ where
             Err(error) => error,
         };
         drop(in_flight);
-        match error {
+        let failed = match &error {
             AttemptError::BodyTooLarge => return Err(Failure::BodyTooLarge),
             AttemptError::ClientBody => return Err(Failure::ClientBody),
             AttemptError::ClientTimeout => {
@@ -324,90 +315,20 @@ where
                 tracing::debug!(upstream = %addr, "upstream response head timed out");
                 return Err(Failure::Timeout);
             }
-            AttemptError::TryTimeout => {
-                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
-                tracing::debug!(upstream = %addr, "upstream try timed out");
-                if last || !(retry.timeout && resendable) {
-                    return Err(Failure::Timeout);
-                }
-                if excluded_len + 1 < balancer.len() {
-                    excluded[excluded_len] = index;
-                    excluded_len += 1;
-                }
-                continue;
-            }
             AttemptError::SendTimeout => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
                 tracing::debug!(upstream = %addr, "upstream stopped reading the request");
                 return Err(Failure::Timeout);
             }
-            AttemptError::Connect(error) => {
-                excluded[excluded_len] = index;
-                excluded_len += 1;
-                if connect_failed(backend, index, now_ms, &error, retry) {
-                    continue;
-                }
-                return Err(Failure::BadGateway);
-            }
-            AttemptError::Stale(error) => {
-                tracing::debug!(upstream = %addr, %error, "pooled connection was closed");
-                if stale_allowance > 0 {
-                    stale_allowance -= 1;
-                    attempt -= 1;
-                }
-                continue;
-            }
-            AttemptError::Protocol(error) => {
-                backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::warn!(
-                    service = %backend.metrics.service, upstream = %addr, %error,
-                    "invalid upstream response"
-                );
-                if !(retry.invalid_header && resendable) {
-                    return Err(Failure::BadGateway);
-                }
-                if excluded_len + 1 < balancer.len() {
-                    excluded[excluded_len] = index;
-                    excluded_len += 1;
-                }
-                continue;
-            }
-            AttemptError::Io(error) => {
-                backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::debug!(upstream = %addr, %error, "upstream request failed");
-            }
-        }
-        // The connection failed before any response head (reset, closed early): as nginx
-        // does by default, an idempotent request may be sent again. The endpoint is skipped
-        // for this request unless it is the only one left (then it was likely a stale
-        // keep-alive connection, and a fresh one will do).
-        if !(retry.error && resendable) {
-            return Err(Failure::BadGateway);
-        }
-        if excluded_len + 1 < balancer.len() {
-            excluded[excluded_len] = index;
-            excluded_len += 1;
-        }
+            AttemptError::TryTimeout => Failed::TryTimeout,
+            AttemptError::Connect(error) => Failed::Connect(error),
+            AttemptError::Stale(error) => Failed::Stale(error),
+            AttemptError::Protocol(error) => Failed::Protocol(error),
+            AttemptError::Io(error) => Failed::Io(error),
+        };
+        retries.after_failure(failed, backend, index, addr, now_ms)?;
     }
     Err(Failure::BadGateway)
-}
-
-/// A failed connect: counted, the endpoint avoided for a while. Returns whether the
-/// route's `proxy-next-upstream` sends the request elsewhere (nothing was sent, so any
-/// method may go).
-pub(crate) fn connect_failed(
-    backend: &BackendState,
-    index: usize,
-    now_ms: u64,
-    error: &io::Error,
-    retry: &NextUpstream,
-) -> bool {
-    backend.metrics.upstream_error(UpstreamErrorKind::Connect);
-    backend.balancer.mark_down(index, now_ms);
-    let upstream = backend.balancer.get(index).addr;
-    tracing::debug!(%upstream, %error, "connect failed");
-    let timed_out = error.kind() == io::ErrorKind::TimedOut;
-    (timed_out && retry.timeout) || (!timed_out && retry.error)
 }
 
 /// Opens a connection to `addr` within `timeout`.

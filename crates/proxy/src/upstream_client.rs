@@ -30,11 +30,12 @@ use rustls::pki_types::ServerName;
 use sluice_routing::{Policy, UpstreamProtocol};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::balancer::{self, MAX_ATTEMPTS};
+use crate::balancer;
 use crate::body::RequestBody;
 use crate::context::Upstreams;
 use crate::header_policy::{self, Fields, RequestField};
 use crate::metrics::UpstreamErrorKind;
+use crate::retry::{Failed, Retries};
 use crate::snapshot::{BackendState, Snapshot};
 use crate::upstream::{self, Failure, Outgoing};
 use crate::upstream_tls::{self, ClientConfigs};
@@ -150,23 +151,16 @@ where
     F: Fields<'a>,
 {
     let balancer = &backend.balancer;
-    let retry = outgoing.retry;
     let http2 = target.protocol.http2();
     let bodiless = matches!(outgoing.body, RequestBody::Empty);
-    let resendable = bodiless && (outgoing.idempotent || retry.non_idempotent);
-    let tries = usize::from(retry.tries).clamp(1, MAX_ATTEMPTS);
+    let mut retries = Retries::new(outgoing.retry, outgoing.idempotent, bodiless);
     let mut outgoing = outgoing;
     let mut body = Some(std::mem::replace(&mut outgoing.body, RequestBody::Empty));
-    let mut excluded = [usize::MAX; MAX_ATTEMPTS];
-    let mut excluded_len = 0;
     let mut encoded = Vec::with_capacity(1024);
-    // A cached connection that turned out closed before taking the request costs no try.
-    let (mut attempt, mut stale_allowance) = (0, 2);
-    while attempt < tries {
-        attempt += 1;
+    while let Some(attempt) = retries.next_try() {
         let now_ms = balancer::now_millis(Instant::now());
-        let tried = &excluded[..excluded_len];
-        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, tried, now_ms) else {
+        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, retries.tried(), now_ms)
+        else {
             break;
         };
         let index = in_flight.index.unwrap_or_default();
@@ -197,12 +191,10 @@ where
                     (sender, false)
                 }
                 Err(error) => {
-                    excluded[excluded_len] = index;
-                    excluded_len += 1;
-                    if upstream::connect_failed(backend, index, now_ms, &error, retry) {
-                        continue;
-                    }
-                    return Err(Failure::BadGateway);
+                    drop(in_flight);
+                    let failed = Failed::Connect(&error);
+                    retries.after_failure(failed, backend, index, addr, now_ms)?;
+                    continue;
                 }
             },
         };
@@ -235,16 +227,10 @@ where
                 Err(_elapsed) => {
                     // Gateway API `timeouts.backendRequest`: this try is over.
                     drop(in_flight);
-                    backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
-                    if attempt < tries && resendable && retry.timeout {
-                        if excluded_len + 1 < balancer.len() {
-                            excluded[excluded_len] = index;
-                            excluded_len += 1;
-                        }
-                        body = Some(RequestBody::Empty);
-                        continue;
-                    }
-                    return Err(Failure::Timeout);
+                    let failed = Failed::TryTimeout;
+                    retries.after_failure(failed, backend, index, addr, now_ms)?;
+                    body = Some(RequestBody::Empty);
+                    continue;
                 }
             },
         };
@@ -252,13 +238,9 @@ where
             Ok(response) => {
                 backend.metrics.observe_header(request_sent.elapsed());
                 let status = response.status().as_u16();
-                if attempt < tries && resendable && retry.statuses.binary_search(&status).is_ok() {
+                if retries.retries_status(status, index, balancer.len()) {
                     tracing::debug!(upstream = %addr, status, "next upstream");
                     drop(in_flight);
-                    if excluded_len + 1 < balancer.len() {
-                        excluded[excluded_len] = index;
-                        excluded_len += 1;
-                    }
                     body = Some(RequestBody::Empty);
                     continue;
                 }
@@ -275,28 +257,17 @@ where
                     // Never processed (closed connection, GOAWAY, refused stream): safe to
                     // send again whatever the method.
                     evict(key, http2);
-                    tracing::debug!(upstream = %addr, error = %error.error(), "connection was closed");
                     body = Some(request.into_body());
-                    if stale_allowance > 0 {
-                        stale_allowance -= 1;
-                        attempt -= 1;
-                    }
+                    let failed = Failed::Stale(error.error());
+                    retries.after_failure(failed, backend, index, addr, now_ms)?;
                     continue;
                 }
                 let error = error.into_error();
                 if let Some(failure) = client_body_failure(&error) {
                     return Err(failure);
                 }
-                backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::debug!(upstream = %addr, %error, "upstream request failed");
-                if !(retry.error && resendable) {
-                    return Err(Failure::BadGateway);
-                }
+                retries.after_failure(Failed::Io(&error), backend, index, addr, now_ms)?;
                 body = Some(RequestBody::Empty);
-                if excluded_len + 1 < balancer.len() {
-                    excluded[excluded_len] = index;
-                    excluded_len += 1;
-                }
             }
         }
     }

@@ -1,0 +1,252 @@
+//! The retry driver: which endpoint a request tries next and whether a failed try is tried
+//! again, written once for every transport (the own HTTP/1.1 client in `upstream`, hyper's
+//! HTTP/1.1 and HTTP/2 clients in `upstream_client`), as linkerd2-proxy keeps retries in one
+//! layer.
+//!
+//! The rules are nginx's `proxy_next_upstream` (`error timeout` by default) with
+//! `proxy_next_upstream_tries`: a failed connect sends the request elsewhere for any method
+//! (nothing was sent); after something was sent only a resendable request (bodiless, and
+//! idempotent unless `non_idempotent`) is sent again, on `error`, `timeout` (of a Gateway
+//! API `backendRequest` try), `invalid_header` or a listed status. A pooled connection that
+//! turned out closed before it took the request costs no try, twice at most. Endpoints that
+//! failed are skipped for the rest of the request, unless that would leave none.
+
+use std::io;
+use std::net::SocketAddr;
+
+use sluice_routing::NextUpstream;
+
+use crate::balancer::MAX_ATTEMPTS;
+use crate::metrics::UpstreamErrorKind;
+use crate::snapshot::BackendState;
+
+/// How many closed pooled connections a request may meet without it costing a try.
+const STALE_ALLOWANCE: u8 = 2;
+
+/// Why a request gives up: the upstream step answers 502 or 504.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GiveUp {
+    /// No usable answer (502).
+    BadGateway,
+    /// A try timed out and may not be repeated (504).
+    Timeout,
+}
+
+/// Why a try failed, as far as retrying is concerned.
+pub(crate) enum Failed<'e> {
+    /// No connection could be made.
+    Connect(&'e io::Error),
+    /// A pooled connection was closed before it took the request.
+    Stale(&'e dyn std::fmt::Display),
+    /// The try took longer than the route's `backendRequest` timeout.
+    TryTimeout,
+    /// The answer was not valid HTTP.
+    Protocol(&'e dyn std::fmt::Display),
+    /// The exchange broke before a response head.
+    Io(&'e dyn std::fmt::Display),
+}
+
+/// The retry state of one request.
+#[derive(Debug)]
+pub(crate) struct Retries<'r> {
+    retry: &'r NextUpstream,
+    resendable: bool,
+    tries: usize,
+    attempt: usize,
+    stale_allowance: u8,
+    excluded: [usize; MAX_ATTEMPTS],
+    excluded_len: usize,
+}
+
+impl<'r> Retries<'r> {
+    /// For a request with these retry rules; `bodiless`: its body is empty (a body cannot
+    /// be sent twice: only connect failures try another endpoint).
+    pub(crate) fn new(retry: &'r NextUpstream, idempotent: bool, bodiless: bool) -> Retries<'r> {
+        Retries {
+            retry,
+            resendable: bodiless && (idempotent || retry.non_idempotent),
+            tries: usize::from(retry.tries).clamp(1, MAX_ATTEMPTS),
+            attempt: 0,
+            stale_allowance: STALE_ALLOWANCE,
+            excluded: [usize::MAX; MAX_ATTEMPTS],
+            excluded_len: 0,
+        }
+    }
+
+    /// One try only: for a transport that consumes the body on its first try, a failed
+    /// connect included.
+    pub(crate) fn one_try(mut self) -> Retries<'r> {
+        self.tries = 1;
+        self
+    }
+
+    /// Starts the next try: its number (from 1), or `None` when none is left.
+    pub(crate) fn next_try(&mut self) -> Option<usize> {
+        (self.attempt < self.tries).then(|| {
+            self.attempt += 1;
+            self.attempt
+        })
+    }
+
+    /// The endpoints this request skips.
+    pub(crate) fn tried(&self) -> &[usize] {
+        &self.excluded[..self.excluded_len]
+    }
+
+    /// Whether an answer with `status` from endpoint `index` is dropped and the next
+    /// endpoint asked (`proxy_next_upstream http_5xx`, ...).
+    pub(crate) fn retries_status(&mut self, status: u16, index: usize, endpoints: usize) -> bool {
+        let again = self.attempt < self.tries
+            && self.resendable
+            && self.retry.statuses.binary_search(&status).is_ok();
+        if again {
+            self.skip(index, endpoints);
+        }
+        again
+    }
+
+    /// After try of endpoint `index` (at `addr`) failed: `Ok` to try again, or the failure
+    /// to answer with. Counts the failure in the backend's metrics.
+    pub(crate) fn after_failure(
+        &mut self,
+        failed: Failed<'_>,
+        backend: &BackendState,
+        index: usize,
+        addr: SocketAddr,
+        now_ms: u64,
+    ) -> Result<(), GiveUp> {
+        let endpoints = backend.balancer.len();
+        let again = match failed {
+            Failed::Connect(error) => {
+                // Every failed connect excludes its endpoint, so connects give up once every
+                // endpoint (at most `tries`) failed.
+                self.excluded[self.excluded_len] = index;
+                self.excluded_len += 1;
+                return if connect_failed(backend, index, now_ms, error, self.retry) {
+                    Ok(())
+                } else {
+                    Err(GiveUp::BadGateway)
+                };
+            }
+            Failed::Stale(error) => {
+                tracing::debug!(upstream = %addr, %error, "pooled connection was closed");
+                if self.stale_allowance > 0 {
+                    self.stale_allowance -= 1;
+                    self.attempt -= 1;
+                }
+                return Ok(());
+            }
+            Failed::TryTimeout => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
+                tracing::debug!(upstream = %addr, "upstream try timed out");
+                if self.attempt >= self.tries || !(self.retry.timeout && self.resendable) {
+                    return Err(GiveUp::Timeout);
+                }
+                true
+            }
+            Failed::Protocol(error) => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Io);
+                tracing::warn!(
+                    service = %backend.metrics.service, upstream = %addr, %error,
+                    "invalid upstream response"
+                );
+                self.retry.invalid_header && self.resendable
+            }
+            Failed::Io(error) => {
+                backend.metrics.upstream_error(UpstreamErrorKind::Io);
+                tracing::debug!(upstream = %addr, %error, "upstream request failed");
+                // As nginx does by default, a request the connection broke under before any
+                // response head may be sent again when it can do no harm.
+                self.retry.error && self.resendable
+            }
+        };
+        if !again {
+            return Err(GiveUp::BadGateway);
+        }
+        self.skip(index, endpoints);
+        Ok(())
+    }
+
+    /// Skips `index` for the rest of the request unless that leaves no endpoint (then the
+    /// failure was likely its connection's, and a fresh one will do).
+    fn skip(&mut self, index: usize, endpoints: usize) {
+        if self.excluded_len + 1 < endpoints && self.excluded_len < MAX_ATTEMPTS {
+            self.excluded[self.excluded_len] = index;
+            self.excluded_len += 1;
+        }
+    }
+}
+
+/// A failed connect: counted, the endpoint avoided for a while. Returns whether the
+/// route's `proxy-next-upstream` sends the request elsewhere (nothing was sent, so any
+/// method may go).
+fn connect_failed(
+    backend: &BackendState,
+    index: usize,
+    now_ms: u64,
+    error: &io::Error,
+    retry: &NextUpstream,
+) -> bool {
+    backend.metrics.upstream_error(UpstreamErrorKind::Connect);
+    backend.balancer.mark_down(index, now_ms);
+    let upstream = backend.balancer.get(index).addr;
+    tracing::debug!(%upstream, %error, "connect failed");
+    let timed_out = error.kind() == io::ErrorKind::TimedOut;
+    (timed_out && retry.timeout) || (!timed_out && retry.error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(tries: u8) -> NextUpstream {
+        NextUpstream {
+            error: true,
+            timeout: true,
+            invalid_header: false,
+            statuses: vec![502, 503],
+            non_idempotent: false,
+            tries,
+        }
+    }
+
+    #[test]
+    fn a_body_is_never_resent_after_it_was_sent() {
+        let rules = rules(3);
+        let mut retries = Retries::new(&rules, true, false);
+        assert_eq!(retries.next_try(), Some(1));
+        assert!(!retries.retries_status(502, 0, 3));
+        let mut retries = Retries::new(&rules, true, false).one_try();
+        assert_eq!(retries.next_try(), Some(1));
+        assert_eq!(retries.next_try(), None);
+    }
+
+    #[test]
+    fn statuses_move_to_the_next_endpoint_until_the_last_try() {
+        let rules = rules(3);
+        let mut retries = Retries::new(&rules, true, true);
+        assert_eq!(retries.next_try(), Some(1));
+        assert!(retries.retries_status(502, 0, 3));
+        assert_eq!(retries.tried(), &[0]);
+        assert_eq!(retries.next_try(), Some(2));
+        assert!(!retries.retries_status(500, 1, 3), "not listed");
+        assert!(retries.retries_status(503, 1, 3));
+        // Skipping endpoint 2 as well would leave none.
+        assert_eq!(retries.next_try(), Some(3));
+        assert!(!retries.retries_status(503, 2, 3), "last try answers");
+        assert_eq!(retries.tried(), &[0, 1]);
+        assert_eq!(retries.next_try(), None);
+    }
+
+    #[test]
+    fn nginx_retries_non_idempotent_requests_only_with_non_idempotent() {
+        let mut rules = rules(3);
+        let mut retries = Retries::new(&rules, false, true);
+        retries.next_try();
+        assert!(!retries.retries_status(502, 0, 3));
+        rules.non_idempotent = true;
+        let mut retries = Retries::new(&rules, false, true);
+        retries.next_try();
+        assert!(retries.retries_status(502, 0, 3));
+    }
+}
