@@ -17,6 +17,7 @@ use sluice_routing::RouteEntry;
 
 use crate::context::ConnCtx;
 use crate::policy;
+use crate::route::Routed;
 
 /// What the front end does with a routed request.
 #[derive(Debug)]
@@ -38,6 +39,31 @@ pub(crate) struct Forward {
     pub(crate) rewritten: Option<String>,
     /// Fields set on the response (CORS, the route's response fields, HSTS over TLS).
     pub(crate) response_fields: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Where a routed request goes: `(backend, entry, fixed status)`, or the status of the
+/// proxy's page when it goes nowhere (404, 503). The backend and entry are recorded in the
+/// request's accounting (`Completion::backend`, `Completion::entry`) either way.
+pub(crate) fn destination(
+    routed: Routed,
+    backend_of: &mut Option<usize>,
+    entry_of: &mut Option<usize>,
+) -> Result<(usize, usize, Option<u16>), StatusCode> {
+    let (backend, entry, fixed) = match routed {
+        Routed::NotFound => return Err(StatusCode::NOT_FOUND),
+        Routed::NoEndpoints { backend, entry } => {
+            (*backend_of, *entry_of) = (Some(backend), Some(entry));
+            return Err(StatusCode::SERVICE_UNAVAILABLE);
+        }
+        Routed::Backend { backend, entry } => (backend, entry, None),
+        Routed::Status {
+            backend,
+            entry,
+            status,
+        } => (backend, entry, Some(status)),
+    };
+    (*backend_of, *entry_of) = (Some(backend), Some(entry));
+    Ok((backend, entry, fixed))
 }
 
 /// Runs the phases for a request routed to `entry` (its Gateway API fixed status, if any, in

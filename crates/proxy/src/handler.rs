@@ -26,7 +26,7 @@ use crate::auth;
 use crate::balancer;
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::context::ConnCtx;
-use crate::decision::{Decision, Forward, decide};
+use crate::decision::{Decision, Forward, decide, destination};
 use crate::errors::error_response;
 use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::metrics::UpstreamErrorKind;
@@ -90,22 +90,10 @@ pub(crate) async fn handle(
         tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
         return Ok(fail(done, grpc, host_str, refusal.status()));
     }
-    let (id, entry, fixed) = match routed {
-        Routed::NotFound => return Ok(fail(done, grpc, host_str, StatusCode::NOT_FOUND)),
-        Routed::NoEndpoints { backend, entry } => {
-            done.backend = Some(backend);
-            done.entry = Some(entry);
-            return Ok(fail(done, grpc, host_str, StatusCode::SERVICE_UNAVAILABLE));
-        }
-        Routed::Backend { backend, entry } => (backend, entry, None),
-        Routed::Status {
-            backend,
-            entry,
-            status,
-        } => (backend, entry, Some(status)),
+    let (id, entry, fixed) = match destination(routed, &mut done.backend, &mut done.entry) {
+        Ok(destination) => destination,
+        Err(status) => return Ok(fail(done, grpc, host_str, status)),
     };
-    done.backend = Some(id);
-    done.entry = Some(entry);
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
     let origin = request.headers().get(ORIGIN).map(HeaderValue::as_bytes);

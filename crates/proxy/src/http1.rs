@@ -28,7 +28,7 @@ use crate::admit::{self, Facts};
 use crate::body::{Completion, RequestBody};
 use crate::chunked;
 use crate::context::ConnCtx;
-use crate::decision::{Decision, Forward, decide};
+use crate::decision::{Decision, Forward, decide, destination};
 use crate::errors::page_for;
 use crate::mirror;
 use crate::policy;
@@ -271,27 +271,12 @@ where
         let status = refusal.status();
         return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
-    let id = match routed {
-        Routed::NotFound => {
-            let status = StatusCode::NOT_FOUND;
+    let (id, entry, fixed) = match destination(routed, &mut done.backend, &mut done.entry) {
+        Ok(destination) => destination,
+        Err(status) => {
             return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
-        Routed::NoEndpoints { backend, entry } => {
-            done.backend = Some(backend);
-            done.entry = Some(entry);
-            let status = StatusCode::SERVICE_UNAVAILABLE;
-            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
-        }
-        Routed::Backend { backend, entry } => (backend, entry, None),
-        Routed::Status {
-            backend,
-            entry,
-            status,
-        } => (backend, entry, Some(status)),
     };
-    let (id, entry, fixed) = id;
-    done.backend = Some(id);
-    done.entry = Some(entry);
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
     // Only a CORS route looks at Origin: no field walk per request otherwise.

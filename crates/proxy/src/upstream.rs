@@ -202,30 +202,49 @@ pub(crate) async fn within<T>(
 }
 
 /// Releases an endpoint's in-flight count unless disarmed (dropped on timeout too).
+/// The endpoint a try goes to.
+pub(crate) struct Chosen<'a> {
+    /// Its in-flight count, given back when dropped unless the answer took it over.
+    pub(crate) in_flight: InFlight<'a>,
+    /// Its index in the backend's balancer.
+    pub(crate) index: usize,
+    /// Its address.
+    pub(crate) addr: SocketAddr,
+    /// When it was chosen (the balancer's clock).
+    pub(crate) now_ms: u64,
+}
+
 pub(crate) struct InFlight<'a> {
     pub(crate) backend: &'a BackendState,
     pub(crate) index: Option<usize>,
 }
 
 impl<'a, F> Outgoing<'a, F> {
-    /// The endpoint for attempt `attempt` (1-based) among those not `tried`: the preferred
-    /// one on the first attempt when it is up, else the route's balancing choice. Its
-    /// in-flight count is taken; the guard gives it back.
-    pub(crate) fn endpoint<'b>(
+    /// The endpoint of the next try of `retries` among the endpoints it has not skipped:
+    /// the preferred one on the first try when it is up, else the route's balancing
+    /// choice. Its in-flight count is taken; the guard gives it back. `None` when no try or
+    /// no endpoint is left.
+    pub(crate) fn next_endpoint<'b>(
         &self,
         backend: &'b BackendState,
-        attempt: usize,
-        tried: &[usize],
-        now_ms: u64,
-    ) -> Option<InFlight<'b>> {
+        retries: &mut Retries<'_>,
+    ) -> Option<Chosen<'b>> {
+        let attempt = retries.next_try()?;
+        let now_ms = balancer::now_millis(Instant::now());
         let balancer = &backend.balancer;
+        let tried = retries.tried();
         let preferred = self
             .prefer
             .filter(|&i| attempt == 1 && balancer.take(i, tried, now_ms));
         let index = preferred.or_else(|| balancer.pick_with(self.balance, tried, now_ms))?;
-        Some(InFlight {
-            backend,
-            index: Some(index),
+        Some(Chosen {
+            in_flight: InFlight {
+                backend,
+                index: Some(index),
+            },
+            index,
+            addr: balancer.get(index).addr,
+            now_ms,
         })
     }
 
@@ -264,16 +283,15 @@ where
         retries = retries.one_try();
     }
     let mut body = Some(body);
-    while let Some(attempt) = retries.next_try() {
+    while let Some(chosen) = outgoing.next_endpoint(backend, &mut retries) {
+        let Chosen {
+            mut in_flight,
+            index,
+            addr,
+            now_ms,
+        } = chosen;
         let body = body.take().unwrap_or(RequestBody::Empty);
-        let now_ms = balancer::now_millis(Instant::now());
-        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, retries.tried(), now_ms)
-        else {
-            break;
-        };
-        let index = in_flight.index.unwrap_or_default();
         let sent_at = Instant::now();
-        let addr = balancer.get(index).addr;
         let exchanged = exchange(upstreams, backend, addr, &outgoing, body, head_timeout);
         let exchanged = match outgoing.try_timeout {
             Some(limit) => tokio::time::timeout(limit, exchanged)

@@ -30,7 +30,6 @@ use rustls::pki_types::ServerName;
 use sluice_routing::{Policy, UpstreamProtocol};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::balancer;
 use crate::body::RequestBody;
 use crate::context::Upstreams;
 use crate::header_policy::{self, Fields, RequestField};
@@ -157,15 +156,14 @@ where
     let mut outgoing = outgoing;
     let mut body = Some(std::mem::replace(&mut outgoing.body, RequestBody::Empty));
     let mut encoded = Vec::with_capacity(1024);
-    while let Some(attempt) = retries.next_try() {
-        let now_ms = balancer::now_millis(Instant::now());
-        let Some(mut in_flight) = outgoing.endpoint(backend, attempt, retries.tried(), now_ms)
-        else {
-            break;
-        };
-        let index = in_flight.index.unwrap_or_default();
+    while let Some(chosen) = outgoing.next_endpoint(backend, &mut retries) {
+        let upstream::Chosen {
+            mut in_flight,
+            index,
+            addr,
+            now_ms,
+        } = chosen;
         let sent_at = Instant::now();
-        let addr = balancer.get(index).addr;
         encoded.clear();
         header_policy::encode_request_head(
             &outgoing.head,
