@@ -56,7 +56,25 @@ pub(crate) struct WorkerSockets {
 
 /// Binds `count` sockets on `addr` (the first decides the port when `addr`'s is 0), with
 /// `SO_REUSEPORT` where the platform has it, else one socket and duplicates of it.
+///
+/// A port another process holds is refused, even when that process set `SO_REUSEPORT`
+/// too (a second sluice of the same user would otherwise share the port, and requests would
+/// land on either configuration at random): a plain socket is bound on it first.
 pub(crate) fn bind_many(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        let probe = new_socket(addr)?;
+        probe.bind(addr).map_err(|error| {
+            if error.kind() == io::ErrorKind::AddrInUse {
+                io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{addr} is already in use by another process (another sluice?)"),
+                )
+            } else {
+                error
+            }
+        })?;
+        drop(probe);
+    }
     let first = match reuseport_socket(addr) {
         Ok(first) => first,
         Err(error) => {

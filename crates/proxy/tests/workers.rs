@@ -135,3 +135,37 @@ async fn every_worker_accepts_and_serves_and_all_stop_on_shutdown() {
     })
     .await;
 }
+
+/// A second proxy on a port a running one holds is refused with an error naming the
+/// address, although both would set `SO_REUSEPORT`: otherwise the kernel would spread
+/// connections over both, two configurations answering at random. (Another program on the
+/// port gives the same clean error.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_proxy_on_the_same_port_is_refused_not_shared() {
+    init_tracing();
+    bounded(async {
+        let args = ProxyArgs {
+            workers: Some(2),
+            ..ProxyArgs::loopback()
+        };
+        let first = TestProxy::start(args.clone()).await;
+        let second = sluice_proxy::Proxy::new(ProxyArgs {
+            http_addr: first.http,
+            ..args
+        })
+        .expect("proxy builds");
+        let error = match second.bind().await {
+            Ok(_) => panic!("a second proxy bound {} as well", first.http),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.contains(&first.http.to_string()) && error.contains("already in use"),
+            "{error}"
+        );
+        // The first one still serves.
+        let backend = echo("web", "web-0").await;
+        first.route(&[Route::new("shop.example.com", "web", vec![backend.addr()])]);
+        assert_eq!(get(first.http, "shop.example.com", "/").await.status, 200);
+    })
+    .await;
+}
