@@ -221,6 +221,12 @@ fn route_metrics(
             if let Some(fallback) = &entry.fallback {
                 choices.push(handle(&entry.source, fallback));
             }
+            // Gateway API weighted `backendRefs`: each counted under its own Service.
+            for target in &entry.split {
+                if !choices.iter().any(|(id, _)| *id == target.backend.id) {
+                    choices.push(handle(&entry.source, &target.backend));
+                }
+            }
             choices.into_boxed_slice()
         })
         .collect()

@@ -158,6 +158,28 @@ async fn gateway_backend_refs_weights_split_requests_and_weight_zero_is_never_ch
             assert!((119..=181).contains(&of("a-0")), "{label}: {counts:?}");
             assert!((19..=81).contains(&of("b-0")), "{label}: {counts:?}");
         }
+        // Each backendRef's requests are counted under its own Service, not the first's.
+        let (_, text) = admin_get(proxy.admin, "/metrics").await;
+        let counted = |service: &str| -> u64 {
+            text.lines()
+                .filter(|line| {
+                    line.starts_with("sluice_requests_total{")
+                        && line.contains(&format!("service=\"default/{service}:80\""))
+                        && line.contains("host=\"split.example\"")
+                })
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        let of = |pod: &str| -> u64 {
+            SHAPES
+                .iter()
+                .map(|(label, _, _)| {
+                    u64::from(counts.get(&(pod.to_owned(), *label)).copied().unwrap_or(0))
+                })
+                .sum()
+        };
+        assert_eq!(counted("a"), of("a-0"), "{text}");
+        assert_eq!(counted("b"), of("b-0"), "{text}");
     })
     .await;
 }
