@@ -17,7 +17,7 @@ cargo test -p sluice-informer \
   --test control_plane --test control_plane_disruptive --test cache_contents --test examples \
   --test leader_election
 cargo test -p sluice-controller \
-  --test apiserver_restart --test churn --test controller_flags \
+  --test apiserver_restart --test churn --test controller_flags --test deployment \
   --test gateway_api --test gateway_api_late --test ingress_controller --test migrate \
   --test sources
 cargo test -p sluice-ingress-manager --test ingress_manager

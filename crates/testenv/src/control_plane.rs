@@ -211,6 +211,22 @@ impl ControlPlane {
         Ok(cp)
     }
 
+    /// The node agent of this control plane, started on first use and stopped at exit.
+    pub async fn node_agent(&'static self) -> anyhow::Result<&'static crate::NodeAgent> {
+        static AGENT: tokio::sync::OnceCell<&'static crate::NodeAgent> =
+            tokio::sync::OnceCell::const_new();
+        AGENT
+            .get_or_try_init(|| async {
+                let agent: &'static crate::NodeAgent =
+                    Box::leak(Box::new(crate::NodeAgent::start(self.config()).await?));
+                // Registered after the control plane's hook, so it runs before it.
+                at_exit(move || agent.stop());
+                Ok::<_, anyhow::Error>(agent)
+            })
+            .await
+            .copied()
+    }
+
     /// How long [`ControlPlane::start`] took, to readiness.
     pub fn started_in(&self) -> Duration {
         self.started_in

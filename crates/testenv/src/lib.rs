@@ -7,6 +7,9 @@
 //! - [`PodHost`]: a pod without a kubelet: a network namespace with a `10.244.K.N` address on
 //!   a per-process bridge, a process inside it, and a Pod object marked Running/Ready, so the
 //!   controller manager fills EndpointSlices for it.
+//! - [`NodeAgent`]: a Node whose pods really run: kube-scheduler binds them, the agent runs
+//!   each container as a process in the pod's own network namespace and reports its status,
+//!   so Deployments, ReplicaSets and EndpointSlices come from the real controllers.
 //!
 //! Everything is torn down on every path: values clean up on drop, process-wide resources at
 //! exit, children die with the test process (`PR_SET_PDEATHSIG`), and leftovers of a killed
@@ -17,6 +20,7 @@ mod control_plane;
 mod manifests;
 mod netns;
 mod network;
+mod node_agent;
 mod pod_host;
 mod ports;
 mod supervisor;
@@ -26,6 +30,7 @@ pub use control_plane::{CONTROLLERS, ControlPlane, NODE_NAME};
 pub use manifests::{apply_yaml, validate_yaml};
 pub use netns::NetNs;
 pub use network::{Network, sweep_stale, temp_dir};
+pub use node_agent::{AGENT_NODE_NAME, NodeAgent};
 pub use pod_host::PodHost;
 pub use ports::free_port;
 pub use supervisor::{Supervised, at_exit};
