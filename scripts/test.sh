@@ -24,7 +24,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
 
 left=""
-for name in etcd kube-apiserver kube-controller-manager sluice-echo; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler sluice-echo; do
   # Names longer than 15 characters are cut in /proc/PID/comm: match the executable path.
   pids=$(pgrep -f "(^|/)$name( |$)" | tr '\n' ' ' || true)
   [ -n "$pids" ] && left="$left $name($pids)"

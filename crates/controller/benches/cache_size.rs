@@ -10,8 +10,8 @@
 //! kind, syncs an informer as the controller configured it before projection
 //! (`managedFields` and the last-applied annotation stripped) and one with the projection, one
 //! after the other, and prints the heap each holds once synced (live bytes counted by this
-//! program's allocator) per object and in all. The API server here is 1.20, which serves no
-//! discovery.k8s.io/v1 EndpointSlices, so core/v1 Endpoints stand for them.
+//! program's allocator) per object and in all. core/v1 Endpoints stand for EndpointSlices
+//! here.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};

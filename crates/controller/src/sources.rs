@@ -18,16 +18,6 @@ use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// Where endpoints come from: EndpointSlices (discovery.k8s.io/v1), or core/v1 Endpoints on
-/// clusters that do not serve EndpointSlice v1 (Kubernetes before 1.21).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndpointSource {
-    /// discovery.k8s.io/v1 EndpointSlice.
-    Slices,
-    /// core/v1 Endpoints.
-    Endpoints,
-}
-
 /// Informers for Ingress, IngressClass, Service, endpoints and TLS Secrets: typed for the
 /// readers of each kind, and as one set of [`InformerHandle`]s for what concerns them all
 /// (start, sync, change notification, shutdown).
@@ -39,9 +29,9 @@ pub struct IngressInformers {
     pub classes: SharedIndexInformer<IngressClass>,
     /// core/v1 Service.
     pub services: SharedIndexInformer<Service>,
-    /// core/v1 Endpoints, when that is the endpoint source.
+    /// core/v1 Endpoints: read from manifest directories only (a cluster's are EndpointSlices).
     pub endpoints: Option<SharedIndexInformer<Endpoints>>,
-    /// EndpointSlices, when that is the endpoint source.
+    /// discovery.k8s.io/v1 EndpointSlices: always from a cluster, from manifests when given.
     pub endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
     /// Secrets of type kubernetes.io/tls.
     pub secrets: SharedIndexInformer<Secret>,
@@ -261,11 +251,11 @@ impl IngressInformers {
 
     /// Informers from `factory`'s cluster, in `namespace` or everywhere. Secrets are narrowed
     /// to `type=kubernetes.io/tls` by a field selector, so others never reach this process.
+    /// Endpoints come from EndpointSlices (discovery.k8s.io/v1, served since Kubernetes 1.21).
     /// `gateway_api`: also watch the Gateway API kinds (the cluster serves their CRDs).
     pub fn from_cluster(
         factory: &SharedInformerFactory,
         namespace: Option<&str>,
-        endpoints: EndpointSource,
         gateway_api: bool,
     ) -> Self {
         let client = factory.client().clone();
@@ -277,18 +267,11 @@ impl IngressInformers {
                 factory.informer_for(api(&client, namespace), all.clone()),
                 projection::service,
             ),
-            (endpoints == EndpointSource::Endpoints).then(|| {
-                projected(
-                    factory.informer_for(api(&client, namespace), all.clone()),
-                    projection::endpoints,
-                )
-            }),
-            (endpoints == EndpointSource::Slices).then(|| {
-                projected(
-                    factory.informer_for(api(&client, namespace), all.clone()),
-                    projection::endpoint_slice,
-                )
-            }),
+            None,
+            Some(projected(
+                factory.informer_for(api(&client, namespace), all.clone()),
+                projection::endpoint_slice,
+            )),
             projected(
                 factory.informer_for(
                     api(&client, namespace),

@@ -210,9 +210,8 @@ fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// The four CRDs (CEL rules stripped) install on the v1.20 API server, and objects of each
-/// kind go in and come back through our typed `Api`s, with the CRDs' defaults applied and
-/// their schema still enforced (empty strings accepted: the second source fix).
+/// The four CRDs install as they are, and objects of each kind go in and come back through our
+/// typed `Api`s, with the CRDs' defaults applied and their schema and CEL rules enforced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crds_install_and_objects_round_trip_through_typed_apis() -> anyhow::Result<()> {
     let world = World::new("gw-crds").await?;
@@ -275,7 +274,7 @@ async fn crds_install_and_objects_round_trip_through_typed_apis() -> anyhow::Res
         json!({"group": "", "kind": "Service"})
     );
 
-    // The OpenAPI schema is still enforced without CEL: a hostname breaking the pattern.
+    // The OpenAPI schema: a hostname breaking the pattern.
     let bad: HttpRoute = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "bad"},
@@ -283,6 +282,19 @@ async fn crds_install_and_objects_round_trip_through_typed_apis() -> anyhow::Res
     let refused = routes.create(&pp, &bad).await;
     assert!(
         matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422),
+        "{refused:?}"
+    );
+    // A CEL rule of the Gateway CRD: listener names are unique.
+    let twice: Gateway = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "twice"},
+        "spec": {"gatewayClassName": class_name,
+                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"},
+                               {"name": "http", "port": 81, "protocol": "HTTP"}]}}))?;
+    let refused = gateways.create(&pp, &twice).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e))
+            if e.code == 422 && e.message.contains("Listener name must be unique")),
         "{refused:?}"
     );
     classes
@@ -833,7 +845,7 @@ async fn https_listener_terminates_tls_with_its_certificate_ref() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyhow::Result<()> {
     use sluice_controller::cluster::gateway_status::GatewayStatusWriter;
-    use sluice_controller::sources::{EndpointSource, IngressInformers};
+    use sluice_controller::sources::IngressInformers;
     use sluice_routing::ObjectRef;
     use sluice_routing::gateway::{
         Condition, GatewayStatuses, ParentReference, RouteParentStatus, RouteStatus,
@@ -847,12 +859,7 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
     )
     .await?;
     let factory = sluice_informer::SharedInformerFactory::new(gw.world.admin.clone());
-    let informers = IngressInformers::from_cluster(
-        &factory,
-        Some(&gw.world.ns),
-        EndpointSource::Endpoints,
-        true,
-    );
+    let informers = IngressInformers::from_cluster(&factory, Some(&gw.world.ns), true);
     informers.start();
     anyhow::ensure!(
         informers.wait_for_sync(Duration::from_secs(30)).await,

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use sluice_controller::sources::{EndpointSource, IngressInformers};
+use sluice_controller::sources::IngressInformers;
 use sluice_informer::{LAST_APPLIED_ANNOTATION, SharedInformerFactory};
 use sluice_testenv::ControlPlane;
 use std::time::Duration;
@@ -28,8 +28,7 @@ async fn cached_services_are_projected_to_what_routing_reads() -> anyhow::Result
     services.create(&PostParams::default(), &svc).await?;
 
     let factory = SharedInformerFactory::new(cp.client());
-    let informers =
-        IngressInformers::from_cluster(&factory, Some(&ns), EndpointSource::Endpoints, false);
+    let informers = IngressInformers::from_cluster(&factory, Some(&ns), false);
     informers.start();
     let synced = informers.wait_for_sync(Duration::from_secs(60)).await;
     assert!(synced, "not synced: {:?}", informers.unsynced());

@@ -1,4 +1,4 @@
-//! ingress-manager against a real control plane (etcd + kube-apiserver v1.20 +
+//! ingress-manager against a real control plane (etcd + kube-apiserver +
 //! kube-controller-manager with the garbage collector), one per test binary.
 //!
 //! Every test applies `deploy/overlays/ingress-manager/rbac.yaml` with the admin client and runs the

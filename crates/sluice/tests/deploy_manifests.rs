@@ -7,8 +7,8 @@
 //! deploy/ keeps to what kustomize v2.0.3 (inside kubectl 1.14 to 1.20, Debian's
 //! `kubernetes-client`) and v5 both read; either renders it here.
 //!
-//! The test API server is v1.20: every object of deploy/ validates there as written (it uses
-//! no field newer than apps/v1, rbac v1, networking.k8s.io/v1 IngressClass).
+//! Every object of deploy/ validates on the test API server as written (it uses no field
+//! newer than apps/v1, rbac v1, networking.k8s.io/v1 IngressClass).
 
 use clap::Parser;
 use sluice_controller::cluster::ControllerArgs;

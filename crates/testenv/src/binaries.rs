@@ -3,15 +3,23 @@
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 
-/// Version of the test control plane that `scripts/testenv.sh` builds.
-pub const KUBE_VERSION: &str = "1.20.2";
+/// Version of the test control plane that `scripts/testenv.sh` builds by default; keep it in
+/// step with the script's default.
+pub const KUBE_VERSION: &str = "1.37.2";
 
-/// The build of it: `crd1` is v1.20.2 with the two source fixes that let it serve custom
-/// resources (Gateway API); `scripts/testenv.sh` uses the same directory name.
-pub const KUBE_BUILD: &str = "crd1";
+/// The Kubernetes version the tests run against: `$SLUICE_KUBE_VERSION` (as `scripts/testenv.sh`
+/// reads it), else [`KUBE_VERSION`].
+pub fn kube_version() -> String {
+    std::env::var("SLUICE_KUBE_VERSION")
+        .ok()
+        .map(|v| v.trim_start_matches('v').to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| KUBE_VERSION.to_string())
+}
 
-/// The directory holding `kube-apiserver` and `kube-controller-manager`:
-/// `$SLUICE_TESTENV_BIN`, else the cache `scripts/testenv.sh` fills.
+/// The directory holding `etcd`, `kube-apiserver`, `kube-controller-manager` and
+/// `kube-scheduler`: `$SLUICE_TESTENV_BIN`, else the cache `scripts/testenv.sh` fills for
+/// [`kube_version`].
 pub fn control_plane_bin_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("SLUICE_TESTENV_BIN") {
         return Ok(PathBuf::from(dir));
@@ -24,12 +32,21 @@ pub fn control_plane_bin_dir() -> anyhow::Result<PathBuf> {
                 .join(".cache/sluice"),
         },
     };
-    let dir = cache.join(format!("kube-{KUBE_VERSION}-{KUBE_BUILD}/bin"));
-    if !dir.join("kube-apiserver").is_file() {
-        bail!(
-            "no test control plane in {}: run `bash scripts/testenv.sh` once (it builds it)",
-            dir.display()
-        );
+    let version = kube_version();
+    let dir = cache.join(format!("kube-v{version}/bin"));
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        if !dir.join(name).is_file() {
+            bail!(
+                "no test control plane v{version} in {}: run `bash scripts/testenv.sh` once (it \
+                 builds it)",
+                dir.display()
+            );
+        }
     }
     Ok(dir)
 }

@@ -1,6 +1,7 @@
-//! A real control plane: etcd, kube-apiserver and kube-controller-manager on loopback.
+//! A real control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+//! loopback.
 
-use crate::binaries::{control_plane_bin_dir, on_path};
+use crate::binaries::control_plane_bin_dir;
 use crate::ports::free_port;
 use crate::supervisor::{Supervised, at_exit};
 use anyhow::{Context, bail};
@@ -20,8 +21,16 @@ pub const NODE_NAME: &str = "sluice-test-node";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// etcd + kube-apiserver + kube-controller-manager (garbage collector, endpoints,
-/// endpoint slices, namespaces) in a temp dir, on free loopback ports.
+/// kube-controller-manager's controllers: what Deployments, EndpointSlices, ServiceAccount
+/// tokens and namespace deletion need. No node lifecycle controller: test Nodes have no kubelet
+/// whose heartbeat it would wait for. No root CA publisher: its ConfigMap in every namespace
+/// would show in the informer tests' ConfigMap counts.
+pub const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
+deployment-controller,replicaset-controller,endpointslice-controller,\
+endpointslice-mirroring-controller,serviceaccount-controller,serviceaccount-token-controller";
+
+/// etcd + kube-apiserver + kube-controller-manager (the controllers in [`CONTROLLERS`]) +
+/// kube-scheduler in a temp dir, on free loopback ports.
 ///
 /// Dropping it kills the processes and removes the directory. [`ControlPlane::shared`] gives
 /// one instance per test process, torn down when the process exits.
@@ -34,6 +43,7 @@ pub struct ControlPlane {
     etcd: Mutex<Option<Supervised>>,
     apiserver: Mutex<Option<Supervised>>,
     controller_manager: Mutex<Option<Supervised>>,
+    scheduler: Mutex<Option<Supervised>>,
     config: kube::Config,
     kubeconfig: PathBuf,
     started_in: Duration,
@@ -72,7 +82,7 @@ impl ControlPlane {
         let began = Instant::now();
         crate::network::sweep_stale();
         let bin = control_plane_bin_dir()?;
-        let etcd_bin = on_path("etcd")?;
+        let etcd_bin = bin.join("etcd");
         // Removed by the guard until `cp` exists, then by `cp`'s Drop.
         let guard = tempfile::Builder::new()
             .prefix(&format!("sluice-cp-{}-", std::process::id()))
@@ -85,6 +95,7 @@ impl ControlPlane {
         let peer_port = free_port()?;
         let apiserver_port = free_port()?;
         let kcm_port = free_port()?;
+        let scheduler_port = free_port()?;
         let token = random_token();
 
         std::fs::write(
@@ -120,7 +131,9 @@ impl ControlPlane {
             ))
             .arg(format!(
                 "--initial-cluster=default=http://127.0.0.1:{peer_port}"
-            ));
+            ))
+            // A test's data need not survive a crash of the machine.
+            .arg("--unsafe-no-fsync");
         let etcd = spawn_logged("etcd", etcd, &dir)?;
 
         let mut cp = ControlPlane {
@@ -132,6 +145,7 @@ impl ControlPlane {
             etcd: Mutex::new(Some(etcd)),
             apiserver: Mutex::new(None),
             controller_manager: Mutex::new(None),
+            scheduler: Mutex::new(None),
             config: config_from(&kubeconfig).await?,
             kubeconfig: kubeconfig.clone(),
             started_in: Duration::ZERO,
@@ -142,13 +156,33 @@ impl ControlPlane {
         let mut kcm = Command::new(bin.join("kube-controller-manager"));
         kcm.arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--leader-elect=false")
-            .arg("--controllers=garbagecollector,endpoint,endpointslice,endpointslicemirroring,namespace")
-            .arg("--port=0")
+            .arg(format!("--controllers={CONTROLLERS}"))
             .arg(format!("--secure-port={kcm_port}"))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--cert-dir={}", dir.join("kcm-certs").display()))
-            .arg("--concurrent-gc-syncs=5");
+            .arg("--concurrent-gc-syncs=5")
+            .arg(format!(
+                "--service-account-private-key-file={}",
+                dir.join("sa.key").display()
+            ))
+            // The CA put into ServiceAccount token Secrets.
+            .arg(format!(
+                "--root-ca-file={}",
+                dir.join("certs/apiserver.crt").display()
+            ));
         *lock(&cp.controller_manager) = Some(spawn_logged("kube-controller-manager", kcm, &dir)?);
+
+        let mut scheduler = Command::new(bin.join("kube-scheduler"));
+        scheduler
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg(format!("--secure-port={scheduler_port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!(
+                "--cert-dir={}",
+                dir.join("scheduler-certs").display()
+            ));
+        *lock(&cp.scheduler) = Some(spawn_logged("kube-scheduler", scheduler, &dir)?);
 
         let client = cp.client();
         let nodes: Api<Node> = Api::all(client.clone());
@@ -166,9 +200,31 @@ impl ControlPlane {
             &cp.controller_manager,
         )
         .await?;
+        cp.wait_for(
+            || std::net::TcpStream::connect(("127.0.0.1", scheduler_port)).is_ok(),
+            "kube-scheduler",
+            &cp.scheduler,
+        )
+        .await?;
         cp.started_in = began.elapsed();
         tracing::info!(started_in = ?cp.started_in, dir = %dir.display(), "control plane ready");
         Ok(cp)
+    }
+
+    /// The node agent of this control plane, started on first use and stopped at exit.
+    pub async fn node_agent(&'static self) -> anyhow::Result<&'static crate::NodeAgent> {
+        static AGENT: tokio::sync::OnceCell<&'static crate::NodeAgent> =
+            tokio::sync::OnceCell::const_new();
+        AGENT
+            .get_or_try_init(|| async {
+                let agent: &'static crate::NodeAgent =
+                    Box::leak(Box::new(crate::NodeAgent::start(self.config()).await?));
+                // Registered after the control plane's hook, so it runs before it.
+                at_exit(move || agent.stop());
+                Ok::<_, anyhow::Error>(agent)
+            })
+            .await
+            .copied()
     }
 
     /// How long [`ControlPlane::start`] took, to readiness.
@@ -284,7 +340,6 @@ impl ControlPlane {
         cmd.arg(format!("--etcd-servers={}", self.etcd_endpoint()))
             .arg(format!("--secure-port={}", self.apiserver_port))
             .arg("--bind-address=127.0.0.1")
-            .arg("--insecure-port=0")
             .arg(format!("--cert-dir={}", d.join("certs").display()))
             .arg(format!(
                 "--token-auth-file={}",
@@ -359,7 +414,12 @@ impl ControlPlane {
 
     /// Kills every process and removes the directory (unless `SLUICE_TESTENV_KEEP` is set).
     pub fn stop(&self) {
-        for p in [&self.controller_manager, &self.apiserver, &self.etcd] {
+        for p in [
+            &self.scheduler,
+            &self.controller_manager,
+            &self.apiserver,
+            &self.etcd,
+        ] {
             if let Some(mut p) = lock(p).take() {
                 p.kill();
             }
@@ -369,12 +429,18 @@ impl ControlPlane {
         }
     }
 
-    /// Process ids of etcd, kube-apiserver and kube-controller-manager (those running).
+    /// Process ids of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (those
+    /// running).
     pub fn pids(&self) -> Vec<u32> {
-        [&self.etcd, &self.apiserver, &self.controller_manager]
-            .iter()
-            .filter_map(|p| lock(p).as_ref().and_then(Supervised::id))
-            .collect()
+        [
+            &self.etcd,
+            &self.apiserver,
+            &self.controller_manager,
+            &self.scheduler,
+        ]
+        .iter()
+        .filter_map(|p| lock(p).as_ref().and_then(Supervised::id))
+        .collect()
     }
 
     /// The admin bearer token.

@@ -1,11 +1,15 @@
 //! Test support for sluice: the envtest of this project.
 //!
-//! - [`ControlPlane`]: a real etcd + kube-apiserver + kube-controller-manager (v1.20, built
-//!   by `scripts/testenv.sh`) on free loopback ports. [`ControlPlane::shared`] gives one per
+//! - [`ControlPlane`]: a real etcd + kube-apiserver + kube-controller-manager +
+//!   kube-scheduler (v1.37 by default, built from Go modules by `scripts/testenv.sh`) on free
+//!   loopback ports. [`ControlPlane::shared`] gives one per
 //!   test process; tests separate themselves with [`ControlPlane::create_namespace`].
 //! - [`PodHost`]: a pod without a kubelet: a network namespace with a `10.244.K.N` address on
 //!   a per-process bridge, a process inside it, and a Pod object marked Running/Ready, so the
-//!   controller manager fills Endpoints and EndpointSlices for it.
+//!   controller manager fills EndpointSlices for it.
+//! - [`NodeAgent`]: a Node whose pods really run: kube-scheduler binds them, the agent runs
+//!   each container as a process in the pod's own network namespace and reports its status,
+//!   so Deployments, ReplicaSets and EndpointSlices come from the real controllers.
 //!
 //! Everything is torn down on every path: values clean up on drop, process-wide resources at
 //! exit, children die with the test process (`PR_SET_PDEATHSIG`), and leftovers of a killed
@@ -16,15 +20,17 @@ mod control_plane;
 mod manifests;
 mod netns;
 mod network;
+mod node_agent;
 mod pod_host;
 mod ports;
 mod supervisor;
 
-pub use binaries::{KUBE_VERSION, control_plane_bin_dir, on_path, workspace_binary};
-pub use control_plane::{ControlPlane, NODE_NAME};
+pub use binaries::{KUBE_VERSION, control_plane_bin_dir, kube_version, on_path, workspace_binary};
+pub use control_plane::{CONTROLLERS, ControlPlane, NODE_NAME};
 pub use manifests::{apply_yaml, validate_yaml};
 pub use netns::NetNs;
 pub use network::{Network, sweep_stale, temp_dir};
+pub use node_agent::{AGENT_NODE_NAME, NodeAgent};
 pub use pod_host::PodHost;
 pub use ports::free_port;
 pub use supervisor::{Supervised, at_exit};

@@ -1,6 +1,6 @@
 //! Applying YAML manifests (e.g. the project's `deploy/` files): kinds resolved by
-//! discovery, each object created, or replaced when it exists. (Not server-side apply:
-//! v1.20 rejects it for Services whose ports omit `protocol`.)
+//! discovery, each object created, or replaced when it exists, as `kubectl create`/`replace`
+//! would.
 
 use anyhow::Context;
 use kube::api::{Api, DynamicObject, PostParams};

@@ -62,26 +62,7 @@ impl PodHost {
             process: None,
         };
         // From here on, Drop cleans up whatever was made.
-        let outside = format!("slv{k}-{n}");
-        let inside = format!("slc{k}-{n}");
-        // A veth of an earlier namespace with this number may still be going away.
-        let _ = crate::network::ip(&["link", "del", &outside]);
-        ip_ok(&["netns", "add", &netns])?;
-        ip_ok(&[
-            "link", "add", &outside, "type", "veth", "peer", "name", &inside,
-        ])?;
-        ip_ok(&["link", "set", &inside, "netns", &netns])?;
-        ip_ok(&["link", "set", &outside, "master", net.bridge(), "up"])?;
-        let in_ns = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", &netns, "ip"];
-            all.extend_from_slice(args);
-            ip_ok(&all)
-        };
-        in_ns(&["link", "set", &inside, "name", "eth0"])?;
-        in_ns(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
-        in_ns(&["link", "set", "eth0", "up"])?;
-        in_ns(&["link", "set", "lo", "up"])?;
-        in_ns(&["route", "add", "default", "via", &net.gateway().to_string()])?;
+        make_netns(net, &netns, n, ip)?;
 
         let labels: serde_json::Map<String, serde_json::Value> = labels
             .iter()
@@ -225,6 +206,34 @@ impl PodHost {
             .with_context(|| format!("delete Pod {}/{}", self.namespace, self.name))?;
         Ok(())
     }
+}
+
+/// Network namespace `netns` with `ip/24` on a veth whose other end joins the bridge, `lo` up,
+/// and a default route via the bridge. The caller deletes the namespace (the veth goes with it).
+pub(crate) fn make_netns(net: &Network, netns: &str, n: u8, ip: Ipv4Addr) -> anyhow::Result<()> {
+    let k = net.subnet_id();
+    let outside = format!("slv{k}-{n}");
+    let inside = format!("slc{k}-{n}");
+    // A veth of an earlier namespace with this number may still be going away.
+    let _ = crate::network::ip(&["link", "del", &outside]);
+    ip_ok(&["netns", "add", netns])?;
+    ip_ok(&[
+        "link", "add", &outside, "type", "veth", "peer", "name", &inside,
+    ])?;
+    ip_ok(&["link", "set", &inside, "netns", netns])?;
+    ip_ok(&["link", "set", &outside, "master", net.bridge(), "up"])?;
+    let in_ns = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", netns, "ip"];
+        all.extend_from_slice(args);
+        ip_ok(&all)
+    };
+    in_ns(&["link", "set", &inside, "name", "eth0"])?;
+    in_ns(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+    in_ns(&["link", "set", "eth0", "up"])?;
+    in_ns(&["link", "set", "lo", "up"])?;
+    in_ns(&["route", "add", "default", "via", &net.gateway().to_string()])?;
+
+    Ok(())
 }
 
 impl Drop for PodHost {

@@ -1,22 +1,28 @@
 //! End-to-end smoke test of the test environment: a Service selecting two netns pods running
-//! the echo backend gets both in its Endpoints; a pod turned NotReady leaves them.
+//! the echo backend gets both in its EndpointSlices; a pod turned NotReady leaves them.
 
 mod common;
 
-use k8s_openapi::api::core::v1::{Endpoints, Service};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams, PostParams};
 use sluice_testenv::{ControlPlane, PodHost, eventually};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-fn ready_ips(ep: &Endpoints) -> BTreeSet<String> {
-    ep.subsets
-        .iter()
-        .flatten()
-        .flat_map(|s| s.addresses.iter().flatten())
-        .map(|a| a.ip.clone())
-        .collect()
+/// Addresses of the ready endpoints of Service `service`'s slices.
+async fn ready_ips(slices: &Api<EndpointSlice>, service: &str) -> Option<BTreeSet<String>> {
+    let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+    let list = slices.list(&lp).await.ok()?;
+    Some(
+        list.items
+            .iter()
+            .flat_map(|s| &s.endpoints)
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .flat_map(|e| e.addresses.iter().cloned())
+            .collect(),
+    )
 }
 
 #[tokio::test]
@@ -53,15 +59,12 @@ async fn service_endpoints_follow_pod_readiness() -> anyhow::Result<()> {
     a.run_echo(8080, "echo").await?;
     b.run_echo(8080, "echo").await?;
 
-    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
     let both: BTreeSet<String> = [a.ip().to_string(), b.ip().to_string()].into();
     eventually(
         Duration::from_secs(20),
-        "both pods in Endpoints",
-        || async {
-            let ep = endpoints.get_opt("echo").await.ok().flatten()?;
-            (ready_ips(&ep) == both).then_some(())
-        },
+        "both pods in EndpointSlices",
+        || async { (ready_ips(&slices, "echo").await? == both).then_some(()) },
     )
     .await?;
 
@@ -79,11 +82,8 @@ async fn service_endpoints_follow_pod_readiness() -> anyhow::Result<()> {
     let only_a: BTreeSet<String> = [a.ip().to_string()].into();
     eventually(
         Duration::from_secs(20),
-        "NotReady pod out of Endpoints",
-        || async {
-            let ep = endpoints.get_opt("echo").await.ok().flatten()?;
-            (ready_ips(&ep) == only_a).then_some(())
-        },
+        "NotReady pod out of EndpointSlices",
+        || async { (ready_ips(&slices, "echo").await? == only_a).then_some(()) },
     )
     .await?;
 

@@ -10,8 +10,8 @@ async fn drop_leaves_nothing_behind() -> anyhow::Result<()> {
     let pids = cp.pids();
     assert_eq!(
         pids.len(),
-        3,
-        "etcd, kube-apiserver, kube-controller-manager"
+        4,
+        "etcd, kube-apiserver, kube-controller-manager, kube-scheduler"
     );
     let dir = cp.dir().to_path_buf();
     let ns = cp.create_namespace("teardown").await?;
@@ -20,7 +20,7 @@ async fn drop_leaves_nothing_behind() -> anyhow::Result<()> {
 
     // The API server can be restarted in place.
     cp.restart_apiserver().await?;
-    assert_eq!(cp.pids().len(), 3);
+    assert_eq!(cp.pids().len(), 4);
 
     drop(pod);
     let restarted = cp.pids();

@@ -13,7 +13,7 @@ pub mod status;
 use crate::control::ControlRuntime;
 use crate::rebuild::Rebuilder;
 use crate::serve::{ClassArgs, DefaultsArgs};
-use crate::sources::{EndpointSource, IngressInformers};
+use crate::sources::IngressInformers;
 use anyhow::Context;
 use sluice_informer::SharedInformerFactory;
 use sluice_informer::leader_election::{LeaderElectionArgs, LeaderElector};
@@ -132,13 +132,34 @@ pub async fn gateway_api_served(client: &kube::Client) -> anyhow::Result<bool> {
     Ok(has(&v1beta1, &["ReferenceGrant"]))
 }
 
-/// Where this cluster publishes endpoints: EndpointSlice v1 if discovery serves it.
-pub async fn endpoint_source(client: &kube::Client) -> EndpointSource {
-    match client.list_api_group_resources("discovery.k8s.io/v1").await {
-        Ok(list) if list.resources.iter().any(|r| r.kind == "EndpointSlice") => {
-            EndpointSource::Slices
+/// The Kubernetes minor versions (1.x) sluice's tests run against.
+pub const TESTED_KUBE_MINORS: std::ops::RangeInclusive<u32> = 34..=37;
+
+/// Logged (warning, once at start) when the API server's version is outside
+/// [`TESTED_KUBE_MINORS`] or unreadable.
+pub const UNTESTED_KUBE_VERSION: &str = "the API server's Kubernetes version is outside the \
+     range sluice is tested against (1.34 to 1.37)";
+
+/// Whether `/version`'s `major` and `minor` name a tested release. Providers append to the
+/// minor (`"37+"`), so only its leading digits count.
+pub fn kube_version_tested(major: &str, minor: &str) -> bool {
+    let digits = |s: &str| -> Option<u32> {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        s[..end].parse().ok()
+    };
+    digits(major) == Some(1) && digits(minor).is_some_and(|m| TESTED_KUBE_MINORS.contains(&m))
+}
+
+/// Reads the API server's `/version` and warns when sluice was not tested against it.
+async fn warn_if_untested_version(client: &kube::Client) {
+    match client.apiserver_version().await {
+        Ok(info) if kube_version_tested(&info.major, &info.minor) => {
+            tracing::info!(version = %info.git_version, "API server");
         }
-        _ => EndpointSource::Endpoints,
+        Ok(info) => {
+            tracing::warn!(version = %info.git_version, "{UNTESTED_KUBE_VERSION}");
+        }
+        Err(e) => tracing::warn!(error = %e, "{UNTESTED_KUBE_VERSION}: /version unreadable"),
     }
 }
 
@@ -295,7 +316,7 @@ async fn start_informers(
     client: kube::Client,
     table: sluice_proxy::TableHandle,
 ) -> anyhow::Result<(IngressInformers, Arc<Rebuilder>)> {
-    let source = endpoint_source(&client).await;
+    warn_if_untested_version(&client).await;
     let gateway_api = match args.gateway_api {
         GatewayApi::Off => false,
         wanted => {
@@ -316,14 +337,10 @@ async fn start_informers(
             served
         }
     };
-    tracing::info!(?source, gateway_api, namespace = ?args.watch_namespace, "watching");
+    tracing::info!(gateway_api, namespace = ?args.watch_namespace, "watching");
     let factory = SharedInformerFactory::new(client);
-    let informers = IngressInformers::from_cluster(
-        &factory,
-        args.watch_namespace.as_deref(),
-        source,
-        gateway_api,
-    );
+    let informers =
+        IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), gateway_api);
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
         args.defaults
@@ -336,14 +353,9 @@ async fn start_informers(
         informers.shutdown().await;
         anyhow::bail!(
             "caches did not sync within {:?} ({unsynced}): is the API server reachable, and \
-             may this identity list and watch Ingresses, IngressClasses, Services, {} and \
-             Secrets?",
+             may this identity list and watch Ingresses, IngressClasses, Services, \
+             EndpointSlices and Secrets?",
             args.sync_timeout,
-            if source == EndpointSource::Slices {
-                "EndpointSlices"
-            } else {
-                "Endpoints"
-            }
         );
     }
     rebuilder.rebuild_now();
@@ -529,4 +541,25 @@ pub async fn run(
         .await?
         .serve(shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kube_version_tested;
+
+    #[test]
+    fn tested_versions_are_1_34_to_1_37_with_provider_suffixes() {
+        for (major, minor, tested) in [
+            ("1", "34", true),
+            ("1", "37", true),
+            ("1", "37+", true),
+            ("1", "33", false),
+            ("1", "38", false),
+            ("2", "35", false),
+            ("", "", false),
+            ("1", "x", false),
+        ] {
+            assert_eq!(kube_version_tested(major, minor), tested, "{major}.{minor}");
+        }
+    }
 }
