@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# sluice's informer vs client-go 1.20's, through each one's public factory API, on the same
-# test API server (kube-apiserver 1.20.2 + etcd from scripts/testenv.sh).
+# sluice's informer vs client-go's, through each one's public factory API, on the same test
+# API server (kube-apiserver + etcd from scripts/testenv.sh); client-go is the release that
+# matches the server (v0.<minor>.<patch> of SLUICE_KUBE_VERSION, default 1.37.2).
 #
 # Builds two programs of the same shape (a shared informer factory, its Pod informer, start,
 # wait for cache sync; print the sync time and VmHWM):
 #   - sluice:    crates/informer/examples/pod_sync.rs (release build)
-#   - client-go: bench/informer-go/main.go, built in GOPATH mode against the vendor tree of
-#                the Kubernetes source that scripts/testenv.sh unpacked (nothing is downloaded)
+#   - client-go: bench/informer-go/main.go, built in a throwaway module that requires
+#                k8s.io/client-go at that release (through the Go module proxy, cached)
 # then runs crates/informer/benches/client_go.rs, which starts a control plane, creates the
 # Pods and runs the two programs alternately, printing every run, medians and ratios.
 #
@@ -41,20 +42,22 @@ done
 
 BIN_DIR=$("$ROOT/scripts/testenv.sh")
 CACHE=$(cd "$BIN_DIR/../.." && pwd)
-KSRC=$CACHE/src/kubernetes-1.20.2
-[ -d "$KSRC/vendor/k8s.io/client-go" ] || { log "no vendored client-go in $KSRC"; exit 1; }
+KVER=$(basename "$(dirname "$BIN_DIR")"); KVER=${KVER#kube-v}
+CLIENT_GO=v0.${KVER#1.}
 
 TMP=$(mktemp -d -t sluice-informer-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
-log "building the client-go program against $KSRC/vendor"
-mkdir -p "$TMP/gopath/src/informerbench"
-cp "$ROOT/bench/informer-go/main.go" "$TMP/gopath/src/informerbench/"
-# GOPATH mode resolves imports through a vendor directory next to the package.
-ln -s "$KSRC/vendor" "$TMP/gopath/src/informerbench/vendor"
-(cd "$TMP/gopath/src/informerbench" &&
-    GOPATH=$TMP/gopath GOCACHE=$CACHE/gocache GO111MODULE=off CGO_ENABLED=0 GOFLAGS= \
-        go build -o "$TMP/informer-go" .)
+log "building the client-go program against k8s.io/client-go $CLIENT_GO"
+mkdir -p "$TMP/informerbench"
+cp "$ROOT/bench/informer-go/main.go" "$TMP/informerbench/"
+(cd "$TMP/informerbench" &&
+    export GOCACHE=$CACHE/gocache GOMODCACHE=$CACHE/gomod GOPATH=$CACHE/gopath CGO_ENABLED=0 \
+        GOFLAGS=-mod=mod GO111MODULE=on GOWORK=off &&
+    go mod init sluice.invalid/informerbench >/dev/null 2>&1 &&
+    go mod edit -require="k8s.io/client-go@$CLIENT_GO" -require="k8s.io/api@$CLIENT_GO" \
+        -require="k8s.io/apimachinery@$CLIENT_GO" &&
+    go mod tidy && go build -o "$TMP/informer-go" .)
 
 log "building the sluice program (release)"
 cd "$ROOT"

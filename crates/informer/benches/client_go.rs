@@ -1,4 +1,4 @@
-//! sluice's informer against client-go 1.20's on the same API server: the driver of
+//! sluice's informer against client-go's on the same API server: the driver of
 //! `bench/informer.sh` (which builds both programs and passes their paths).
 //!
 //! `cargo bench -p sluice-informer --bench client_go -- --sluice BIN --go BIN [--pods 10000] [--rounds 3]`
