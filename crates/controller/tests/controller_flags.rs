@@ -145,8 +145,8 @@ async fn watch_ingress_without_class_serves_class_less_ingresses() -> anyhow::Re
 }
 
 #[tokio::test]
-async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_is_served()
--> anyhow::Result<()> {
+async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() -> anyhow::Result<()>
+{
     let w = World::new("annotations").await?;
     w.service("a").await?;
     let _pod = w.pod("a", "a-0").await?;
@@ -156,7 +156,7 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     w.create(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "noted", "annotations": {
-            "nginx.ingress.kubernetes.io/auth-type": "basic",
+            "nginx.ingress.kubernetes.io/limit-rate": "100",
             "nginx.ingress.kubernetes.io/proxy-body-size": "12x",
             "nginx.ingress.kubernetes.io/configuration-snippet": "x",
         }},
@@ -164,12 +164,26 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     }))
     .await?;
     until_routed(run.http, "noted.test", "/", "a", 200).await?;
+    // Basic authentication is not implemented: the Ingress fails closed (503), as
+    // ingress-nginx answers a location whose auth annotations it cannot apply.
+    let mut spec = json!({"rules": [{"host": "closed.test", "http": {"paths": [path("/", "a")]}}]});
+    spec["ingressClassName"] = json!(w.class);
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "closed", "annotations": {
+            "nginx.ingress.kubernetes.io/auth-type": "basic",
+            "nginx.ingress.kubernetes.io/auth-secret": "htpasswd",
+        }},
+        "spec": spec,
+    }))
+    .await?;
+    until_routed(run.http, "closed.test", "/", "", 503).await?;
 
     let events: kube::Api<k8s_openapi::api::events::v1::Event> = w.api();
     let expected = [
         (
             "UnsupportedAnnotation",
-            "nginx.ingress.kubernetes.io/auth-type",
+            "nginx.ingress.kubernetes.io/limit-rate",
         ),
         (
             "InvalidAnnotation",
@@ -218,6 +232,25 @@ async fn unsupported_invalid_and_snippet_annotations_get_events_and_the_ingress_
     }
     // Still served, with its other settings.
     assert_eq!(get(run.http, "noted.test", "/x").await?.service(), "a");
+    let closed = eventually(
+        Duration::from_secs(20),
+        "a FailedClosed Event on Ingress closed",
+        || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("closed")
+                    && e.reason.as_deref() == Some("FailedClosed")
+            })
+        },
+    )
+    .await?;
+    assert_eq!(closed.type_.as_deref(), Some("Warning"));
+    let note = closed.note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("nginx.ingress.kubernetes.io/auth-") && note.contains("503"),
+        "{note}"
+    );
+    assert_eq!(get(run.http, "closed.test", "/x").await?.status, 503);
     run.stop().await
 }
 
