@@ -445,9 +445,11 @@ spec:
     );
     assert_eq!(legacy["honoured"], json!([nginx("enable-cors")]));
     assert_eq!(legacy["problems"][0]["annotation"], nginx("auth-type"));
+    assert_eq!(legacy["problems"][0]["reason"], "FailedClosed");
     assert_eq!(
         legacy["problems"][0]["detail"],
-        "not supported by sluice: basic authentication is not supported yet; use auth-url"
+        "basic and digest authentication from a Secret is not supported yet; the Ingress's \
+         routes answer 503 to every request until it is removed (fail closed)"
     );
     let ready = &v["ingresses"][1];
     assert_eq!(ready["name"], "ready");
