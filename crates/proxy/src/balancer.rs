@@ -20,6 +20,9 @@ use sluice_routing::LoadBalance;
 /// How long an endpoint is avoided after a failed connect (passive health check).
 pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
 
+/// At most one warning per endpoint this often for its failures ([`Balancer::warn_due`]).
+pub(crate) const WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// Most endpoints tried for one request (the first attempt included).
 pub(crate) const MAX_ATTEMPTS: usize = 8;
 
@@ -37,6 +40,9 @@ pub(crate) struct Endpoint {
     ewma: AtomicU64,
     /// When `ewma` was last updated, in milliseconds since [`epoch`].
     ewma_at: AtomicU64,
+    /// When a failure of this endpoint was last logged at warn, in milliseconds since
+    /// [`epoch`] plus one (0: never).
+    warned_at: AtomicU64,
 }
 
 impl Endpoint {
@@ -47,6 +53,7 @@ impl Endpoint {
             down_until: AtomicU64::new(0),
             ewma: AtomicU64::new(0),
             ewma_at: AtomicU64::new(0),
+            warned_at: AtomicU64::new(0),
         }
     }
 
@@ -267,6 +274,20 @@ impl Balancer {
     }
 
     /// Avoids endpoint `index` for a while after a failed connect.
+    /// Whether a failure of endpoint `index` at `now_ms` is logged at warn: the first, and
+    /// then one per [`WARN_EVERY`], so that a dead backend cannot flood the log (nginx
+    /// writes every upstream failure to its error log; an operator needs the cause, not
+    /// every copy of it).
+    pub(crate) fn warn_due(&self, index: usize, now_ms: u64) -> bool {
+        let warned_at = &self.endpoints[index].warned_at;
+        let last = warned_at.load(Ordering::Relaxed);
+        let due = last == 0 || now_ms + 1 >= last.saturating_add(WARN_EVERY.as_millis() as u64);
+        // One thread wins the slot when several fail at once.
+        due && warned_at
+            .compare_exchange(last, now_ms + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
     pub(crate) fn mark_down(&self, index: usize, now_ms: u64) {
         let until = now_ms.saturating_add(DOWN_FOR.as_millis() as u64);
         self.endpoints[index]
@@ -339,6 +360,20 @@ mod tests {
         (0..n)
             .map(|i| SocketAddr::from(([127, 0, 0, 1], 1000 + i)))
             .collect()
+    }
+
+    #[test]
+    fn failures_are_warned_once_per_endpoint_and_period() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(2), &mut prev);
+        let every = WARN_EVERY.as_millis() as u64;
+        assert!(b.warn_due(0, 0), "the first failure at time 0 is warned");
+        assert!(!b.warn_due(0, 1));
+        assert!(!b.warn_due(0, every - 1));
+        assert!(b.warn_due(1, 5), "each endpoint on its own");
+        assert!(b.warn_due(0, every));
+        assert!(!b.warn_due(0, every + 1));
+        assert!(b.warn_due(0, 3 * every));
     }
 
     #[test]

@@ -146,15 +146,26 @@ impl<'r> Retries<'r> {
             }
             Failed::Protocol(error) => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::warn!(
-                    service = %backend.metrics.service, upstream = %addr, %error,
-                    "invalid upstream response"
+                warn_or_debug(
+                    backend,
+                    index,
+                    addr,
+                    now_ms,
+                    error,
+                    "invalid upstream response",
                 );
                 self.retry.invalid_header && self.resendable
             }
             Failed::Io(error) => {
                 backend.metrics.upstream_error(UpstreamErrorKind::Io);
-                tracing::debug!(upstream = %addr, %error, "upstream request failed");
+                warn_or_debug(
+                    backend,
+                    index,
+                    addr,
+                    now_ms,
+                    error,
+                    "upstream request failed",
+                );
                 // As nginx does by default, a request the connection broke under before any
                 // response head may be sent again when it can do no harm.
                 self.retry.error && self.resendable
@@ -190,9 +201,37 @@ fn connect_failed(
     backend.metrics.upstream_error(UpstreamErrorKind::Connect);
     backend.balancer.mark_down(index, now_ms);
     let upstream = backend.balancer.get(index).addr;
-    tracing::debug!(%upstream, %error, "connect failed");
+    warn_or_debug(
+        backend,
+        index,
+        upstream,
+        now_ms,
+        error,
+        "upstream connect failed",
+    );
     let timed_out = error.kind() == io::ErrorKind::TimedOut;
     (timed_out && retry.timeout) || (!timed_out && retry.error)
+}
+
+/// Logs an endpoint's failure at warn, naming the Service and the endpoint, at most once per
+/// `balancer::WARN_EVERY` per endpoint; the others at debug.
+fn warn_or_debug(
+    backend: &BackendState,
+    index: usize,
+    upstream: SocketAddr,
+    now_ms: u64,
+    error: &dyn std::fmt::Display,
+    what: &str,
+) {
+    let service = &backend.metrics.service;
+    if backend.balancer.warn_due(index, now_ms) {
+        tracing::warn!(
+            %service, %upstream, %error,
+            "{what} (more failures of this endpoint within 10 s are logged at debug)"
+        );
+    } else {
+        tracing::debug!(%service, %upstream, %error, "{what}");
+    }
 }
 
 #[cfg(test)]
