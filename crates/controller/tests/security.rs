@@ -11,20 +11,16 @@
 //! 2. Access annotations sluice does not implement fail closed: ingress-nginx marks such a
 //!    location denied and answers 503; it never serves it open.
 
-use clap::Parser;
+mod standalone;
+
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use sluice_controller::serve::{ServeArgs, serve};
+use sluice_controller::serve::serve;
 use sluice_echo::{EchoServer, Identity};
+use standalone::serve_args;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: ServeArgs,
-}
 
 /// (label, method, body): one request shape per front end.
 const SHAPES: [(&str, &str, &str); 2] =
@@ -166,26 +162,6 @@ async fn ask(addr: SocketAddr, (method, body): (&str, &str), host: &str, path: &
     }
 }
 
-fn serve_args(dir: &Path) -> (ServeArgs, SocketAddr) {
-    let (http, admin) = (
-        sluice_testenv::free_port().unwrap(),
-        sluice_testenv::free_port().unwrap(),
-    );
-    let argv = [
-        "serve".to_owned(),
-        "--manifests".into(),
-        dir.to_str().unwrap().into(),
-        "--http-addr".into(),
-        format!("127.0.0.1:{http}"),
-        "--https-addr".into(),
-        "127.0.0.1:0".into(),
-        "--admin-addr".into(),
-        format!("127.0.0.1:{admin}"),
-    ];
-    let args = Cli::try_parse_from(argv).unwrap().args;
-    (args, SocketAddr::from(([127, 0, 0, 1], http)))
-}
-
 #[tokio::test]
 async fn matching_sees_the_path_as_nginx_does_and_access_annotations_fail_closed() {
     let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
@@ -196,7 +172,7 @@ async fn matching_sees_the_path_as_nginx_does_and_access_annotations_fail_closed
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_manifests(dir.path(), web.addr(), admin.addr());
-    let (args, addr) = serve_args(dir.path());
+    let (args, addr) = serve_args(dir.path(), &[]);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(args, async move {
         let _ = stopped.await;

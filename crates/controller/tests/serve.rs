@@ -3,23 +3,18 @@
 //! and keeps serving the last good configuration when a file turns bad or too big; the
 //! manifests are read and parsed on the control plane's thread, never the proxy's.
 
+mod standalone;
 mod tls_support;
 
-use clap::Parser;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use sluice_controller::serve::{ServeArgs, serve};
+use sluice_controller::serve::serve;
 use sluice_echo::{EchoServer, Identity};
+use standalone::serve_args;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: ServeArgs,
-}
 
 fn manifests(dir: &Path, web: SocketAddr, api: SocketAddr) {
     let services = format!(
@@ -140,30 +135,6 @@ fn log_lines(needle: &str) -> Vec<String> {
         .filter(|l| l.contains(needle))
         .map(str::to_string)
         .collect()
-}
-
-/// `sluice serve` flags for `dir` on a free HTTP port, plus `extra` (which may set
-/// `--https-addr`); and that port's address.
-fn serve_args(dir: &Path, extra: &[&str]) -> (ServeArgs, SocketAddr) {
-    let (http, admin) = (
-        sluice_testenv::free_port().unwrap(),
-        sluice_testenv::free_port().unwrap(),
-    );
-    let mut argv = vec![
-        "serve".to_string(),
-        "--manifests".into(),
-        dir.to_str().unwrap().into(),
-        "--http-addr".into(),
-        format!("127.0.0.1:{http}"),
-        "--admin-addr".into(),
-        format!("127.0.0.1:{admin}"),
-    ];
-    if !extra.contains(&"--https-addr") {
-        argv.extend(["--https-addr".into(), "127.0.0.1:0".into()]);
-    }
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    let args = Cli::try_parse_from(argv).unwrap().args;
-    (args, SocketAddr::from(([127, 0, 0, 1], http)))
 }
 
 #[tokio::test]
