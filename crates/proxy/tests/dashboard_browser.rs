@@ -124,8 +124,23 @@ async fn dashboard_renders_routes_and_moves_under_load() {
                 sent
             }
         });
-        // Samples are 2 s apart: at least two taken under load.
-        tokio::time::sleep(Duration::from_millis(4500)).await;
+        // Samples are 2 s apart: wait (at most 10 s) until two were taken under load, so
+        // the sparkline has a line to draw, however slow the machine.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, text) = admin_get(proxy.admin, "/api/v1/status").await;
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let moving = doc["routes"].as_array().into_iter().flatten().any(|r| {
+                r["host"] == "shop.example.com"
+                    && r["stats"]["rps"].as_array().is_some_and(|rps| {
+                        rps.iter().filter(|v| v.as_f64() > Some(0.0)).count() >= 2
+                    })
+            });
+            if moving || std::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let dom = tokio::task::spawn_blocking({
             let (url, profile) = (url.clone(), profile.path().to_owned());
             move || chromium(&url, &profile, None)
