@@ -41,9 +41,11 @@
 //!   Its `encode_request_head` is the only upstream head encoder.
 //! * `upstream`: endpoint choice (power of two choices on in-flight requests), the
 //!   per-thread keep-alive `pool`, the exchange up to the response head
-//!   (`response_head`), retries of requests that cannot have done harm, and the connect,
-//!   send and header timeouts. `upstream_body` streams the body back (`chunked` decodes)
-//!   under the read timeout.
+//!   (`response_head`), and the connect, send and header timeouts. `upstream_client` is
+//!   the same for HTTPS, h2c and gRPC backends over hyper's clients. Both ask `retry`
+//!   (`proxy_next_upstream`'s rules, written once) whether a failed try goes to the next
+//!   endpoint. `upstream_body` streams the body back (`chunked` decodes) under the read
+//!   timeout.
 //! * Respond: `response_out` (own loop) or hyper writes the head; `errors` has the pages;
 //!   `body` accounts for the request (metrics, access log) when its response ends.
 //! * Timeouts on every phase: client head, client body, connect, upstream send, upstream
