@@ -11,12 +11,12 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use crate::access_log::{LogOutcome, LogRecord};
 use crate::context::ConnCtx;
-use crate::metrics::SeriesAt;
+use crate::observe::access_log::{LogOutcome, LogRecord};
+use crate::observe::metrics::SeriesAt;
 use crate::snapshot::SnapshotRef;
 use crate::stall::StallTimer;
-use crate::upstream_body::{Started, UpstreamBody};
+use crate::upstream::body::{Started, UpstreamBody};
 
 /// Boxed error type of both bodies.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -163,7 +163,7 @@ pub(crate) struct Completion {
     pub(crate) backend: Option<usize>,
     /// Route entry index in the snapshot's table, if routed.
     pub(crate) entry: Option<usize>,
-    /// The request method as a metrics label index ([`crate::metrics::method_index`]).
+    /// The request method as a metrics label index ([`crate::observe::metrics::method_index`]).
     pub(crate) method: u8,
     /// Where [`Completion::count`] counted the request, for its duration.
     pub(crate) series: Option<SeriesAt>,

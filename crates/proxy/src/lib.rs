@@ -93,51 +93,18 @@
 
 #![warn(missing_docs)]
 
-mod access_log;
-mod activity;
-mod admin;
-mod admit;
-mod affinity;
-mod auth;
-mod balancer;
 mod body;
 mod chunked;
 mod config;
 mod context;
-mod control_info;
-mod dashboard;
-mod decision;
 mod errors;
-mod handler;
-mod header_policy;
-mod http1;
-mod listener;
-mod log_filter;
-mod metrics;
-mod mirror;
-#[cfg(test)]
-mod parser_fuzz;
-mod policy;
-mod pool;
-mod proxy_protocol;
-mod rate_limit;
-mod request_head;
-mod response_head;
-mod response_out;
-mod retry;
-mod route;
-mod shard;
-mod shutdown;
-mod side_wake;
+mod front;
+mod observe;
+mod pipeline;
+mod runtime;
 mod snapshot;
 mod stall;
-mod tls;
 mod upstream;
-mod upstream_body;
-mod upstream_client;
-mod upstream_tls;
-mod websocket;
-mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -152,20 +119,25 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
-pub use admin::Readiness;
 pub use config::{
     Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
-pub use control_info::{Explainer, Warning};
-pub use log_filter::log_filter;
+pub use front::tls::DEFAULT_CERT_NAME;
+pub use observe::admin::Readiness;
+pub use observe::control_info::{Explainer, Warning};
+pub use observe::log_filter::log_filter;
 pub use snapshot::TableHandle;
-pub use tls::DEFAULT_CERT_NAME;
 
 use context::Shared;
+use front::{listener, tls};
 use listener::{Protocols, Transport};
 use metrics::Metrics;
+use observe::{access_log, admin, dashboard, metrics};
+use pipeline::{header_policy, rate_limit};
+use runtime::{shard, shutdown, workers};
 use shutdown::Phases;
+use upstream::pool;
 
 /// A configured proxy, not yet listening.
 ///

@@ -18,10 +18,10 @@ use rustls::sign::CertifiedKey;
 use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
-use crate::balancer::{Balancer, Endpoint};
-use crate::control_info::{ControlInfo, Warning};
-use crate::metrics::{BackendMetrics, Metrics, RouteMetrics};
-use crate::upstream_tls::TlsClients;
+use crate::observe::control_info::{ControlInfo, Warning};
+use crate::observe::metrics::{BackendMetrics, Metrics, RouteMetrics};
+use crate::upstream::balancer::{Balancer, Endpoint};
+use crate::upstream::tls::TlsClients;
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
 #[derive(Debug)]
@@ -370,7 +370,7 @@ mod tests {
 
     fn handle() -> TableHandle {
         let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Metrics::new(&mut registry, crate::shard::Shards::new(1));
+        let metrics = Metrics::new(&mut registry, crate::runtime::shard::Shards::new(1));
         TableHandle::new(metrics, Arc::new(rustls::crypto::ring::default_provider()))
     }
 

@@ -4,67 +4,114 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Module name -> the crate modules its non-test code names as `crate::<module>`.
+/// Module path (`front::http1`, `upstream` for `upstream/mod.rs`) -> the crate modules its
+/// non-test code names as `crate::<path>` (the longest module path a reference starts with).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut sources = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).expect("src/ is readable") {
-        let path = entry.expect("a directory entry").path();
-        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        if path.extension().is_some_and(|e| e == "rs") && name != "lib" {
-            let text = std::fs::read_to_string(&path).expect("a source file is readable");
-            // Tests may reach anywhere; only the code itself counts.
-            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
-            sources.insert(name.to_owned(), code);
-        }
-    }
+    collect(&dir, "", &mut sources);
     let names: BTreeSet<String> = sources.keys().cloned().collect();
     sources
         .iter()
         .map(|(name, code)| {
             let deps = code
                 .match_indices("crate::")
-                .flat_map(|(at, _)| first_segments(&code[at + "crate::".len()..]))
-                .filter(|dep| dep != name && names.contains(dep))
+                .flat_map(|(at, _)| paths(&code[at + "crate::".len()..]))
+                .filter_map(|path| longest_module(&path, &names))
+                .filter(|dep| dep != name)
                 .collect();
             (name.clone(), deps)
         })
         .collect()
 }
 
-/// The modules a path after `crate::` names: `a::b` names `a`; a group `{a::b, c}` (as
-/// in `use crate::{a::b, c};`) names `a` and `c`.
-fn first_segments(rest: &str) -> Vec<String> {
-    let ident = |s: &str| {
-        let s = s.trim_start();
-        let end = s
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(s.len());
-        s[..end].to_owned()
-    };
-    let Some(group) = rest.strip_prefix('{') else {
-        return vec![ident(rest)];
-    };
-    // Split the group at its top-level commas, up to its closing brace.
-    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                out.push(ident(&group[start..i]));
-                break;
+/// Reads every `.rs` file under `dir` (module path `prefix`) into `sources`.
+fn collect(dir: &std::path::Path, prefix: &str, sources: &mut BTreeMap<String, String>) {
+    for entry in std::fs::read_dir(dir).expect("src/ is readable") {
+        let path = entry.expect("a directory entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let joined = |name: &str| {
+            if prefix.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{prefix}::{name}")
             }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(ident(&group[start..i]));
-                start = i + 1;
-            }
-            _ => {}
+        };
+        if path.is_dir() {
+            collect(&path, &joined(stem), sources);
+        } else if path.extension().is_some_and(|e| e == "rs") && stem != "lib" {
+            let name = if stem == "mod" {
+                prefix.to_owned()
+            } else {
+                joined(stem)
+            };
+            let text = std::fs::read_to_string(&path).expect("a source file is readable");
+            // Tests may reach anywhere; only the code itself counts.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+            sources.insert(name, code);
         }
     }
-    out
+}
+
+/// The longest of `names` that `path` (`a::b::c`) starts with, segment by segment.
+fn longest_module(path: &str, names: &BTreeSet<String>) -> Option<String> {
+    let segments: Vec<&str> = path.split("::").collect();
+    (1..=segments.len())
+        .rev()
+        .map(|n| segments[..n].join("::"))
+        .find(|candidate| names.contains(candidate))
+}
+
+/// The paths a reference after `crate::` names: `a::b` names `a::b`; a group (as in
+/// `use crate::{a::b, c};` or `crate::a::{b, c}`) names each of its members.
+fn paths(rest: &str) -> Vec<String> {
+    let ident_end = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut prefix = String::new();
+    let mut rest = rest.trim_start();
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            // Split the group at its top-level commas, up to its closing brace.
+            let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        out.extend(
+                            paths(&group[start..i])
+                                .into_iter()
+                                .map(|p| prefix.clone() + &p),
+                        );
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.extend(
+                            paths(&group[start..i])
+                                .into_iter()
+                                .map(|p| prefix.clone() + &p),
+                        );
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return out;
+        }
+        let end = ident_end(rest);
+        prefix.push_str(&rest[..end]);
+        match rest[end..].strip_prefix("::") {
+            Some(next) => {
+                prefix.push_str("::");
+                rest = next;
+            }
+            None => return vec![prefix],
+        }
+    }
 }
 
 /// A cycle through `start`, if any (depth-first search).
@@ -95,7 +142,7 @@ fn cycle_from(
 #[test]
 fn pipeline_modules_have_no_import_cycles() {
     let graph = graph();
-    assert!(graph.contains_key("handler") && graph.contains_key("http1"));
+    assert!(graph.contains_key("front::hyper_service") && graph.contains_key("front::http1"));
     for module in graph.keys() {
         let mut path = vec![module.clone()];
         let cycle = cycle_from(&graph, module, module, &mut path, &mut BTreeSet::new());
@@ -106,8 +153,13 @@ fn pipeline_modules_have_no_import_cycles() {
         );
     }
     // Both front ends run the same stages.
-    for front in ["handler", "http1"] {
-        for stage in ["admit", "route", "upstream", "upstream_body"] {
+    for front in ["front::hyper_service", "front::http1"] {
+        for stage in [
+            "pipeline::admit",
+            "pipeline::route",
+            "upstream",
+            "upstream::body",
+        ] {
             assert!(graph[front].contains(stage), "{front} does not use {stage}");
         }
     }

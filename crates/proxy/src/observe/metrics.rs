@@ -2,7 +2,7 @@
 //!
 //! Label sets are resolved once per backend (and per host seen on it) and the resulting
 //! counter handles are cached; a request then costs a few relaxed atomic adds, each on the
-//! worker's own cache line ([`crate::shard`]), and no reference count. Durations use
+//! worker's own cache line ([`crate::runtime::shard`]), and no reference count. Durations use
 //! [`ShardedHistogram`] because prometheus-client's own histogram takes a mutex on every
 //! observation.
 
@@ -15,7 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::shard::{
+use crate::runtime::shard::{
     HistogramShards, MAX_BOUNDS, ShardedCounter, ShardedGauge, ShardedHistogram, Shards,
 };
 

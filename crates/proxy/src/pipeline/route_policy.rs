@@ -411,8 +411,8 @@ mod tests {
     #[test]
     fn route_timeouts_override_the_flags_proxy_connect_send_read_timeout() {
         let shared = Upstreams {
-            pool: crate::pool::PoolConfig {
-                id: crate::pool::PoolId::next(),
+            pool: crate::upstream::pool::PoolConfig {
+                id: crate::upstream::pool::PoolId::next(),
                 idle_timeout: std::time::Duration::from_secs(60),
             },
             connect_timeout: std::time::Duration::from_secs(5),

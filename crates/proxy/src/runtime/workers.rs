@@ -4,7 +4,7 @@
 //! connection's addresses, whatever a worker is busy with). A connection lives and dies on
 //! the worker that accepted it, with that thread's upstream pools: no locks and no
 //! cross-thread wake-ups on the request path. The routing snapshot stays one shared atomic
-//! pointer; request metrics are sharded per worker ([`crate::shard`]) and summed on scrape.
+//! pointer; request metrics are sharded per worker ([`crate::runtime::shard`]) and summed on scrape.
 //!
 //! Where `SO_REUSEPORT` is refused, the workers share one socket through duplicated file
 //! descriptors instead (every worker is woken for every connection, and the first to
@@ -22,8 +22,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::context::Shared;
-use crate::listener::{self, Protocols, Transport};
-use crate::shutdown::Phases;
+use crate::front::listener::{self, Protocols, Transport};
+use crate::runtime::shutdown::Phases;
 
 /// Listen backlog of every socket (tokio's default for `TcpListener::bind`).
 const BACKLOG: u32 = 1024;
@@ -125,7 +125,7 @@ fn listen(socket: TcpSocket, addr: SocketAddr) -> io::Result<std::net::TcpListen
 pub(crate) struct WorkerContext {
     pub(crate) shared: Arc<Shared>,
     pub(crate) protocols: Arc<Protocols>,
-    pub(crate) tls: crate::tls::TlsConfigs,
+    pub(crate) tls: crate::front::tls::TlsConfigs,
     pub(crate) phases: Phases,
     pub(crate) connections: TaskTracker,
     /// Cancelled once draining is over: the worker's runtime then stops, dropping whatever
@@ -164,8 +164,8 @@ pub(crate) fn spawn(
             if pin {
                 pin_to_cpu(index);
             }
-            crate::metrics::set_worker_requests(requests);
-            crate::shard::set_thread_shard(index);
+            crate::observe::metrics::set_worker_requests(requests);
+            crate::runtime::shard::set_thread_shard(index);
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

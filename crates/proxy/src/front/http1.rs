@@ -2,9 +2,9 @@
 //!
 //! Most of what an ingress serves is small bodiless requests on keep-alive connections. For
 //! those this loop does the whole exchange in the connection's task: the request head is
-//! parsed in place ([`crate::request_head`]), the upstream head is written from the same
+//! parsed in place ([`crate::front::request_head`]), the upstream head is written from the same
 //! bytes, and the response head goes straight to the client followed by the body
-//! ([`crate::response_out`]). No task per request, no header map or body channel on the
+//! ([`crate::front::response_out`]). No task per request, no header map or body channel on the
 //! client side.
 //!
 //! The first request that is not plain (a body, an upgrade, `Expect`, unusual or malformed
@@ -23,20 +23,20 @@ use sluice_routing::RequestInfo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tracing::debug;
 
-use crate::access_log::LogRecord;
-use crate::admit::{self, Facts};
 use crate::body::{Completion, RequestBody};
 use crate::chunked;
 use crate::context::ConnCtx;
-use crate::decision::{Decision, Forward, decide, destination};
 use crate::errors::page_for;
-use crate::mirror;
-use crate::policy;
-use crate::request_head::{self, Parsed, PlainHead, PlainHeaders};
-use crate::response_out::{self, ClientFraming, ClientSide, ResponseEdits};
-use crate::route::{self, Routed, Routing};
+use crate::front::request_head::{self, Parsed, PlainHead, PlainHeaders};
+use crate::front::response_out::{self, ClientFraming, ClientSide, ResponseEdits};
+use crate::observe::access_log::LogRecord;
+use crate::pipeline::admit::{self, Facts};
+use crate::pipeline::decision::{Decision, Forward, decide, destination};
+use crate::pipeline::mirror;
+use crate::pipeline::route::{self, Routed, Routing};
+use crate::pipeline::route_policy;
+use crate::upstream::body::{ReturnTo, Started};
 use crate::upstream::{self, Outgoing};
-use crate::upstream_body::{self, ReturnTo, Started};
 
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
@@ -265,7 +265,7 @@ where
         .map(|_| Box::new(log_record(ctx, buf, head)));
     // Accounts for the request when dropped, on every path out of here.
     let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
-    done.method = crate::metrics::method_index(method.as_bytes());
+    done.method = crate::observe::metrics::method_index(method.as_bytes());
     if let Err(refusal) = admitted {
         debug!(peer = %ctx.peer, ?refusal, "request refused");
         let status = refusal.status();
@@ -284,7 +284,7 @@ where
         .cors
         .as_ref()
         .and_then(|_| head.field(buf, b"origin"));
-    let view = policy::Request {
+    let view = route_policy::Request {
         tls: ctx.tls,
         method: method.as_bytes(),
         host,
@@ -308,7 +308,7 @@ where
         }
     };
     done.limit_slot = limit_slot;
-    let upstreams = policy::upstreams(&shared.upstreams, route_policy);
+    let upstreams = route_policy::upstreams(&shared.upstreams, route_policy);
     let mut request = head.upstream_request(buf);
     if let Some(target) = &rewritten {
         request.target = target.as_bytes();
@@ -330,7 +330,7 @@ where
         balance: route_policy.load_balance,
         try_timeout: route_policy.backend_request_timeout,
     };
-    let timeout = policy::header_timeout(route_policy, shared.upstream_header_timeout);
+    let timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
     if !route_entry.mirrors.is_empty() {
         let copying = mirror::Copying {
             forwarded: &ctx.forwarded,
@@ -357,7 +357,7 @@ where
             return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
     };
-    if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
+    if let Some(fallback) = route_policy::intercept(route_entry, answer.head.status.as_u16()) {
         // custom-http-errors: this status is answered by the default backend (nginx's
         // error_page internal redirect, which turns the request into a GET).
         state.balancer.release(answer.endpoint);
@@ -365,11 +365,11 @@ where
         drop(answer);
         let original = head.target(buf);
         let accept = head.field(buf, b"accept");
-        let fields = policy::error_fields(status, accept, original, route_entry);
+        let fields = route_policy::error_fields(status, accept, original, route_entry);
         let mut request = head.upstream_request(buf);
         // nginx's error_page keeps HEAD and turns every other method into GET.
         request.method = if head_request { b"HEAD" } else { b"GET" };
-        request.framing = crate::header_policy::Framing::None;
+        request.framing = crate::pipeline::header_policy::Framing::None;
         request.set = &fields;
         let outgoing = Outgoing {
             head: request,
@@ -408,7 +408,7 @@ where
     }
     let status = response.status;
 
-    let body = upstream_body::start(
+    let body = upstream::body::start(
         conn,
         response.body,
         ReturnTo {
@@ -446,7 +446,7 @@ where
 
 /// The values of the request's `Cookie` fields.
 fn cookie_values<'b>(head: &'b PlainHead, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> {
-    crate::header_policy::Fields::iter(head.fields(buf))
+    crate::pipeline::header_policy::Fields::iter(head.fields(buf))
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"cookie"))
         .map(|(_, value)| value)
 }
@@ -464,7 +464,7 @@ async fn write_out<I: AsyncWrite + Unpin>(io: &mut I, out: &[u8]) -> bool {
 async fn stream_body<I: AsyncWrite + Unpin>(
     io: &mut I,
     out: &mut Vec<u8>,
-    body: &mut upstream_body::UpstreamBody,
+    body: &mut upstream::body::UpstreamBody,
     framing: ClientFraming,
     bytes: &mut u64,
 ) -> bool {
@@ -526,7 +526,7 @@ async fn answered<I: AsyncWrite + Unpin>(
     out: &mut Vec<u8>,
     done: &mut Completion,
     host: &str,
-    answer: policy::Answer,
+    answer: route_policy::Answer,
     head_request: bool,
     client: ClientSide,
 ) -> bool {

@@ -22,8 +22,10 @@ use bytes::BytesMut;
 use sluice_routing::Mirror;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::header_policy::{self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest};
-use crate::metrics::{Metrics, MirrorResult};
+use crate::observe::metrics::{Metrics, MirrorResult};
+use crate::pipeline::header_policy::{
+    self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest,
+};
 
 /// Most mirror copies in flight at once in this process.
 pub(crate) const MAX_IN_FLIGHT: usize = 256;
@@ -55,7 +57,8 @@ where
 {
     for mirror in mirrors {
         let drawn = mirror.denominator > 0
-            && crate::route::roll(mirror.denominator) < mirror.numerator.min(mirror.denominator);
+            && crate::pipeline::route::roll(mirror.denominator)
+                < mirror.numerator.min(mirror.denominator);
         if !drawn {
             continue;
         }
@@ -68,7 +71,7 @@ where
             with.metrics.mirror(MirrorResult::Skipped);
             continue;
         }
-        let addr = endpoints[crate::balancer::random_below(endpoints.len())];
+        let addr = endpoints[crate::upstream::balancer::random_below(endpoints.len())];
         let Some(slot) = Slot::take() else {
             with.metrics.mirror(MirrorResult::Dropped);
             continue;

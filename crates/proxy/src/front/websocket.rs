@@ -9,9 +9,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt as _;
 use tracing::debug;
 
-use crate::activity::ActivityIo;
 use crate::context::Shared;
-use crate::pool::Conn;
+use crate::front::activity::ActivityIo;
+use crate::upstream::pool::Conn;
 
 /// Spawns the tunnel between the client's upgraded connection and the upstream connection
 /// that answered 101.

@@ -11,8 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::header_policy::{put_header, removed};
-use crate::response_head::{BodyKind, ResponseHead};
+use crate::pipeline::header_policy::{put_header, removed};
+use crate::upstream::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ fn put_date(out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::response_head;
+    use crate::upstream::response_head;
     use bytes::BytesMut;
 
     const CLIENT11: ClientSide = ClientSide {

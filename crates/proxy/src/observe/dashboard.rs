@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use sluice_routing::TlsCertificate;
 
-use crate::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
+use crate::observe::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
 use crate::snapshot::{Snapshot, TableShared};
 
 /// How often route figures are sampled.

@@ -22,10 +22,9 @@ use sluice_routing::ExternalAuth;
 
 use crate::body::RequestBody;
 use crate::context::Shared;
-use crate::header_policy::{self, RequestField};
-use crate::policy::Answer;
+use crate::pipeline::header_policy::{self, RequestField};
+use crate::pipeline::route_policy::Answer;
 use crate::snapshot::Snapshot;
-use crate::upstream_client;
 
 /// How long a resolved auth service name is reused.
 const DNS_TTL: Duration = Duration::from_secs(10);
@@ -142,7 +141,8 @@ async fn ask(
     };
     let server_name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok();
     let upstreams = &shared.upstreams;
-    let response = upstream_client::call(upstreams, addr, configs, server_name, request).await?;
+    let response =
+        crate::upstream::client::call(upstreams, addr, configs, server_name, request).await?;
     let (parts, body) = response.into_parts();
     // Read a small body to its end so the connection can carry the next check.
     let _ = http_body_util::Limited::new(body, MAX_AUTH_BODY)

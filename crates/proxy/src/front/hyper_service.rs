@@ -1,6 +1,6 @@
 //! The hyper front end: requests hyper has read (HTTP/2, HTTP/1.1 with bodies or upgrades,
-//! unusual heads) through the pipeline's stages: [`admit`](crate::admit) →
-//! [`route`](crate::route) → [`upstream`](crate::upstream) → response.
+//! unusual heads) through the pipeline's stages: [`admit`](crate::pipeline::admit) →
+//! [`route`](crate::pipeline::route) → [`upstream`](crate::upstream) → response.
 //!
 //! Per request: one snapshot load, a route lookup, the header policy applied while the
 //! upstream head is written, and the upstream round trip.
@@ -19,25 +19,24 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body as _;
 use hyper::body::Incoming;
 
-use crate::access_log::LogRecord;
-use crate::admit::{self, Facts};
-use crate::affinity;
-use crate::auth;
-use crate::balancer;
 use crate::body::{Completion, RequestBody, ResponseBody};
 use crate::context::ConnCtx;
-use crate::decision::{Decision, Forward, decide, destination};
 use crate::errors::error_response;
-use crate::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
-use crate::metrics::UpstreamErrorKind;
-use crate::mirror;
-use crate::policy;
-use crate::route::{self, Routed, Routing};
+use crate::front::websocket;
+use crate::observe::access_log::LogRecord;
+use crate::observe::metrics::UpstreamErrorKind;
+use crate::pipeline::admit::{self, Facts};
+use crate::pipeline::affinity;
+use crate::pipeline::auth;
+use crate::pipeline::decision::{Decision, Forward, decide, destination};
+use crate::pipeline::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
+use crate::pipeline::mirror;
+use crate::pipeline::route::{self, Routed, Routing};
+use crate::pipeline::route_policy;
 use crate::snapshot::Snapshot;
+use crate::upstream::balancer;
+use crate::upstream::body::ReturnTo;
 use crate::upstream::{self, Outgoing};
-use crate::upstream_body::{self, ReturnTo};
-use crate::upstream_client;
-use crate::websocket;
 use sluice_routing::{Policy, RequestInfo, UpstreamProtocol};
 
 /// Serves one request. Never fails: every problem becomes an error page. `routing`: the
@@ -77,7 +76,7 @@ pub(crate) async fn handle(
     // The request's accounting owns the connection and snapshot references from here on
     // (moved, not cloned: no extra reference counting per request).
     let mut done = Completion::new(ctx, snapshot, start, log);
-    done.method = crate::metrics::method_index(request.method().as_str().as_bytes());
+    done.method = crate::observe::metrics::method_index(request.method().as_str().as_bytes());
     done.request_bytes = request
         .headers()
         .get(http::header::CONTENT_LENGTH)
@@ -97,7 +96,7 @@ pub(crate) async fn handle(
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
     let origin = request.headers().get(ORIGIN).map(HeaderValue::as_bytes);
-    let view = policy::Request {
+    let view = route_policy::Request {
         tls: ctx.tls,
         method: request.method().as_str().as_bytes(),
         host: host_str,
@@ -235,8 +234,9 @@ pub(crate) async fn handle(
         try_timeout: route_policy.backend_request_timeout,
     };
 
-    let upstreams = &policy::upstreams(&ctx.shared.upstreams, route_policy);
-    let header_timeout = policy::header_timeout(route_policy, ctx.shared.upstream_header_timeout);
+    let upstreams = &route_policy::upstreams(&ctx.shared.upstreams, route_policy);
+    let header_timeout =
+        route_policy::header_timeout(route_policy, ctx.shared.upstream_header_timeout);
     if !route_entry.mirrors.is_empty() {
         let copying = mirror::Copying {
             forwarded: &ctx.forwarded,
@@ -248,16 +248,16 @@ pub(crate) async fn handle(
         mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
     }
     let request_timeout = route_policy.request_timeout;
-    let protocol = upstream_client::protocol(&done.snapshot, id, entry);
+    let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     if protocol != UpstreamProtocol::Http {
         let mut outgoing = outgoing;
         // Upgrades are relayed to plain HTTP/1.1 backends only.
         outgoing.head.websocket = false;
         let snapshot = &*done.snapshot;
-        let answer = match upstream_client::target(snapshot, id, protocol, route_policy) {
+        let answer = match upstream::client::target(snapshot, id, protocol, route_policy) {
             Some(target) => {
                 let state = &snapshot.backends[id];
-                let sending = upstream_client::send(
+                let sending = upstream::client::send(
                     upstreams,
                     state,
                     &target,
@@ -291,7 +291,7 @@ pub(crate) async fn handle(
         Ok(answer) => answer,
         Err(failure) => return Ok(fail(done, grpc, host_str, failure.status())),
     };
-    if let Some(fallback) = policy::intercept(route_entry, answer.head.status.as_u16()) {
+    if let Some(fallback) = route_policy::intercept(route_entry, answer.head.status.as_u16()) {
         // custom-http-errors: this status is answered by the default backend (nginx's
         // error_page internal redirect, which turns the request into a GET).
         state.balancer.release(answer.endpoint);
@@ -302,7 +302,7 @@ pub(crate) async fn handle(
             .get(http::header::ACCEPT)
             .map(HeaderValue::as_bytes);
         let original = parts.uri.path_and_query().map_or("/", PathAndQuery::as_str);
-        let fields = policy::error_fields(status, accept, original, route_entry);
+        let fields = route_policy::error_fields(status, accept, original, route_entry);
         let outgoing = Outgoing {
             head: UpstreamRequest {
                 // nginx's error_page keeps HEAD and turns every other method into GET.
@@ -372,7 +372,7 @@ pub(crate) async fn handle(
         // Replaces the upstream's (nginx `more_set_headers`).
         response.headers_mut().insert(name, value);
     }
-    policy::edit_response(route_policy, response.headers_mut());
+    route_policy::edit_response(route_policy, response.headers_mut());
     if done.backend == Some(id)
         && let Some(cookie) =
             affinity::set_cookie(route_policy, &state.balancer, &preference, answer_endpoint)
@@ -392,7 +392,7 @@ pub(crate) async fn handle(
         return Ok(response.map(|()| ResponseBody::fixed(None, done)));
     }
 
-    let body = upstream_body::start(
+    let body = upstream::body::start(
         conn,
         head.body,
         ReturnTo {
@@ -500,7 +500,11 @@ fn path_and_query(request: &Request<Incoming>) -> PathAndQuery {
 }
 
 /// An answer of the policy stage (redirect, 403, CORS preflight), counted like a page.
-fn answered(mut done: Completion, host: &str, answer: policy::Answer) -> Response<ResponseBody> {
+fn answered(
+    mut done: Completion,
+    host: &str,
+    answer: route_policy::Answer,
+) -> Response<ResponseBody> {
     done.count(host, answer.status.as_u16());
     let bodiless = answer.status == StatusCode::NO_CONTENT;
     let mut response = error_response(answer.status, |page: Bytes| {
@@ -574,7 +578,7 @@ fn from_client(
     grpc: bool,
     host: &str,
     (answer, cookie, read_timeout): (
-        Result<upstream_client::Answer, upstream::Failure>,
+        Result<upstream::client::Answer, upstream::Failure>,
         Option<HeaderValue>,
         std::time::Duration,
     ),
@@ -594,7 +598,7 @@ fn from_client(
         parts.headers.insert(name, value);
     }
     if let Some(edits) = edits {
-        policy::edit_response(&edits, &mut parts.headers);
+        route_policy::edit_response(&edits, &mut parts.headers);
     }
     if let Some(cookie) = cookie {
         // Added to the upstream's own cookies, never replacing them.

@@ -1,5 +1,5 @@
 //! Property-based fuzz targets for the proxy's hand-written parsers: the client request
-//! head ([`crate::request_head`]), the upstream response head ([`crate::response_head`])
+//! head ([`crate::front::request_head`]), the upstream response head ([`crate::upstream::response_head`])
 //! and the chunked body decoder ([`crate::chunked`]). Every target is a test named
 //! `fuzz_<parser>_...`, so `cargo test -p sluice-proxy --lib fuzz_` runs them all.
 //!
@@ -20,8 +20,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::chunked::{self, ChunkedDecoder, Decoded};
-use crate::request_head;
-use crate::response_head::{self, BodyKind};
+use crate::front::request_head;
+use crate::upstream::response_head::{self, BodyKind};
 
 /// Header slots for the reference parser: more than any of ours, so a head our parser
 /// accepts never fails in httparse for lack of room.

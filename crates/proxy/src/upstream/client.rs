@@ -32,12 +32,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::body::RequestBody;
 use crate::context::Upstreams;
-use crate::header_policy::{self, Fields, RequestField};
-use crate::metrics::UpstreamErrorKind;
-use crate::retry::{Failed, Retries};
+use crate::observe::metrics::UpstreamErrorKind;
+use crate::pipeline::header_policy::{self, Fields, RequestField};
 use crate::snapshot::{BackendState, Snapshot};
+use crate::upstream::retry::{Failed, Retries};
+use crate::upstream::tls::ClientConfigs;
 use crate::upstream::{self, Failure, Outgoing};
-use crate::upstream_tls::{self, ClientConfigs};
 
 /// Idle HTTP/1.1-over-TLS connections kept per endpoint and thread.
 const MAX_IDLE_HTTP1: usize = 32;
@@ -103,7 +103,7 @@ pub(crate) fn target<'s>(
     Some(Target {
         protocol,
         tls: protocol.tls().then_some(configs),
-        server_name: upstream_tls::server_name(
+        server_name: upstream::tls::server_name(
             route_tls.map(|t| &**t),
             &service.name,
             &service.namespace,

@@ -3,13 +3,21 @@
 //!
 //! The exchange runs inside the request's own task: the head is written with one system
 //! call, the response head is read and parsed here, and the body is read later by the
-//! response body itself ([`crate::upstream_body`]). No connection task, no channel.
+//! response body itself ([`crate::upstream::body`]). No connection task, no channel.
 //!
 //! Retries only happen for requests without a body (the body cannot be replayed) and only
 //! where they cannot duplicate non-idempotent work: when the connection could not be
 //! established (the request was never sent, so any method is safe), or, for idempotent
 //! methods (GET, HEAD, OPTIONS, TRACE), when the connection failed before a response head
-//! arrived (like nginx's default `proxy_next_upstream error`). At most [`crate::balancer::MAX_ATTEMPTS`].
+//! arrived (like nginx's default `proxy_next_upstream error`). At most [`crate::upstream::balancer::MAX_ATTEMPTS`].
+
+pub(crate) mod balancer;
+pub(crate) mod body;
+pub(crate) mod client;
+pub(crate) mod pool;
+pub(crate) mod response_head;
+pub(crate) mod retry;
+pub(crate) mod tls;
 
 use std::io;
 use std::net::SocketAddr;
@@ -23,16 +31,17 @@ use tokio::net::{TcpSocket, TcpStream};
 use http::StatusCode;
 use sluice_routing::{LoadBalance, NextUpstream};
 
-use crate::balancer;
 use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
 use crate::chunked;
 use crate::context::Upstreams;
-use crate::header_policy::{self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest};
-use crate::metrics::UpstreamErrorKind;
-use crate::pool::{self, Conn};
-use crate::response_head::{self, ResponseHead};
-use crate::retry::{Failed, GiveUp, Retries};
+use crate::observe::metrics::UpstreamErrorKind;
+use crate::pipeline::header_policy::{
+    self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest,
+};
 use crate::snapshot::BackendState;
+use crate::upstream::retry::{Failed, GiveUp, Retries};
+use pool::Conn;
+use response_head::ResponseHead;
 
 /// Read size for response heads.
 const HEAD_READ: usize = 8 * 1024;

@@ -136,7 +136,7 @@ fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
         return None;
     }
     let total = usize::try_from(total).unwrap_or(usize::MAX);
-    let mut roll = crate::balancer::random_below(total) as u64;
+    let mut roll = crate::upstream::balancer::random_below(total) as u64;
     for target in split {
         let weight = u64::from(target.weight);
         if roll < weight {
@@ -157,7 +157,7 @@ impl HeaderLookup for MapHeaders<'_> {
 }
 
 /// Whether a routed request needs the hyper front end's upstream step: a backend that is
-/// not plain HTTP/1.1 ([`crate::upstream_client`]), a route whose endpoint choice reads
+/// not plain HTTP/1.1 ([`crate::upstream::client`]), a route whose endpoint choice reads
 /// cookies and sets them (session affinity, `upstream-hash-by`), or one that asks an
 /// external auth service first. (Gateway API filters, timeouts, splits and mirrors are
 /// applied by both front ends alike.)
@@ -166,13 +166,13 @@ pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> 
     policy.affinity.is_some()
         || policy.hash_by.is_some()
         || policy.auth.is_some()
-        || crate::upstream_client::protocol(snapshot, backend, entry)
+        || crate::upstream::client::protocol(snapshot, backend, entry)
             != sluice_routing::UpstreamProtocol::Http
 }
 
 /// A number uniform in `0..total` for `canary-weight`.
 pub(crate) fn roll(total: u32) -> u32 {
-    crate::balancer::random_below(total.max(1) as usize) as u32
+    crate::upstream::balancer::random_below(total.max(1) as usize) as u32
 }
 
 /// The value of cookie `name` in `Cookie` field values (`a=1; b=2`).

@@ -1,5 +1,5 @@
 //! The phases between routing and the upstream step, written once for both front ends:
-//! the route's own answers (`policy::answer`: closed routes, source ranges, redirects, app
+//! the route's own answers (`route_policy::answer`: closed routes, source ranges, redirects, app
 //! root, CORS preflight), its fixed status (Gateway API), the rewrite of the target
 //! (ingress-nginx's `rewrite-target`, Gateway API `URLRewrite`), the rate limits, and the
 //! fields the response gets. Each front end only turns the verdict into bytes: an answer
@@ -16,8 +16,8 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use sluice_routing::RouteEntry;
 
 use crate::context::ConnCtx;
-use crate::policy;
-use crate::route::Routed;
+use crate::pipeline::route::Routed;
+use crate::pipeline::route_policy;
 
 /// What the front end does with a routed request.
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub(crate) enum Decision {
     /// Answer with the proxy's page for this status (fixed status, rate limit).
     Page(StatusCode),
     /// Answer with the policy's own response (refusal, redirect, preflight).
-    Answer(policy::Answer),
+    Answer(route_policy::Answer),
     /// Go upstream.
     Forward(Forward),
 }
@@ -72,13 +72,13 @@ pub(crate) fn destination(
 pub(crate) fn decide(
     ctx: &ConnCtx,
     entry: &RouteEntry,
-    request: &policy::Request<'_>,
+    request: &route_policy::Request<'_>,
     query: Option<&str>,
     fixed: Option<u16>,
     start: Instant,
 ) -> Decision {
     let route_policy = &*entry.policy;
-    if let Some(answer) = policy::answer(route_policy, request) {
+    if let Some(answer) = route_policy::answer(route_policy, request) {
         return Decision::Answer(answer);
     }
     if let Some(status) = fixed {
@@ -86,19 +86,20 @@ pub(crate) fn decide(
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         );
     }
-    let rewritten = match policy::upstream_target(entry, request.path, query) {
-        Some(policy::Rewritten::Redirect(location)) => {
-            return Decision::Answer(policy::Answer::found(location));
+    let rewritten = match route_policy::upstream_target(entry, request.path, query) {
+        Some(route_policy::Rewritten::Redirect(location)) => {
+            return Decision::Answer(route_policy::Answer::found(location));
         }
-        Some(policy::Rewritten::Target(target)) => Some(target),
+        Some(route_policy::Rewritten::Target(target)) => Some(target),
         None => None,
     };
-    let limit_slot = match policy::within_limits(route_policy, &ctx.shared, request.client, start) {
-        Ok(slot) => slot,
-        Err(()) => return Decision::Page(ctx.shared.limit_status),
-    };
+    let limit_slot =
+        match route_policy::within_limits(route_policy, &ctx.shared, request.client, start) {
+            Ok(slot) => slot,
+            Err(()) => return Decision::Page(ctx.shared.limit_status),
+        };
     // Allocates nothing for a route that sets no response fields (over plain HTTP).
-    let mut response_fields = policy::response_fields(route_policy, request.origin);
+    let mut response_fields = route_policy::response_fields(route_policy, request.origin);
     if ctx.tls
         && let Some(hsts) = &ctx.shared.hsts
     {

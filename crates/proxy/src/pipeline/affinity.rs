@@ -3,7 +3,7 @@
 //! choice applies when there is no preference or the preferred endpoint is down.
 //!
 //! Cookie values are 16 hex digits: in `persistent` mode the endpoint's stable key
-//! ([`crate::balancer::endpoint_key`]), in `balanced` mode a random session key mapped to
+//! ([`crate::upstream::balancer::endpoint_key`]), in `balanced` mode a random session key mapped to
 //! an endpoint by rendezvous hashing, so new endpoints take over a fair share of sessions.
 
 use std::net::IpAddr;
@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderMap, HeaderValue, Uri};
 use sluice_routing::{Affinity, AffinityMode, HashBy, Policy};
 
-use crate::balancer::{self, Balancer};
-use crate::route;
+use crate::pipeline::route;
+use crate::upstream::balancer::{self, Balancer};
 
 /// What a request brings to the endpoint choice.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use http_body::SizeHint;
 
 use crate::chunked::{ChunkedDecoder, Decoded};
-use crate::pool::{self, Conn, PoolConfig};
-use crate::response_head::BodyKind;
 use crate::stall::StallTimer;
+use crate::upstream::pool::{self, Conn, PoolConfig};
+use crate::upstream::response_head::BodyKind;
 
 /// Read size for body bytes: large enough that a 1 MiB body takes few reads.
 const READ_CHUNK: usize = 64 * 1024;

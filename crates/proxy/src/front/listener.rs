@@ -23,16 +23,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::activity::ActivityIo;
 use crate::config::{Http1Server, ProxyArgs};
 use crate::context::{ConnCtx, Shared};
-use crate::handler;
-use crate::header_policy::Forwarded;
-use crate::http1;
-use crate::proxy_protocol;
-use crate::route::Routing;
-use crate::shutdown::Phases;
-use crate::side_wake::SideWake;
+use crate::front::activity::ActivityIo;
+use crate::front::http1;
+use crate::front::hyper_service;
+use crate::front::proxy_protocol;
+use crate::front::side_wake::SideWake;
+use crate::pipeline::header_policy::Forwarded;
+use crate::pipeline::route::Routing;
+use crate::runtime::shutdown::Phases;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -107,7 +107,7 @@ pub(crate) enum Transport {
     /// Plain TCP.
     Plain,
     /// TLS terminated here.
-    Tls(crate::tls::TlsConfigs),
+    Tls(crate::front::tls::TlsConfigs),
 }
 
 /// Accepts connections until the stop-accepting phase, spawning one task per connection.
@@ -195,10 +195,10 @@ async fn proxy_header(
 }
 
 /// Counts a connection in `sluice_connections_active` while it lives.
-struct OpenConnection(crate::shard::ShardedGauge);
+struct OpenConnection(crate::runtime::shard::ShardedGauge);
 
 impl OpenConnection {
-    fn new(gauge: &crate::shard::ShardedGauge) -> Self {
+    fn new(gauge: &crate::runtime::shard::ShardedGauge) -> Self {
         gauge.inc();
         OpenConnection(gauge.clone())
     }
@@ -378,7 +378,7 @@ async fn serve_http<I>(
     // Taken by the first request, which is the one the own loop routed.
     let routing = std::cell::Cell::new(routing);
     let service =
-        service_fn(move |request| handler::handle(Arc::clone(&ctx), request, routing.take()));
+        service_fn(move |request| hyper_service::handle(Arc::clone(&ctx), request, routing.take()));
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
     let result = watched(connection, protocols, phases, activity, |connection| {

@@ -1,0 +1,10 @@
+//! What the proxy tells about itself: Prometheus `metrics`, the JSON `access_log`, the
+//! `admin` listener (`/metrics`, `/healthz`, `/readyz`, the `dashboard`), the controller's
+//! view of the table (`control_info`: `explain`, warnings) and the log filter.
+
+pub(crate) mod access_log;
+pub(crate) mod admin;
+pub(crate) mod control_info;
+pub(crate) mod dashboard;
+pub(crate) mod log_filter;
+pub(crate) mod metrics;
