@@ -543,49 +543,9 @@ impl LeaderElectionArgs {
     }
 }
 
-/// Reads `15s`, `500ms`, `2m`, `1h`, `1m30s` (units from larger to smaller).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let mut rest = text;
-    let mut total = Duration::ZERO;
-    let mut last_scale = u64::MAX;
-    if rest.is_empty() {
-        return Err("empty duration; use a number with a unit (ms, s, m, h)".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (number, after) = rest.split_at(digits);
-        let value: u64 = number
-            .parse()
-            .map_err(|_| format!("duration {text:?}: expected a whole number"))?;
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let millis_per_unit: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" => return Err(format!("duration {text:?} needs a unit (ms, s, m, h)")),
-            other => return Err(format!("duration {text:?}: unknown unit {other:?}")),
-        };
-        if millis_per_unit >= last_scale {
-            return Err(format!(
-                "duration {text:?}: units must decrease (e.g. 1m30s)"
-            ));
-        }
-        last_scale = millis_per_unit;
-        let millis = value
-            .checked_mul(millis_per_unit)
-            .ok_or_else(|| format!("duration {text:?} is too long"))?;
-        total += Duration::from_millis(millis);
-        rest = next;
-    }
-    Ok(total)
-}
+/// Reads a duration in the project's one syntax (`15s`, `500ms`, `1m30s`, `1.5s`, whole
+/// seconds): see [`sluice_units`].
+pub use sluice_units::parse_duration;
 
 #[cfg(test)]
 mod tests {
@@ -607,14 +567,10 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+    fn election_durations_take_the_shared_syntax() {
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        for bad in ["", "5", "s", "1s1m", "1d", "-1s", "1.5s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
+        assert!(parse_duration("1s1m").is_err());
     }
 
     #[test]

@@ -276,70 +276,7 @@ impl ProxyArgs {
     }
 }
 
-/// Parses a duration: numbers with units `ms`, `s`, `m` (or `min`) and `h`, one or several
-/// in decreasing order as Go and nginx write them (`"250ms"`, `"5s"`, `"1.5s"`, `"1m30s"`,
-/// `"1h2m3s"`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration; use a number with a unit (ms, s, m, h)".to_owned());
-    }
-    let mut rest = text;
-    let mut seconds = 0.0;
-    let mut last_unit = f64::INFINITY;
-    while !rest.is_empty() {
-        let split = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h)"))?;
-        let (number, after) = rest.split_at(split);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid number in duration {text:?}"))?;
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let scale = match unit.trim() {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" | "min" => 60.0,
-            "h" => 3600.0,
-            other => return Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
-        };
-        if scale >= last_unit {
-            return Err(format!(
-                "duration {text:?}: units must decrease (e.g. 1m30s)"
-            ));
-        }
-        last_unit = scale;
-        seconds += value * scale;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("duration {text:?}: {e}"))
-}
-
-/// Parses a byte size: a plain number of bytes, or with a binary unit (`KiB`, `MiB`, `GiB`;
-/// `K`, `KB`, `M`, `MB`, `G`, `GB` mean the same, any case).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("invalid number in size {text:?}"))?;
-    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB, GiB)")),
-    };
-    value
-        .checked_mul(factor)
-        .ok_or_else(|| format!("size {text:?} is too large"))
-}
+pub use sluice_units::{parse_duration, parse_size};
 
 /// Parses an on/off switch (`on`, `off`, `true`, `false`, `yes`, `no`, `1`, `0`).
 pub fn parse_switch(text: &str) -> Result<bool, String> {
@@ -424,30 +361,21 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("5").is_err());
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
-        assert_eq!(parse_duration("2s500ms"), Ok(Duration::from_millis(2500)));
-        assert!(parse_duration("30s1m").is_err());
-        assert!(parse_duration("1m1m").is_err());
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("1m30").is_err());
-        assert!(parse_duration("5y").is_err());
-        assert!(parse_duration("s").is_err());
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("123"), Ok(123));
-        assert_eq!(parse_size("64KiB"), Ok(65536));
-        assert_eq!(parse_size("1m"), Ok(1 << 20));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert!(parse_size("1TiB").is_err());
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("99999999999999999999G").is_err());
+    fn durations_and_sizes_take_the_shared_syntax() {
+        let cli = Cli::try_parse_from([
+            "sluice",
+            "--connect-timeout",
+            "1.5s",
+            "--upstream-read-timeout",
+            "90",
+            "--max-header-bytes",
+            "8k",
+        ])
+        .unwrap();
+        assert_eq!(cli.proxy.max_header_bytes, 8 << 10);
+        assert_eq!(cli.proxy.connect_timeout, Duration::from_millis(1500));
+        assert_eq!(cli.proxy.upstream_read_timeout, Duration::from_secs(90));
+        let error = Cli::try_parse_from(["sluice", "--connect-timeout", "1x"]).unwrap_err();
+        assert!(error.to_string().contains("is not a duration"), "{error}");
     }
 }

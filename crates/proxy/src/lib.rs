@@ -9,72 +9,65 @@
 //! snapshot once and keeps it until its response is over.
 //!
 //! ```text
-//! client ─TCP/TLS─▶ listener ─▶ front end ─▶ admit ─▶ route ─▶ upstream ─▶ respond
-//!           (PROXY hdr,  (http1: own   (Host,    (table:   (p2c, pool,  (framing,
-//!            TLS, h2c)    loop; handler: method,  host,     timeouts,    header
-//!                         hyper h1/h2)   loops)   path)     retries)     policy)
+//! client ─TCP/TLS─▶ front ─▶ pipeline ───────────────────────────────▶ upstream ─▶ front
+//!                  (parse)  (admit, route, decision, auth, outgoing,   (driver,    (write)
+//!                            mirror, exchange)                         transports)
 //! ```
 //!
-//! # The request pipeline
+//! # Where to start: one folder per concept
 //!
-//! Every request passes the same stages, each a module with one job; the two front ends
-//! only differ in how a head is read and how the answer is written, and both call the
-//! same stage functions:
+//! * `front/`: read requests, write answers. `listener` accepts, reads a PROXY protocol
+//!   header (`proxy_protocol`), terminates TLS (`tls`) and picks a front end: `http1`, the
+//!   proxy's own HTTP/1.1 loop for plain bodiless requests (`request_head` parses in
+//!   place, `response_out` writes), or `hyper_service` for what hyper reads (HTTP/2,
+//!   bodies, upgrades). A front end does nothing but parse a head into a
+//!   `pipeline::view::RequestView`, call the pipeline, and write its `Reply`. The own loop
+//!   hands a connection to hyper, with the unread bytes and the first request's routing,
+//!   when a request is not plain or its backend is behind hyper's client.
+//! * `pipeline/`: the phases, in the order `pipeline/mod.rs` lists them, written once:
+//!   `admit` (refusals, nginx's path normalisation), `route` (one atomic snapshot load,
+//!   one draw of a split or canary), `decision` (the route's own answers via
+//!   `route_policy`, fixed status, rewrite, `rate_limit`, response fields), `auth`
+//!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`,
+//!   `header_policy`, `mirror`), `exchange` (the upstream step within the route's timeouts,
+//!   and the custom-error intercept), `response_edits` (the response head's edits).
+//! * `upstream/`: endpoint choice (`balancer`: power of two choices, EWMA, round robin),
+//!   `retry` (`proxy_next_upstream` and Gateway API retries, written once), the own
+//!   HTTP/1.1 client (`mod.rs`, `pool`, `response_head`, `body`) and hyper's clients for
+//!   HTTPS, h2c and gRPC (`client`, `tls`).
+//! * `observe/`: metrics, access log, admin listener, dashboard, `explain`'s view.
+//! * `runtime/`: thread-per-core workers, per-thread state, graceful shutdown.
+//! * At the top: `snapshot` (the swappable table and its derived state), `context`
+//!   (what every phase may read), `body` (bodies, and the request's books closed when its
+//!   response ends), `errors` (the pages), `config` (flags).
 //!
-//! * Front ends. `http1`: the proxy's own HTTP/1.1 loop for plain bodiless requests
-//!   (`request_head` parses in place, `response_out` writes the answer); the first other
-//!   request hands the connection with its unread bytes to hyper. `handler`: requests
-//!   hyper has read (HTTP/2, bodies, upgrades). `listener` accepts, reads a PROXY protocol
-//!   header (`proxy_protocol`), terminates TLS and picks the front end.
-//! * `admit`: what a well-formed head may still not ask for (no Host in HTTP/1.1, two
-//!   Hosts, `:authority` against Host, CONNECT/TRACE, a request looping back through
-//!   this proxy).
-//! * `route`: the request (listener, host, path, query, method, headers) to a backend of
-//!   the current snapshot (one atomic load), through `RouteTable::route_request`, on the
-//!   path `admit::request_path` normalised as nginx does. A request the own loop hands to
-//!   hyper carries its `route::Routing`: it is routed, and its weights drawn, once.
-//! * `decision`: the route's own answers (`policy::answer`), its fixed status, the rewrite,
-//!   the rate limits and the response fields, once for both front ends: answer now, or
-//!   forward.
-//! * `header_policy`: the one place that decides which fields cross, both directions:
-//!   hop-by-hop removal, forwarding fields (trusted proxies only), underscores, `Via`.
-//!   Its `encode_request_head` is the only upstream head encoder.
-//! * `upstream`: endpoint choice (power of two choices on in-flight requests), the
-//!   per-thread keep-alive `pool`, the exchange up to the response head
-//!   (`response_head`), and the connect, send and header timeouts. `upstream_client` is
-//!   the same for HTTPS, h2c and gRPC backends over hyper's clients. Both ask `retry`
-//!   (`proxy_next_upstream`'s rules, written once) whether a failed try goes to the next
-//!   endpoint. `upstream_body` streams the body back (`chunked` decodes) under the read
-//!   timeout.
-//! * Respond: `response_out` (own loop) or hyper writes the head; `errors` has the pages;
-//!   `body` accounts for the request (metrics, access log) when its response ends.
-//! * Timeouts on every phase: client head, client body, connect, upstream send, upstream
-//!   head, upstream body, sending to the client (`activity`), WebSocket idle
-//!   (`websocket`), keep-alive idle. No route: 404; no endpoints: 503; upstream failure:
-//!   502; slow upstream: 504; loops: 508.
-//! * An admin listener serves `/metrics`, `/healthz` and `/readyz` ([`Readiness`]).
+//! Timeouts on every phase: client head, client body, connect, upstream send, upstream
+//! head, upstream body, sending to the client (`front::activity`), WebSocket idle,
+//! keep-alive idle. No route: 404; no endpoints: 503; upstream failure: 502; slow upstream:
+//! 504; loops: 508. An admin listener serves `/metrics`, `/healthz` and `/readyz`
+//! ([`Readiness`]).
 //!
 //! # Gateway API slots of the route IR
 //!
-//! Both front ends apply them alike, at these places. `RouteEntry::split`: `route`
-//! draws one backend by weight (weight 0 never; an unusable one answers 500, one without
-//! ready endpoints 503; canaries and `default-backend` are Ingress-only).
-//! `RouteEntry::fixed_status` (and the 500 of an unusable draw): answered by `decision`
-//! right after `policy::answer`, so a `RequestRedirect` still wins. The policy's
-//! `request_redirect`: in `policy::answer`, after ingress-nginx's redirects, its
-//! `Location` from the listener's scheme and the request's host (port stripped), path and
-//! query. `path_rewrite`: `policy::upstream_target` (before `rewrite-target`, the query
+//! `RouteEntry::split`: `pipeline::route` draws one backend by weight (weight 0 never; an
+//! unusable one answers 500, one without ready endpoints 503; canaries and
+//! `default-backend` are Ingress-only). `RouteEntry::fixed_status` (and the 500 of an
+//! unusable draw): answered by `decision` right after `route_policy::answer`, so a
+//! `RequestRedirect` still wins. The policy's `request_redirect`: in
+//! `route_policy::answer`, after ingress-nginx's redirects, its `Location` from the
+//! listener's scheme and the request's host (port stripped), path and query.
+//! `path_rewrite`: `route_policy::upstream_target` (before `rewrite-target`, the query
 //! kept). `request_headers_add`/`_remove`: `header_policy::encode_request_head`, after the
 //! route's set fields (set, add, remove; names in any case). `response_headers_add`/
-//! `_remove`: `response_out::encode_head` (own loop) and `policy::edit_response` (hyper),
-//! after the set fields. `request_timeout`: `upstream::within` around the whole upstream
-//! step (retries included) from the request's start, 504; it is also the head wait unless
-//! `proxy-read-timeout` is set. `backend_request_timeout`: `Outgoing::try_timeout`, each
-//! try in `upstream` and `upstream_client` (a timed-out try is retried like a connect
-//! timeout; the last one answers 504). `RouteEntry::mirrors`: `mirror::copy`, just before
-//! the primary goes upstream: bodiless requests only (others count as `skipped`), one
-//! random endpoint per mirror, a task of its own, at most `mirror::MAX_IN_FLIGHT` copies
-//! per process (more are `dropped`), counted in `sluice_mirror_requests_total{result}`.
+//! `_remove`: `response_edits`, after the set fields. `request_timeout`:
+//! `upstream::within` around the whole upstream step (retries included) from the
+//! request's start, 504; it is also the head wait unless `proxy-read-timeout` is set.
+//! `backend_request_timeout`: `Outgoing::try_timeout`, each try (a timed-out try is
+//! retried like a connect timeout; the last one answers 504). `RouteEntry::mirrors`:
+//! `mirror::copy`, just before the primary goes upstream: bodiless requests only (others
+//! count as `skipped`), one random endpoint per mirror, a task of its own, at most
+//! `mirror::MAX_IN_FLIGHT` copies per process (more are `dropped`), counted in
+//! `sluice_mirror_requests_total{result}`.
 //!
 //! # Using it
 //!

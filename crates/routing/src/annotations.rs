@@ -784,101 +784,17 @@ fn parse_cidrs(value: &str) -> Result<Vec<Cidr>, String> {
 
 // --- Sizes and durations -----------------------------------------------------------------
 
-/// nginx's size syntax (`ngx_parse_size`): digits with an optional `k`, `m` or `g` suffix
-/// (either case), in bytes; `0` means unlimited.
+/// A size in the project's one syntax ([`sluice_units::parse_size`], a superset of
+/// nginx's `ngx_parse_size`); `0` means unlimited.
 fn parse_size(value: &str) -> Result<u64, String> {
-    let v = value.trim();
-    let not_a_size = || {
-        format!(
-            "value {} is not a size (digits with an optional k, m or g suffix)",
-            shown(value)
-        )
-    };
-    let (digits, scale) = match v.as_bytes().last() {
-        Some(b'k' | b'K') => (&v[..v.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&v[..v.len() - 1], 1 << 30),
-        _ => (v, 1),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(not_a_size());
-    }
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("value {} is too large", shown(value)))
+    sluice_units::parse_size(value).map_err(|error| format!("value {} {error}", shown(value)))
 }
 
-/// A timeout: whole seconds as ingress-nginx takes them (`60`), or nginx's time syntax
-/// (`ngx_parse_time`: `500ms`, `30s`, `2m`, `1h`, `1d`, `1w`, `1M`, `1y`, combined in
-/// decreasing order as in `1m30s`). Must be greater than zero.
+/// A timeout in the project's one syntax ([`sluice_units::parse_duration`]: whole seconds as
+/// ingress-nginx takes them, or nginx's and Go's time units). Must be greater than zero.
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    let v = value.trim();
-    let not_a_duration = || {
-        format!(
-            "value {} is not a duration (whole seconds, or nginx time units such as 500ms, \
-             30s, 2m, 1h)",
-            shown(value)
-        )
-    };
-    let too_large = || format!("value {} is too large", shown(value));
-    let duration = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        Duration::from_secs(v.parse().map_err(|_| too_large())?)
-    } else {
-        // (suffix, milliseconds), largest first; "ms" before "m".
-        const UNITS: [(&str, u64); 8] = [
-            ("y", 365 * 86_400_000),
-            ("M", 30 * 86_400_000),
-            ("w", 7 * 86_400_000),
-            ("d", 86_400_000),
-            ("h", 3_600_000),
-            ("ms", 1),
-            ("m", 60_000),
-            ("s", 1_000),
-        ];
-        let rank = |unit: &str| match unit {
-            "ms" => 0,
-            "s" => 1,
-            "m" => 2,
-            "h" => 3,
-            "d" => 4,
-            "w" => 5,
-            "M" => 6,
-            _ => 7,
-        };
-        let mut rest = v;
-        let mut last_rank = usize::MAX;
-        let mut millis: u64 = 0;
-        if rest.is_empty() {
-            return Err(not_a_duration());
-        }
-        while !rest.is_empty() {
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .ok_or_else(not_a_duration)?;
-            if end == 0 {
-                return Err(not_a_duration());
-            }
-            let n: u64 = rest[..end].parse().map_err(|_| too_large())?;
-            rest = &rest[end..];
-            let (unit, scale) = UNITS
-                .iter()
-                .find(|(unit, _)| rest.starts_with(unit))
-                .ok_or_else(not_a_duration)?;
-            let r = rank(unit);
-            if r >= last_rank {
-                return Err(not_a_duration());
-            }
-            last_rank = r;
-            rest = rest[unit.len()..].trim_start();
-            millis = n
-                .checked_mul(*scale)
-                .and_then(|m| millis.checked_add(m))
-                .ok_or_else(too_large)?;
-        }
-        Duration::from_millis(millis)
-    };
+    let duration = sluice_units::parse_duration(value)
+        .map_err(|error| format!("value {} {error}", shown(value)))?;
     if duration.is_zero() {
         return Err(format!("value {} must be greater than zero", shown(value)));
     }
@@ -1951,22 +1867,14 @@ mod tests {
             assert_eq!(parsed.policy.body_limit, Some(bytes), "{value}");
             assert!(parsed.problems.is_empty());
         }
-        for bad in [
-            "12x",
-            "",
-            "m",
-            "1.5m",
-            "-1",
-            "10b",
-            "1 m",
-            "99999999999999999999",
-        ] {
+        for bad in ["12x", "", "m", "1.5m", "-1", "1kk", "99999999999999999999"] {
             let (parsed, _) = invalid("proxy-body-size", bad);
             assert_eq!(parsed.policy.body_limit, None, "{bad:?}");
         }
         assert_eq!(
             invalid("proxy-body-size", "12x").1,
-            "value \"12x\" is not a size (digits with an optional k, m or g suffix)"
+            "value \"12x\" is not a size; expected bytes with an optional unit: k, m, g (nginx), \
+             KiB, MiB, GiB, KB, MB, GB"
         );
         assert_eq!(
             invalid("proxy-body-size", "99999999999g").1,
@@ -1985,6 +1893,8 @@ mod tests {
             ("1m30s", Duration::from_secs(90)),
             ("1m 30s", Duration::from_secs(90)),
             ("1d", Duration::from_secs(86_400)),
+            // The project's one syntax also takes Go's fractions, as every flag does.
+            ("1.5s", Duration::from_millis(1500)),
         ] {
             for (name, get) in [
                 (
@@ -2004,7 +1914,6 @@ mod tests {
             "abc",
             "30x",
             "s",
-            "1.5s",
             "-1",
             "30s1m",
             "1s1s",

@@ -14,29 +14,26 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::{Buf as _, Bytes, BytesMut};
-use http::uri::PathAndQuery;
-use http::{HeaderValue, Method, StatusCode};
-use sluice_routing::RequestInfo;
+use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tracing::debug;
 
-use crate::body::{Completion, RequestBody};
+use crate::body::Completion;
 use crate::chunked;
 use crate::context::ConnCtx;
 use crate::errors::page_for;
-use crate::front::request_head::{self, Parsed, PlainHead, PlainHeaders};
-use crate::front::response_out::{self, ClientFraming, ClientSide, ResponseEdits};
-use crate::observe::access_log::LogRecord;
-use crate::pipeline::admit::{self, Facts};
-use crate::pipeline::decision::{Decision, Forward, decide, destination};
-use crate::pipeline::mirror;
-use crate::pipeline::route::{self, Routed, Routing};
+use crate::front::request_head::{self, Parsed, PlainHead};
+use crate::front::response_out::{self, ClientFraming, ClientSide};
+use crate::pipeline::route::Routing;
 use crate::pipeline::route_policy;
-use crate::upstream::body::{ReturnTo, Started};
-use crate::upstream::{self, Outgoing};
+use crate::pipeline::admit::{Facts, Version};
+use crate::pipeline::header_policy::UpstreamRequest;
+use crate::pipeline::view::{RequestFields, RequestView};
+use crate::pipeline::{self, Proxied, Reply};
+use crate::upstream::{self, body::ReturnTo, body::Started};
 
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
@@ -190,8 +187,8 @@ async fn close<I: AsyncWrite + Unpin, J>(mut io: I) -> Outcome<J> {
 
 /// Serves one plain request (head at the front of `buf`). Returns whether the connection
 /// may carry another request (`closing`: the watchers want it closed), or the request's
-/// routing when the request is for hyper (its route needs hyper's upstream step): nothing
-/// was sent then, and hyper goes on from that routing.
+/// routing when its answer comes from hyper's client: nothing was sent then, and hyper
+/// goes on from that routing.
 async fn exchange<I>(
     io: &mut I,
     buf: &[u8],
@@ -205,196 +202,38 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let start = Instant::now();
-    let shared = &ctx.shared;
-    let snapshot = shared.table.snapshot();
-    let host = head.host(buf);
-    let method = head.method(buf);
-    let head_request = method == "HEAD";
-    let admitted = admit::admit(
-        Facts {
-            method: method.as_bytes(),
-            version: if head.http10 {
-                admit::Version::Http10
-            } else {
-                admit::Version::Http11
-            },
-            hosts: 1,
-            host: Some(host.as_bytes()),
-            authority: None,
-            length_and_chunked: false,
-            via: head.via(buf),
-        },
-        &shared.policy,
-    );
-    // Matching and every policy see the normalised path; upstream gets the target as sent.
-    let normalized = admit::request_path(head.path(buf));
-    let admitted = admitted.and_then(|()| normalized.as_ref().map(|_| ()).map_err(|r| *r));
-    let path: &str = normalized.as_deref().unwrap_or("/");
-    let query = head.target(buf).split_once('?').map(|(_, query)| query);
-    // Not kept across an await: the header lookup is not `Sync`.
-    let routed = {
-        let info = RequestInfo {
-            https: ctx.tls,
-            host,
-            path,
-            query: query.unwrap_or(""),
-            method,
-            headers: &PlainHeaders { head, buf },
-        };
-        route::route(&snapshot, &info, |rule| {
-            let header = rule
-                .header
-                .as_ref()
-                .and_then(|name| head.field(buf, name.as_str().as_bytes()));
-            let cookie = rule
-                .cookie
-                .as_deref()
-                .and_then(|name| route::cookie(cookie_values(head, buf), name));
-            rule.chooses(header, cookie, route::roll(rule.weight_total))
-        })
-    };
-    if let Routed::Backend { backend, entry } = routed
-        && route::needs_hyper(&snapshot, backend, entry)
-    {
-        // HTTPS, HTTP/2 and gRPC backends, and routes with session affinity.
-        return Err(Routing { snapshot, routed });
+    let request = PlainRequest { head, buf };
+    let arrived = pipeline::arrive(ctx, request, None);
+    if arrived.needs_hyper() {
+        return Err(arrived.routing);
     }
-    let log = shared
-        .access_log
-        .as_ref()
-        .map(|_| Box::new(log_record(ctx, buf, head)));
-    // Accounts for the request when dropped, on every path out of here.
-    let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
-    done.method = crate::observe::metrics::method_index(method.as_bytes());
-    if let Err(refusal) = admitted {
-        debug!(peer = %ctx.peer, ?refusal, "request refused");
-        let status = refusal.status();
-        return Ok(page(io, out, &mut done, host, status, head_request, client).await);
-    }
-    let (id, entry, fixed) = match destination(routed, &mut done.backend, &mut done.entry) {
-        Ok(destination) => destination,
-        Err(status) => {
-            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
-        }
-    };
-    let route_entry = done.snapshot.table.entry(entry);
-    let route_policy = &*route_entry.policy;
-    // Only a CORS route looks at Origin: no field walk per request otherwise.
-    let origin = route_policy
-        .cors
-        .as_ref()
-        .and_then(|_| head.field(buf, b"origin"));
-    let view = route_policy::Request {
-        tls: ctx.tls,
-        method: method.as_bytes(),
-        host,
-        path,
-        target: head.target(buf),
-        client: ctx.peer.ip(),
-        origin,
-        preflight: origin.is_some() && head.field(buf, b"access-control-request-method").is_some(),
-    };
-    let Forward {
-        limit_slot,
-        rewritten,
-        response_fields,
-    } = match decide(ctx, route_entry, &view, query, fixed, start) {
-        Decision::Forward(forward) => forward,
-        Decision::Page(status) => {
-            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
-        }
-        Decision::Answer(answer) => {
-            return Ok(answered(io, out, &mut done, host, answer, head_request, client).await);
-        }
-    };
-    done.limit_slot = limit_slot;
-    let upstreams = route_policy::upstreams(&shared.upstreams, route_policy);
-    let mut request = head.upstream_request(buf);
-    if let Some(target) = &rewritten {
-        request.target = target.as_bytes();
-    }
-    request.vhost = route_policy.upstream_vhost.as_ref();
-    request.set = &route_policy.request_headers;
-    request.forwarded_prefix = route_policy.forwarded_prefix.as_ref();
-    request.add = &route_policy.request_headers_add;
-    request.remove = &route_policy.request_headers_remove;
-    let outgoing = Outgoing {
-        head: request,
-        forwarded: &ctx.forwarded,
-        policy: &shared.policy,
-        body: RequestBody::Empty,
-        idempotent: head.idempotent(buf),
-        head_request,
-        retry: &route_policy.next_upstream,
-        prefer: None,
-        balance: route_policy.load_balance,
-        try_timeout: route_policy.backend_request_timeout,
-    };
-    let timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
-    if !route_entry.mirrors.is_empty() {
-        let copying = mirror::Copying {
-            forwarded: &ctx.forwarded,
-            policy: &shared.policy,
-            metrics: &shared.metrics,
-            connect_timeout: upstreams.connect_timeout,
-            deadline: timeout,
-        };
-        mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
-    }
-    let request_timeout = route_policy.request_timeout;
-    let state = &done.snapshot.backends[id];
-    let sending = upstream::send(&upstreams, state, outgoing, start, timeout);
-    let answer = upstream::within(request_timeout, start, sending).await;
+    let (mut done, reply) = pipeline::run(ctx, request, arrived, None, start).await;
+    let host = request.host();
+    let head_request = request.method() == "HEAD";
     // A drain that began while the upstream was working is announced in this answer.
     let client = ClientSide {
         keep_alive: client.keep_alive && !closing.load(Ordering::Relaxed),
         ..client
     };
-    let mut answer = match answer {
-        Ok(answer) => answer,
-        Err(failure) => {
-            let status = failure.status();
+    let proxied = match reply {
+        Reply::Upstream(proxied) => proxied,
+        Reply::Page(status) => {
+            return Ok(page(io, out, &mut done, host, status, head_request, client).await);
+        }
+        Reply::Answer(answer) => {
+            return Ok(answered(io, out, &mut done, host, answer, head_request, client).await);
+        }
+        Reply::Client(_) => {
+            // Not reached: such routes went to hyper above.
+            let status = StatusCode::BAD_GATEWAY;
             return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
     };
-    if let Some(fallback) = route_policy::intercept(route_entry, answer.head.status.as_u16()) {
-        // custom-http-errors: this status is answered by the default backend (nginx's
-        // error_page internal redirect, which turns the request into a GET).
-        state.balancer.release(answer.endpoint);
-        let status = answer.head.status.as_u16();
-        drop(answer);
-        let original = head.target(buf);
-        let accept = head.field(buf, b"accept");
-        let fields = route_policy::error_fields(status, accept, original, route_entry);
-        let mut request = head.upstream_request(buf);
-        // nginx's error_page keeps HEAD and turns every other method into GET.
-        request.method = if head_request { b"HEAD" } else { b"GET" };
-        request.framing = crate::pipeline::header_policy::Framing::None;
-        request.set = &fields;
-        let outgoing = Outgoing {
-            head: request,
-            forwarded: &ctx.forwarded,
-            policy: &shared.policy,
-            body: RequestBody::Empty,
-            idempotent: true,
-            head_request,
-            retry: &route_policy.next_upstream,
-            prefer: None,
-            balance: None,
-            try_timeout: route_policy.backend_request_timeout,
-        };
-        done.backend = Some(fallback.id);
-        let state = &done.snapshot.backends[fallback.id];
-        let sending = upstream::send(&upstreams, state, outgoing, start, timeout);
-        answer = match upstream::within(request_timeout, start, sending).await {
-            Ok(answer) => answer,
-            Err(failure) => {
-                let status = failure.status();
-                return Ok(page(io, out, &mut done, host, status, head_request, client).await);
-            }
-        };
-    }
-    done.endpoint = Some(answer.endpoint);
+    let Proxied {
+        answer,
+        edits,
+        read_timeout,
+    } = proxied;
     let upstream::Answer {
         head: response,
         conn,
@@ -407,23 +246,18 @@ where
         return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
-
     let body = upstream::body::start(
         conn,
         response.body,
         ReturnTo {
-            pool: shared.upstreams.pool,
+            pool: ctx.shared.upstreams.pool,
             addr,
             reusable: response.reusable,
-            read_timeout: upstreams.read_timeout,
+            read_timeout,
         },
     );
     out.clear();
-    let edits = ResponseEdits {
-        set: &response_fields,
-        add: &route_policy.response_headers_add,
-        remove: &route_policy.response_headers_remove,
-    };
+    let edits = edits.resolve(&done.snapshot);
     let (framing, keep_alive) = response_out::encode_head(&response, client, edits, out);
     drop(response);
     done.count(host, status.as_u16());
@@ -444,11 +278,67 @@ where
     Ok(sent && keep_alive)
 }
 
-/// The values of the request's `Cookie` fields.
-fn cookie_values<'b>(head: &'b PlainHead, buf: &'b [u8]) -> impl Iterator<Item = &'b [u8]> {
-    crate::pipeline::header_policy::Fields::iter(head.fields(buf))
-        .filter(|(name, _)| name.eq_ignore_ascii_case(b"cookie"))
-        .map(|(_, value)| value)
+/// A plain head with the buffer it was parsed from: the own loop's request as the
+/// pipeline reads it.
+#[derive(Clone, Copy)]
+pub(crate) struct PlainRequest<'b> {
+    /// The head.
+    pub(crate) head: &'b PlainHead,
+    /// The buffer it was parsed from.
+    pub(crate) buf: &'b [u8],
+}
+
+impl<'b> RequestView<'b> for PlainRequest<'b> {
+    fn method(self) -> &'b str {
+        self.head.method(self.buf)
+    }
+
+    fn host(self) -> &'b str {
+        self.head.host(self.buf)
+    }
+
+    fn target(self) -> &'b str {
+        self.head.target(self.buf)
+    }
+
+    fn path(self) -> &'b str {
+        self.head.path(self.buf)
+    }
+
+    fn field(self, name: &[u8]) -> Option<&'b [u8]> {
+        self.head.field(self.buf, name)
+    }
+
+    fn fields(self) -> RequestFields<'b> {
+        RequestFields::Plain(self.head.fields(self.buf))
+    }
+
+    fn facts(self) -> Facts<'b, impl Iterator<Item = &'b [u8]>> {
+        Facts {
+            method: self.head.method(self.buf).as_bytes(),
+            version: if self.head.http10 {
+                Version::Http10
+            } else {
+                Version::Http11
+            },
+            hosts: 1,
+            host: Some(self.head.host(self.buf).as_bytes()),
+            authority: None,
+            length_and_chunked: false,
+            via: self.head.via(self.buf),
+        }
+    }
+
+    fn upstream_request(self) -> UpstreamRequest<'b, RequestFields<'b>> {
+        self.head
+            .upstream_request(self.buf)
+            .with_fields(RequestFields::Plain)
+    }
+
+    fn declared_length(self) -> u64 {
+        // Plain requests have no body.
+        0
+    }
 }
 
 /// Writes `out` and flushes (TLS keeps records until flushed). False if the client is gone.
@@ -540,16 +430,4 @@ async fn answered<I: AsyncWrite + Unpin>(
     let keep_alive =
         response_out::encode_answer(answer.status, &fields, body, head_request, client, out);
     write_out(io, out).await && keep_alive
-}
-
-/// The access log's record of a plain request.
-fn log_record(ctx: &ConnCtx, buf: &[u8], head: &PlainHead) -> LogRecord {
-    LogRecord {
-        time: SystemTime::now(),
-        client: ctx.peer.ip(),
-        method: Method::from_bytes(head.method(buf).as_bytes()).unwrap_or(Method::GET),
-        host: HeaderValue::from_str(head.host(buf)).unwrap_or(HeaderValue::from_static("")),
-        path: PathAndQuery::try_from(head.target(buf))
-            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
-    }
 }

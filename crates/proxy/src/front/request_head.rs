@@ -111,12 +111,6 @@ impl PlainHead {
         std::str::from_utf8(self.host.get(buf)).unwrap_or("")
     }
 
-    /// Whether the method is safe to send again after a failure (GET, HEAD, OPTIONS,
-    /// TRACE).
-    pub(crate) fn idempotent(&self, buf: &[u8]) -> bool {
-        matches!(self.method(buf), "GET" | "HEAD" | "OPTIONS" | "TRACE")
-    }
-
     /// The header fields in order, as `(name, value)`.
     pub(crate) fn fields<'b>(&'b self, buf: &'b [u8]) -> PlainFields<'b> {
         PlainFields { head: self, buf }
@@ -341,21 +335,6 @@ pub(crate) fn parse(buf: &[u8]) -> Parsed {
     head.keep_alive = !connection.close && (!http10 || connection.keep_alive);
     head.connection_names = connection.names_fields;
     Parsed::Plain(head)
-}
-
-/// Header lookup over a plain head parsed in place (for [`sluice_routing::RequestInfo`]):
-/// walks the head's fields only when a route asks.
-pub(crate) struct PlainHeaders<'b> {
-    /// The head.
-    pub(crate) head: &'b PlainHead,
-    /// The buffer it was parsed from.
-    pub(crate) buf: &'b [u8],
-}
-
-impl sluice_routing::HeaderLookup for PlainHeaders<'_> {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.head.field(self.buf, name.as_bytes())
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::pipeline::header_policy::{put_header, removed};
+use crate::pipeline::response_edits::ResponseEdits;
 use crate::upstream::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
@@ -34,18 +35,6 @@ pub(crate) struct ClientSide {
     pub(crate) keep_alive: bool,
 }
 
-/// What a route changes in a response head: fields set (replacing the upstream's), fields
-/// appended, fields removed (applied in that order).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ResponseEdits<'a> {
-    /// Replace the upstream's fields of the same name.
-    pub(crate) set: &'a [(HeaderName, HeaderValue)],
-    /// Appended after the upstream's fields.
-    pub(crate) add: &'a [(HeaderName, HeaderValue)],
-    /// Never sent, whoever set them.
-    pub(crate) remove: &'a [HeaderName],
-}
-
 /// Writes the head of the upstream's `response` for the client: its end-to-end fields as
 /// received, `Date` if it had none, the route's `edits`, and the client-side framing.
 /// Returns that framing and whether the connection stays open.
@@ -55,7 +44,12 @@ pub(crate) fn encode_head(
     edits: ResponseEdits<'_>,
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
-    let ResponseEdits { set, add, remove } = edits;
+    let ResponseEdits {
+        set,
+        add,
+        remove,
+        cookie,
+    } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
         // Fields the route sets replace the upstream's (nginx `more_set_headers`).
@@ -76,6 +70,9 @@ pub(crate) fn encode_head(
         if !removed(remove, name.as_str().as_bytes()) {
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
+    }
+    if let Some(cookie) = cookie {
+        put_header(out, b"set-cookie", cookie.as_bytes());
     }
     if !response.has_date() {
         // A proxy adds the Date an upstream left out (RFC 9110 §6.6.1).

@@ -9,10 +9,11 @@
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
-use http::{HeaderMap, HeaderValue, Uri};
+use http::HeaderValue;
 use sluice_routing::{Affinity, AffinityMode, HashBy, Policy};
 
 use crate::pipeline::route;
+use crate::pipeline::view::RequestView;
 use crate::upstream::balancer::{self, Balancer};
 
 /// What a request brings to the endpoint choice.
@@ -26,24 +27,17 @@ pub(crate) struct Preference {
     new: bool,
 }
 
-/// The request facts the choice may read.
-pub(crate) struct Facts<'a> {
-    pub(crate) headers: &'a HeaderMap,
-    pub(crate) client: IpAddr,
-    pub(crate) uri: &'a Uri,
-    pub(crate) host: &'a str,
-}
-
-/// The preference of a request for a route with `policy` (affinity wins over
-/// `upstream-hash-by`).
-pub(crate) fn preference(
+/// The preference of a request (from `client`) for a route with `policy` (affinity wins
+/// over `upstream-hash-by`).
+pub(crate) fn preference<'a, V: RequestView<'a>>(
     policy: &Policy,
     balancer: &Balancer,
     now_ms: u64,
-    facts: &Facts<'_>,
+    request: V,
+    client: IpAddr,
 ) -> Preference {
     if let Some(affinity) = &policy.affinity {
-        let cookie = cookie(facts.headers, &affinity.cookie).and_then(parse_key);
+        let cookie = route::cookie(request.cookies(), &affinity.cookie).and_then(parse_key);
         return match (affinity.mode, cookie) {
             (AffinityMode::Persistent, Some(key)) => Preference {
                 endpoint: balancer.find(key),
@@ -68,23 +62,12 @@ pub(crate) fn preference(
         return Preference::default();
     };
     let key = match hash_by {
-        HashBy::ClientAddress => hash(facts.client.to_string().as_bytes()),
-        HashBy::Header(name) => hash(
-            facts
-                .headers
-                .get(name)
-                .map_or(&b""[..], HeaderValue::as_bytes),
-        ),
-        HashBy::Cookie(name) => hash(cookie(facts.headers, name).unwrap_or(b"")),
-        HashBy::RequestUri => hash(
-            facts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .as_bytes(),
-        ),
-        HashBy::Path => hash(facts.uri.path().as_bytes()),
-        HashBy::Host => hash(facts.host.as_bytes()),
+        HashBy::ClientAddress => hash(client.to_string().as_bytes()),
+        HashBy::Header(name) => hash(request.field(name.as_str().as_bytes()).unwrap_or(b"")),
+        HashBy::Cookie(name) => hash(route::cookie(request.cookies(), name).unwrap_or(b"")),
+        HashBy::RequestUri => hash(request.target().as_bytes()),
+        HashBy::Path => hash(request.path().as_bytes()),
+        HashBy::Host => hash(request.host().as_bytes()),
     };
     Preference {
         endpoint: balancer.rendezvous(key, now_ms),
@@ -140,11 +123,6 @@ fn cookie_line(affinity: &Affinity, key: u64, now: SystemTime) -> String {
         line.push_str(&httpdate::fmt_http_date(at));
     }
     line
-}
-
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
-    let values = headers.get_all(http::header::COOKIE).iter();
-    route::cookie(values.map(HeaderValue::as_bytes), name)
 }
 
 fn parse_key(value: &[u8]) -> Option<u64> {

@@ -22,7 +22,7 @@ use sluice_routing::ExternalAuth;
 
 use crate::body::RequestBody;
 use crate::context::Shared;
-use crate::pipeline::header_policy::{self, RequestField};
+use crate::pipeline::header_policy::{self, Fields, RequestField};
 use crate::pipeline::route_policy::Answer;
 use crate::snapshot::Snapshot;
 
@@ -44,9 +44,10 @@ pub(crate) enum Verdict {
 }
 
 /// The request being authorised.
-pub(crate) struct Original<'a> {
-    pub(crate) method: &'a http::Method,
-    pub(crate) headers: &'a HeaderMap,
+pub(crate) struct Original<'a, F> {
+    pub(crate) method: &'a str,
+    /// The request's fields.
+    pub(crate) fields: F,
     /// `http` or `https`, as the client came.
     pub(crate) scheme: &'a str,
     pub(crate) host: &'a str,
@@ -56,11 +57,11 @@ pub(crate) struct Original<'a> {
 }
 
 /// Asks the auth service about `original`.
-pub(crate) async fn check(
+pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
     auth: &ExternalAuth,
     shared: &Shared,
     snapshot: &Snapshot,
-    original: &Original<'_>,
+    original: &Original<'a, F>,
 ) -> Verdict {
     let asked = tokio::time::timeout(shared.auth_timeout, ask(auth, shared, snapshot, original));
     let (status, headers) = match asked.await {
@@ -123,11 +124,11 @@ pub(crate) async fn check(
     }
 }
 
-async fn ask(
+async fn ask<'a, F: Fields<'a> + Sync>(
     auth: &ExternalAuth,
     shared: &Shared,
     snapshot: &Snapshot,
-    original: &Original<'_>,
+    original: &Original<'a, F>,
 ) -> Result<(StatusCode, HeaderMap), String> {
     let tls = auth.url.scheme_str() == Some("https");
     let host = auth.url.host().unwrap_or("");
@@ -154,18 +155,21 @@ async fn ask(
 /// The auth request: the client's end-to-end fields, `Host` of the auth service, and
 /// ingress-nginx's `X-Original-URL`, `X-Original-Method`, `X-Sent-From`, `X-Real-IP`,
 /// `X-Forwarded-For`, `X-Auth-Request-Redirect`; no body.
-fn subrequest(
+fn subrequest<'a, F: Fields<'a>>(
     auth: &ExternalAuth,
-    original: &Original<'_>,
+    original: &Original<'a, F>,
 ) -> Result<Request<RequestBody>, String> {
     let mut builder = Request::builder()
         .method(auth.method.clone())
         .uri(auth.url.path_and_query().map_or("/", |p| p.as_str()));
     let headers = builder.headers_mut().ok_or("invalid auth request")?;
-    for (name, value) in original.headers {
-        let kind = header_policy::request_field(name.as_str().as_bytes());
-        if matches!(kind, RequestField::Other | RequestField::Cookie) {
-            headers.append(name.clone(), value.clone());
+    for (name, value) in original.fields.iter() {
+        let kind = header_policy::request_field(name);
+        if matches!(kind, RequestField::Other | RequestField::Cookie)
+            && let (Ok(name), Ok(value)) =
+                (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+        {
+            headers.append(name, value);
         }
     }
     let authority = auth.url.authority().map_or("", |a| a.as_str());
@@ -173,7 +177,7 @@ fn subrequest(
     headers.insert(HOST, value(authority)?);
     let url = format!("{}://{}{}", original.scheme, original.host, original.uri);
     headers.insert("x-original-url", value(&url)?);
-    headers.insert("x-original-method", value(original.method.as_str())?);
+    headers.insert("x-original-method", value(original.method)?);
     headers.insert(
         "x-sent-from",
         HeaderValue::from_static("nginx-ingress-controller"),
@@ -187,7 +191,7 @@ fn subrequest(
 }
 
 /// `auth-signin` with the original URL added as `<param>=<escaped URL>`.
-fn signin_location(signin: &str, param: &str, original: &Original<'_>) -> String {
+fn signin_location<F>(signin: &str, param: &str, original: &Original<'_, F>) -> String {
     let url = format!("{}://{}{}", original.scheme, original.host, original.uri);
     let mut location = String::with_capacity(signin.len() + url.len() * 3);
     location.push_str(signin);
@@ -240,8 +244,8 @@ mod tests {
     fn signin_carries_the_original_url_like_ingress_nginx_rd() {
         let headers = HeaderMap::new();
         let original = Original {
-            method: &http::Method::GET,
-            headers: &headers,
+            method: "GET",
+            fields: &headers,
             scheme: "https",
             host: "app.example.com",
             uri: "/a b?x=1",

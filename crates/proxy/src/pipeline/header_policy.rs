@@ -383,6 +383,27 @@ pub(crate) struct UpstreamRequest<'a, F> {
     pub(crate) forwarded_prefix: Option<&'a HeaderValue>,
 }
 
+impl<'a, F> UpstreamRequest<'a, F> {
+    /// The same request over another form of its fields.
+    pub(crate) fn with_fields<G>(self, fields: impl FnOnce(F) -> G) -> UpstreamRequest<'a, G> {
+        UpstreamRequest {
+            method: self.method,
+            target: self.target,
+            host: self.host,
+            fields: fields(self.fields),
+            connection_names: self.connection_names,
+            websocket: self.websocket,
+            http2: self.http2,
+            framing: self.framing,
+            set: self.set,
+            add: self.add,
+            remove: self.remove,
+            vhost: self.vhost,
+            forwarded_prefix: self.forwarded_prefix,
+        }
+    }
+}
+
 /// The client's forwarding fields, kept when the client is trusted.
 #[derive(Default)]
 struct Believed<'a> {
@@ -395,14 +416,14 @@ struct Believed<'a> {
 /// endpoint's address when the client sent none: RFC 9112 §3.2), the client's end-to-end
 /// fields in order, then `X-Forwarded-For`, `X-Real-IP`, `X-Forwarded-Proto/-Host/-Port`,
 /// `Via`, `Connection: upgrade` for a WebSocket, and the framing field.
-pub(crate) fn encode_request_head<'a, F>(
+pub(crate) fn encode_request_head<'a, 'f, F>(
     request: &UpstreamRequest<'a, F>,
     forwarded: &Forwarded,
     policy: &HeaderPolicy,
     endpoint: std::net::SocketAddr,
     out: &mut Vec<u8>,
 ) where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     out.extend_from_slice(request.method);
     out.push(b' ');

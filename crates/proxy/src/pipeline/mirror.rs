@@ -51,9 +51,9 @@ pub(crate) struct Copying<'a> {
 }
 
 /// Sends copies of `head` to the mirrors whose share draws this request. Returns at once.
-pub(crate) fn copy<'a, F>(mirrors: &[Mirror], head: &UpstreamRequest<'a, F>, with: &Copying<'_>)
+pub(crate) fn copy<'a, 'f, F>(mirrors: &[Mirror], head: &UpstreamRequest<'a, F>, with: &Copying<'_>)
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     for mirror in mirrors {
         let drawn = mirror.denominator > 0

@@ -1,22 +1,314 @@
-//! The phases every request passes, whichever front end read it, in this order:
+//! The phases every request passes, written once for both front ends: a front end parses a
+//! head into a [`RequestView`](view::RequestView), calls [`run`], and writes the
+//! [`Reply`]. In order:
 //!
 //! 1. `admit`: what a well-formed head may still not ask for, and the path as nginx
 //!    normalises it before matching.
 //! 2. `route`: the request to a route entry and a backend of the current snapshot (one
-//!    atomic load), a canary or a weighted split drawn once.
+//!    atomic load); a canary or a weighted split is drawn here, once. A request the own
+//!    loop hands to hyper carries this routing.
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (`rate_limit`) and the response fields: answer now, or forward.
 //! 4. `auth`: the external auth service (`auth-url`), when the route has one.
-//! 5. The upstream request: `affinity` picks a preferred endpoint; `header_policy` decides
-//!    which fields cross, both directions; `mirror` sends copies.
-//! 6. The upstream step ([`upstream`](crate::upstream)), and the custom-error intercept.
+//! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
+//!    endpoint; `header_policy` decides which fields cross, both directions); `mirror`
+//!    sends copies.
+//! 6. `exchange`: the upstream step ([`upstream`](crate::upstream)) within the route's
+//!    timeouts, and the custom-error intercept.
+//! 7. `response_edits`: what the response head gets on its way out, applied by the
+//!    front end's writer.
 
 pub(crate) mod admit;
 pub(crate) mod affinity;
 pub(crate) mod auth;
 pub(crate) mod decision;
+pub(crate) mod exchange;
 pub(crate) mod header_policy;
 pub(crate) mod mirror;
+pub(crate) mod outgoing;
 pub(crate) mod rate_limit;
+pub(crate) mod response_edits;
 pub(crate) mod route;
 pub(crate) mod route_policy;
+pub(crate) mod view;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Method, StatusCode};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use sluice_routing::UpstreamProtocol;
+
+use crate::body::{Completion, RequestBody};
+use crate::context::ConnCtx;
+use crate::observe::access_log::LogRecord;
+use crate::pipeline::decision::{Decision, Forward, decide, destination};
+use crate::pipeline::response_edits::Edits;
+use crate::pipeline::route::{Routed, Routing};
+use crate::pipeline::view::RequestView;
+use crate::upstream;
+
+/// A request through phases 1 and 2: admitted or refused, and routed.
+pub(crate) struct Arrived<'r> {
+    /// The path matching and every policy see (nginx's normalised `$uri`), or why the
+    /// request is refused.
+    path: Result<Cow<'r, str>, admit::Refusal>,
+    /// The routing, made once.
+    pub(crate) routing: Routing,
+}
+
+impl Arrived<'_> {
+    /// Whether the route's answer comes from hyper's client (HTTPS, h2c and gRPC
+    /// backends), which only the hyper front end writes: the own loop hands the request
+    /// over with its routing then.
+    pub(crate) fn needs_hyper(&self) -> bool {
+        match self.routing.routed {
+            Routed::Backend { backend, entry } => {
+                route::needs_hyper(&self.routing.snapshot, backend, entry)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Phases 1 and 2: admission, and routing on the current snapshot (one atomic load), or
+/// the `routing` the own loop made before it handed the request over.
+pub(crate) fn arrive<'r, V: RequestView<'r>>(
+    ctx: &ConnCtx,
+    request: V,
+    routing: Option<Routing>,
+) -> Arrived<'r> {
+    // Matching and every policy see the normalised path; upstream gets the target as
+    // sent (unless rewritten).
+    let path = admit::admit(request.facts(), &ctx.shared.policy)
+        .and_then(|()| admit::request_path(request.path()));
+    let routing = routing.unwrap_or_else(|| {
+        let snapshot = ctx.shared.table.snapshot();
+        let normalized = path.as_deref().unwrap_or("/");
+        let routed = route::lookup(&snapshot, request, normalized, ctx.tls);
+        Routing { snapshot, routed }
+    });
+    Arrived { path, routing }
+}
+
+/// What the front end writes.
+// Moved once, from the pipeline to the writer: boxing the large variant would cost an
+// allocation per proxied request instead.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Reply {
+    /// The proxy's page for this status (gRPC's shape for a gRPC request).
+    Page(StatusCode),
+    /// The proxy's own answer (a refusal, a redirect, a CORS preflight).
+    Answer(route_policy::Answer),
+    /// A plain HTTP/1.1 backend's response head; its body follows on the connection.
+    Upstream(Proxied<upstream::Answer>),
+    /// The response of a backend behind hyper's client (HTTPS, h2c, gRPC).
+    Client(Proxied<upstream::client::Answer>),
+}
+
+/// A backend's answer with what its head gets on the way out.
+pub(crate) struct Proxied<A> {
+    /// The answer.
+    pub(crate) answer: A,
+    /// The response's edits.
+    pub(crate) edits: Edits,
+    /// Longest wait between two reads of the body (the route's `proxy-read-timeout`).
+    pub(crate) read_timeout: Duration,
+}
+
+/// Phases 3 to 7 for a request that `arrived` at `start`, with its `body` (hyper only):
+/// the answer to write, and the request's books (they account for it when dropped).
+pub(crate) async fn run<'r, V: RequestView<'r>>(
+    ctx: &Arc<ConnCtx>,
+    request: V,
+    arrived: Arrived<'r>,
+    body: Option<Incoming>,
+    start: Instant,
+) -> (Completion, Reply) {
+    let shared = &ctx.shared;
+    let Arrived { path, routing } = arrived;
+    let Routing { snapshot, routed } = routing;
+    let log = shared
+        .access_log
+        .as_ref()
+        .map(|_| Box::new(log_record(ctx, request)));
+    // The request's books own the connection and snapshot references from here on, and
+    // account for it when dropped, on every path.
+    let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
+    done.method = crate::observe::metrics::method_index(request.method().as_bytes());
+    done.request_bytes = request.declared_length();
+    let path = match &path {
+        Ok(path) => &**path,
+        Err(refusal) => {
+            tracing::debug!(peer = %ctx.peer, ?refusal, "request refused");
+            return (done, Reply::Page(refusal.status()));
+        }
+    };
+    let (id, entry, fixed) = match destination(routed, &mut done.backend, &mut done.entry) {
+        Ok(destination) => destination,
+        Err(status) => return (done, Reply::Page(status)),
+    };
+    let route_entry = done.snapshot.table.entry(entry);
+    let route_policy = &*route_entry.policy;
+
+    // 3. The route's own answers, rewrite, limits.
+    let cors = route_policy.cors.is_some();
+    let facts = route_policy::Request {
+        tls: ctx.tls,
+        method: request.method().as_bytes(),
+        host: request.host(),
+        path,
+        target: request.target(),
+        client: ctx.peer.ip(),
+        // Only a CORS route looks at these: no field walk per request otherwise.
+        origin: cors.then(|| request.field(b"origin")).flatten(),
+        preflight: cors && request.field(b"access-control-request-method").is_some(),
+    };
+    let Forward {
+        limit_slot,
+        rewritten,
+        response_fields,
+    } = match decide(ctx, route_entry, &facts, request.query(), fixed, start) {
+        Decision::Forward(forward) => forward,
+        Decision::Page(status) => return (done, Reply::Page(status)),
+        Decision::Answer(answer) => return (done, Reply::Answer(answer)),
+    };
+    done.limit_slot = limit_slot;
+
+    // 4. External authentication.
+    let mut auth_fields = Vec::new();
+    if let Some(external) = &route_policy.auth {
+        let original = auth::Original {
+            method: request.method(),
+            fields: request.fields(),
+            scheme: if ctx.tls { "https" } else { "http" },
+            host: request.host(),
+            uri: request.target(),
+            client: facts.client,
+        };
+        match auth::check(external, shared, &done.snapshot, &original).await {
+            auth::Verdict::Allow(fields) => auth_fields = fields,
+            auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
+            auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
+        }
+    }
+
+    // 5. The upstream request.
+    let body_limit = match route_policy.body_limit {
+        Some(0) => None,
+        Some(limit) => Some(limit),
+        None => shared.body_limit,
+    };
+    let body = match body {
+        Some(body) if body.size_hint().lower() > body_limit.unwrap_or(u64::MAX) => {
+            return (done, Reply::Page(StatusCode::PAYLOAD_TOO_LARGE));
+        }
+        Some(body) if !body.is_end_stream() => {
+            RequestBody::streaming(body, body_limit, shared.client_body_timeout)
+        }
+        _ => RequestBody::Empty,
+    };
+    let request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
+    let balancer = &done.snapshot.backends[id].balancer;
+    let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
+        let now = crate::upstream::balancer::now_millis(start);
+        affinity::preference(route_policy, balancer, now, request, facts.client)
+    } else {
+        affinity::Preference::default()
+    };
+    let sending = outgoing::Sending {
+        ctx,
+        route_policy,
+        target: rewritten.as_deref(),
+        set: &request_set,
+        prefer: preference.endpoint,
+    };
+    let outgoing = sending.request(request, body);
+    let upstreams = &route_policy::upstreams(&shared.upstreams, route_policy);
+    let header_timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
+    if !route_entry.mirrors.is_empty() {
+        let copying = mirror::Copying {
+            forwarded: &ctx.forwarded,
+            policy: &shared.policy,
+            metrics: &shared.metrics,
+            connect_timeout: upstreams.connect_timeout,
+            deadline: header_timeout,
+        };
+        mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
+    }
+
+    // 6. The upstream step.
+    let step = exchange::Step {
+        upstreams,
+        header_timeout,
+        request_timeout: route_policy.request_timeout,
+        start,
+    };
+    let protocol = upstream::client::protocol(&done.snapshot, id, entry);
+    if protocol != UpstreamProtocol::Http {
+        let answer = step
+            .client(&done.snapshot, id, protocol, route_policy, outgoing)
+            .await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(failure) => return (done, Reply::Page(failure.status())),
+        };
+        done.endpoint = Some(answer.endpoint);
+        let cookie = affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint);
+        let edits = Edits {
+            set: response_fields,
+            entry,
+            cookie,
+        };
+        let read_timeout = upstreams.read_timeout;
+        let reply = Reply::Client(Proxied {
+            answer,
+            edits,
+            read_timeout,
+        });
+        return (done, reply);
+    }
+    let answer = step
+        .http1(&done.snapshot, id, route_entry, outgoing, request, &sending)
+        .await;
+    let (answer, from) = match answer {
+        Ok(answered) => answered,
+        Err((failure, from)) => {
+            done.backend = Some(from);
+            return (done, Reply::Page(failure.status()));
+        }
+    };
+    done.backend = Some(from);
+    done.endpoint = Some(answer.endpoint);
+    // The affinity cookie names an endpoint of the route's own backend only.
+    let cookie = (from == id)
+        .then(|| affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint))
+        .flatten();
+    let edits = Edits {
+        set: response_fields,
+        entry,
+        cookie,
+    };
+    let read_timeout = upstreams.read_timeout;
+    let reply = Reply::Upstream(Proxied {
+        answer,
+        edits,
+        read_timeout,
+    });
+    (done, reply)
+}
+
+/// The access log's record of a request.
+fn log_record<'r, V: RequestView<'r>>(ctx: &ConnCtx, request: V) -> LogRecord {
+    LogRecord {
+        time: SystemTime::now(),
+        client: ctx.peer.ip(),
+        method: Method::from_bytes(request.method().as_bytes()).unwrap_or(Method::GET),
+        host: HeaderValue::from_str(request.host()).unwrap_or(HeaderValue::from_static("")),
+        path: PathAndQuery::try_from(request.target())
+            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
+    }
+}

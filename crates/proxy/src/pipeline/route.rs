@@ -3,8 +3,9 @@
 //! a Gateway API route's weighted `backendRefs` drawn. The same functions for every front
 //! end.
 
-use sluice_routing::{CanaryRule, HeaderLookup, RequestInfo, RouteEntry, WeightedBackend};
+use sluice_routing::{CanaryRule, RequestInfo, RouteEntry, WeightedBackend};
 
+use crate::pipeline::view::{RequestView, ViewHeaders};
 use crate::snapshot::{Snapshot, SnapshotRef};
 
 /// Where a request goes.
@@ -54,7 +55,7 @@ pub(crate) struct Routing {
 /// `canary` says whether this request goes to it (see [`CanaryRule::chooses`]); a canary
 /// without ready endpoints sends everything to the main backend. A route with Gateway API
 /// `backendRefs` sends the request to one of them, drawn by weight.
-pub(crate) fn route(
+fn route(
     snapshot: &Snapshot,
     request: &RequestInfo<'_>,
     canary: impl FnOnce(&CanaryRule) -> bool,
@@ -147,27 +148,42 @@ fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
     None
 }
 
-/// Header lookup over a header map (requests hyper has read).
-pub(crate) struct MapHeaders<'a>(pub(crate) &'a http::HeaderMap);
-
-impl HeaderLookup for MapHeaders<'_> {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.0.get(name).map(http::HeaderValue::as_bytes)
-    }
+/// Routes a request (`path`: its normalised path) on `snapshot`; a canary's header and
+/// cookie are read from the request, and a weighted split or canary weight drawn here,
+/// once per request.
+pub(crate) fn lookup<'a, V: RequestView<'a>>(
+    snapshot: &Snapshot,
+    request: V,
+    path: &str,
+    tls: bool,
+) -> Routed {
+    let info = RequestInfo {
+        https: tls,
+        host: request.host(),
+        path,
+        query: request.query().unwrap_or(""),
+        method: request.method(),
+        headers: &ViewHeaders(request, std::marker::PhantomData),
+    };
+    route(snapshot, &info, |rule| {
+        let header = rule
+            .header
+            .as_ref()
+            .and_then(|name| request.field(name.as_str().as_bytes()));
+        let cookie = rule
+            .cookie
+            .as_deref()
+            .and_then(|name| cookie(request.cookies(), name));
+        rule.chooses(header, cookie, roll(rule.weight_total))
+    })
 }
 
-/// Whether a routed request needs the hyper front end's upstream step: a backend that is
-/// not plain HTTP/1.1 ([`crate::upstream::client`]), a route whose endpoint choice reads
-/// cookies and sets them (session affinity, `upstream-hash-by`), or one that asks an
-/// external auth service first. (Gateway API filters, timeouts, splits and mirrors are
-/// applied by both front ends alike.)
+/// Whether a routed request needs hyper's client (a backend that is not plain HTTP/1.1,
+/// [`crate::upstream::client`]), whose answer only the hyper front end writes. Every other
+/// phase runs alike in both front ends.
 pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> bool {
-    let policy = &snapshot.table.entry(entry).policy;
-    policy.affinity.is_some()
-        || policy.hash_by.is_some()
-        || policy.auth.is_some()
-        || crate::upstream::client::protocol(snapshot, backend, entry)
-            != sluice_routing::UpstreamProtocol::Http
+    crate::upstream::client::protocol(snapshot, backend, entry)
+        != sluice_routing::UpstreamProtocol::Http
 }
 
 /// A number uniform in `0..total` for `canary-weight`.

@@ -320,17 +320,6 @@ pub(crate) fn upstream_target(
     Some(Rewritten::Target(out))
 }
 
-/// Gateway API `ResponseHeaderModifier.add` and `.remove` on a response hyper sends (its
-/// `set` fields are among [`response_fields`]): appended, then removed.
-pub(crate) fn edit_response(policy: &Policy, headers: &mut http::HeaderMap) {
-    for (name, value) in &policy.response_headers_add {
-        headers.append(name, value.clone());
-    }
-    for name in &policy.response_headers_remove {
-        headers.remove(name);
-    }
-}
-
 /// `host` without a `:port` (IPv6 literals keep their brackets).
 fn host_without_port(host: &str) -> &str {
     match host.rfind(':') {

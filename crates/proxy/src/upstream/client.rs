@@ -113,7 +113,7 @@ pub(crate) fn target<'s>(
 
 /// Sends `outgoing` to an endpoint of `backend` over `target`'s protocol. Requests without
 /// a body must have their response head within `deadline` of `start`.
-pub(crate) async fn send<'a, F>(
+pub(crate) async fn send<'a, 'f, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
     target: &Target<'_>,
@@ -122,7 +122,7 @@ pub(crate) async fn send<'a, F>(
     deadline: Duration,
 ) -> Result<Answer, Failure>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     let bodiless = matches!(outgoing.body, RequestBody::Empty);
     if !bodiless {
@@ -140,14 +140,14 @@ where
     }
 }
 
-async fn attempts<'a, F>(
+async fn attempts<'a, 'f, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
     target: &Target<'_>,
     outgoing: Outgoing<'a, F>,
 ) -> Result<Answer, Failure>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     let balancer = &backend.balancer;
     let http2 = target.protocol.http2();

@@ -122,9 +122,9 @@ pub(crate) struct Outgoing<'a, F> {
     pub(crate) try_timeout: Option<Duration>,
 }
 
-impl<'a, F> Outgoing<'a, F>
+impl<'a, 'f, F> Outgoing<'a, F>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     fn encode(&self, endpoint: SocketAddr, out: &mut Vec<u8>) {
         header_policy::encode_request_head(&self.head, self.forwarded, self.policy, endpoint, out);
@@ -158,7 +158,7 @@ enum AttemptError {
 
 /// Sends `outgoing` to an endpoint of `backend`, trying others on connect failure.
 /// `deadline` bounds the wait for the response head over all attempts.
-pub(crate) async fn send<'a, F>(
+pub(crate) async fn send<'a, 'f, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
     outgoing: Outgoing<'a, F>,
@@ -166,7 +166,7 @@ pub(crate) async fn send<'a, F>(
     deadline: Duration,
 ) -> Result<Answer, Failure>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     // The attempts are boxed: a future is copied whole each time it moves (into a timeout,
     // into `within`, into an await), and theirs is the largest state on the request path.
@@ -274,14 +274,14 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn attempts<'a, F>(
+async fn attempts<'a, 'f, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
     mut outgoing: Outgoing<'a, F>,
     head_timeout: Option<Duration>,
 ) -> Result<Answer, Failure>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     let balancer = &backend.balancer;
     let body = std::mem::replace(&mut outgoing.body, RequestBody::Empty);
@@ -376,7 +376,7 @@ pub(crate) async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<T
 
 /// One attempt: a connection (pooled, else new), the request written, the response head
 /// read. 1xx heads other than 101 are skipped.
-async fn exchange<'a, F>(
+async fn exchange<'a, 'f, F>(
     upstreams: &Upstreams,
     backend: &BackendState,
     addr: SocketAddr,
@@ -385,7 +385,7 @@ async fn exchange<'a, F>(
     head_timeout: Option<Duration>,
 ) -> Result<(ResponseHead, Conn), AttemptError>
 where
-    F: Fields<'a>,
+    F: Fields<'f>,
 {
     let framing = head.head.framing;
     let head_request = head.head_request;

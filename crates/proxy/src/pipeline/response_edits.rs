@@ -1,0 +1,112 @@
+//! The fields a proxied response gets on its way to the client, decided once by the
+//! pipeline and applied by whichever writer sends the head: the route's set fields (CORS,
+//! `more_set_headers`, HSTS), Gateway API `ResponseHeaderModifier` add and remove, and the
+//! session affinity cookie.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::snapshot::Snapshot;
+
+/// The edits of one response, kept with the request's snapshot (the route's add and
+/// remove lists are read from it, not copied).
+#[derive(Debug)]
+pub(crate) struct Edits {
+    /// Fields that replace the upstream's of the same name.
+    pub(crate) set: Vec<(HeaderName, HeaderValue)>,
+    /// The route entry whose add and remove lists apply.
+    pub(crate) entry: usize,
+    /// A session affinity `Set-Cookie`, added to the upstream's cookies.
+    pub(crate) cookie: Option<HeaderValue>,
+}
+
+impl Edits {
+    /// The edits as the writers take them, borrowed from `snapshot`.
+    pub(crate) fn resolve<'s>(&'s self, snapshot: &'s Snapshot) -> ResponseEdits<'s> {
+        let policy = &snapshot.table.entry(self.entry).policy;
+        ResponseEdits {
+            set: &self.set,
+            add: &policy.response_headers_add,
+            remove: &policy.response_headers_remove,
+            cookie: self.cookie.as_ref(),
+        }
+    }
+}
+
+/// A response's edits, in the order they apply: `set` replaces, `add` appends, `remove`
+/// removes whoever set the field (Gateway API `ResponseHeaderModifier`: set, add,
+/// remove), then the affinity cookie is appended.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ResponseEdits<'a> {
+    /// Replace the upstream's fields of the same name (nginx `more_set_headers`).
+    pub(crate) set: &'a [(HeaderName, HeaderValue)],
+    /// Appended after the upstream's fields.
+    pub(crate) add: &'a [(HeaderName, HeaderValue)],
+    /// Never sent, whoever set them.
+    pub(crate) remove: &'a [HeaderName],
+    /// Appended last, never replacing the upstream's cookies.
+    pub(crate) cookie: Option<&'a HeaderValue>,
+}
+
+impl ResponseEdits<'_> {
+    /// Applies the edits to a header map (responses hyper writes).
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
+        for (name, value) in self.set {
+            headers.insert(name, value.clone());
+        }
+        for (name, value) in self.add {
+            headers.append(name, value.clone());
+        }
+        for name in self.remove {
+            headers.remove(name);
+        }
+        if let Some(cookie) = self.cookie {
+            headers.append(http::header::SET_COOKIE, cookie.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_replaces_add_appends_remove_wins_cookie_last_gateway_api_response_header_modifier() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-a", HeaderValue::from_static("upstream"));
+        headers.insert("x-gone", HeaderValue::from_static("upstream"));
+        headers.insert("set-cookie", HeaderValue::from_static("app=1"));
+        let set = [(
+            HeaderName::from_static("x-a"),
+            HeaderValue::from_static("set"),
+        )];
+        let add = [
+            (
+                HeaderName::from_static("x-a"),
+                HeaderValue::from_static("added"),
+            ),
+            (
+                HeaderName::from_static("x-gone"),
+                HeaderValue::from_static("added"),
+            ),
+        ];
+        let remove = [HeaderName::from_static("x-gone")];
+        let cookie = HeaderValue::from_static("route=abc");
+        let edits = ResponseEdits {
+            set: &set,
+            add: &add,
+            remove: &remove,
+            cookie: Some(&cookie),
+        };
+        edits.apply(&mut headers);
+        let all = |name: &str| -> Vec<&str> {
+            headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect()
+        };
+        assert_eq!(all("x-a"), ["set", "added"]);
+        assert!(all("x-gone").is_empty());
+        assert_eq!(all("set-cookie"), ["app=1", "route=abc"]);
+    }
+}
