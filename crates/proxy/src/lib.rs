@@ -31,10 +31,12 @@
 //!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`,
 //!   `header_policy`, `mirror`), `exchange` (the upstream step within the route's timeouts,
 //!   and the custom-error intercept), `response_edits` (the response head's edits).
-//! * `upstream/`: endpoint choice (`balancer`: power of two choices, EWMA, round robin),
-//!   `retry` (`proxy_next_upstream` and Gateway API retries, written once), the own
-//!   HTTP/1.1 client (`mod.rs`, `pool`, `response_head`, `body`) and hyper's clients for
-//!   HTTPS, h2c and gRPC (`client`, `tls`).
+//! * `upstream/`: `driver`, the tries of a request written once for every transport:
+//!   endpoint choice (`balancer`: power of two choices, EWMA, round robin), the retry rules
+//!   (`retry`: `proxy_next_upstream`, Gateway API per-try timeouts), the head timeout; the
+//!   transports, one try each: `http1`, the own HTTP/1.1 client (`pool`,
+//!   `response_head`), and `client`, hyper's clients for HTTPS, h2c and gRPC (`tls`);
+//!   `body` reads the response body back.
 //! * `observe/`: metrics, access log, admin listener, dashboard, `explain`'s view.
 //! * `runtime/`: thread-per-core workers, per-thread state, graceful shutdown.
 //! * At the top: `snapshot` (the swappable table and its derived state), `context`

@@ -338,3 +338,42 @@ async fn access_log_on_does_not_disturb_requests() {
     })
     .await;
 }
+
+/// nginx's `proxy_next_upstream error`: a request whose connect failed was never sent, so
+/// it goes to the next endpoint whatever its method, its body included (nginx buffers the
+/// body for exactly this). Both transports: the own HTTP/1.1 client and hyper's (h2c).
+/// Round robin over the two endpoints of a fresh route: one of the first two POSTs meets the
+/// closed endpoint first (it is skipped once marked down), and every POST must still reach
+/// the live one with its whole body.
+#[tokio::test]
+async fn a_body_goes_to_the_next_endpoint_when_a_connect_fails_nginx_proxy_next_upstream() {
+    init_tracing();
+    bounded(async {
+        let live = echo("web", "web-0").await;
+        let closed = closed_port().await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            Route::new("plain.example.com", "plain", vec![closed, live.addr()])
+                .with_annotation("nginx.ingress.kubernetes.io/load-balance", "round_robin"),
+            Route::new("h2c.example.com", "h2c", vec![closed, live.addr()])
+                .with_annotation("nginx.ingress.kubernetes.io/load-balance", "round_robin")
+                .with_annotation("nginx.ingress.kubernetes.io/backend-protocol", "H2C"),
+        ]);
+        for host in ["plain.example.com", "h2c.example.com"] {
+            for n in 0..20 {
+                let body = vec![b'x'; 1000 + n];
+                let mut sender = http1_connect(proxy.http).await;
+                let request = Request::post("/upload")
+                    .header("host", host)
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                let answer = send(&mut sender, request).await;
+                assert_eq!(answer.status, 200, "{host} POST {n}: {}", answer.text());
+                let report = answer.report();
+                assert_eq!(report.body_bytes, 1000 + n as u64, "{host} POST {n}");
+                assert_eq!(report.method, "POST");
+            }
+        }
+    })
+    .await;
+}

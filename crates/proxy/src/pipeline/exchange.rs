@@ -11,7 +11,7 @@ use sluice_routing::{Policy, RouteEntry, UpstreamProtocol};
 use crate::context::Upstreams;
 use crate::pipeline::outgoing::Sending;
 use crate::pipeline::route_policy;
-use crate::pipeline::view::{RequestFields, RequestView};
+use crate::pipeline::view::RequestView;
 use crate::snapshot::Snapshot;
 use crate::upstream::{self, Answer, Failure, Outgoing};
 
@@ -29,17 +29,14 @@ pub(crate) struct Step<'a> {
 
 impl Step<'_> {
     /// Sends `outgoing` to backend `id` over hyper's client in `protocol`.
-    pub(crate) async fn client<'o, 'f, F>(
+    pub(crate) async fn client(
         &self,
         snapshot: &Snapshot,
         id: usize,
         protocol: UpstreamProtocol,
         route_policy: &Policy,
-        mut outgoing: Outgoing<'o, F>,
-    ) -> Result<upstream::client::Answer, Failure>
-    where
-        F: crate::pipeline::header_policy::Fields<'f>,
-    {
+        mut outgoing: Outgoing<'_>,
+    ) -> Result<upstream::client::Answer, Failure> {
         // Upgrades are relayed to plain HTTP/1.1 backends only.
         outgoing.head.websocket = false;
         let Some(target) = upstream::client::target(snapshot, id, protocol, route_policy) else {
@@ -66,7 +63,7 @@ impl Step<'_> {
         snapshot: &Snapshot,
         id: usize,
         route_entry: &RouteEntry,
-        outgoing: Outgoing<'s, RequestFields<'r>>,
+        outgoing: Outgoing<'s>,
         request: V,
         sending: &'s Sending<'_>,
     ) -> Result<(Answer, usize), (Failure, usize)> {

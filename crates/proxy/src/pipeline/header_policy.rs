@@ -412,30 +412,68 @@ struct Believed<'a> {
     port: Option<&'a [u8]>,
 }
 
-/// Writes the HTTP/1.1 request head for the upstream into `out`: request line, Host (the
-/// endpoint's address when the client sent none: RFC 9112 §3.2), the client's end-to-end
-/// fields in order, then `X-Forwarded-For`, `X-Real-IP`, `X-Forwarded-Proto/-Host/-Port`,
-/// `Via`, `Connection: upgrade` for a WebSocket, and the framing field.
-pub(crate) fn encode_request_head<'a, 'f, F>(
+/// Where the upstream request head goes, field by field: HTTP/1.1 bytes (`Vec<u8>`, the
+/// own client's write buffer) or a header map for hyper's clients
+/// (`upstream::client::PartsHead`). The header policy is applied once, whatever the sink.
+pub(crate) trait HeadSink {
+    /// The request line's method and target.
+    fn request_line(&mut self, method: &[u8], target: &[u8]);
+    /// One field.
+    fn field(&mut self, name: &[u8], value: &[u8]);
+    /// One field whose value `write` puts together in the given buffer.
+    fn field_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>));
+    /// The end of the head.
+    fn end(&mut self);
+}
+
+impl HeadSink for Vec<u8> {
+    fn request_line(&mut self, method: &[u8], target: &[u8]) {
+        self.extend_from_slice(method);
+        self.push(b' ');
+        self.extend_from_slice(target);
+        self.extend_from_slice(b" HTTP/1.1\r\n");
+    }
+
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        put_header(self, name, value);
+    }
+
+    fn field_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>)) {
+        self.extend_from_slice(name);
+        self.extend_from_slice(b": ");
+        write(self);
+        self.extend_from_slice(b"\r\n");
+    }
+
+    fn end(&mut self) {
+        self.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Writes the request head for the upstream into `out`: request line, Host (the endpoint's
+/// address when the client sent none: RFC 9112 §3.2), the client's end-to-end fields in
+/// order, then `X-Forwarded-For`, `X-Real-IP`, `X-Forwarded-Proto/-Host/-Port`, `Via`,
+/// `Connection: upgrade` for a WebSocket, and the framing field.
+pub(crate) fn encode_request_head<'a, 'f, F, S>(
     request: &UpstreamRequest<'a, F>,
     forwarded: &Forwarded,
     policy: &HeaderPolicy,
     endpoint: std::net::SocketAddr,
-    out: &mut Vec<u8>,
+    out: &mut S,
 ) where
     F: Fields<'f>,
+    S: HeadSink,
 {
-    out.extend_from_slice(request.method);
-    out.push(b' ');
-    out.extend_from_slice(request.target);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+    out.request_line(request.method, request.target);
     if let Some(vhost) = request.vhost {
-        put_header(out, b"host", vhost.as_bytes());
+        out.field(b"host", vhost.as_bytes());
     } else if request.host.is_empty() {
-        use std::io::Write as _;
-        let _ = write!(out, "host: {endpoint}\r\n");
+        out.field_with(b"host", |value| {
+            use std::io::Write as _;
+            let _ = write!(value, "{endpoint}");
+        });
     } else {
-        put_header(out, b"host", request.host);
+        out.field(b"host", request.host);
     }
     let named = if request.connection_names {
         connection_named(request.fields.iter())
@@ -498,35 +536,35 @@ pub(crate) fn encode_request_head<'a, 'f, F>(
         if removed(request.remove, name) {
             continue;
         }
-        put_header(out, name, value);
+        out.field(name, value);
     }
     for (name, value) in request.set {
         // An empty value removes the field (nginx `proxy_set_header` does not send it).
         if !value.is_empty() && !removed(request.remove, name.as_str().as_bytes()) {
-            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+            out.field(name.as_str().as_bytes(), value.as_bytes());
         }
     }
     for (name, value) in request.add {
         if !removed(request.remove, name.as_str().as_bytes()) {
-            put_header(out, name.as_str().as_bytes(), value.as_bytes());
+            out.field(name.as_str().as_bytes(), value.as_bytes());
         }
     }
     if let Some(prefix) = request.forwarded_prefix {
-        put_header(out, b"x-forwarded-prefix", prefix.as_bytes());
+        out.field(b"x-forwarded-prefix", prefix.as_bytes());
     }
     if cookies {
-        out.extend_from_slice(b"cookie: ");
-        let values = request
-            .fields
-            .iter()
-            .filter(|(name, _)| name.eq_ignore_ascii_case(b"cookie"));
-        for (i, (_, value)) in values.enumerate() {
-            if i > 0 {
-                out.extend_from_slice(b"; ");
+        out.field_with(b"cookie", |out| {
+            let values = request
+                .fields
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case(b"cookie"));
+            for (i, (_, value)) in values.enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b"; ");
+                }
+                out.extend_from_slice(value);
             }
-            out.extend_from_slice(value);
-        }
-        out.extend_from_slice(b"\r\n");
+        });
     }
     let values_of = |wanted: RequestField| {
         request
@@ -536,50 +574,45 @@ pub(crate) fn encode_request_head<'a, 'f, F>(
             .map(|(_, value)| value)
     };
     // A trusted client's chain is kept and the peer appended; anyone else's is replaced.
-    out.extend_from_slice(b"x-forwarded-for: ");
     let client_ip = forwarded.client_ip.as_bytes();
-    let mut real_ip = client_ip;
-    if chain {
-        for value in values_of(RequestField::ForwardedFor) {
-            out.extend_from_slice(value);
-            out.extend_from_slice(b", ");
+    out.field_with(b"x-forwarded-for", |out| {
+        if chain {
+            for value in values_of(RequestField::ForwardedFor) {
+                out.extend_from_slice(value);
+                out.extend_from_slice(b", ");
+            }
         }
-        real_ip = real_client(values_of(RequestField::ForwardedFor), policy).unwrap_or(client_ip);
-    }
-    out.extend_from_slice(client_ip);
-    out.extend_from_slice(b"\r\n");
-    put_header(out, b"x-real-ip", real_ip);
+        out.extend_from_slice(client_ip);
+    });
+    let real_ip = if chain {
+        real_client(values_of(RequestField::ForwardedFor), policy).unwrap_or(client_ip)
+    } else {
+        client_ip
+    };
+    out.field(b"x-real-ip", real_ip);
     let proto = believed.proto.unwrap_or(forwarded.proto.as_bytes());
-    put_header(out, b"x-forwarded-proto", proto);
-    put_header(
-        out,
-        b"x-forwarded-host",
-        believed.host.unwrap_or(request.host),
-    );
+    out.field(b"x-forwarded-proto", proto);
+    out.field(b"x-forwarded-host", believed.host.unwrap_or(request.host));
     let port = believed.port.unwrap_or(forwarded.port.as_bytes());
-    put_header(out, b"x-forwarded-port", port);
-    out.extend_from_slice(b"via: ");
-    if via {
-        for value in values_of(RequestField::Via) {
-            out.extend_from_slice(value);
-            out.extend_from_slice(b", ");
+    out.field(b"x-forwarded-port", port);
+    out.field_with(b"via", |out| {
+        if via {
+            for value in values_of(RequestField::Via) {
+                out.extend_from_slice(value);
+                out.extend_from_slice(b", ");
+            }
         }
-    }
-    out.extend_from_slice(policy.via.as_bytes());
-    out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(policy.via.as_bytes());
+    });
     if request.websocket {
-        put_header(out, b"connection", b"upgrade");
+        out.field(b"connection", b"upgrade");
     }
     match request.framing {
         Framing::None => {}
-        Framing::Length(n) => {
-            out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(itoa_u64(n, &mut [0; 20]));
-            out.extend_from_slice(b"\r\n");
-        }
-        Framing::Chunked => put_header(out, b"transfer-encoding", b"chunked"),
+        Framing::Length(n) => out.field(b"content-length", itoa_u64(n, &mut [0; 20])),
+        Framing::Chunked => out.field(b"transfer-encoding", b"chunked"),
     }
-    out.extend_from_slice(b"\r\n");
+    out.end();
 }
 
 /// Whether `name` (any case) is among the route's removed fields.

@@ -11,7 +11,7 @@ use sluice_routing::Policy;
 use crate::body::RequestBody;
 use crate::context::ConnCtx;
 use crate::pipeline::header_policy::Framing;
-use crate::pipeline::view::{RequestFields, RequestView};
+use crate::pipeline::view::RequestView;
 use crate::upstream::Outgoing;
 
 /// The route's request fields, then those the auth service sent (they win). Borrowed
@@ -49,7 +49,7 @@ impl Sending<'_> {
         &'s self,
         request: V,
         body: RequestBody,
-    ) -> Outgoing<'s, RequestFields<'r>> {
+    ) -> Outgoing<'s> {
         let policy = self.route_policy;
         let mut head = request.upstream_request();
         if let Some(target) = self.target {
@@ -83,7 +83,7 @@ impl Sending<'_> {
         &'s self,
         request: V,
         fields: &'s [(HeaderName, HeaderValue)],
-    ) -> Outgoing<'s, RequestFields<'r>> {
+    ) -> Outgoing<'s> {
         let head_request = request.method() == "HEAD";
         let mut head = request.upstream_request();
         head.method = if head_request { b"HEAD" } else { b"GET" };

@@ -20,7 +20,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::{HOST, TRANSFER_ENCODING};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
 use hyper::body::Incoming;
@@ -32,10 +31,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::body::RequestBody;
 use crate::context::Upstreams;
-use crate::observe::metrics::UpstreamErrorKind;
-use crate::pipeline::header_policy::{self, Fields, RequestField};
+use crate::pipeline::header_policy::{self, HeadSink, RequestField};
 use crate::snapshot::{BackendState, Snapshot};
-use crate::upstream::retry::{Failed, Retries};
+use crate::upstream::driver::{self, Retryable, Transport, TryFailed};
 use crate::upstream::tls::ClientConfigs;
 use crate::upstream::{self, Failure, Outgoing};
 
@@ -112,164 +110,108 @@ pub(crate) fn target<'s>(
 }
 
 /// Sends `outgoing` to an endpoint of `backend` over `target`'s protocol. Requests without
-/// a body must have their response head within `deadline` of `start`.
-pub(crate) async fn send<'a, 'f, F>(
+/// a body must have their response head within `deadline` of `start`; streaming calls may
+/// send for long before an answer, their stalls bounded by the client body timeout.
+pub(crate) async fn send(
     upstreams: &Upstreams,
     backend: &BackendState,
     target: &Target<'_>,
-    outgoing: Outgoing<'a, F>,
+    outgoing: Outgoing<'_>,
     start: Instant,
     deadline: Duration,
-) -> Result<Answer, Failure>
-where
-    F: Fields<'f>,
-{
-    let bodiless = matches!(outgoing.body, RequestBody::Empty);
-    if !bodiless {
-        // Streaming calls may send for long before an answer: their stalls are bounded by
-        // the client body timeout instead.
-        return attempts(upstreams, backend, target, outgoing).await;
-    }
-    let deadline = tokio::time::Instant::from_std(start + deadline);
-    match tokio::time::timeout_at(deadline, attempts(upstreams, backend, target, outgoing)).await {
-        Ok(result) => result,
-        Err(_elapsed) => {
-            backend.metrics.upstream_error(UpstreamErrorKind::Timeout);
-            Err(Failure::Timeout)
-        }
-    }
+) -> Result<Answer, Failure> {
+    let transport = Client { upstreams, target };
+    let answered = driver::send(transport, backend, outgoing, start, deadline).await?;
+    Ok(Answer {
+        response: answered.response,
+        endpoint: answered.endpoint,
+    })
 }
 
-async fn attempts<'a, 'f, F>(
-    upstreams: &Upstreams,
-    backend: &BackendState,
-    target: &Target<'_>,
-    outgoing: Outgoing<'a, F>,
-) -> Result<Answer, Failure>
-where
-    F: Fields<'f>,
-{
-    let balancer = &backend.balancer;
-    let http2 = target.protocol.http2();
-    let bodiless = matches!(outgoing.body, RequestBody::Empty);
-    let mut retries = Retries::new(outgoing.retry, outgoing.idempotent, bodiless);
-    let mut outgoing = outgoing;
-    let mut body = Some(std::mem::replace(&mut outgoing.body, RequestBody::Empty));
-    let mut encoded = Vec::with_capacity(1024);
-    while let Some(chosen) = outgoing.next_endpoint(backend, &mut retries) {
-        let upstream::Chosen {
-            mut in_flight,
-            index,
-            addr,
-            now_ms,
-        } = chosen;
-        let sent_at = Instant::now();
-        encoded.clear();
-        header_policy::encode_request_head(
-            &outgoing.head,
-            outgoing.forwarded,
-            outgoing.policy,
-            addr,
-            &mut encoded,
-        );
-        let parts = match request_parts(&encoded, http2, target.tls.is_some(), addr) {
-            Ok(parts) => parts,
-            Err(error) => {
+/// hyper's clients as a transport.
+struct Client<'t> {
+    upstreams: &'t Upstreams,
+    target: &'t Target<'t>,
+}
+
+impl Transport for Client<'_> {
+    type Response = Response<Incoming>;
+
+    fn status(response: &Response<Incoming>) -> u16 {
+        response.status().as_u16()
+    }
+
+    async fn exchange(
+        &mut self,
+        backend: &BackendState,
+        addr: SocketAddr,
+        outgoing: &Outgoing<'_>,
+        body: RequestBody,
+    ) -> Result<Response<Incoming>, TryFailed> {
+        let target = self.target;
+        let http2 = target.protocol.http2();
+        let mut head = PartsHead::new(http2);
+        outgoing.encode(addr, &mut head);
+        let parts = head
+            .into_parts(target.tls.is_some(), addr)
+            .map_err(|error| {
                 tracing::debug!(%error, "request cannot be sent over this protocol");
-                return Err(Failure::BadGateway);
-            }
-        };
+                TryFailed::Fail(Failure::BadGateway)
+            })?;
         let key = (addr, target.tls.map_or(0, |t| config_key(t, http2)));
         let opening = Instant::now();
         let (sender, cached) = match checkout(key, http2) {
             Some(sender) => (sender, true),
-            None => match open(upstreams, target, addr).await {
+            None => match open(self.upstreams, target, addr).await {
                 Ok(sender) => {
                     backend.metrics.observe_connect(opening.elapsed());
                     (sender, false)
                 }
-                Err(error) => {
-                    drop(in_flight);
-                    let failed = Failed::Connect(&error);
-                    retries.after_failure(failed, backend, index, addr, now_ms)?;
-                    continue;
-                }
+                Err(error) => return Err(TryFailed::Retry(Retryable::Connect(error), Some(body))),
             },
         };
-        let request = Request::from_parts(parts, body.take().unwrap_or(RequestBody::Empty));
+        let request = Request::from_parts(parts, body);
         let request_sent = Instant::now();
-        let sending = async {
-            match sender {
-                Sender::Http2(mut sender) => {
-                    let sent = sender.try_send_request(request).await;
-                    if cached || sent.is_ok() {
-                        checkin_http2(key, sender);
-                    }
-                    sent
+        let sent = match sender {
+            Sender::Http2(mut sender) => {
+                let sent = sender.try_send_request(request).await;
+                if cached || sent.is_ok() {
+                    checkin_http2(key, sender);
                 }
-                Sender::Http1(mut sender) => {
-                    let sent = sender.try_send_request(request).await;
-                    // Back to the pool at once: it takes the next request once this
-                    // response's body is read (checked by `is_ready` on checkout).
-                    if sent.is_ok() {
-                        checkin_http1(key, sender);
-                    }
-                    sent
-                }
+                sent
             }
-        };
-        let sent = match outgoing.try_timeout {
-            None => sending.await,
-            Some(limit) => match tokio::time::timeout(limit, sending).await {
-                Ok(sent) => sent,
-                Err(_elapsed) => {
-                    // Gateway API `timeouts.backendRequest`: this try is over.
-                    drop(in_flight);
-                    let failed = Failed::TryTimeout;
-                    retries.after_failure(failed, backend, index, addr, now_ms)?;
-                    body = Some(RequestBody::Empty);
-                    continue;
+            Sender::Http1(mut sender) => {
+                let sent = sender.try_send_request(request).await;
+                // Back to the pool at once: it takes the next request once this
+                // response's body is read (checked by `is_ready` on checkout).
+                if sent.is_ok() {
+                    checkin_http1(key, sender);
                 }
-            },
+                sent
+            }
         };
         match sent {
             Ok(response) => {
                 backend.metrics.observe_header(request_sent.elapsed());
-                let status = response.status().as_u16();
-                if retries.retries_status(status, index, balancer.len()) {
-                    tracing::debug!(upstream = %addr, status, "next upstream");
-                    drop(in_flight);
-                    body = Some(RequestBody::Empty);
-                    continue;
-                }
-                outgoing.answered(backend, index, sent_at);
-                in_flight.index = None;
-                return Ok(Answer {
-                    response,
-                    endpoint: index,
-                });
+                Ok(response)
             }
             Err(mut error) => {
-                drop(in_flight);
                 if let Some(request) = error.take_message() {
                     // Never processed (closed connection, GOAWAY, refused stream): safe to
                     // send again whatever the method.
                     evict(key, http2);
-                    body = Some(request.into_body());
-                    let failed = Failed::Stale(error.error());
-                    retries.after_failure(failed, backend, index, addr, now_ms)?;
-                    continue;
+                    let body = request.into_body();
+                    let stale = Retryable::Stale(Box::new(error.into_error()));
+                    return Err(TryFailed::Retry(stale, Some(body)));
                 }
                 let error = error.into_error();
                 if let Some(failure) = client_body_failure(&error) {
-                    return Err(failure);
+                    return Err(TryFailed::Fail(failure));
                 }
-                retries.after_failure(Failed::Io(&error), backend, index, addr, now_ms)?;
-                body = Some(RequestBody::Empty);
+                Err(TryFailed::Retry(Retryable::Io(Box::new(error)), None))
             }
         }
     }
-    Err(Failure::BadGateway)
 }
 
 /// One HTTP/1.1 request to `addr` outside any backend (the external auth service), over
@@ -451,79 +393,150 @@ where
     }
 }
 
-/// Reads the head the header policy encoded back into request parts. For HTTP/2 the Host
-/// becomes `:authority` and connection-specific fields go (RFC 9113 §8.2.2); for
-/// HTTP/1.1 hyper frames the body itself.
-fn request_parts(
-    encoded: &[u8],
+/// The upstream head as hyper's clients take it, written field by field by the header
+/// policy (no second set of forwarding rules, no encoding and parsing again). For HTTP/2
+/// the Host becomes `:authority` and connection-specific fields go (RFC 9113 §8.2.2); for
+/// HTTP/1.1 hyper frames the body itself, so `Transfer-Encoding` goes too.
+pub(crate) struct PartsHead {
     http2: bool,
-    tls: bool,
-    endpoint: SocketAddr,
-) -> Result<http::request::Parts, String> {
-    let count = encoded.windows(2).filter(|w| w == b"\r\n").count();
-    let mut fields = vec![httparse::EMPTY_HEADER; count];
-    let mut parsed = httparse::Request::new(&mut fields);
-    match parsed.parse(encoded) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err("incomplete head".to_owned()),
-        Err(error) => return Err(error.to_string()),
+    method: Option<Method>,
+    target: String,
+    headers: HeaderMap,
+    host: Option<HeaderValue>,
+    error: Option<String>,
+}
+
+impl PartsHead {
+    /// An empty head for HTTP/2 or HTTP/1.1.
+    pub(crate) fn new(http2: bool) -> PartsHead {
+        PartsHead {
+            http2,
+            method: None,
+            target: String::new(),
+            headers: HeaderMap::new(),
+            host: None,
+            error: None,
+        }
     }
-    let method =
-        Method::from_bytes(parsed.method.unwrap_or("GET").as_bytes()).map_err(|e| e.to_string())?;
-    let target = parsed.path.unwrap_or("/");
-    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-    let mut host = None;
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|e| e.to_string())?;
-        let value = HeaderValue::from_bytes(field.value).map_err(|e| e.to_string())?;
-        if name == HOST && http2 {
-            host = Some(value);
-            continue;
+
+    fn failed(&mut self, error: impl std::fmt::Display) {
+        self.error.get_or_insert_with(|| error.to_string());
+    }
+
+    /// The request parts, for a connection to `endpoint` (over TLS or not).
+    pub(crate) fn into_parts(
+        self,
+        tls: bool,
+        endpoint: SocketAddr,
+    ) -> Result<http::request::Parts, String> {
+        if let Some(error) = self.error {
+            return Err(error);
         }
-        if name == TRANSFER_ENCODING {
-            continue;
+        let uri = if self.http2 {
+            let authority = self
+                .host
+                .and_then(|h| Authority::try_from(h.as_bytes()).ok())
+                .map_or_else(
+                    || Authority::try_from(endpoint.to_string()).map_err(|e| e.to_string()),
+                    Ok,
+                )?;
+            Uri::builder()
+                .scheme(if tls { Scheme::HTTPS } else { Scheme::HTTP })
+                .authority(authority)
+                .path_and_query(self.target)
+                .build()
+                .map_err(|e| e.to_string())?
+        } else {
+            Uri::try_from(self.target).map_err(|e| e.to_string())?
+        };
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts.method = self.method.unwrap_or(Method::GET);
+        parts.uri = uri;
+        parts.version = if self.http2 {
+            http::Version::HTTP_2
+        } else {
+            http::Version::HTTP_11
+        };
+        parts.headers = self.headers;
+        Ok(parts)
+    }
+}
+
+impl HeadSink for PartsHead {
+    fn request_line(&mut self, method: &[u8], target: &[u8]) {
+        match Method::from_bytes(method) {
+            Ok(method) => self.method = Some(method),
+            Err(error) => self.failed(error),
         }
-        if http2
-            && matches!(
-                header_policy::request_field(name.as_str().as_bytes()),
-                RequestField::Connection | RequestField::HopByHop | RequestField::Upgrade
-            )
+        match std::str::from_utf8(target) {
+            Ok(target) => self.target = target.to_owned(),
+            Err(error) => self.failed(error),
+        }
+    }
+
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        let kind = header_policy::request_field(name);
+        if kind == RequestField::TransferEncoding
+            || self.http2
+                && matches!(
+                    kind,
+                    RequestField::Connection | RequestField::HopByHop | RequestField::Upgrade
+                )
         {
-            continue;
+            return;
         }
-        headers.append(name, value);
+        let value = match HeaderValue::from_bytes(value) {
+            Ok(value) => value,
+            Err(error) => return self.failed(error),
+        };
+        if self.http2 && name.eq_ignore_ascii_case(b"host") {
+            self.host = Some(value);
+            return;
+        }
+        match HeaderName::from_bytes(name) {
+            Ok(name) => {
+                self.headers.append(name, value);
+            }
+            Err(error) => self.failed(error),
+        }
     }
-    let uri = if http2 {
-        let authority = host
-            .and_then(|h| Authority::try_from(h.as_bytes()).ok())
-            .map_or_else(
-                || Authority::try_from(endpoint.to_string()).map_err(|e| e.to_string()),
-                Ok,
-            )?;
-        Uri::builder()
-            .scheme(if tls { Scheme::HTTPS } else { Scheme::HTTP })
-            .authority(authority)
-            .path_and_query(target)
-            .build()
-            .map_err(|e| e.to_string())?
-    } else {
-        Uri::try_from(target).map_err(|e| e.to_string())?
-    };
-    let (mut parts, ()) = Request::new(()).into_parts();
-    parts.method = method;
-    parts.uri = uri;
-    parts.version = if http2 {
-        http::Version::HTTP_2
-    } else {
-        http::Version::HTTP_11
-    };
-    parts.headers = headers;
-    Ok(parts)
+
+    fn field_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>)) {
+        let mut value = Vec::with_capacity(64);
+        write(&mut value);
+        self.field(name, &value);
+    }
+
+    fn end(&mut self) {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::{HOST, TRANSFER_ENCODING};
+
+    /// The parts hyper's client gets for an encoded `head` (fed field by field, as the
+    /// header policy does).
+    fn request_parts(
+        head: &[u8],
+        http2: bool,
+        tls: bool,
+        endpoint: SocketAddr,
+    ) -> Result<http::request::Parts, String> {
+        let mut fields = [httparse::EMPTY_HEADER; 16];
+        let mut parsed = httparse::Request::new(&mut fields);
+        parsed.parse(head).map_err(|e| e.to_string())?;
+        let mut sink = PartsHead::new(http2);
+        sink.request_line(
+            parsed.method.unwrap_or("GET").as_bytes(),
+            parsed.path.unwrap_or("/").as_bytes(),
+        );
+        for field in parsed.headers.iter() {
+            sink.field(field.name.as_bytes(), field.value);
+        }
+        sink.end();
+        sink.into_parts(tls, endpoint)
+    }
 
     const HEAD: &[u8] = b"POST /pkg.Svc/Call HTTP/1.1\r\nhost: grpc.example:8080\r\n\
 te: trailers\r\ncontent-type: application/grpc\r\nx-forwarded-for: 10.0.0.1\r\n\

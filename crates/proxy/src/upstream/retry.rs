@@ -1,7 +1,5 @@
-//! The retry driver: which endpoint a request tries next and whether a failed try is tried
-//! again, written once for every transport (the own HTTP/1.1 client in `upstream`, hyper's
-//! HTTP/1.1 and HTTP/2 clients in `upstream_client`), as linkerd2-proxy keeps retries in one
-//! layer.
+//! The retry rules: which endpoints a request may still try and whether a failed try is
+//! tried again, for the [driver](super::driver) of every transport.
 //!
 //! The rules are nginx's `proxy_next_upstream` (`error timeout` by default) with
 //! `proxy_next_upstream_tries`: a failed connect sends the request elsewhere for any method
@@ -71,13 +69,6 @@ impl<'r> Retries<'r> {
             excluded: [usize::MAX; MAX_ATTEMPTS],
             excluded_len: 0,
         }
-    }
-
-    /// One try only: for a transport that consumes the body on its first try, a failed
-    /// connect included.
-    pub(crate) fn one_try(mut self) -> Retries<'r> {
-        self.tries = 1;
-        self
     }
 
     /// Starts the next try: its number (from 1), or `None` when none is left.
@@ -255,9 +246,6 @@ mod tests {
         let mut retries = Retries::new(&rules, true, false);
         assert_eq!(retries.next_try(), Some(1));
         assert!(!retries.retries_status(502, 0, 3));
-        let mut retries = Retries::new(&rules, true, false).one_try();
-        assert_eq!(retries.next_try(), Some(1));
-        assert_eq!(retries.next_try(), None);
     }
 
     #[test]
