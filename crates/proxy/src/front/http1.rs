@@ -32,7 +32,7 @@ use crate::pipeline::header_policy::UpstreamRequest;
 use crate::pipeline::route::Routing;
 use crate::pipeline::route_policy;
 use crate::pipeline::view::{RequestFields, RequestView};
-use crate::pipeline::{self, Proxied, Reply};
+use crate::pipeline::{self, Reply};
 use crate::upstream::{self, body::ReturnTo, body::Started};
 
 /// Bytes asked for per read of the client connection: a typical head fits.
@@ -229,17 +229,12 @@ where
             return Ok(page(io, out, &mut done, host, status, head_request, client).await);
         }
     };
-    let Proxied {
-        answer,
-        edits,
-        read_timeout,
-    } = proxied;
     let upstream::Answer {
         head: response,
         conn,
         addr,
         ..
-    } = answer;
+    } = proxied.answer;
     if response.status == StatusCode::SWITCHING_PROTOCOLS {
         // No upgrade was asked for on this path: one cannot be relayed.
         let status = StatusCode::BAD_GATEWAY;
@@ -253,11 +248,11 @@ where
             pool: ctx.shared.upstreams.pool,
             addr,
             reusable: response.reusable,
-            read_timeout,
+            read_timeout: proxied.read_timeout,
         },
     );
     out.clear();
-    let edits = edits.resolve(&done.snapshot);
+    let edits = proxied.edits.resolve(&done.snapshot);
     let (framing, keep_alive) = response_out::encode_head(&response, client, edits, out);
     drop(response);
     done.count(host, status.as_u16());

@@ -184,14 +184,9 @@ fn from_upstream(
     proxied: Proxied<upstream::Answer>,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Response<ResponseBody> {
-    let Proxied {
-        answer,
-        edits,
-        read_timeout,
-    } = proxied;
     let upstream::Answer {
         head, conn, addr, ..
-    } = answer;
+    } = proxied.answer;
     let status = head.status;
     let mut response = Response::new(());
     *response.status_mut() = status;
@@ -215,6 +210,7 @@ fn from_upstream(
             return fail(done, grpc, host, StatusCode::BAD_GATEWAY);
         }
     };
+    let edits = proxied.edits;
     edits.resolve(&done.snapshot).apply(response.headers_mut());
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -234,7 +230,7 @@ fn from_upstream(
             pool: done.ctx.shared.upstreams.pool,
             addr,
             reusable: head.reusable,
-            read_timeout,
+            read_timeout: proxied.read_timeout,
         },
     );
     done.count(host, status.as_u16());
@@ -330,17 +326,16 @@ fn from_client(
     host: &str,
     proxied: Proxied<upstream::client::Answer>,
 ) -> Response<ResponseBody> {
-    let Proxied {
-        answer,
-        edits,
-        read_timeout,
-    } = proxied;
-    let (mut parts, body) = answer.response.into_parts();
+    let (mut parts, body) = proxied.answer.response.into_parts();
     parts.version = Version::default();
     parts.extensions = http::Extensions::new();
     header_policy::drop_hop_by_hop(&mut parts.headers);
-    edits.resolve(&done.snapshot).apply(&mut parts.headers);
+    proxied
+        .edits
+        .resolve(&done.snapshot)
+        .apply(&mut parts.headers);
     let status = parts.status.as_u16();
     done.count(host, status);
+    let read_timeout = proxied.read_timeout;
     Response::from_parts(parts, ResponseBody::streamed(body, read_timeout, done))
 }

@@ -247,6 +247,13 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         request_timeout: route_policy.request_timeout,
         start,
     };
+    // What either transport's answer gets on its way out.
+    let read_timeout = upstreams.read_timeout;
+    let edits = move |cookie| Edits {
+        set: response_fields,
+        entry,
+        cookie,
+    };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     if protocol != UpstreamProtocol::Http {
         let answer = step
@@ -258,18 +265,13 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         };
         done.endpoint = Some(answer.endpoint);
         let cookie = affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint);
-        let edits = Edits {
-            set: response_fields,
-            entry,
-            cookie,
-        };
-        let read_timeout = upstreams.read_timeout;
-        let reply = Reply::Client(Proxied {
+        let edits = edits(cookie);
+        let proxied = Proxied {
             answer,
             edits,
             read_timeout,
-        });
-        return (done, reply);
+        };
+        return (done, Reply::Client(proxied));
     }
     let answer = step
         .http1(&done.snapshot, id, route_entry, outgoing, request, &sending)
@@ -287,18 +289,13 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     let cookie = (from == id)
         .then(|| affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint))
         .flatten();
-    let edits = Edits {
-        set: response_fields,
-        entry,
-        cookie,
-    };
-    let read_timeout = upstreams.read_timeout;
-    let reply = Reply::Upstream(Proxied {
+    let edits = edits(cookie);
+    let proxied = Proxied {
         answer,
         edits,
         read_timeout,
-    });
-    (done, reply)
+    };
+    (done, Reply::Upstream(proxied))
 }
 
 /// The access log's record of a request.

@@ -33,7 +33,7 @@ use crate::body::RequestBody;
 use crate::context::Upstreams;
 use crate::pipeline::header_policy::{self, HeadSink, RequestField};
 use crate::snapshot::{BackendState, Snapshot};
-use crate::upstream::driver::{self, Retryable, Transport, TryFailed};
+use crate::upstream::driver::{self, Retryable, Transport, Try, TryFailed};
 use crate::upstream::tls::ClientConfigs;
 use crate::upstream::{self, Failure, Outgoing};
 
@@ -141,17 +141,12 @@ impl Transport for Client<'_> {
         response.status().as_u16()
     }
 
-    async fn exchange(
-        &mut self,
-        backend: &BackendState,
-        addr: SocketAddr,
-        outgoing: &Outgoing<'_>,
-        body: RequestBody,
-    ) -> Result<Response<Incoming>, TryFailed> {
+    async fn exchange(&mut self, at: Try<'_, '_>) -> Result<Response<Incoming>, TryFailed> {
+        let (backend, addr) = (at.backend, at.addr);
         let target = self.target;
         let http2 = target.protocol.http2();
         let mut head = PartsHead::new(http2);
-        outgoing.encode(addr, &mut head);
+        at.outgoing.encode(addr, &mut head);
         let parts = head
             .into_parts(target.tls.is_some(), addr)
             .map_err(|error| {
@@ -167,10 +162,12 @@ impl Transport for Client<'_> {
                     backend.metrics.observe_connect(opening.elapsed());
                     (sender, false)
                 }
-                Err(error) => return Err(TryFailed::Retry(Retryable::Connect(error), Some(body))),
+                Err(error) => {
+                    return Err(TryFailed::Retry(Retryable::Connect(error), Some(at.body)));
+                }
             },
         };
-        let request = Request::from_parts(parts, body);
+        let request = Request::from_parts(parts, at.body);
         let request_sent = Instant::now();
         let sent = match sender {
             Sender::Http2(mut sender) => {

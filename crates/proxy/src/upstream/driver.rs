@@ -55,19 +55,28 @@ impl Retryable {
     }
 }
 
+/// One try: the request, the endpoint, and the body to send.
+pub(crate) struct Try<'t, 'o> {
+    /// The backend (its metrics).
+    pub(crate) backend: &'t BackendState,
+    /// The endpoint.
+    pub(crate) addr: SocketAddr,
+    /// The request.
+    pub(crate) outgoing: &'t Outgoing<'o>,
+    /// Its body for this try.
+    pub(crate) body: RequestBody,
+}
+
 /// One way of carrying a try to an endpoint.
 pub(crate) trait Transport: Send {
     /// What a try that got a response head gives.
     type Response: Send;
     /// The response's status.
     fn status(response: &Self::Response) -> u16;
-    /// One try of `outgoing` to endpoint `addr` of `backend`, with `body`.
+    /// Makes one try.
     fn exchange(
         &mut self,
-        backend: &BackendState,
-        addr: SocketAddr,
-        outgoing: &Outgoing<'_>,
-        body: RequestBody,
+        at: Try<'_, '_>,
     ) -> impl Future<Output = Result<Self::Response, TryFailed>> + Send;
 }
 
@@ -135,7 +144,12 @@ async fn tries<T: Transport>(
             return Err(Failure::BadGateway);
         };
         let sent_at = Instant::now();
-        let exchange = transport.exchange(backend, addr, &outgoing, this_body);
+        let exchange = transport.exchange(Try {
+            backend,
+            addr,
+            outgoing: &outgoing,
+            body: this_body,
+        });
         let exchanged = match outgoing.try_timeout {
             Some(limit) => tokio::time::timeout(limit, exchange)
                 .await

@@ -18,10 +18,10 @@ use crate::context::Upstreams;
 use crate::observe::metrics::UpstreamErrorKind;
 use crate::pipeline::header_policy::Framing;
 use crate::snapshot::BackendState;
-use crate::upstream::driver::{Retryable, Transport, TryFailed};
+use crate::upstream::driver::{Retryable, Transport, Try, TryFailed};
 use crate::upstream::pool::{self, Conn};
 use crate::upstream::response_head::{self, ResponseHead};
-use crate::upstream::{Failure, Outgoing, connect};
+use crate::upstream::{Failure, connect};
 
 /// Read size for response heads.
 const HEAD_READ: usize = 8 * 1024;
@@ -45,22 +45,8 @@ impl Transport for Http1<'_> {
         response.0.status.as_u16()
     }
 
-    async fn exchange(
-        &mut self,
-        backend: &BackendState,
-        addr: SocketAddr,
-        outgoing: &Outgoing<'_>,
-        body: RequestBody,
-    ) -> Result<(ResponseHead, Conn), TryFailed> {
-        exchange(
-            self.upstreams,
-            backend,
-            addr,
-            outgoing,
-            body,
-            self.head_timeout,
-        )
-        .await
+    async fn exchange(&mut self, at: Try<'_, '_>) -> Result<(ResponseHead, Conn), TryFailed> {
+        exchange(self.upstreams, at, self.head_timeout).await
     }
 }
 
@@ -115,12 +101,15 @@ impl AttemptError {
 /// made or a pooled one turned out closed: nothing of it was sent.
 async fn exchange(
     upstreams: &Upstreams,
-    backend: &BackendState,
-    addr: SocketAddr,
-    outgoing: &Outgoing<'_>,
-    body: RequestBody,
+    at: Try<'_, '_>,
     head_timeout: Option<Duration>,
 ) -> Result<(ResponseHead, Conn), TryFailed> {
+    let Try {
+        backend,
+        addr,
+        outgoing,
+        body,
+    } = at;
     let framing = outgoing.head.framing;
     let head_request = outgoing.head_request;
     let mut conn = match pool::checkout(upstreams.pool, addr) {
