@@ -22,10 +22,10 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::annotations;
+use crate::annotations::canary::{Canary, CanaryRule};
 use crate::backend::{
     Backend, BackendKey, BackendProblem, PortKey, Resolved, ServiceIndex, backend_key,
 };
-use crate::canary::{Canary, CanaryRule};
 use crate::class::ClassSelector;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::key::Key;

@@ -14,7 +14,7 @@
 //! * A match yields a [`RouteEntry`]: the [`Backend`] plus the compiled [`Policy`] of the
 //!   rule's Ingress (redirects, source ranges, CORS, body limit, timeouts, header changes).
 //!   The entry is the intermediate form every API compiles into: Ingress annotations
-//!   (`annotations.rs`: ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics,
+//!   (`annotations/`, one file per family: ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics,
 //!   and the same keys under `sluice.dev/*`) and Gateway API filters ([`gateway`]). Annotations
 //!   are parsed once here; the proxy only reads the compiled values, and an annotation that
 //!   is unsupported, invalid or a snippet becomes a [`Diagnostic`] on its Ingress while the
@@ -90,17 +90,13 @@
 
 #![forbid(unsafe_code)]
 
-mod affinity;
 mod annotations;
-mod auth;
 mod backend;
-mod canary;
 mod cidr;
 mod class;
 mod compile;
 mod diagnostic;
 mod explain;
-mod fail_closed;
 pub mod gateway;
 mod gateway_rules;
 mod host;
@@ -115,13 +111,13 @@ mod request_path;
 mod table;
 mod tls;
 
-pub use affinity::{Affinity, AffinityMode, HashBy};
+pub use annotations::affinity::{Affinity, AffinityMode, HashBy};
+pub use annotations::auth::ExternalAuth;
+pub use annotations::canary::{Canary, CanaryRule};
 pub use annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
-pub use auth::ExternalAuth;
 pub use backend::{Backend, SERVICE_NAME_LABEL};
-pub use canary::{Canary, CanaryRule};
 pub use cidr::{Cidr, parse_cidr};
 pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
 pub use compile::{Compiled, compile};

@@ -3,7 +3,7 @@
 //!
 //! This is the intermediate form every API that feeds routes compiles into: Ingress
 //! annotations (ingress-nginx's `nginx.ingress.kubernetes.io/*` and sluice's own
-//! `sluice.dev/*`, parsed in `annotations.rs`) and Gateway API HTTPRoute filters
+//! `sluice.dev/*`, parsed in `annotations/`) and Gateway API HTTPRoute filters
 //! (`gateway/rule.rs`); the equivalent annotation and filter give the same value.
 //! Everything is parsed and validated once, at compile time; the request path only reads
 //! these fields (no string parsing per request). Values are data: nothing is ever
@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::affinity::{Affinity, HashBy};
-use crate::auth::ExternalAuth;
+use crate::annotations::affinity::{Affinity, HashBy};
+use crate::annotations::auth::ExternalAuth;
 use crate::cidr::Cidr;
 use crate::protocol::{UpstreamProtocol, UpstreamTls};
 

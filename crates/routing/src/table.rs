@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::annotations::canary::Canary;
 use crate::backend::Backend;
-use crate::canary::Canary;
 use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
 use crate::key::{FastMap, Key};
 use crate::path::{PathKind, PathMatcher};

@@ -1,6 +1,8 @@
 //! Session affinity and consistent hashing (ingress-nginx's `affinity: cookie` with the
 //! `session-cookie-*` keys, and `upstream-hash-by`), parsed once per Ingress.
 
+use super::*;
+
 use std::collections::BTreeMap;
 
 /// `affinity: cookie`: a client keeps its endpoint through a cookie.
@@ -204,6 +206,38 @@ pub(crate) fn parse_hash_by(value: &str) -> Result<HashBy, String> {
             Err(bad())
         }
     }
+}
+
+/// `affinity: cookie` and its `session-cookie-*` companions ([`crate::annotations::affinity`]).
+pub(super) fn affinity(cx: &mut Cx<'_>) -> Option<Affinity> {
+    let enabled = cx.value("affinity", |v| match v.trim() {
+        "cookie" => Ok(true),
+        other => Err(format!(
+            "value {other:?} is not cookie (the only affinity type)"
+        )),
+    });
+    let entries: Vec<_> = AFFINITY_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    if enabled != Some(true) {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without affinity: cookie");
+        }
+        return None;
+    }
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (settings, problems) = affinity::parse_affinity(&values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(settings)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //! through to the next rule. The canary's other annotations are ignored: the main
 //! Ingress's policy applies to both backends.
 
+use super::*;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -172,6 +174,37 @@ pub(crate) fn parse_rule(
         }
     }
     (rule, problems)
+}
+
+/// `canary` and the `canary-*` keys ([`crate::annotations::canary`]).
+pub(super) fn canary(cx: &mut Cx<'_>) -> Option<CanaryRule> {
+    let enabled = cx
+        .value("canary", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; the Ingress is not a canary"))
+        })
+        .unwrap_or(false);
+    let entries: Vec<_> = CANARY_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    if !enabled {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without canary: \"true\"");
+        }
+        return None;
+    }
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (rule, problems) = canary::parse_rule(&values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(rule)
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! External authentication (ingress-nginx's `auth-url` family): every request is first
 //! asked about at an HTTP service, as nginx's `auth_request` does.
 
+use super::*;
+
 use http::{HeaderName, Method, Uri};
 
 /// `auth-url` and its companions.
@@ -123,6 +125,46 @@ pub(crate) fn parse_auth(
         request_redirect,
     };
     (auth, problems)
+}
+
+/// `auth-url` and its companions ([`crate::annotations::auth`]). An `auth-url` that does not parse
+/// closes the route: serving it without the check would open it to everyone.
+pub(super) fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
+    let url = match cx.take("auth-url") {
+        None => None,
+        Some(entry) => match auth::parse_url(entry.value) {
+            Ok(url) => {
+                cx.applied(entry);
+                Some(url)
+            }
+            Err(why) => {
+                cx.fail_closed(entry, why);
+                None
+            }
+        },
+    };
+    let entries: Vec<_> = AUTH_KEYS
+        .iter()
+        .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
+        .collect();
+    let Some(url) = url else {
+        for (_, entry) in entries {
+            cx.invalid(entry, "has no effect without a valid auth-url");
+        }
+        return None;
+    };
+    let values = entries
+        .iter()
+        .map(|(name, entry)| (*name, entry.value))
+        .collect();
+    let (settings, problems) = auth::parse_auth(url, &values);
+    for (name, entry) in entries {
+        match problems.iter().find(|(bad, _)| *bad == name) {
+            Some((_, why)) => cx.invalid(entry, why.clone()),
+            None => cx.applied(entry),
+        }
+    }
+    Some(settings)
 }
 
 #[cfg(test)]

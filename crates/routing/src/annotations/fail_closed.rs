@@ -9,6 +9,8 @@
 //! annotation, and `sluice migrate` lists it. Every other unsupported annotation only gets
 //! the usual Warning.
 
+use super::*;
+
 /// Basic and digest authentication from a Secret (`auth-type`, `auth-secret`): ingress-nginx
 /// enables it when either is set.
 pub(crate) const BASIC_AUTH_TRIGGERS: &[&str] = &["auth-type", "auth-secret"];
@@ -65,6 +67,60 @@ pub(crate) fn restricting_directive(snippet: &str) -> Option<String> {
 /// The sentence that ends every `FailedClosed` detail.
 pub(crate) const CLOSED: &str =
     "the Ingress's routes answer 503 to every request until it is removed (fail closed)";
+
+/// The access annotations sluice does not implement close the route
+/// ([`crate::annotations::fail_closed`]); `satisfy` is honoured where it changes nothing.
+pub(super) fn unenforced_access(cx: &mut Cx<'_>, source_ranges: bool, external_auth: bool) {
+    if BASIC_AUTH_TRIGGERS
+        .iter()
+        .any(|name| cx.pending.contains_key(name))
+    {
+        for name in BASIC_AUTH_TRIGGERS.iter().chain(BASIC_AUTH_COMPANIONS) {
+            if let Some(entry) = cx.take(name) {
+                cx.fail_closed(
+                    entry,
+                    "basic and digest authentication from a Secret is not supported yet",
+                );
+            }
+        }
+    }
+    let verify_off = cx
+        .pending
+        .get("auth-tls-verify-client")
+        .is_some_and(|entry| entry.value.trim() == "off");
+    if cx.pending.contains_key(CLIENT_CERT_TRIGGER) && !verify_off {
+        let names: Vec<&str> = cx
+            .pending
+            .keys()
+            .copied()
+            .filter(|name| name.starts_with("auth-tls-"))
+            .collect();
+        for name in names {
+            if let Some(entry) = cx.take(name) {
+                cx.fail_closed(
+                    entry,
+                    "client certificate authentication is not supported yet",
+                );
+            }
+        }
+    }
+    if let Some(entry) = cx.take("satisfy") {
+        match entry.value.trim() {
+            // What sluice does: every restriction applies.
+            "all" | "" => cx.applied(entry),
+            // With one restriction, any and all are the same.
+            "any" if !(source_ranges && external_auth) => cx.applied(entry),
+            "any" => cx.fail_closed(
+                entry,
+                "satisfy: any (the source range or authentication suffices) is not supported yet",
+            ),
+            other => cx.invalid(
+                entry,
+                format!("value {other:?} is not all or any; all applies (every restriction)"),
+            ),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
