@@ -11,10 +11,10 @@ use std::net::SocketAddr;
 
 use k8s_openapi::api::networking::v1::Ingress;
 
-use crate::class::ClassSelector;
-use crate::compile::compile;
 use crate::host::{HostPattern, normalize_request_host, parse_rule_host, wildcard_suffix};
-use crate::path::{PathKind, parse_rule_path, path_regex, prefix_matches};
+use crate::ingress::class::ClassSelector;
+use crate::ingress::compile::compile;
+use crate::ingress::path::{PathKind, parse_rule_path, path_regex, prefix_matches};
 use crate::refs::{ObjectRef, ServiceRef};
 use crate::table::{Route, RouteTable};
 use crate::{CompileOptions, Diagnostic, Inputs};

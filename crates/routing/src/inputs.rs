@@ -1,4 +1,4 @@
-//! What [`crate::compile`] reads: the cluster objects and the controller's identity.
+//! What [`crate::ingress::compile`] reads: the cluster objects and the controller's identity.
 
 use std::sync::Arc;
 

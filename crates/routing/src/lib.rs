@@ -1,27 +1,37 @@
-//! Compiles Kubernetes Ingress objects (and Gateway API HTTPRoutes, [`gateway`]) into an
-//! immutable routing table and matches requests against it. No I/O: everything here is a pure function of its inputs (no files, network,
-//! clock or environment), so it can be tested exhaustively and benchmarked.
+//! Compiles Kubernetes Ingresses and Gateway API routes into one immutable routing table
+//! and matches requests against it. No I/O: everything here is a pure function of its inputs
+//! (no files, network, clock or environment), so it can be tested exhaustively and
+//! benchmarked.
 //!
 //! # Where to start
 //!
-//! * [`compile`] (`compile.rs`) takes [`Inputs`] (snapshots of the informer caches) and
+//! Two front-end compilers lower their API into one intermediate form:
+//!
+//! * `ingress/`: [`compile`] takes [`Inputs`] (snapshots of the informer caches) and
 //!   [`CompileOptions`] (who we are) and returns [`Compiled`]: a [`RouteTable`], the
-//!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours.
-//! * [`RouteTable::route`] (`table.rs`) answers "which [`Backend`] gets this request?"
-//!   by host and path; [`RouteTable::route_request`] also reads the method, header fields
-//!   and query that Gateway API rules match on;
-//!   [`RouteTable::certificate`] answers "which certificate for this SNI name?".
-//! * A match yields a [`RouteEntry`]: the [`Backend`] plus the compiled [`Policy`] of the
-//!   rule's Ingress (redirects, source ranges, CORS, body limit, timeouts, header changes).
-//!   The entry is the intermediate form every API compiles into: Ingress annotations
-//!   (`annotations/`, one file per family: ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics,
-//!   and the same keys under `sluice.dev/*`) and Gateway API filters ([`gateway`]). Annotations
-//!   are parsed once here; the proxy only reads the compiled values, and an annotation that
-//!   is unsupported, invalid or a snippet becomes a [`Diagnostic`] on its Ingress while the
-//!   rest of the Ingress is served.
-//! * One concept per file: `class.rs` (is this Ingress ours?), `host.rs` (host names and
-//!   wildcards), `path.rs` (path types and the segment trie), `backend.rs` (Service ports
-//!   to endpoints), `tls.rs` (Secrets to certificates), `diagnostic.rs`, `refs.rs` (names).
+//!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours. `class`
+//!   (is this Ingress ours?), `path` (path types), `annotations/` (one file per family:
+//!   ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics, and the same keys
+//!   under `sluice.dev/*`; an annotation that is unsupported, invalid or a snippet becomes a
+//!   [`Diagnostic`] on its Ingress while the rest of the Ingress is served).
+//! * [`gateway`]: Gateways, listeners and HTTPRoutes into the same table, with their status.
+//!
+//! The intermediate form they share:
+//!
+//! * `rules`: a `RuleSet` per host name: path conditions (Exact, Prefix, regex),
+//!   the conditions besides the path (method, headers, query) and the entry each match
+//!   yields, looked up in one order for both APIs. An Ingress path is a match with a path
+//!   and nothing else.
+//! * [`RouteEntry`] (`table.rs`): the [`Backend`] (or weighted backends) plus the compiled
+//!   [`Policy`] (redirects, source ranges, CORS, body limit, timeouts, header changes), the
+//!   rewrite, mirrors. `backend_registry` keeps one [`Backend`] per Service port for both
+//!   compilers; `refs::Age` is the one order in which objects claim what is contested.
+//! * [`RouteTable::route_request`] answers "which entry gets this request?" (one loop over
+//!   the host's owner, Gateway rules before Ingress ones at each step);
+//!   [`RouteTable::route`] by host and path alone; [`RouteTable::certificate`] "which
+//!   certificate for this SNI name?".
+//! * Shared pieces: `host.rs` (host names and wildcards), `backend.rs` (Service ports to
+//!   endpoints), `tls.rs` (Secrets to certificates), `diagnostic.rs`, `refs.rs` (names).
 //!
 //! # Matching rules
 //!
@@ -90,40 +100,38 @@
 
 #![forbid(unsafe_code)]
 
-mod annotations;
 mod backend;
+mod backend_registry;
 mod cidr;
-mod class;
-mod compile;
 mod diagnostic;
 mod explain;
 pub mod gateway;
-mod gateway_rules;
 mod host;
+mod ingress;
 mod inputs;
 mod key;
-mod path;
 mod policy;
 mod protocol;
 mod refs;
 mod request;
 mod request_path;
+mod rules;
 mod table;
 mod tls;
 
-pub use annotations::affinity::{Affinity, AffinityMode, HashBy};
-pub use annotations::auth::ExternalAuth;
-pub use annotations::canary::{Canary, CanaryRule};
-pub use annotations::{
-    AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
-};
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};
-pub use class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
-pub use compile::{Compiled, compile};
 pub use diagnostic::{Diagnostic, Reason};
 pub use explain::{Answer, BackendView, Check, Explanation, explain};
 pub use host::normalize_request_host;
+pub use ingress::annotations::affinity::{Affinity, AffinityMode, HashBy};
+pub use ingress::annotations::auth::ExternalAuth;
+pub use ingress::annotations::canary::{Canary, CanaryRule};
+pub use ingress::annotations::{
+    AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
+};
+pub use ingress::class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
+pub use ingress::compile::{Compiled, compile};
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::annotations::affinity::{Affinity, HashBy};
-use crate::annotations::auth::ExternalAuth;
 use crate::cidr::Cidr;
+use crate::ingress::annotations::affinity::{Affinity, HashBy};
+use crate::ingress::annotations::auth::ExternalAuth;
 use crate::protocol::{UpstreamProtocol, UpstreamTls};
 
 /// The policy of one route. `Policy::default()` changes nothing.

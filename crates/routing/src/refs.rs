@@ -2,6 +2,32 @@
 
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+/// The order in which objects of every API claim what is contested (a path, a host, a
+/// certificate, a rule's precedence): the oldest first by `creationTimestamp` (a missing one
+/// counts as newest), then alphabetically by `{namespace}/{name}`, as the Gateway API spec
+/// words it for routes and as ingress-nginx's users expect of Ingresses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Age {
+    missing: bool,
+    created: Option<Time>,
+    key: String,
+}
+
+impl Age {
+    /// The age of the object with `meta`.
+    pub(crate) fn of(meta: &ObjectMeta) -> Age {
+        let namespace = meta.namespace.as_deref().unwrap_or("");
+        let name = meta.name.as_deref().unwrap_or("");
+        Age {
+            missing: meta.creation_timestamp.is_none(),
+            created: meta.creation_timestamp.clone(),
+            key: format!("{namespace}/{name}"),
+        }
+    }
+}
+
 /// A namespaced Kubernetes object, e.g. `Ingress default/web`.
 ///
 /// Ordered by kind, then namespace, then name, which is the order of [`crate::Compiled::ours`].

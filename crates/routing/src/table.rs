@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::annotations::canary::Canary;
 use crate::backend::Backend;
 use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
+use crate::ingress::annotations::canary::Canary;
+use crate::ingress::path::PathKind;
 use crate::key::{FastMap, Key};
-use crate::path::{PathKind, PathMatcher};
 use crate::policy::Policy;
 use crate::refs::ObjectRef;
 use crate::request::RequestInfo;
+use crate::rules::{PathCond, RuleSet};
 use crate::tls::TlsCertificate;
 
 /// One route of a [`RouteTable`], as listed by [`RouteTable::routes`] (for debugging and tests).
@@ -128,12 +129,12 @@ impl Rewrite {
 /// rather than mutating one, so lookups take no lock.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    /// Rules of exact hosts, keyed by canonical host name.
-    pub(crate) exact_hosts: FastMap<Key, PathMatcher>,
-    /// Rules of wildcard hosts `*.suffix`, keyed by `suffix`.
-    pub(crate) wildcard_hosts: FastMap<Key, PathMatcher>,
-    /// Rules without a host; `None` when no Ingress has any.
-    pub(crate) any_host: Option<PathMatcher>,
+    /// Ingress rules of exact hosts, keyed by canonical host name.
+    pub(crate) exact_hosts: FastMap<Key, RuleSet>,
+    /// Ingress rules of wildcard hosts `*.suffix` (one label), keyed by `suffix`.
+    pub(crate) wildcard_hosts: FastMap<Key, RuleSet>,
+    /// Ingress rules without a host; `None` when no Ingress has any.
+    pub(crate) any_host: Option<RuleSet>,
     /// Entry of the winning `spec.defaultBackend`.
     pub(crate) default_backend: Option<u32>,
     /// What matches yield; path matchers hold indices into this.
@@ -150,7 +151,7 @@ pub struct RouteTable {
     /// [`crate::ServiceRef`], then those only Gateway API routes name.
     pub(crate) backends: Vec<Arc<Backend>>,
     /// Gateway API routes, when there are any.
-    pub(crate) gateway: Option<Box<crate::gateway_rules::GatewayRoutes>>,
+    pub(crate) gateway: Option<Box<crate::rules::GatewayRoutes>>,
 }
 
 impl RouteTable {
@@ -163,50 +164,50 @@ impl RouteTable {
     /// rule set found owns the request (no fallthrough); a Gateway rule set that matches
     /// nothing answers 404, an Ingress one the default backend.
     pub fn route_request(&self, request: &RequestInfo<'_>) -> Option<usize> {
-        let Some(gateway) = &self.gateway else {
-            return self.route_id(request.host, request.path);
-        };
-        let rules = if request.https {
-            &gateway.https
-        } else {
-            &gateway.http
-        };
-        if rules.is_empty() {
-            return self.route_id(request.host, request.path);
+        self.lookup(request.host, request.path, Some(request))
+    }
+
+    /// The rule set that owns requests for canonical `host`, and what answers when none of
+    /// its rules matches (`None`: 404). Most specific first, the Gateway's rules before the
+    /// Ingress's at each step (Gateway wildcards cover one or more labels, Ingress ones
+    /// exactly one); `https` picks the Gateway listeners. One loop for both APIs: an
+    /// Ingress rule set is the same [`RuleSet`] as a Gateway one.
+    fn owner(&self, host: &str, https: Option<bool>) -> Option<(&RuleSet, Option<u32>)> {
+        let gateway = self.gateway.as_ref().zip(https).map(|(gateway, https)| {
+            if https { &gateway.https } else { &gateway.http }
+        });
+        let fallback = self.default_backend;
+        if let Some(set) = gateway.and_then(|rules| rules.exact.get(host)) {
+            return Some((set, None));
         }
+        if let Some(set) = self.exact_hosts.get(host) {
+            return Some((set, fallback));
+        }
+        if let Some((_, set)) = gateway.and_then(|rules| rules.wildcard_for(host)) {
+            return Some((set, None));
+        }
+        if let Some(set) = wildcard_suffix(host).and_then(|s| self.wildcard_hosts.get(s)) {
+            return Some((set, fallback));
+        }
+        if let Some(set) = gateway.and_then(|rules| rules.any.as_ref()) {
+            return Some((set, None));
+        }
+        self.any_host.as_ref().map(|set| (set, fallback))
+    }
+
+    /// The entry for a request to `host` and `path`: its owner's match, else the owner's
+    /// fallback, else (no owner) the default backend. `request`: the rest of the request, for
+    /// Gateway listeners and conditions; `None` looks up the Ingress rules by host and path.
+    fn lookup(&self, host: &str, path: &str, request: Option<&RequestInfo<'_>>) -> Option<usize> {
         let mut buf = [0u8; 256];
-        let host = normalize_request_host_in(request.host, &mut buf);
-        let path = if request.path.is_empty() {
-            "/"
-        } else {
-            request.path
-        };
-        let in_range = |id: u32| ((id as usize) < self.entries.len()).then_some(id as usize);
-        let ingress = |matcher: &PathMatcher| {
-            matcher
-                .lookup(path)
-                .or(self.default_backend)
-                .and_then(in_range)
-        };
-        if let Some(set) = rules.exact.get(&*host) {
-            return set.lookup(path, request).and_then(in_range);
-        }
-        if let Some(matcher) = self.exact_hosts.get(&*host) {
-            return ingress(matcher);
-        }
-        if let Some((_, set)) = rules.wildcard_for(&host) {
-            return set.lookup(path, request).and_then(in_range);
-        }
-        if let Some(matcher) = wildcard_suffix(&host).and_then(|s| self.wildcard_hosts.get(s)) {
-            return ingress(matcher);
-        }
-        if let Some(set) = &rules.any {
-            return set.lookup(path, request).and_then(in_range);
-        }
-        match &self.any_host {
-            Some(matcher) => ingress(matcher),
-            None => self.default_backend.and_then(in_range),
-        }
+        let host = normalize_request_host_in(host, &mut buf);
+        let path = if path.is_empty() { "/" } else { path };
+        let id = match self.owner(&host, request.map(|r| r.https)) {
+            Some((set, fallback)) => set.lookup(path, request).or(fallback),
+            None => self.default_backend,
+        }?;
+        // Ids come from this table's own compilers: always in range.
+        ((id as usize) < self.entries.len()).then_some(id as usize)
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that
@@ -258,19 +259,7 @@ impl RouteTable {
     /// The index of the entry [`RouteTable::route`] picks ([`RouteTable::entry`] reads it):
     /// for callers that keep the table behind a reference they must move later.
     pub fn route_id(&self, host: &str, path: &str) -> Option<usize> {
-        let mut buf = [0u8; 256];
-        let host = normalize_request_host_in(host, &mut buf);
-        let rules = self
-            .exact_hosts
-            .get(&*host)
-            .or_else(|| wildcard_suffix(&host).and_then(|suffix| self.wildcard_hosts.get(suffix)))
-            .or(self.any_host.as_ref());
-        let path = if path.is_empty() { "/" } else { path };
-        let id = rules
-            .and_then(|rules| rules.lookup(path))
-            .or(self.default_backend)?;
-        // Ids come from this table's own matchers: always in range.
-        ((id as usize) < self.entries.len()).then_some(id as usize)
+        self.lookup(host, path, None)
     }
 
     /// Every route entry, indexed by [`RouteTable::route_id`].
@@ -342,28 +331,17 @@ impl RouteTable {
     /// sorted by route: what a dashboard lists. Not for the hot path.
     pub fn routes_with_entries(&self) -> Vec<(Route, usize)> {
         let mut out = Vec::new();
-        for (host, matcher) in self.matchers() {
-            for (kind, key, id) in matcher.entries() {
+        let gateway = self
+            .gateway
+            .iter()
+            .flat_map(|gateway| gateway.http.sets().chain(gateway.https.sets()));
+        for (host, set) in self.matchers().chain(gateway) {
+            for (path, id) in set.entries() {
                 let Some(entry) = self.entries.get(id as usize) else {
                     continue;
                 };
+                let (kind, key) = kind_and_key(path);
                 out.push((route_of(&host, kind, key, &entry.backend), id as usize));
-            }
-        }
-        if let Some(gateway) = &self.gateway {
-            use crate::gateway_rules::PathCond;
-            for (host, set) in gateway.http.sets().chain(gateway.https.sets()) {
-                for (path, id) in set.entries() {
-                    let Some(entry) = self.entries.get(id as usize) else {
-                        continue;
-                    };
-                    let (kind, key) = match path {
-                        PathCond::Exact(p) => (PathKind::Exact, p),
-                        PathCond::Prefix(p) => (PathKind::Prefix, p),
-                        PathCond::Regex(p) => (PathKind::Regex, p),
-                    };
-                    out.push((route_of(&host, kind, key, &entry.backend), id as usize));
-                }
             }
         }
         out.sort();
@@ -386,19 +364,21 @@ impl RouteTable {
             (String::new(), self.any_host.as_ref()?)
         };
         let path = if path.is_empty() { "/" } else { path };
-        let id = rules.lookup(path)?;
+        let id = rules.lookup(path, None)?;
         let entry = self.entries.get(id as usize)?;
         // The longest rule path with that entry that matches: the one lookup chose.
-        let (kind, key, _) = rules
+        let (kind, key) = rules
             .entries()
             .into_iter()
-            .filter(|(kind, key, entry_id)| *entry_id == id && kind_matches(*kind, key, path))
-            .max_by_key(|(_, key, _)| key.len())?;
+            .filter(|(_, entry_id)| *entry_id == id)
+            .map(|(cond, _)| kind_and_key(cond))
+            .filter(|(kind, key)| kind_matches(*kind, key, path))
+            .max_by_key(|(_, key)| key.len())?;
         Some((route_of(&owner, kind, key, &entry.backend), id as usize))
     }
 
-    /// The matchers with their host as listed in [`Route::host`].
-    fn matchers(&self) -> impl Iterator<Item = (String, &PathMatcher)> {
+    /// The Ingress rule sets with their host as listed in [`Route::host`].
+    fn matchers(&self) -> impl Iterator<Item = (String, &RuleSet)> {
         self.exact_hosts
             .iter()
             .map(|(h, m)| (h.as_str().to_owned(), m))
@@ -429,7 +409,16 @@ impl RouteTable {
     }
 }
 
-/// A matcher entry as a [`Route`].
+/// A rule's path condition as the kind and key [`Route`]s list.
+fn kind_and_key(path: PathCond) -> (PathKind, String) {
+    match path {
+        PathCond::Exact(p) => (PathKind::Exact, p),
+        PathCond::Prefix(p) => (PathKind::Prefix, p),
+        PathCond::Regex(p) => (PathKind::Regex, p),
+    }
+}
+
+/// A rule as a [`Route`].
 fn route_of(host: &str, kind: PathKind, key: String, backend: &Backend) -> Route {
     let (path_type, path) = match kind {
         PathKind::Regex => ("Regex", key),
@@ -449,7 +438,7 @@ fn route_of(host: &str, kind: PathKind, key: String, backend: &Backend) -> Route
 fn kind_matches(kind: PathKind, key: &str, path: &str) -> bool {
     match kind {
         PathKind::Exact => key == path,
-        PathKind::Prefix => crate::path::prefix_matches(key, path),
+        PathKind::Prefix => crate::ingress::path::prefix_matches(key, path),
         // Only one regex set per host; the lookup picked one of them: accept any.
         PathKind::Regex => true,
     }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::hostname;
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
@@ -19,13 +19,13 @@ use super::types::{
     BackendObjectReference, GROUP, Gateway, GatewayClass, HttpRoute, HttpRouteRule, Listener,
     ParentReference, ReferenceGrant, RouteGroupKind,
 };
-use crate::backend::{Backend, ServiceIndex};
-use crate::gateway_rules::{
-    Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder,
-};
+use crate::backend::ServiceIndex;
+use crate::backend_registry::BackendRegistry;
 use crate::host::HostPattern;
 use crate::key::Key;
 use crate::policy::{Policy, RequestRedirect};
+use crate::refs::Age;
+use crate::rules::{Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder};
 use crate::table::{Mirror, RouteEntry, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
@@ -188,7 +188,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .filter(|r| self.watched(&r.metadata))
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
-        routes.sort_by_key(|r| age_key(&r.metadata));
+        routes.sort_by_cached_key(|r| Age::of(&r.metadata));
         let mut builders: HashMap<(Proto, HostPattern), RuleSetBuilder> = HashMap::new();
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
@@ -206,7 +206,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             };
             statuses.routes.push(status);
         }
-        table.backends = backends.backends;
+        table.backends = backends.into_backends();
 
         // 4. Gateway statuses, now that attached routes are counted.
         for (g, gateway) in gateways.iter().enumerate() {
@@ -757,12 +757,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     ) {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         let source = object("HTTPRoute", &route.metadata);
-        let (created_missing, created) = age_key(&route.metadata).0;
-        let route_name = format!(
-            "{}/{}",
-            namespace,
-            route.metadata.name.as_deref().unwrap_or("")
-        );
+        let age = Age::of(&route.metadata);
         // Entries are shared by the host names of one listener port.
         let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
         for (r, (rule, spec)) in rules.iter().zip(specs).enumerate() {
@@ -854,8 +849,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         no_method: matched.method.is_none(),
                         fewer_headers: usize::MAX - matched.headers.len(),
                         fewer_query: usize::MAX - matched.query.len(),
-                        route_age: (created_missing, created.clone()),
-                        route: route_name.clone(),
+                        route: age.clone(),
                         rule: r,
                         matched: m,
                     };
@@ -906,18 +900,6 @@ fn conflicts(listeners: &mut [OurListener<'_>]) {
     }
 }
 
-/// Oldest first (missing creationTimestamp last), then namespace/name.
-fn age_key(meta: &ObjectMeta) -> ((bool, Option<Time>), (String, String)) {
-    let (namespace, name) = meta_name(meta);
-    (
-        (
-            meta.creation_timestamp.is_none(),
-            meta.creation_timestamp.clone(),
-        ),
-        (namespace.to_owned(), name.to_owned()),
-    )
-}
-
 /// A label selector (matchLabels and matchExpressions) against a namespace's labels.
 fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
     let get = |key: &str| labels.and_then(|l| l.get(key));
@@ -938,7 +920,7 @@ fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, S
         })
 }
 
-fn insert_host(rules: &mut HostRules, host: HostPattern, set: crate::gateway_rules::RuleSet) {
+fn insert_host(rules: &mut HostRules, host: HostPattern, set: crate::rules::RuleSet) {
     match host {
         HostPattern::Exact(h) => {
             rules.exact.insert(Key::new(&h), set);
@@ -968,93 +950,5 @@ fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCert
                 }
             }
         }
-    }
-}
-
-/// The table's backends, extended with the Service ports Gateway routes name.
-struct BackendRegistry {
-    backends: Vec<Arc<Backend>>,
-    by_service: HashMap<ServiceRef, usize>,
-    /// Backends without endpoints for references that do not resolve, kept apart: the same
-    /// Service port may be a valid reference of another route (a ReferenceGrant lets one
-    /// namespace in and not another).
-    placeholders: HashMap<ServiceRef, usize>,
-}
-
-impl BackendRegistry {
-    fn new(table: &mut RouteTable) -> Self {
-        let backends = std::mem::take(&mut table.backends);
-        let by_service = backends
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.service.clone(), i))
-            .collect();
-        BackendRegistry {
-            backends,
-            by_service,
-            placeholders: HashMap::new(),
-        }
-    }
-
-    /// The backend of a Service port, resolved.
-    fn get(&mut self, services: &ServiceIndex<'_>, sref: ServiceRef) -> Arc<Backend> {
-        if let Some(&i) = self.by_service.get(&sref) {
-            return Arc::clone(&self.backends[i]);
-        }
-        // A Service port that does not resolve still gets a real (endpointless) backend:
-        // `check_backend` vouched for the reference, so it answers 503 like any empty one.
-        let resolved = services
-            .resolve(&sref)
-            .ok()
-            .unwrap_or(crate::backend::Resolved {
-                endpoints: Vec::new(),
-                not_ready: 0,
-                protocol: None,
-            });
-        self.push(sref, Some(resolved))
-    }
-
-    /// A backend without endpoints for a reference that does not resolve.
-    fn placeholder(&mut self, namespace: &str, backend: &BackendObjectReference) -> Arc<Backend> {
-        let sref = ServiceRef {
-            namespace: backend
-                .namespace
-                .clone()
-                .unwrap_or_else(|| namespace.to_owned()),
-            name: backend.name.clone(),
-            port: PortRef::Number(backend.port.unwrap_or(0)),
-        };
-        if let Some(&i) = self.placeholders.get(&sref) {
-            return Arc::clone(&self.backends[i]);
-        }
-        let backend = self.push(sref.clone(), None);
-        self.placeholders.insert(sref, backend.id);
-        backend
-    }
-
-    /// Adds a backend; `resolved: None` (a placeholder) is not found by [`Self::get`].
-    fn push(
-        &mut self,
-        sref: ServiceRef,
-        resolved: Option<crate::backend::Resolved>,
-    ) -> Arc<Backend> {
-        let id = self.backends.len();
-        let resolved_kind = resolved.is_some();
-        let (endpoints, not_ready, protocol) = match resolved {
-            Some(r) => (r.endpoints, r.not_ready, r.protocol),
-            None => (Vec::new(), 0, None),
-        };
-        let backend = Arc::new(Backend {
-            id,
-            service: sref.clone(),
-            endpoints,
-            not_ready,
-            protocol,
-        });
-        self.backends.push(Arc::clone(&backend));
-        if resolved_kind {
-            self.by_service.insert(sref, id);
-        }
-        backend
     }
 }

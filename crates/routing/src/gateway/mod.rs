@@ -7,7 +7,7 @@
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
 //!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`).
-//! * `../gateway_rules.rs`: the request-time lookup, in the spec's precedence order
+//! * `../rules.rs`: the request-time lookup, in the spec's precedence order
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
 //!
@@ -25,7 +25,7 @@ pub(crate) mod compile;
 mod hostname;
 mod rule;
 mod status;
-mod types;
+pub(crate) mod types;
 
 pub use status::{
     Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,

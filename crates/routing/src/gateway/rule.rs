@@ -11,9 +11,9 @@ use http::{HeaderName, HeaderValue};
 use super::types::{
     HttpHeaderFilter, HttpPathModifier, HttpRouteFilter, HttpRouteMatch, HttpRouteRule,
 };
-use crate::gateway_rules::{PathCond, ValueMatch, ValueTest};
-use crate::path::{PathKind, parse_rule_path};
+use crate::ingress::path::{PathKind, parse_rule_path};
 use crate::policy::{PathRewrite, Policy};
+use crate::rules::{PathCond, ValueMatch, ValueTest};
 
 /// A match, checked: the path condition and the other conditions.
 #[derive(Debug)]

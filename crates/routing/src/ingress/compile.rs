@@ -19,21 +19,24 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressSpec, IngressTLS,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::annotations;
-use crate::annotations::canary::{Canary, CanaryRule};
 use crate::backend::{
     Backend, BackendKey, BackendProblem, PortKey, Resolved, ServiceIndex, backend_key,
 };
-use crate::class::ClassSelector;
+use crate::backend_registry::BackendRegistry;
 use crate::host::{HostPattern, parse_rule_host};
-use crate::key::Key;
-use crate::path::{
-    PathKind, PathMatcher, RulePath, parse_regex_rule_path, parse_rule_path, path_regex,
+use crate::ingress::annotations;
+use crate::ingress::annotations::canary::{Canary, CanaryRule};
+use crate::ingress::class::ClassSelector;
+use crate::ingress::path::{
+    PathKind, RulePath, parse_regex_rule_path, parse_rule_path, path_regex,
 };
+use crate::key::Key;
 use crate::policy::Policy;
 use crate::protocol;
+use crate::refs::Age;
+use crate::rules::{Candidate, PathCond, Precedence, RuleSetBuilder};
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{
@@ -72,7 +75,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         .filter(|i| watched(&i.metadata) && classes.is_ours(i))
         .map(|i| OurIngress::new(i))
         .collect();
-    ingresses.sort_by(|a, b| a.age_key().cmp(&b.age_key()));
+    ingresses.sort_by(|a, b| a.age.cmp(&b.age));
 
     let services = ServiceIndex::new(
         inputs
@@ -352,7 +355,7 @@ struct OurIngress<'a> {
     object: ObjectRef,
     namespace: &'a str,
     annotations: Option<&'a BTreeMap<String, String>>,
-    created: Option<&'a Time>,
+    age: Age,
     spec: Option<&'a IngressSpec>,
 }
 
@@ -364,14 +367,9 @@ impl<'a> OurIngress<'a> {
             object: ObjectRef::ingress(namespace, meta.name.as_deref().unwrap_or("")),
             namespace,
             annotations: meta.annotations.as_ref(),
-            created: meta.creation_timestamp.as_ref(),
+            age: Age::of(meta),
             spec: ingress.spec.as_ref(),
         }
-    }
-
-    /// Oldest first; a missing creationTimestamp counts as newest; then namespace/name.
-    fn age_key(&self) -> (bool, Option<&Time>, &ObjectRef) {
-        (self.created.is_none(), self.created, &self.object)
     }
 }
 
@@ -1028,27 +1026,25 @@ fn build_table(
         id_of[slot] = id as u32;
     }
     let mut slots: Vec<Option<Slot>> = slots.into_iter().map(Some).collect();
-    let backends: Vec<Arc<Backend>> = order
-        .iter()
-        .enumerate()
-        .filter_map(|(id, &slot)| {
-            let Slot {
-                service,
-                resolution,
-            } = slots[slot].take()?;
-            let (endpoints, not_ready, protocol) = match resolution {
-                Ok(resolved) => (resolved.endpoints, resolved.not_ready, resolved.protocol),
-                Err(_) => (Vec::new(), 0, None),
-            };
-            Some(Arc::new(Backend {
-                id,
-                service,
-                endpoints,
-                not_ready,
-                protocol,
-            }))
-        })
-        .collect();
+    let mut registry = BackendRegistry::default();
+    for &slot in &order {
+        let Some(Slot {
+            service,
+            resolution,
+        }) = slots[slot].take()
+        else {
+            continue;
+        };
+        // A Service port that does not resolve still gets its backend (no endpoints: 503),
+        // with the diagnostic its Ingress already got.
+        let resolved = resolution.unwrap_or(Resolved {
+            endpoints: Vec::new(),
+            not_ready: 0,
+            protocol: None,
+        });
+        registry.push(service, Some(resolved));
+    }
+    let backends = registry.into_backends();
 
     let mut entries = Entries {
         inputs: entry_inputs,
@@ -1080,19 +1076,25 @@ fn build_table(
     table.exact_hosts.reserve(routes.len());
     table.exact_certs.reserve(certs.len());
     for (host, paths) in routes {
-        let mut matcher = PathMatcher::default();
+        // Lowered into the rule form Gateway API routes use: a path, no other condition.
+        let mut builder = RuleSetBuilder::default();
         let has_tls = entries.inputs.tls_hosts.contains(&host);
-        for (path, claim) in &paths {
+        for (index, (path, claim)) in paths.iter().enumerate() {
             let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
             let canary = canaries.get(&(host.clone(), path.clone())).copied();
             let entry = entries.get(&backend, claim.owner, has_tls, path, canary);
-            match entries.inputs.regexes.get(&path.key) {
-                Some(regex) if path.kind == PathKind::Regex => {
-                    matcher.insert_regex(path, regex.clone(), entry);
-                }
-                _ => matcher.insert(path, entry),
-            }
+            let cond = match path.kind {
+                PathKind::Exact => PathCond::Exact(path.key.clone()),
+                PathKind::Prefix => PathCond::Prefix(path.key.clone()),
+                PathKind::Regex => PathCond::Regex(path.key.clone()),
+            };
+            builder.push(
+                cond,
+                Precedence::in_order(index),
+                Candidate::path_only(entry),
+            );
         }
+        let matcher = builder.build(&entries.inputs.regexes);
         match host {
             HostPattern::Exact(h) => {
                 table.exact_hosts.insert(Key::new(&h), matcher);

@@ -69,7 +69,7 @@ pub(crate) const CLOSED: &str =
     "the Ingress's routes answer 503 to every request until it is removed (fail closed)";
 
 /// The access annotations sluice does not implement close the route
-/// ([`crate::annotations::fail_closed`]); `satisfy` is honoured where it changes nothing.
+/// ([`crate::ingress::annotations::fail_closed`]); `satisfy` is honoured where it changes nothing.
 pub(super) fn unenforced_access(cx: &mut Cx<'_>, source_ranges: bool, external_auth: bool) {
     if BASIC_AUTH_TRIGGERS
         .iter()

@@ -1,5 +1,6 @@
-//! The request-time lookup of Gateway API rules (compiled by `gateway/compile.rs`), in
-//! the spec's precedence order.
+//! The one rule form both compilers lower into, and its request-time lookup: Gateway API
+//! HTTPRoute matches (`gateway/compile.rs`) and Ingress paths (`compile.rs`, where an Ingress
+//! path is a match with a path and nothing else).
 //!
 //! A [`RuleSet`] holds the rules of one host name. Candidates are grouped by path: exact
 //! paths in a hash map, `PathPrefix` keys in a hash map probed once per path element of the
@@ -53,7 +54,22 @@ pub(crate) struct Candidate {
 }
 
 impl Candidate {
-    fn accepts(&self, request: &RequestInfo<'_>) -> bool {
+    /// A match on the path alone (an Ingress path).
+    pub(crate) fn path_only(entry: u32) -> Candidate {
+        Candidate {
+            method: None,
+            headers: Box::new([]),
+            query: Box::new([]),
+            entry,
+        }
+    }
+
+    /// Whether the conditions besides the path hold; without a request (a lookup by host
+    /// and path alone) only a candidate without conditions does.
+    fn accepts(&self, request: Option<&RequestInfo<'_>>) -> bool {
+        let Some(request) = request else {
+            return self.method.is_none() && self.headers.is_empty() && self.query.is_empty();
+        };
         if let Some(method) = &self.method
             && **method != *request.method
         {
@@ -94,7 +110,8 @@ pub(crate) enum PathCond {
 #[derive(Debug, Default)]
 pub(crate) struct RuleSet {
     exact: FastMap<Box<str>, Vec<Candidate>>,
-    regex: Vec<(regex::Regex, Vec<Candidate>)>,
+    /// (pattern as written, its compiled form, candidates), longest pattern first.
+    regex: Vec<(String, regex::Regex, Vec<Candidate>)>,
     prefix: FastMap<Box<str>, Vec<Candidate>>,
     /// Bit `n` set: some prefix key is `n` bytes long (bit 63: one is 63 or longer). A
     /// request path is only probed at element boundaries where a key of that length
@@ -108,8 +125,9 @@ fn length_bit(len: usize) -> u64 {
 }
 
 impl RuleSet {
-    /// The entry for `request`, whose path is `path` (never empty).
-    pub(crate) fn lookup(&self, path: &str, request: &RequestInfo<'_>) -> Option<u32> {
+    /// The entry for `request`, whose path is `path` (never empty); `None` for `request`
+    /// looks up by path alone.
+    pub(crate) fn lookup(&self, path: &str, request: Option<&RequestInfo<'_>>) -> Option<u32> {
         let first = |candidates: &[Candidate]| {
             candidates
                 .iter()
@@ -121,7 +139,7 @@ impl RuleSet {
         {
             return Some(found);
         }
-        for (re, candidates) in &self.regex {
+        for (_, re, candidates) in &self.regex {
             if re.is_match(path)
                 && let Some(found) = first(candidates)
             {
@@ -157,15 +175,10 @@ impl RuleSet {
                     .map(|c| (PathCond::Exact(path.to_string()), c.entry)),
             );
         }
-        for (re, c) in &self.regex {
-            let pattern = re.as_str();
-            let pattern = pattern
-                .strip_prefix("^(?:")
-                .and_then(|p| p.strip_suffix(")$"))
-                .unwrap_or(pattern);
+        for (pattern, _, c) in &self.regex {
             out.extend(
                 c.iter()
-                    .map(|c| (PathCond::Regex(pattern.to_owned()), c.entry)),
+                    .map(|c| (PathCond::Regex(pattern.clone()), c.entry)),
             );
         }
         for (path, c) in &self.prefix {
@@ -193,19 +206,30 @@ pub(crate) struct Precedence {
     pub fewer_headers: usize,
     /// `usize::MAX - number of query matches`.
     pub fewer_query: usize,
-    /// The route's age key: missing creationTimestamp last, then oldest first.
-    pub route_age: (
-        bool,
-        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    ),
-    /// `namespace/name` of the route.
-    pub route: String,
+    /// The route's age (oldest first, then `{namespace}/{name}`).
+    pub route: crate::refs::Age,
     /// Rule index, then match index.
     pub rule: usize,
     pub matched: usize,
 }
 
+impl Precedence {
+    /// For candidates that differ by nothing but the order they are pushed in (Ingress
+    /// paths: the oldest Ingress first).
+    pub(crate) fn in_order(index: usize) -> Precedence {
+        Precedence {
+            no_method: true,
+            fewer_headers: usize::MAX,
+            fewer_query: usize::MAX,
+            route: crate::refs::Age::default(),
+            rule: index,
+            matched: 0,
+        }
+    }
+}
+
 impl RuleSetBuilder {
+    /// Adds a candidate for `path`.
     pub(crate) fn push(&mut self, path: PathCond, precedence: Precedence, candidate: Candidate) {
         self.items.push((path, precedence, candidate));
     }
@@ -232,7 +256,10 @@ impl RuleSetBuilder {
         regex_groups.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         set.regex = regex_groups
             .into_iter()
-            .filter_map(|(p, group)| Some((regexes.get(&p)?.clone(), group)))
+            .filter_map(|(p, group)| {
+                let compiled = regexes.get(&p)?.clone();
+                Some((p, compiled, group))
+            })
             .collect();
         set
     }
@@ -300,8 +327,7 @@ mod tests {
             no_method: true,
             fewer_headers: usize::MAX,
             fewer_query: usize::MAX,
-            route_age: (false, None),
-            route: "ns/r".into(),
+            route: crate::refs::Age::default(),
             rule,
             matched: 0,
         }
@@ -329,7 +355,7 @@ mod tests {
                 method: "GET",
                 headers: &crate::explain::NoHeaders,
             };
-            set.lookup(path, &info)
+            set.lookup(path, Some(&info))
         };
         assert_eq!(lookup("/"), Some(0));
         assert_eq!(lookup("/x/y"), Some(1));
@@ -346,5 +372,162 @@ mod tests {
         assert_eq!(query_value("flag&x=", "flag"), Some(&b""[..]));
         assert_eq!(query_value("A=1", "a"), None);
         assert_eq!(query_value("", "a"), None);
+    }
+
+    /// An Ingress host's paths lowered as the compiler lowers them, in this order.
+    fn ingress_set(rules: &[(&str, &str, u32)]) -> RuleSet {
+        let mut builder = RuleSetBuilder::default();
+        for (index, (path, ty, entry)) in rules.iter().enumerate() {
+            let rule = crate::ingress::path::parse_rule_path(Some(path), ty).unwrap();
+            let cond = match rule.kind {
+                crate::ingress::path::PathKind::Exact => PathCond::Exact(rule.key),
+                crate::ingress::path::PathKind::Prefix => PathCond::Prefix(rule.key),
+                crate::ingress::path::PathKind::Regex => PathCond::Regex(rule.key),
+            };
+            builder.push(
+                cond,
+                Precedence::in_order(index),
+                Candidate::path_only(*entry),
+            );
+        }
+        builder.build(&HashMap::new())
+    }
+
+    /// (rules, request path, expected backend id)
+    #[test]
+    fn matching() {
+        type Case<'a> = (&'a [(&'a str, &'a str, u32)], &'a str, Option<u32>);
+        let cases: &[Case] = &[
+            // Exact is case-sensitive and slash-sensitive.
+            (&[("/foo", "Exact", 1)], "/foo", Some(1)),
+            (&[("/foo", "Exact", 1)], "/foo/", None),
+            (&[("/foo", "Exact", 1)], "/Foo", None),
+            (&[("/foo", "Exact", 1)], "/foo/bar", None),
+            (&[("/foo/", "Exact", 1)], "/foo", None),
+            (&[("/foo/", "Exact", 1)], "/foo/", Some(1)),
+            // Prefix is element-wise; the rule's trailing slash is ignored.
+            (&[("/foo", "Prefix", 1)], "/foo", Some(1)),
+            (&[("/foo", "Prefix", 1)], "/foo/", Some(1)),
+            (&[("/foo", "Prefix", 1)], "/foo/bar", Some(1)),
+            (&[("/foo", "Prefix", 1)], "/foobar", None),
+            (&[("/foo", "Prefix", 1)], "/Foo", None),
+            (&[("/foo", "Prefix", 1)], "/", None),
+            (&[("/foo/", "Prefix", 1)], "/foo", Some(1)),
+            (&[("/foo/", "Prefix", 1)], "/foo/bar", Some(1)),
+            (&[("/foo/", "Prefix", 1)], "/foobar", None),
+            (&[("/foo/bar", "Prefix", 1)], "/foo/bar/baz", Some(1)),
+            (&[("/foo/bar", "Prefix", 1)], "/foo/ba", None),
+            (&[("/foo/bar", "Prefix", 1)], "/foo", None),
+            (&[("/foo", "ImplementationSpecific", 1)], "/foo/x", Some(1)),
+            (&[("/foo", "ImplementationSpecific", 1)], "/foox", None),
+            // `/` catches everything absolute.
+            (&[("/", "Prefix", 1)], "/", Some(1)),
+            (&[("/", "Prefix", 1)], "/anything/at/all", Some(1)),
+            (&[("/", "Prefix", 1)], "*", None),
+            (&[("/", "Exact", 1)], "/", Some(1)),
+            (&[("/", "Exact", 1)], "/a", None),
+            // Longest wins.
+            (
+                &[("/", "Prefix", 1), ("/foo", "Prefix", 2)],
+                "/foo/x",
+                Some(2),
+            ),
+            (
+                &[("/", "Prefix", 1), ("/foo", "Prefix", 2)],
+                "/foox",
+                Some(1),
+            ),
+            (
+                &[("/foo", "Prefix", 1), ("/foo/bar", "Prefix", 2)],
+                "/foo/bar/x",
+                Some(2),
+            ),
+            (
+                &[("/foo", "Prefix", 1), ("/foo/bar", "Prefix", 2)],
+                "/foo/baz",
+                Some(1),
+            ),
+            (
+                &[("/foo/bar", "Prefix", 2), ("/", "Prefix", 1)],
+                "/foo/baz",
+                Some(1),
+            ),
+            (
+                &[("/foo", "Exact", 1), ("/foo/bar", "Prefix", 2)],
+                "/foo/bar",
+                Some(2),
+            ),
+            (
+                &[("/foo/bar", "Exact", 1), ("/foo", "Prefix", 2)],
+                "/foo/bar",
+                Some(1),
+            ),
+            // Equal length: Exact beats Prefix, whatever the insertion order.
+            (
+                &[("/foo", "Prefix", 1), ("/foo", "Exact", 2)],
+                "/foo",
+                Some(2),
+            ),
+            (
+                &[("/foo", "Exact", 2), ("/foo", "Prefix", 1)],
+                "/foo",
+                Some(2),
+            ),
+            (
+                &[("/foo/", "Prefix", 1), ("/foo", "Exact", 2)],
+                "/foo",
+                Some(2),
+            ),
+            (
+                &[("/foo", "Prefix", 1), ("/foo", "Exact", 2)],
+                "/foo/",
+                Some(1),
+            ),
+            // The matcher sees paths as given (the proxy normalises them first).
+            (
+                &[("/foo/bar", "Prefix", 1), ("/foo", "Prefix", 2)],
+                "/foo//bar",
+                Some(2),
+            ),
+            (&[("/foo", "Prefix", 1)], "/foo/../bar", Some(1)),
+        ];
+        for (rules, path, want) in cases {
+            let m = ingress_set(rules);
+            assert_eq!(m.lookup(path, None), *want, "rules {rules:?} path {path:?}");
+        }
+    }
+
+    #[test]
+    fn many_keys_ingress_nginx_longest_path_wins() {
+        let mut rules = Vec::new();
+        for i in 0..40u32 {
+            rules.push((format!("/p{i}"), "Prefix", i));
+            rules.push((format!("/p{i}/x{i}"), "Prefix", 100 + i));
+            rules.push((format!("/e{i}"), "Exact", 200 + i));
+        }
+        rules.push(("/p3".to_owned(), "Prefix", 999));
+        let rules: Vec<(&str, &str, u32)> =
+            rules.iter().map(|(p, t, i)| (p.as_str(), *t, *i)).collect();
+        let m = ingress_set(&rules);
+        for i in 0..40u32 {
+            assert_eq!(m.lookup(&format!("/p{i}/y"), None), Some(i));
+            assert_eq!(m.lookup(&format!("/p{i}/x{i}/z"), None), Some(100 + i));
+            assert_eq!(m.lookup(&format!("/e{i}"), None), Some(200 + i));
+            assert_eq!(m.lookup(&format!("/e{i}/"), None), None);
+        }
+        assert_eq!(m.lookup("/p40", None), None);
+        assert_eq!(m.entries().len(), 121);
+    }
+
+    #[test]
+    fn first_insert_wins() {
+        let m = ingress_set(&[
+            ("/a", "Prefix", 1),
+            ("/a/", "ImplementationSpecific", 2),
+            ("/a", "Exact", 3),
+            ("/a", "Exact", 4),
+        ]);
+        assert_eq!(m.lookup("/a/b", None), Some(1));
+        assert_eq!(m.lookup("/a", None), Some(3));
     }
 }

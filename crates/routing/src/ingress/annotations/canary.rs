@@ -176,7 +176,7 @@ pub(crate) fn parse_rule(
     (rule, problems)
 }
 
-/// `canary` and the `canary-*` keys ([`crate::annotations::canary`]).
+/// `canary` and the `canary-*` keys ([`crate::ingress::annotations::canary`]).
 pub(super) fn canary(cx: &mut Cx<'_>) -> Option<CanaryRule> {
     let enabled = cx
         .value("canary", |v| {

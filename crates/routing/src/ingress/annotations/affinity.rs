@@ -208,7 +208,7 @@ pub(crate) fn parse_hash_by(value: &str) -> Result<HashBy, String> {
     }
 }
 
-/// `affinity: cookie` and its `session-cookie-*` companions ([`crate::annotations::affinity`]).
+/// `affinity: cookie` and its `session-cookie-*` companions ([`crate::ingress::annotations::affinity`]).
 pub(super) fn affinity(cx: &mut Cx<'_>) -> Option<Affinity> {
     let enabled = cx.value("affinity", |v| match v.trim() {
         "cookie" => Ok(true),

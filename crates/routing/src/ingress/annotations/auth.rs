@@ -127,7 +127,7 @@ pub(crate) fn parse_auth(
     (auth, problems)
 }
 
-/// `auth-url` and its companions ([`crate::annotations::auth`]). An `auth-url` that does not parse
+/// `auth-url` and its companions ([`crate::ingress::annotations::auth`]). An `auth-url` that does not parse
 /// closes the route: serving it without the check would open it to everyone.
 pub(super) fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
     let url = match cx.take("auth-url") {

@@ -1,0 +1,12 @@
+//! The Ingress compiler: Kubernetes Ingresses with ingress-nginx's annotations, lowered into
+//! the route IR the Gateway API compiler ([`crate::gateway`]) produces too ([`crate::rules`]
+//! rule sets of [`crate::RouteEntry`]s in one [`crate::RouteTable`]).
+//!
+//! `class` (is this Ingress ours?), `path` (`path`/`pathType` to a rule path), `annotations/`
+//! (a file per annotation family, into a [`crate::Policy`]), `compile` (claims, conflicts,
+//! backends, the table).
+
+pub(crate) mod annotations;
+pub(crate) mod class;
+pub(crate) mod compile;
+pub(crate) mod path;
