@@ -855,7 +855,7 @@ mod tests {
                         &nginx("configuration-snippet"),
                         "more_set_headers \"A: b\";",
                     ),
-                    (&nginx("proxy-body-size"), "10 MB"),
+                    (&nginx("proxy-body-size"), "10 XB"),
                     (&nginx("enable-cors"), "true"),
                 ],
                 json!({}),

@@ -78,7 +78,7 @@ metadata:
     kubernetes.io/ingress.class: nginx
     nginx.ingress.kubernetes.io/configuration-snippet: |
       more_set_headers "X-Frame-Options: DENY";
-    nginx.ingress.kubernetes.io/proxy-body-size: 10 MB
+    nginx.ingress.kubernetes.io/proxy-body-size: 10 XB
 spec:
   rules:
   - host: blog.example.com
@@ -201,8 +201,9 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
              nginx configuration text; sluice never applies annotation values as \
              configuration (to set request or response fields, use \
              sluice.dev/request-headers or sluice.dev/response-headers)\n",
-            "  invalid      nginx.ingress.kubernetes.io/proxy-body-size: value \"10 MB\" is \
-             not a size (digits with an optional k, m or g suffix)\n",
+            "  invalid      nginx.ingress.kubernetes.io/proxy-body-size: value \"10 XB\" is \
+             not a size; expected bytes with an optional unit: k, m, g (nginx), KiB, MiB, GiB, \
+             KB, MB, GB\n",
             "  class        sluice (spec.ingressClassName): served",
             "  CLOSED       nginx.ingress.kubernetes.io/auth-type: basic and digest \
              authentication from a Secret is not supported yet; the Ingress's routes answer \

@@ -138,7 +138,10 @@ mod tests {
         assert!(parse(&["--workers=0"]).is_err());
         assert!(parse(&["--host-template={name}.{cluster}.example.com"]).is_err());
         assert!(parse(&["--host-template={name"]).is_err());
-        assert!(parse(&["--cache-sync-timeout=5"]).is_err());
+        assert!(parse(&["--cache-sync-timeout=5x"]).is_err());
+        // The project's one duration syntax: whole seconds too.
+        let a = parse(&["--cache-sync-timeout=5"]).expect("whole seconds");
+        assert_eq!(a.cache_sync_timeout, Duration::from_secs(5));
         assert!(parse(&["--leader-elect=maybe"]).is_err());
         let a = parse(&["--lease-duration=2s", "--renew-deadline=2s"]).expect("parses");
         assert!(
