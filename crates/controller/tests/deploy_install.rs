@@ -2,8 +2,9 @@
 //! `kubectl apply -k` applies) applied to the test cluster, and the node agent running sluice
 //! as the manifests say: the binary of the image, the args, the env (downward API), the
 //! ServiceAccount token through in-cluster config (no kubeconfig), the readiness probe. An
-//! Ingress and an HTTPRoute then answer through every installed replica, and
-//! ingress-manager's overlay creates the Ingress of an annotated Service.
+//! Ingress and an HTTPRoute then answer through every installed replica (and get their
+//! status from it), and ingress-manager's overlay creates the Ingress of an annotated
+//! Service.
 //!
 //! RBAC is checked by what the API server refused: any `forbidden` line in an installed
 //! pod's log (read through the API server, `kubectl logs`) fails the test, naming the verb
@@ -17,7 +18,8 @@ mod support;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, DeleteParams, ListParams, LogParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams};
+use kube::core::GroupVersionKind;
 use serde_json::json;
 use sluice_testenv::{AGENT_NODE_NAME, eventually};
 use std::collections::BTreeSet;
@@ -246,9 +248,56 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
     let (name, ip) = daemon[0].clone();
     answers(SocketAddr::new(ip, 80), "ingress.install.test").await?;
     answers(SocketAddr::new(ip, 80), "route.install.test").await?;
+    // Status writes too: the Ingress gets the node's address (--publish-status-address),
+    // the HTTPRoute sluice's Accepted.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), SYSTEM);
+    let host_ip = pods
+        .get(&name)
+        .await?
+        .status
+        .and_then(|s| s.host_ip)
+        .unwrap_or_default();
+    let ingresses: Api<Ingress> = w.api();
+    eventually(
+        Duration::from_secs(30),
+        "the Ingress's status address",
+        || async {
+            let ing = ingresses.get("echo").await.ok()?;
+            let lb = ing.status?.load_balancer?.ingress?;
+            (lb.first()?.ip.as_deref() == Some(host_ip.as_str())).then_some(())
+        },
+    )
+    .await?;
+    let routes: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &w.ns,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "gateway.networking.k8s.io",
+            "v1",
+            "HTTPRoute",
+        )),
+    );
+    eventually(
+        Duration::from_secs(30),
+        "the HTTPRoute Accepted",
+        || async {
+            let route = routes.get("echo").await.ok()?;
+            let parents = route.data["status"]["parents"].as_array()?.clone();
+            parents
+                .iter()
+                .any(|p| {
+                    p["controllerName"] == "sluice.dev/gateway-controller"
+                        && p["conditions"].as_array().is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                        })
+                })
+                .then_some(())
+        },
+    )
+    .await?;
     assert_not_refused(&admin, &name).await?;
 
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), SYSTEM);
     let caught = eventually(
         Duration::from_secs(30),
         "the cut ClusterRole's refusal in the log",

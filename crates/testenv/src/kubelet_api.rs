@@ -20,6 +20,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The port kube-apiserver finds in the Node's `daemonEndpoints` (a kubelet's default).
 pub(crate) const KUBELET_PORT: u16 = 10250;
 
+/// The longest a `follow` request streams, so that no test waits on one forever.
+const MAX_FOLLOW: Duration = Duration::from_secs(600);
+
 /// One container's log.
 #[derive(Debug)]
 pub(crate) struct LogFile {
@@ -260,8 +263,10 @@ async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, logs: &Logs) -> any
     let first = q.select(&String::from_utf8_lossy(&text[..offset]));
     send(&mut s, &first, &mut budget).await?;
     if q.follow {
-        // Until the container's output ends or the API server hangs up (a write fails).
-        while budget > 0 {
+        // Until the container's output ends, the API server hangs up (a write fails) or
+        // MAX_FOLLOW has passed.
+        let deadline = tokio::time::Instant::now() + MAX_FOLLOW;
+        while budget > 0 && tokio::time::Instant::now() < deadline {
             let closed = entry.closed.load(Ordering::Relaxed);
             let text = tokio::fs::read(&entry.path).await.unwrap_or_default();
             let end = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);

@@ -4,6 +4,7 @@
 
 mod common;
 
+use futures::{AsyncBufReadExt, AsyncReadExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use kube::api::{Api, DeleteParams, LogParams, PostParams};
@@ -92,7 +93,7 @@ async fn scheduled_pods_run_or_say_why_not_and_delete_gracefully() -> anyhow::Re
     Ok(())
 }
 
-/// `kubectl logs` and `kubectl logs --since-time`: kube-apiserver proxies `pods/log` to the
+/// `kubectl logs`, `--since-time`, `--tail` and `-f`: kube-apiserver proxies `pods/log` to the
 /// agent's kubelet endpoint (mutual TLS on the Node's InternalIP), which serves what the
 /// container wrote, with the times it wrote it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,7 +195,25 @@ async fn container_logs_read_through_the_api_server_and_since_time_filters() -> 
         .await?;
     assert_eq!(tail.lines().count(), 1, "{tail:?}");
 
+    // `kubectl logs -f`: what is there, then the stream ends when the container does.
+    let mut follow = Box::pin(
+        pods.log_stream(
+            "talker",
+            &LogParams {
+                follow: true,
+                since_time: Some(since),
+                ..Default::default()
+            },
+        )
+        .await?,
+    );
+    let mut first = String::new();
+    tokio::time::timeout(Duration::from_secs(10), follow.read_line(&mut first)).await??;
+    assert!(first.contains("connection ended with error"), "{first:?}");
     pods.delete("talker", &DeleteParams::default()).await?;
+    let mut rest = String::new();
+    tokio::time::timeout(Duration::from_secs(20), follow.read_to_string(&mut rest)).await??;
+    assert!(rest.contains("SIGTERM received"), "{rest:?}");
     eventually(Duration::from_secs(30), "talker gone", || async {
         pods.get_opt("talker").await.ok()?.is_none().then_some(())
     })
