@@ -64,6 +64,7 @@ struct Shared {
     /// The test CA, the pods' `ca.crt`.
     ca_pem: Vec<u8>,
 }
+
 /// The running agent; stopping it (or dropping it) kills every pod process and removes their
 /// network namespaces. The Pod objects stay: the control plane goes with the test process.
 pub struct NodeAgent {
