@@ -4,7 +4,9 @@
 # matches the server (v0.<minor>.<patch> of SLUICE_KUBE_VERSION, default 1.37.2).
 #
 # Builds two programs of the same shape (a shared informer factory, its Pod informer, start,
-# wait for cache sync; print the sync time and VmHWM):
+# wait for cache sync; print the sync time and VmHWM); client-go runs twice per round: as it
+# comes (v0.35+ streams the initial list, WatchListClient, where the server offers it: v1.34+
+# does) and with -list-watch (a LIST, then a watch: `client-go-lw`):
 #   - sluice:    crates/informer/examples/pod_sync.rs (release build)
 #   - client-go: bench/informer-go/main.go, built in a throwaway module that requires
 #                k8s.io/client-go at that release (through the Go module proxy, cached)

@@ -18,8 +18,8 @@ cargo test -p sluice-informer \
   --test leader_election
 cargo test -p sluice-controller \
   --test apiserver_restart --test churn --test controller_flags --test deployment \
-  --test gateway_api --test gateway_api_late --test ingress_controller --test migrate \
-  --test sources
+  --test deploy_install --test drain --test gateway_api --test gateway_api_late \
+  --test ingress_controller --test migrate --test sources
 cargo test -p sluice-ingress-manager --test ingress_manager
 cargo test -p sluice --test deploy_manifests
 echo "test-kube-minor: all passed against v${SLUICE_KUBE_VERSION#v}, $(( $(date +%s) - t0 ))s in all"

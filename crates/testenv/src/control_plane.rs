@@ -2,6 +2,7 @@
 //! loopback.
 
 use crate::binaries::control_plane_bin_dir;
+use crate::pki::Pki;
 use crate::ports::free_port;
 use crate::supervisor::{Supervised, at_exit};
 use anyhow::{Context, bail};
@@ -22,12 +23,13 @@ pub const NODE_NAME: &str = "sluice-test-node";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// kube-controller-manager's controllers: what Deployments, EndpointSlices, ServiceAccount
-/// tokens and namespace deletion need. No node lifecycle controller: test Nodes have no kubelet
+/// tokens, DaemonSets and namespace deletion need. No node lifecycle controller: test Nodes have no kubelet
 /// whose heartbeat it would wait for. No root CA publisher: its ConfigMap in every namespace
 /// would show in the informer tests' ConfigMap counts.
 pub const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
 deployment-controller,replicaset-controller,endpointslice-controller,\
-endpointslice-mirroring-controller,serviceaccount-controller,serviceaccount-token-controller";
+endpointslice-mirroring-controller,serviceaccount-controller,serviceaccount-token-controller,\
+daemonset-controller";
 
 /// etcd + kube-apiserver + kube-controller-manager (the controllers in [`CONTROLLERS`]) +
 /// kube-scheduler in a temp dir, on free loopback ports.
@@ -46,6 +48,7 @@ pub struct ControlPlane {
     scheduler: Mutex<Option<Supervised>>,
     config: kube::Config,
     kubeconfig: PathBuf,
+    pki: Pki,
     started_in: Duration,
 }
 
@@ -115,6 +118,7 @@ impl ControlPlane {
                 .args(["-pubout", "-out"])
                 .arg(dir.join("sa.pub")),
         )?;
+        let pki = crate::pki::write(&dir).context("the test cluster's certificates")?;
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml(apiserver_port, &token))?;
 
@@ -148,6 +152,7 @@ impl ControlPlane {
             scheduler: Mutex::new(None),
             config: config_from(&kubeconfig).await?,
             kubeconfig: kubeconfig.clone(),
+            pki: pki.clone(),
             started_in: Duration::ZERO,
         };
         let _ = guard.keep();
@@ -166,10 +171,7 @@ impl ControlPlane {
                 dir.join("sa.key").display()
             ))
             // The CA put into ServiceAccount token Secrets.
-            .arg(format!(
-                "--root-ca-file={}",
-                dir.join("certs/apiserver.crt").display()
-            ));
+            .arg(format!("--root-ca-file={}", pki.ca.display()));
         *lock(&cp.controller_manager) = Some(spawn_logged("kube-controller-manager", kcm, &dir)?);
 
         let mut scheduler = Command::new(bin.join("kube-scheduler"));
@@ -217,8 +219,9 @@ impl ControlPlane {
             tokio::sync::OnceCell::const_new();
         AGENT
             .get_or_try_init(|| async {
-                let agent: &'static crate::NodeAgent =
-                    Box::leak(Box::new(crate::NodeAgent::start(self.config()).await?));
+                let agent: &'static crate::NodeAgent = Box::leak(Box::new(
+                    crate::NodeAgent::start(self.config(), self.apiserver_port, &self.pki).await?,
+                ));
                 // Registered after the control plane's hook, so it runs before it.
                 at_exit(move || agent.stop());
                 Ok::<_, anyhow::Error>(agent)
@@ -357,6 +360,31 @@ impl ControlPlane {
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg("--service-cluster-ip-range=10.96.0.0/16")
             .arg("--disable-admission-plugins=ServiceAccount")
+            // Signed by the test CA and naming every pod gateway: pods verify it (in-cluster
+            // config) when they reach the API server through the node agent.
+            .arg(format!(
+                "--tls-cert-file={}",
+                self.pki.serving_cert.display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                self.pki.serving_key.display()
+            ))
+            // pods/log and friends go to the node agent's kubelet endpoint, at the Node's
+            // InternalIP (its other address, the Hostname, resolves nowhere), over mutual TLS.
+            .arg("--kubelet-preferred-address-types=InternalIP")
+            .arg(format!(
+                "--kubelet-certificate-authority={}",
+                self.pki.ca.display()
+            ))
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                self.pki.kubelet_client_cert.display()
+            ))
+            .arg(format!(
+                "--kubelet-client-key={}",
+                self.pki.kubelet_client_key.display()
+            ))
             .arg("--profiling=false");
         *lock(&self.apiserver) = Some(spawn_logged("kube-apiserver", cmd, d)?);
         let deadline = Instant::now() + READY_TIMEOUT;
@@ -441,6 +469,12 @@ impl ControlPlane {
         .iter()
         .filter_map(|p| lock(p).as_ref().and_then(Supervised::id))
         .collect()
+    }
+
+    /// The PEM file of the CA that signed the API server's serving certificate: what pods
+    /// find as `ca.crt` next to their ServiceAccount token.
+    pub fn ca_path(&self) -> &Path {
+        &self.pki.ca
     }
 
     /// The admin bearer token.

@@ -17,10 +17,12 @@
 
 mod binaries;
 mod control_plane;
+mod kubelet_api;
 mod manifests;
 mod netns;
 mod network;
 mod node_agent;
+mod pki;
 mod pod_host;
 mod ports;
 mod supervisor;

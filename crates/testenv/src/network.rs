@@ -25,6 +25,15 @@ pub fn temp_dir() -> std::io::Result<tempfile::TempDir> {
         .tempdir()
 }
 
+/// The subnets K that bridges claim: 10.244.20.0/24 .. 10.244.219.0/24.
+const FIRST_K: u8 = 20;
+const LAST_K: u8 = 219;
+
+/// Every gateway address a process's bridge can carry (`10.244.K.1`).
+pub(crate) fn gateway_candidates() -> impl Iterator<Item = Ipv4Addr> {
+    (FIRST_K..=LAST_K).map(|k| Ipv4Addr::new(10, 244, k, 1))
+}
+
 /// The bridge and address pool of this process.
 #[derive(Debug)]
 pub struct Network {
@@ -48,7 +57,7 @@ impl Network {
         let pid = std::process::id();
         let start = (pid % 200) as u8;
         for i in 0..200u16 {
-            let k = ((start as u16 + i) % 200 + 20) as u8; // 10.244.20.0 .. 10.244.219.0
+            let k = ((start as u16 + i) % 200 + FIRST_K as u16) as u8;
             let bridge = format!("slbr{k}");
             if !ip(&["link", "add", &bridge, "type", "bridge"])? {
                 continue;

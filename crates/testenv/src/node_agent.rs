@@ -6,12 +6,32 @@
 //! `sluice-echo`); any other image leaves the Pod Pending with `ErrImagePull` and a message
 //! saying so. Secret and ConfigMap volumes are written to a per-pod directory, and a
 //! container's args, command and env values that start with a mount path are rewritten to
-//! that directory (no chroot, no mount namespace: the binaries take file paths as arguments).
+//! that directory (no chroot: the binaries take file paths as arguments).
+//!
+//! Each pod also gets what a kubelet gives it for its ServiceAccount (unless
+//! `automountServiceAccountToken: false`): a token from the TokenRequest API bound to the
+//! pod, with `ca.crt` and `namespace`, at the fixed path in-cluster clients read
+//! (`/var/run/secrets/kubernetes.io/serviceaccount`), and `KUBERNETES_SERVICE_HOST`/`PORT`.
+//! That path cannot be rewritten (client libraries hard-code it), so every container runs
+//! in a mount namespace of its own where `/run` (= `/var/run`) is a directory of the pod.
+//! The API server listens on loopback, which a pod's network namespace cannot reach; the
+//! agent relays `gateway:443` to it (TLS passes through; the serving certificate names
+//! every gateway).
+//!
+//! `hostNetwork: true` pods run in a network namespace of their own too (two of them
+//! binding the same host port would otherwise collide, and a test must not listen on the
+//! machine's own interfaces); tests reach them at their pod IP, which stands for the node's.
+//! Containers run as root whatever their `securityContext` says.
+//!
+//! Container output is captured with timestamps and served to `kubectl logs` through the
+//! API server ([`crate::kubelet_api`]).
 
+use crate::kubelet_api::{KUBELET_PORT, Logs};
 use crate::network::{Network, ip};
 use crate::supervisor::Supervised;
 use anyhow::{Context, bail};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Probe, Secret};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Probe, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -31,6 +51,19 @@ const TICK: Duration = Duration::from_millis(200);
 const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// The longest grace period honoured, so that a test never waits minutes on a deletion.
 const MAX_GRACE: Duration = Duration::from_secs(30);
+/// How long a pod waits for its ServiceAccount (the controller creates `default` just after
+/// its namespace) before the agent gives up on it.
+const TOKEN_WAIT: Duration = Duration::from_secs(20);
+/// Where pods reach the API server: the agent's relay on their gateway.
+const APISERVER_RELAY_PORT: u16 = 443;
+
+/// What every pod of the agent shares.
+struct Shared {
+    net: &'static Network,
+    logs: Logs,
+    /// The test CA, the pods' `ca.crt`.
+    ca_pem: Vec<u8>,
+}
 
 /// The running agent; stopping it (or dropping it) kills every pod process and removes their
 /// network namespaces. The Pod objects stay: the control plane goes with the test process.
@@ -49,9 +82,28 @@ impl std::fmt::Debug for NodeAgent {
 
 impl NodeAgent {
     /// Registers the Node (Ready, untainted, with allocatable capacity) and starts the agent on
-    /// a thread of its own, so that it outlives the runtime of the test that started it.
-    pub async fn start(config: kube::Config) -> anyhow::Result<NodeAgent> {
+    /// a thread of its own, so that it outlives the runtime of the test that started it: the
+    /// pods, the API server relay on the gateway and the kubelet endpoint.
+    pub(crate) async fn start(
+        config: kube::Config,
+        apiserver_port: u16,
+        pki: &crate::pki::Pki,
+    ) -> anyhow::Result<NodeAgent> {
         let net = Network::get()?;
+        // Bound here so that a port in use fails the start, not a pod later.
+        let relay = std::net::TcpListener::bind((net.gateway(), APISERVER_RELAY_PORT))
+            .context("the API server relay's port on the pod gateway")?;
+        let kubelet = std::net::TcpListener::bind((net.gateway(), KUBELET_PORT))
+            .context("the kubelet endpoint's port on the pod gateway")?;
+        for l in [&relay, &kubelet] {
+            l.set_nonblocking(true)?;
+        }
+        let acceptor = crate::kubelet_api::acceptor(pki)?;
+        let shared = Shared {
+            net,
+            logs: Logs::default(),
+            ca_pem: std::fs::read(&pki.ca).context("the test CA")?,
+        };
         register_node(&kube::Client::try_from(config.clone())?, net.gateway()).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -68,7 +120,22 @@ impl NodeAgent {
                         return;
                     }
                 };
-                rt.block_on(run(config, net, flag));
+                rt.block_on(async move {
+                    let (Ok(relay), Ok(kubelet)) = (
+                        tokio::net::TcpListener::from_std(relay),
+                        tokio::net::TcpListener::from_std(kubelet),
+                    ) else {
+                        tracing::error!("node agent: listeners");
+                        return;
+                    };
+                    tokio::spawn(relay_to(relay, apiserver_port));
+                    tokio::spawn(crate::kubelet_api::serve(
+                        kubelet,
+                        acceptor,
+                        shared.logs.clone(),
+                    ));
+                    run(config, shared, flag).await
+                });
             })
             .context("spawn the node agent thread")?;
         Ok(NodeAgent {
@@ -131,7 +198,7 @@ async fn register_node(client: &kube::Client, host_ip: Ipv4Addr) -> anyhow::Resu
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                 "message": "sluice test node agent",
                                 "lastHeartbeatTime": t, "lastTransitionTime": t}],
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
             }})),
         )
         .await
@@ -161,6 +228,22 @@ async fn renew_lease(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Forwards connections from the pods' gateway to the API server on loopback.
+async fn relay_to(listener: tokio::net::TcpListener, apiserver_port: u16) {
+    loop {
+        let Ok((mut down, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        tokio::spawn(async move {
+            if let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", apiserver_port)).await
+            {
+                let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+            }
+        });
+    }
+}
+
 /// One pod the agent runs.
 struct RunningPod {
     namespace: String,
@@ -176,6 +259,7 @@ struct RunningPod {
     written: Option<Value>,
     /// Set once the Pod has a deletionTimestamp: SIGTERM was sent, SIGKILL is due then.
     terminating: Option<Instant>,
+    logs: Logs,
 }
 
 struct RunningContainer {
@@ -197,13 +281,14 @@ impl Drop for RunningPod {
         }
         crate::network::kill_netns_pids(&self.netns);
         let _ = ip(&["netns", "del", &self.netns]);
+        crate::kubelet_api::forget(&self.logs, &self.namespace, &self.name);
         if let Ok(net) = Network::get() {
             net.release(self.n);
         }
     }
 }
 
-async fn run(config: kube::Config, net: &'static Network, stop: Arc<AtomicBool>) {
+async fn run(config: kube::Config, shared: Shared, stop: Arc<AtomicBool>) {
     let client = match kube::Client::try_from(config) {
         Ok(c) => c,
         Err(e) => {
@@ -214,6 +299,8 @@ async fn run(config: kube::Config, net: &'static Network, stop: Arc<AtomicBool>)
     let mut pods: HashMap<String, RunningPod> = HashMap::new();
     // uid -> the message last reported for a pod that cannot run.
     let mut failed: HashMap<String, String> = HashMap::new();
+    // uid -> when the agent first failed to get the pod's ServiceAccount token.
+    let mut waiting: HashMap<String, Instant> = HashMap::new();
     let mut lease_due = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if Instant::now() >= lease_due {
@@ -222,7 +309,7 @@ async fn run(config: kube::Config, net: &'static Network, stop: Arc<AtomicBool>)
             }
             lease_due = Instant::now() + LEASE_RENEW;
         }
-        if let Err(e) = tick(&client, net, &mut pods, &mut failed).await {
+        if let Err(e) = tick(&client, &shared, &mut pods, &mut failed, &mut waiting).await {
             tracing::debug!(error = %format!("{e:#}"), "node agent tick");
         }
         tokio::time::sleep(TICK).await;
@@ -233,9 +320,10 @@ async fn run(config: kube::Config, net: &'static Network, stop: Arc<AtomicBool>)
 
 async fn tick(
     client: &kube::Client,
-    net: &'static Network,
+    shared: &Shared,
     pods: &mut HashMap<String, RunningPod>,
     failed: &mut HashMap<String, String>,
+    waiting: &mut HashMap<String, Instant>,
 ) -> anyhow::Result<()> {
     let all: Api<Pod> = Api::all(client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={AGENT_NODE_NAME}"));
@@ -285,13 +373,36 @@ async fn tick(
             continue;
         }
         if !pods.contains_key(&uid) {
-            match start_pod(client, net, &pod).await {
+            // Images first: a pod that cannot run waits for nothing.
+            if let Err(e) = pod_binaries(&pod) {
+                let message = format!("{e:#}");
+                report_failure(&api, &name, &pod, "ErrImagePull", &message).await;
+                failed.insert(uid.clone(), message);
+                continue;
+            }
+            let token = match service_account_token(client, &pod).await {
+                Ok(t) => t,
+                Err(e) => {
+                    let since = *waiting.entry(uid.clone()).or_insert_with(Instant::now);
+                    if since.elapsed() < TOKEN_WAIT {
+                        tracing::debug!(pod = %name, error = %format!("{e:#}"), "node agent: token");
+                    } else {
+                        let message = format!("{e:#}");
+                        report_failure(&api, &name, &pod, "CreateContainerConfigError", &message)
+                            .await;
+                        failed.insert(uid.clone(), message);
+                    }
+                    continue;
+                }
+            };
+            waiting.remove(&uid);
+            match start_pod(client, shared, &pod, token).await {
                 Ok(p) => {
                     pods.insert(uid.clone(), p);
                 }
                 Err(e) => {
                     let message = format!("{e:#}");
-                    report_failure(&api, &name, &pod, &message).await;
+                    report_failure(&api, &name, &pod, "ErrImagePull", &message).await;
                     failed.insert(uid.clone(), message);
                     continue;
                 }
@@ -305,6 +416,7 @@ async fn tick(
     // Pods deleted at once (grace 0) by someone else.
     pods.retain(|uid, _| seen.contains(uid));
     failed.retain(|uid, _| seen.contains(uid));
+    waiting.retain(|uid, _| seen.contains(uid));
     Ok(())
 }
 
@@ -336,7 +448,7 @@ fn terminate_step(p: &mut RunningPod, grace: Duration) -> bool {
     all_gone
 }
 
-async fn report_failure(api: &Api<Pod>, name: &str, pod: &Pod, message: &str) {
+async fn report_failure(api: &Api<Pod>, name: &str, pod: &Pod, reason: &str, message: &str) {
     let containers: Vec<Value> = pod
         .spec
         .iter()
@@ -344,14 +456,14 @@ async fn report_failure(api: &Api<Pod>, name: &str, pod: &Pod, message: &str) {
         .map(|c| {
             json!({"name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
                    "ready": false, "restartCount": 0,
-                   "state": {"waiting": {"reason": "ErrImagePull", "message": message}}})
+                   "state": {"waiting": {"reason": reason, "message": message}}})
         })
         .collect();
     let t = now();
     let status = json!({"status": {
         "phase": "Pending",
         "message": message,
-        "reason": "ErrImagePull",
+        "reason": reason,
         "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
             {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
@@ -458,21 +570,72 @@ fn field_ref(pod: &Pod, ip: Ipv4Addr, host_ip: Ipv4Addr, path: &str) -> anyhow::
     })
 }
 
+/// The binaries of a pod's containers, or why it cannot run.
+fn pod_binaries(pod: &Pod) -> anyhow::Result<Vec<PathBuf>> {
+    let spec = pod.spec.as_ref().context("Pod without spec")?;
+    spec.containers.iter().map(container_binary).collect()
+}
+
+/// A token for the pod's ServiceAccount, bound to the pod (it stops working when the pod
+/// is gone), as the kubelet requests for the projected token volume; `None` when the pod
+/// opts out. Valid for an hour as the kubelet asks (the API server extends such tokens),
+/// longer than any test, so it is never refreshed.
+async fn service_account_token(client: &kube::Client, pod: &Pod) -> anyhow::Result<Option<String>> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(None);
+    };
+    if spec.automount_service_account_token == Some(false) {
+        return Ok(None);
+    }
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    #[allow(deprecated)]
+    let named = spec
+        .service_account_name
+        .clone()
+        .or_else(|| spec.service_account.clone())
+        .filter(|a| !a.is_empty());
+    // The ServiceAccount admission plugin (off in the test control plane) would have set
+    // `default`; the API server binds a token only to a pod that names its account.
+    let bound = named.is_some().then(|| BoundObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+    });
+    let account = named.unwrap_or_else(|| "default".into());
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            // Empty: the API server's own audiences.
+            audiences: Vec::new(),
+            expiration_seconds: Some(3607),
+            bound_object_ref: bound,
+        },
+        ..Default::default()
+    };
+    let issued = Api::<ServiceAccount>::namespaced(client.clone(), &namespace)
+        .create_token_request(&account, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("token for ServiceAccount {namespace}/{account}"))?;
+    Ok(Some(
+        issued
+            .status
+            .map(|s| s.token)
+            .context("TokenRequest returned no token")?,
+    ))
+}
+
 async fn start_pod(
     client: &kube::Client,
-    net: &'static Network,
+    shared: &Shared,
     pod: &Pod,
+    token: Option<String>,
 ) -> anyhow::Result<RunningPod> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let spec = pod.spec.as_ref().context("Pod without spec")?;
-    // Images first: a pod that cannot run gets no namespace.
-    let binaries: Vec<PathBuf> = spec
-        .containers
-        .iter()
-        .map(container_binary)
-        .collect::<anyhow::Result<_>>()?;
+    let binaries = pod_binaries(pod)?;
+    let net = shared.net;
 
     let n = net.allocate()?;
     let ip = Ipv4Addr::new(10, 244, net.subnet_id(), n);
@@ -490,8 +653,20 @@ async fn start_pod(
         containers: Vec::new(),
         written: None,
         terminating: None,
+        logs: shared.logs.clone(),
     };
     crate::pod_host::make_netns(net, &netns, n, ip)?;
+
+    // The pod's /run: the ServiceAccount files where in-cluster clients look for them.
+    let run_dir = running.dir.path().join("run");
+    std::fs::create_dir_all(&run_dir)?;
+    if let Some(token) = token {
+        let sa = run_dir.join("secrets/kubernetes.io/serviceaccount");
+        std::fs::create_dir_all(&sa)?;
+        std::fs::write(sa.join("token"), token)?;
+        std::fs::write(sa.join("ca.crt"), &shared.ca_pem)?;
+        std::fs::write(sa.join("namespace"), &namespace)?;
+    }
 
     // Volumes: Secret and ConfigMap contents as files.
     let mut volume_dirs: HashMap<String, PathBuf> = HashMap::new();
@@ -584,6 +759,13 @@ async fn start_pod(
             .collect::<anyhow::Result<_>>()?;
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         env.insert("HOSTNAME".into(), name.clone());
+        // No ~/.kube/config of this machine for in-cluster clients to prefer.
+        env.insert("HOME".into(), "/".into());
+        env.insert("KUBERNETES_SERVICE_HOST".into(), net.gateway().to_string());
+        env.insert(
+            "KUBERNETES_SERVICE_PORT".into(),
+            APISERVER_RELAY_PORT.to_string(),
+        );
         for e in c.env.iter().flatten() {
             let value = if let Some(from) = &e.value_from {
                 if let Some(f) = &from.field_ref {
@@ -625,19 +807,28 @@ async fn start_pod(
             .chain(c.args.iter().flatten())
             .map(|a| rewrite(&expand(a, &env), &mounts))
             .collect();
-        let log = std::fs::File::create(running.dir.path().join(format!("{}.log", c.name)))?;
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &netns])
-            .arg(&binary)
-            .args(&args)
+        let (output, input) = std::io::pipe()?;
+        let mut cmd = Command::new(&binary);
+        cmd.args(&args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .envs(&env)
             .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
+            .stdout(input.try_clone()?)
+            .stderr(input);
+        let netns_file = std::fs::File::open(format!("/run/netns/{netns}"))
+            .with_context(|| format!("open network namespace {netns}"))?;
+        enter_pod(&mut cmd, &netns_file, &run_dir)?;
         let process = Supervised::spawn(&format!("{namespace}/{name}/{}", c.name), cmd)
             .with_context(|| format!("start container {}", c.name))?;
+        // The write ends went with `cmd`: the capture ends when the container's output does.
+        drop(netns_file);
+        crate::kubelet_api::capture(
+            &shared.logs,
+            (namespace.clone(), name.clone(), c.name.clone()),
+            output,
+            running.dir.path().join(format!("{}.log", c.name)),
+        )?;
         let readiness = c.readiness_probe.clone();
         let delay = readiness
             .as_ref()
@@ -656,6 +847,47 @@ async fn start_pod(
     }
     tracing::debug!(pod = %format_args!("{namespace}/{name}"), %ip, "node agent: started");
     Ok(running)
+}
+
+/// Makes `cmd` start inside the pod: its network namespace (`netns`, an open
+/// `/run/netns/NAME`), and a mount namespace of its own whose `/run` is `run_dir`.
+fn enter_pod(cmd: &mut Command, netns: &std::fs::File, run_dir: &Path) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let fd = netns.as_raw_fd();
+    let source = std::ffi::CString::new(run_dir.as_os_str().as_bytes())?;
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // SAFETY: between fork and exec only async-signal-safe system calls, on memory prepared
+    // before the fork (`source`, the literals); `fd` stays open until the spawn returned.
+    unsafe {
+        cmd.pre_exec(move || {
+            check(libc::setns(fd, libc::CLONE_NEWNET))?;
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            // Private: the bind below must not propagate back to the machine's mounts.
+            check(libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            check(libc::mount(
+                source.as_ptr(),
+                c"/run".as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))
+        });
+    }
+    Ok(())
 }
 
 fn select_items<'a>(
