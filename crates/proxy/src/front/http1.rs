@@ -202,7 +202,7 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let start = Instant::now();
-    let request = PlainRequest { head, buf };
+    let request = PlainRequest::new(head, buf);
     let arrived = pipeline::arrive(ctx, request, None);
     if arrived.needs_hyper() {
         return Err(arrived.routing);
@@ -278,26 +278,39 @@ where
 #[derive(Clone, Copy)]
 pub(crate) struct PlainRequest<'b> {
     /// The head.
-    pub(crate) head: &'b PlainHead,
+    head: &'b PlainHead,
     /// The buffer it was parsed from.
-    pub(crate) buf: &'b [u8],
+    buf: &'b [u8],
+    /// The method, Host and target as text, checked once (every phase reads them).
+    method: &'b str,
+    host: &'b str,
+    target: &'b str,
+}
+
+impl<'b> PlainRequest<'b> {
+    /// The request whose head was parsed from `buf`.
+    fn new(head: &'b PlainHead, buf: &'b [u8]) -> PlainRequest<'b> {
+        PlainRequest {
+            head,
+            buf,
+            method: head.method(buf),
+            host: head.host(buf),
+            target: head.target(buf),
+        }
+    }
 }
 
 impl<'b> RequestView<'b> for PlainRequest<'b> {
     fn method(self) -> &'b str {
-        self.head.method(self.buf)
+        self.method
     }
 
     fn host(self) -> &'b str {
-        self.head.host(self.buf)
+        self.host
     }
 
     fn target(self) -> &'b str {
-        self.head.target(self.buf)
-    }
-
-    fn path(self) -> &'b str {
-        self.head.path(self.buf)
+        self.target
     }
 
     fn field(self, name: &[u8]) -> Option<&'b [u8]> {
@@ -310,14 +323,14 @@ impl<'b> RequestView<'b> for PlainRequest<'b> {
 
     fn facts(self) -> Facts<'b, impl Iterator<Item = &'b [u8]>> {
         Facts {
-            method: self.head.method(self.buf).as_bytes(),
+            method: self.method.as_bytes(),
             version: if self.head.http10 {
                 Version::Http10
             } else {
                 Version::Http11
             },
             hosts: 1,
-            host: Some(self.head.host(self.buf).as_bytes()),
+            host: Some(self.host.as_bytes()),
             authority: None,
             length_and_chunked: false,
             via: self.head.via(self.buf),

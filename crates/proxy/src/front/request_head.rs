@@ -99,7 +99,8 @@ impl PlainHead {
         std::str::from_utf8(self.target.get(buf)).unwrap_or("/")
     }
 
-    /// The path part of the target.
+    /// The path part of the target (the pipeline reads it through its request view).
+    #[cfg(test)]
     pub(crate) fn path<'b>(&self, buf: &'b [u8]) -> &'b str {
         let target = self.target(buf);
         target.split_once('?').map_or(target, |(path, _)| path)

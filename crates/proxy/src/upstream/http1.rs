@@ -39,14 +39,17 @@ pub(crate) struct Http1<'u> {
 }
 
 impl Transport for Http1<'_> {
-    type Response = (ResponseHead, Conn);
+    // Boxed: the answer moves through every layer up to the front end's writer, and the
+    // head with its inline field table is the bulk of it.
+    type Response = (Box<ResponseHead>, Conn);
 
-    fn status(response: &(ResponseHead, Conn)) -> u16 {
+    fn status(response: &(Box<ResponseHead>, Conn)) -> u16 {
         response.0.status.as_u16()
     }
 
-    async fn exchange(&mut self, at: Try<'_, '_>) -> Result<(ResponseHead, Conn), TryFailed> {
-        exchange(self.upstreams, at, self.head_timeout).await
+    async fn exchange(&mut self, at: Try<'_, '_>) -> Result<(Box<ResponseHead>, Conn), TryFailed> {
+        let (head, conn) = exchange(self.upstreams, at, self.head_timeout).await?;
+        Ok((Box::new(head), conn))
     }
 }
 

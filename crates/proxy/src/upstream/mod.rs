@@ -83,7 +83,7 @@ impl Failure {
 /// backend) that gave it; the endpoint's in-flight count stays taken until the caller
 /// releases it.
 pub(crate) struct Answer {
-    pub(crate) head: ResponseHead,
+    pub(crate) head: Box<ResponseHead>,
     pub(crate) conn: Conn,
     pub(crate) endpoint: usize,
     pub(crate) addr: SocketAddr,
