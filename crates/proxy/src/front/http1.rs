@@ -230,8 +230,10 @@ where
         }
     };
     let upstream::Answer {
-        head: response,
-        conn,
+        response: upstream::Response {
+            head: response,
+            conn,
+        },
         addr,
         ..
     } = proxied.answer;

@@ -185,7 +185,9 @@ fn from_upstream(
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Response<ResponseBody> {
     let upstream::Answer {
-        head, conn, addr, ..
+        response: upstream::Response { head, conn },
+        addr,
+        ..
     } = proxied.answer;
     let status = head.status;
     let mut response = Response::new(());

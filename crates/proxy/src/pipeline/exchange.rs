@@ -52,7 +52,10 @@ impl Step<'_> {
             start,
             self.header_timeout,
         );
-        upstream::within(self.request_timeout, start, sending).await
+        match self.request_timeout {
+            Some(limit) => upstream::within(limit, start, sending).await,
+            None => sending.await,
+        }
     }
 
     /// Sends `outgoing` to backend `id` over the own HTTP/1.1 client; an intercepted status
@@ -70,10 +73,14 @@ impl Step<'_> {
         let (upstreams, start) = (self.upstreams, self.start);
         let state = &snapshot.backends[id];
         let exchange = upstream::send(upstreams, state, outgoing, start, self.header_timeout);
-        let answer = upstream::within(self.request_timeout, start, exchange)
-            .await
-            .map_err(|failure| (failure, id))?;
-        let status = answer.head.status.as_u16();
+        // The request timeout wraps the step only when the route has one: one layer less
+        // to poll otherwise.
+        let answer = match self.request_timeout {
+            Some(limit) => upstream::within(limit, start, exchange).await,
+            None => exchange.await,
+        };
+        let answer = answer.map_err(|failure| (failure, id))?;
+        let status = answer.response.head.status.as_u16();
         let Some(fallback) = route_policy::intercept(route_entry, status) else {
             return Ok((answer, id));
         };
@@ -86,9 +93,11 @@ impl Step<'_> {
         let outgoing = sending.error_page_request(request, &fields);
         let state = &snapshot.backends[fallback.id];
         let exchange = upstream::send(upstreams, state, outgoing, start, self.header_timeout);
-        let answer = upstream::within(self.request_timeout, start, exchange)
-            .await
-            .map_err(|failure| (failure, fallback.id))?;
+        let answer = match self.request_timeout {
+            Some(limit) => upstream::within(limit, start, exchange).await,
+            None => exchange.await,
+        };
+        let answer = answer.map_err(|failure| (failure, fallback.id))?;
         Ok((answer, fallback.id))
     }
 }

@@ -4,6 +4,7 @@
 //! parsed here ([`super::response_head`]); the body is read later by the response body
 //! ([`super::body`]). No connection task, no channel.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use crate::snapshot::BackendState;
 use crate::upstream::driver::{Retryable, Transport, Try, TryFailed};
 use crate::upstream::pool::{self, Conn};
 use crate::upstream::response_head::{self, ResponseHead};
-use crate::upstream::{Failure, connect};
+use crate::upstream::{Failure, Response, connect};
 
 /// Read size for response heads.
 const HEAD_READ: usize = 8 * 1024;
@@ -39,17 +40,17 @@ pub(crate) struct Http1<'u> {
 }
 
 impl Transport for Http1<'_> {
-    // Boxed: the answer moves through every layer up to the front end's writer, and the
-    // head with its inline field table is the bulk of it.
-    type Response = (Box<ResponseHead>, Conn);
+    type Response = Response;
 
-    fn status(response: &(Box<ResponseHead>, Conn)) -> u16 {
-        response.0.status.as_u16()
+    fn status(response: &Response) -> u16 {
+        response.head.status.as_u16()
     }
 
-    async fn exchange(&mut self, at: Try<'_, '_>) -> Result<(Box<ResponseHead>, Conn), TryFailed> {
-        let (head, conn) = exchange(self.upstreams, at, self.head_timeout).await?;
-        Ok((Box::new(head), conn))
+    fn exchange(
+        &mut self,
+        at: Try<'_, '_>,
+    ) -> impl Future<Output = Result<Response, TryFailed>> + Send {
+        exchange(self.upstreams, at, self.head_timeout)
     }
 }
 
@@ -106,7 +107,7 @@ async fn exchange(
     upstreams: &Upstreams,
     at: Try<'_, '_>,
     head_timeout: Option<Duration>,
-) -> Result<(ResponseHead, Conn), TryFailed> {
+) -> Result<Response, TryFailed> {
     let Try {
         backend,
         addr,
@@ -160,7 +161,8 @@ async fn exchange(
         Ok(Some(mut early)) => {
             // Answered before the body was complete: the connection is out of step.
             early.reusable = false;
-            return Ok((early, conn));
+            let head = Box::new(early);
+            return Ok(Response { head, conn });
         }
         Err(AttemptError::Io(error)) if framing != Framing::None => {
             // The upstream may have answered early (e.g. 413) and closed while we were still
@@ -168,7 +170,8 @@ async fn exchange(
             return match read_head(&mut conn, head_request).await {
                 Ok(mut response) => {
                     response.reusable = false;
-                    Ok((response, conn))
+                    let head = Box::new(response);
+                    Ok(Response { head, conn })
                 }
                 Err(_) => Err(failed(AttemptError::Io(error))),
             };
@@ -185,7 +188,8 @@ async fn exchange(
         None => read_head(&mut conn, head_request).await.map_err(failed)?,
     };
     backend.metrics.observe_header(sent_at.elapsed());
-    Ok((response, conn))
+    let head = Box::new(response);
+    Ok(Response { head, conn })
 }
 
 /// Writes the body with its framing after the head. Returns a final response head if the

@@ -79,14 +79,17 @@ impl Failure {
     }
 }
 
-/// A response head, the connection its body follows on, and the endpoint (index in the
-/// backend) that gave it; the endpoint's in-flight count stays taken until the caller
-/// releases it.
-pub(crate) struct Answer {
+/// The own client's answer: its response, and the endpoint (index in the backend) that
+/// gave it; the endpoint's in-flight count stays taken until the caller releases it.
+pub(crate) type Answer = driver::Answered<Response>;
+
+/// A response head and the connection its body follows on.
+pub(crate) struct Response {
+    /// The head (boxed: it moves through every layer up to the front end's writer, and its
+    /// inline field table is the bulk of the answer).
     pub(crate) head: Box<ResponseHead>,
+    /// The connection.
     pub(crate) conn: Conn,
-    pub(crate) endpoint: usize,
-    pub(crate) addr: SocketAddr,
 }
 
 /// A request ready to send: its head (before the header policy) and its body.
@@ -125,13 +128,13 @@ impl Outgoing<'_> {
 /// Sends `outgoing` to an endpoint of `backend` over the own HTTP/1.1 client, trying
 /// others as the retry rules allow. `deadline` bounds the wait for the response head: over
 /// all tries for a bodiless request, from the end of the body for one with a body.
-pub(crate) async fn send(
-    upstreams: &Upstreams,
-    backend: &BackendState,
-    outgoing: Outgoing<'_>,
+pub(crate) fn send<'a>(
+    upstreams: &'a Upstreams,
+    backend: &'a BackendState,
+    outgoing: Outgoing<'a>,
     start: Instant,
     deadline: Duration,
-) -> Result<Answer, Failure> {
+) -> impl Future<Output = Result<Answer, Failure>> + Send + 'a {
     // An upload can take long, each step bounded by its own timeout (client body,
     // upstream send); the wait for the head starts once the body is through.
     let bodied = !matches!(outgoing.body, RequestBody::Empty);
@@ -139,26 +142,16 @@ pub(crate) async fn send(
         upstreams,
         head_timeout: bodied.then_some(deadline),
     };
-    let answered = driver::send(transport, backend, outgoing, start, deadline).await?;
-    let (head, conn) = answered.response;
-    Ok(Answer {
-        head,
-        conn,
-        endpoint: answered.endpoint,
-        addr: answered.addr,
-    })
+    driver::send(transport, backend, outgoing, start, deadline)
 }
 
 /// Runs `exchange` (the upstream steps up to the response head) within `limit` counted
 /// from the request's `start` (Gateway API `timeouts.request`): 504 when it runs out.
 pub(crate) async fn within<T>(
-    limit: Option<Duration>,
+    limit: Duration,
     start: Instant,
     exchange: impl Future<Output = Result<T, Failure>>,
 ) -> Result<T, Failure> {
-    let Some(limit) = limit else {
-        return exchange.await;
-    };
     let deadline = tokio::time::Instant::from_std(start + limit);
     match tokio::time::timeout_at(deadline, exchange).await {
         Ok(result) => result,
