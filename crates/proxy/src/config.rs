@@ -17,8 +17,9 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10254";
 
 /// Flags of the data plane. `#[command(flatten)]` this into a clap command.
 ///
-/// Durations take units (`"250ms"`, `"5s"`, `"2m"`, `"1m30s"`, `"1h"`); sizes take an optional binary
-/// unit (`"65536"`, `"64KiB"`, `"1MiB"`, `"1GiB"`; `k`/`m`/`g` are accepted as the same).
+/// Durations and sizes take the project's one syntax ([`sluice_units`]): whole seconds or
+/// units (`"60"`, `"250ms"`, `"1.5s"`, `"1m30s"`); bytes with an optional binary unit
+/// (`"65536"`, `"8k"`, `"64KiB"`, `"1MB"`).
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct ProxyArgs {
     /// Plain HTTP listen address (HTTP/1.1 and h2c with prior knowledge).
