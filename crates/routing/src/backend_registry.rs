@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::{Backend, Resolved, ServiceIndex};
-use crate::gateway::types::BackendObjectReference;
-use crate::{PortRef, RouteTable, ServiceRef};
+use crate::{RouteTable, ServiceRef};
 
 /// The backends of a table, one per Service port, each with its id (its index).
 #[derive(Default)]
@@ -52,20 +51,9 @@ impl BackendRegistry {
         self.push(sref, Some(resolved))
     }
 
-    /// A backend without endpoints for a reference that does not resolve.
-    pub(crate) fn placeholder(
-        &mut self,
-        namespace: &str,
-        backend: &BackendObjectReference,
-    ) -> Arc<Backend> {
-        let sref = ServiceRef {
-            namespace: backend
-                .namespace
-                .clone()
-                .unwrap_or_else(|| namespace.to_owned()),
-            name: backend.name.clone(),
-            port: PortRef::Number(backend.port.unwrap_or(0)),
-        };
+    /// A backend without endpoints for a reference (`sref`, as written) that does not
+    /// resolve.
+    pub(crate) fn placeholder(&mut self, sref: ServiceRef) -> Arc<Backend> {
         if let Some(&i) = self.placeholders.get(&sref) {
             return Arc::clone(&self.backends[i]);
         }

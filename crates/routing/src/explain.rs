@@ -14,8 +14,9 @@ use k8s_openapi::api::networking::v1::Ingress;
 use crate::host::{HostPattern, normalize_request_host, parse_rule_host, wildcard_suffix};
 use crate::ingress::class::ClassSelector;
 use crate::ingress::compile::compile;
-use crate::ingress::path::{PathKind, parse_rule_path, path_regex, prefix_matches};
+use crate::path::{PathKind, parse_rule_path, path_regex};
 use crate::refs::{ObjectRef, ServiceRef};
+use crate::rules::prefix_matches;
 use crate::table::{Route, RouteTable};
 use crate::{CompileOptions, Diagnostic, Inputs};
 

@@ -10,7 +10,7 @@
 //! * `ingress/`: [`compile`] takes [`Inputs`] (snapshots of the informer caches) and
 //!   [`CompileOptions`] (who we are) and returns [`Compiled`]: a [`RouteTable`], the
 //!   [`Diagnostic`]s to publish as Events, and the Ingresses that are ours. `class`
-//!   (is this Ingress ours?), `path` (path types), `annotations/` (one file per family:
+//!   (is this Ingress ours?), `annotations/` (one file per family:
 //!   ingress-nginx's `nginx.ingress.kubernetes.io/*` with its semantics, and the same keys
 //!   under `sluice.dev/*`; an annotation that is unsupported, invalid or a snippet becomes a
 //!   [`Diagnostic`] on its Ingress while the rest of the Ingress is served).
@@ -30,7 +30,8 @@
 //!   the host's owner, Gateway rules before Ingress ones at each step);
 //!   [`RouteTable::route`] by host and path alone; [`RouteTable::certificate`] "which
 //!   certificate for this SNI name?".
-//! * Shared pieces: `host.rs` (host names and wildcards), `backend.rs` (Service ports to
+//! * Shared pieces: `path.rs` (rule paths and path types, for both compilers), `host.rs`
+//!   (host names and wildcards), `backend.rs` (Service ports to
 //!   endpoints), `tls.rs` (Secrets to certificates), `diagnostic.rs`, `refs.rs` (names).
 //!
 //! # Matching rules
@@ -110,6 +111,7 @@ mod host;
 mod ingress;
 mod inputs;
 mod key;
+mod path;
 mod policy;
 mod protocol;
 mod refs;
@@ -124,9 +126,6 @@ pub use cidr::{Cidr, parse_cidr};
 pub use diagnostic::{Diagnostic, Reason};
 pub use explain::{Answer, BackendView, Check, Explanation, explain};
 pub use host::normalize_request_host;
-pub use ingress::annotations::affinity::{Affinity, AffinityMode, HashBy};
-pub use ingress::annotations::auth::ExternalAuth;
-pub use ingress::annotations::canary::{Canary, CanaryRule};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
@@ -137,12 +136,14 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Cors, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
-    RequestRedirect,
+    Affinity, AffinityMode, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream, OriginPattern,
+    PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};
-pub use table::{Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend};
+pub use table::{
+    Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend,
+};
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

@@ -17,11 +17,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue, Method, Uri};
 
 use crate::cidr::Cidr;
-use crate::ingress::annotations::affinity::{Affinity, HashBy};
-use crate::ingress::annotations::auth::ExternalAuth;
 use crate::protocol::{UpstreamProtocol, UpstreamTls};
 
 /// The policy of one route. `Policy::default()` changes nothing.
@@ -520,6 +518,70 @@ impl Cors {
             .any(|p| p.allows(origin))
             .then_some(origin)
     }
+}
+
+/// `affinity: cookie`: a client keeps its endpoint through a cookie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    /// `session-cookie-name` (default `INGRESSCOOKIE`).
+    pub cookie: String,
+    /// The cookie attributes after the value (`; Path=/; Max-Age=...; HttpOnly`), fixed at
+    /// compile time; `Expires` is added per response when `expires` is set.
+    pub attributes: String,
+    /// `session-cookie-expires`: seconds from the response until the cookie expires.
+    pub expires: Option<u64>,
+    /// `affinity-mode`.
+    pub mode: AffinityMode,
+    /// `session-cookie-change-on-failure`: a failed endpoint gets a new cookie.
+    pub change_on_failure: bool,
+}
+
+/// How a cookie maps to an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AffinityMode {
+    /// The cookie holds a random key, and the endpoint is the key's consistent hash over
+    /// the ready endpoints: when endpoints are added, some sessions move to them
+    /// (ingress-nginx's default, `balanced`).
+    Balanced,
+    /// The cookie names its endpoint, which keeps the session as long as it is ready.
+    Persistent,
+}
+
+/// `upstream-hash-by`: what the endpoint is chosen by (consistent hashing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashBy {
+    /// `$remote_addr` (or `$binary_remote_addr`): the client address.
+    ClientAddress,
+    /// `$http_<name>`: a request header (`-` for `_`).
+    Header(http::HeaderName),
+    /// `$cookie_<name>`: a cookie.
+    Cookie(String),
+    /// `$request_uri`: path and query.
+    RequestUri,
+    /// `$uri`: the path.
+    Path,
+    /// `$host`: the host.
+    Host,
+}
+
+/// `auth-url` and its companions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalAuth {
+    /// `auth-url`: an absolute `http://` or `https://` URL.
+    pub url: Uri,
+    /// `auth-method` (default GET).
+    pub method: Method,
+    /// `auth-signin`: where a 401 from the auth service redirects the client (302), with
+    /// the original URL in the `signin_redirect_param` query parameter.
+    pub signin: Option<String>,
+    /// `auth-signin-redirect-param` (default `rd`).
+    pub signin_redirect_param: String,
+    /// `auth-response-headers`: fields copied from the auth service's answer to the
+    /// upstream request.
+    pub response_headers: Vec<HeaderName>,
+    /// `auth-request-redirect`: the `X-Auth-Request-Redirect` sent to the auth service
+    /// (default: the request's URI).
+    pub request_redirect: Option<String>,
 }
 
 #[cfg(test)]

@@ -309,6 +309,17 @@ pub(crate) struct GatewayRoutes {
     pub https: HostRules,
 }
 
+/// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`
+/// for `/`) matches request `path` by whole segments: `/foo` matches `/foo`, `/foo/` and
+/// `/foo/bar`, never `/foobar`. A [`crate::rules::RuleSet`] answers the same question for every
+/// rule at once; this one rule at a time is for explaining a match.
+pub(crate) fn prefix_matches(key: &str, path: &str) -> bool {
+    path.starts_with('/')
+        && path
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,11 +389,11 @@ mod tests {
     fn ingress_set(rules: &[(&str, &str, u32)]) -> RuleSet {
         let mut builder = RuleSetBuilder::default();
         for (index, (path, ty, entry)) in rules.iter().enumerate() {
-            let rule = crate::ingress::path::parse_rule_path(Some(path), ty).unwrap();
+            let rule = crate::path::parse_rule_path(Some(path), ty).unwrap();
             let cond = match rule.kind {
-                crate::ingress::path::PathKind::Exact => PathCond::Exact(rule.key),
-                crate::ingress::path::PathKind::Prefix => PathCond::Prefix(rule.key),
-                crate::ingress::path::PathKind::Regex => PathCond::Regex(rule.key),
+                crate::path::PathKind::Exact => PathCond::Exact(rule.key),
+                crate::path::PathKind::Prefix => PathCond::Prefix(rule.key),
+                crate::path::PathKind::Regex => PathCond::Regex(rule.key),
             };
             builder.push(
                 cond,

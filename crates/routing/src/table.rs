@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
+
 use crate::backend::Backend;
 use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
-use crate::ingress::annotations::canary::Canary;
-use crate::ingress::path::PathKind;
 use crate::key::{FastMap, Key};
 use crate::policy::Policy;
 use crate::refs::ObjectRef;
@@ -78,6 +78,84 @@ pub struct Mirror {
     pub numerator: u32,
     /// ...over denominator (never 0).
     pub denominator: u32,
+}
+
+/// The canary of a route: where its share goes and how the share is chosen.
+#[derive(Debug, Clone)]
+pub struct Canary {
+    /// The canary Ingress's backend.
+    pub backend: Arc<Backend>,
+    /// The rules.
+    pub rule: Arc<CanaryRule>,
+    /// The canary Ingress.
+    pub source: ObjectRef,
+}
+
+/// How requests are chosen for the canary.
+#[derive(Debug, Clone, Default)]
+pub struct CanaryRule {
+    /// `canary-by-header`: the request header looked at.
+    pub header: Option<HeaderName>,
+    /// `canary-by-header-value`: this value means the canary.
+    pub header_value: Option<HeaderValue>,
+    /// `canary-by-header-pattern`: a value matching this means the canary (unused when
+    /// `header_value` is set, as in ingress-nginx).
+    pub header_pattern: Option<regex::Regex>,
+    /// `canary-by-cookie`: the cookie looked at (`always` / `never`).
+    pub cookie: Option<String>,
+    /// `canary-weight`: share out of `weight_total`.
+    pub weight: u32,
+    /// `canary-weight-total` (default 100).
+    pub weight_total: u32,
+}
+
+impl PartialEq for CanaryRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.header == other.header
+            && self.header_value == other.header_value
+            && self.header_pattern.as_ref().map(regex::Regex::as_str)
+                == other.header_pattern.as_ref().map(regex::Regex::as_str)
+            && self.cookie == other.cookie
+            && self.weight == other.weight
+            && self.weight_total == other.weight_total
+    }
+}
+
+impl Eq for CanaryRule {}
+
+impl CanaryRule {
+    /// Whether a request goes to the canary. `header` is the value of the rule's header,
+    /// `cookie` the value of its cookie; `roll` is uniform in `0..weight_total`.
+    pub fn chooses(&self, header: Option<&[u8]>, cookie: Option<&[u8]>, roll: u32) -> bool {
+        if self.header.is_some()
+            && let Some(value) = header
+        {
+            if let Some(wanted) = &self.header_value {
+                if value == wanted.as_bytes() {
+                    return true;
+                }
+            } else if let Some(pattern) = &self.header_pattern {
+                if std::str::from_utf8(value).is_ok_and(|v| pattern.is_match(v)) {
+                    return true;
+                }
+            } else if value == b"always" {
+                return true;
+            } else if value == b"never" {
+                return false;
+            }
+        }
+        if self.cookie.is_some()
+            && let Some(value) = cookie
+        {
+            if value == b"always" {
+                return true;
+            }
+            if value == b"never" {
+                return false;
+            }
+        }
+        self.weight > 0 && roll < self.weight
+    }
 }
 
 /// ingress-nginx's `rewrite "(?i)<rule path>" <target> break;`: when the rule's path
@@ -372,7 +450,7 @@ impl RouteTable {
             .into_iter()
             .filter(|(_, entry_id)| *entry_id == id)
             .map(|(cond, _)| kind_and_key(cond))
-            .filter(|(kind, key)| kind_matches(*kind, key, path))
+            .filter(|(kind, key)| kind_matches(kind, key, path))
             .max_by_key(|(_, key)| key.len())?;
         Some((route_of(&owner, kind, key, &entry.backend), id as usize))
     }
@@ -410,36 +488,35 @@ impl RouteTable {
 }
 
 /// A rule's path condition as the kind and key [`Route`]s list.
-fn kind_and_key(path: PathCond) -> (PathKind, String) {
+fn kind_and_key(path: PathCond) -> (&'static str, String) {
     match path {
-        PathCond::Exact(p) => (PathKind::Exact, p),
-        PathCond::Prefix(p) => (PathKind::Prefix, p),
-        PathCond::Regex(p) => (PathKind::Regex, p),
+        PathCond::Exact(p) => ("Exact", p),
+        PathCond::Prefix(p) => ("Prefix", p),
+        PathCond::Regex(p) => ("Regex", p),
     }
 }
 
 /// A rule as a [`Route`].
-fn route_of(host: &str, kind: PathKind, key: String, backend: &Backend) -> Route {
-    let (path_type, path) = match kind {
-        PathKind::Regex => ("Regex", key),
-        PathKind::Exact => ("Exact", key),
-        PathKind::Prefix if key.is_empty() => ("Prefix", "/".to_owned()),
-        PathKind::Prefix => ("Prefix", key),
+fn route_of(host: &str, kind: &'static str, key: String, backend: &Backend) -> Route {
+    let path = if kind == "Prefix" && key.is_empty() {
+        "/".to_owned()
+    } else {
+        key
     };
     Route {
         host: host.to_owned(),
-        path_type,
+        path_type: kind,
         path,
         backend: backend.service.clone(),
     }
 }
 
-/// Whether a rule (kind and matcher key) matches request `path` on its own.
-fn kind_matches(kind: PathKind, key: &str, path: &str) -> bool {
+/// Whether a rule (kind and key) matches request `path` on its own.
+fn kind_matches(kind: &str, key: &str, path: &str) -> bool {
     match kind {
-        PathKind::Exact => key == path,
-        PathKind::Prefix => crate::ingress::path::prefix_matches(key, path),
+        "Exact" => key == path,
+        "Prefix" => crate::rules::prefix_matches(key, path),
         // Only one regex set per host; the lookup picked one of them: accept any.
-        PathKind::Regex => true,
+        _ => true,
     }
 }

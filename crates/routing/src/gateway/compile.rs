@@ -767,7 +767,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
                 let (target, usable) = match self.check_backend(namespace, &backend.backend) {
                     Ok(sref) => (backends.get(self.services, sref), true),
-                    Err(_) => (backends.placeholder(namespace, &backend.backend), false),
+                    Err(_) => (
+                        backends.placeholder(written_ref(namespace, &backend.backend)),
+                        false,
+                    ),
                 };
                 split.push(WeightedBackend {
                     backend: target,
@@ -794,7 +797,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .first()
                 .map(|b| Arc::clone(&b.backend))
                 .unwrap_or_else(|| {
-                    backends.placeholder(namespace, &BackendObjectReference::default())
+                    backends.placeholder(written_ref(namespace, &BackendObjectReference::default()))
                 });
             // One usable backend: the plain path, no draw.
             let split = if split.len() == 1 && split[0].usable && split[0].weight > 0 {
@@ -897,6 +900,19 @@ fn conflicts(listeners: &mut [OurListener<'_>]) {
                 _ => {}
             }
         }
+    }
+}
+
+/// A `backendRef` as written, as the Service port it names (for a backend that stands in
+/// for a reference that does not resolve).
+fn written_ref(namespace: &str, backend: &BackendObjectReference) -> ServiceRef {
+    ServiceRef {
+        namespace: backend
+            .namespace
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned()),
+        name: backend.name.clone(),
+        port: PortRef::Number(backend.port.unwrap_or(0)),
     }
 }
 

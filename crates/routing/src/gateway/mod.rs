@@ -25,7 +25,7 @@ pub(crate) mod compile;
 mod hostname;
 mod rule;
 mod status;
-pub(crate) mod types;
+mod types;
 
 pub use status::{
     Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,

@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue};
 use super::types::{
     HttpHeaderFilter, HttpPathModifier, HttpRouteFilter, HttpRouteMatch, HttpRouteRule,
 };
-use crate::ingress::path::{PathKind, parse_rule_path};
+use crate::path::{PathKind, parse_rule_path};
 use crate::policy::{PathRewrite, Policy};
 use crate::rules::{PathCond, ValueMatch, ValueTest};
 

@@ -27,16 +27,14 @@ use crate::backend::{
 use crate::backend_registry::BackendRegistry;
 use crate::host::{HostPattern, parse_rule_host};
 use crate::ingress::annotations;
-use crate::ingress::annotations::canary::{Canary, CanaryRule};
 use crate::ingress::class::ClassSelector;
-use crate::ingress::path::{
-    PathKind, RulePath, parse_regex_rule_path, parse_rule_path, path_regex,
-};
 use crate::key::Key;
+use crate::path::{PathKind, RulePath, parse_regex_rule_path, parse_rule_path, path_regex};
 use crate::policy::Policy;
 use crate::protocol;
 use crate::refs::Age;
 use crate::rules::{Candidate, PathCond, Precedence, RuleSetBuilder};
+use crate::table::{Canary, CanaryRule};
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{

@@ -3,51 +3,9 @@
 
 use super::*;
 
+use crate::policy::{Affinity, AffinityMode, HashBy};
+
 use std::collections::BTreeMap;
-
-/// `affinity: cookie`: a client keeps its endpoint through a cookie.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Affinity {
-    /// `session-cookie-name` (default `INGRESSCOOKIE`).
-    pub cookie: String,
-    /// The cookie attributes after the value (`; Path=/; Max-Age=...; HttpOnly`), fixed at
-    /// compile time; `Expires` is added per response when `expires` is set.
-    pub attributes: String,
-    /// `session-cookie-expires`: seconds from the response until the cookie expires.
-    pub expires: Option<u64>,
-    /// `affinity-mode`.
-    pub mode: AffinityMode,
-    /// `session-cookie-change-on-failure`: a failed endpoint gets a new cookie.
-    pub change_on_failure: bool,
-}
-
-/// How a cookie maps to an endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AffinityMode {
-    /// The cookie holds a random key, and the endpoint is the key's consistent hash over
-    /// the ready endpoints: when endpoints are added, some sessions move to them
-    /// (ingress-nginx's default, `balanced`).
-    Balanced,
-    /// The cookie names its endpoint, which keeps the session as long as it is ready.
-    Persistent,
-}
-
-/// `upstream-hash-by`: what the endpoint is chosen by (consistent hashing).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HashBy {
-    /// `$remote_addr` (or `$binary_remote_addr`): the client address.
-    ClientAddress,
-    /// `$http_<name>`: a request header (`-` for `_`).
-    Header(http::HeaderName),
-    /// `$cookie_<name>`: a cookie.
-    Cookie(String),
-    /// `$request_uri`: path and query.
-    RequestUri,
-    /// `$uri`: the path.
-    Path,
-    /// `$host`: the host.
-    Host,
-}
 
 /// The `affinity` family of keys (without prefix).
 pub(crate) const AFFINITY_KEYS: &[&str] = &[

@@ -3,27 +3,9 @@
 
 use super::*;
 
-use http::{HeaderName, Method, Uri};
+use crate::policy::ExternalAuth;
 
-/// `auth-url` and its companions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExternalAuth {
-    /// `auth-url`: an absolute `http://` or `https://` URL.
-    pub url: Uri,
-    /// `auth-method` (default GET).
-    pub method: Method,
-    /// `auth-signin`: where a 401 from the auth service redirects the client (302), with
-    /// the original URL in the `signin_redirect_param` query parameter.
-    pub signin: Option<String>,
-    /// `auth-signin-redirect-param` (default `rd`).
-    pub signin_redirect_param: String,
-    /// `auth-response-headers`: fields copied from the auth service's answer to the
-    /// upstream request.
-    pub response_headers: Vec<HeaderName>,
-    /// `auth-request-redirect`: the `X-Auth-Request-Redirect` sent to the auth service
-    /// (default: the request's URI).
-    pub request_redirect: Option<String>,
-}
+use http::{HeaderName, Method, Uri};
 
 /// The `auth-*` keys besides `auth-url` (without prefix).
 pub(crate) const AUTH_KEYS: &[&str] = &[

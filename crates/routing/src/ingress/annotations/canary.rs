@@ -10,91 +10,11 @@
 
 use super::*;
 
+use crate::table::CanaryRule;
+
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
-
-use crate::backend::Backend;
-use crate::refs::ObjectRef;
-
-/// The canary of a route: where its share goes and how the share is chosen.
-#[derive(Debug, Clone)]
-pub struct Canary {
-    /// The canary Ingress's backend.
-    pub backend: Arc<Backend>,
-    /// The rules.
-    pub rule: Arc<CanaryRule>,
-    /// The canary Ingress.
-    pub source: ObjectRef,
-}
-
-/// How requests are chosen for the canary.
-#[derive(Debug, Clone, Default)]
-pub struct CanaryRule {
-    /// `canary-by-header`: the request header looked at.
-    pub header: Option<HeaderName>,
-    /// `canary-by-header-value`: this value means the canary.
-    pub header_value: Option<HeaderValue>,
-    /// `canary-by-header-pattern`: a value matching this means the canary (unused when
-    /// `header_value` is set, as in ingress-nginx).
-    pub header_pattern: Option<regex::Regex>,
-    /// `canary-by-cookie`: the cookie looked at (`always` / `never`).
-    pub cookie: Option<String>,
-    /// `canary-weight`: share out of `weight_total`.
-    pub weight: u32,
-    /// `canary-weight-total` (default 100).
-    pub weight_total: u32,
-}
-
-impl PartialEq for CanaryRule {
-    fn eq(&self, other: &Self) -> bool {
-        self.header == other.header
-            && self.header_value == other.header_value
-            && self.header_pattern.as_ref().map(regex::Regex::as_str)
-                == other.header_pattern.as_ref().map(regex::Regex::as_str)
-            && self.cookie == other.cookie
-            && self.weight == other.weight
-            && self.weight_total == other.weight_total
-    }
-}
-
-impl Eq for CanaryRule {}
-
-impl CanaryRule {
-    /// Whether a request goes to the canary. `header` is the value of the rule's header,
-    /// `cookie` the value of its cookie; `roll` is uniform in `0..weight_total`.
-    pub fn chooses(&self, header: Option<&[u8]>, cookie: Option<&[u8]>, roll: u32) -> bool {
-        if self.header.is_some()
-            && let Some(value) = header
-        {
-            if let Some(wanted) = &self.header_value {
-                if value == wanted.as_bytes() {
-                    return true;
-                }
-            } else if let Some(pattern) = &self.header_pattern {
-                if std::str::from_utf8(value).is_ok_and(|v| pattern.is_match(v)) {
-                    return true;
-                }
-            } else if value == b"always" {
-                return true;
-            } else if value == b"never" {
-                return false;
-            }
-        }
-        if self.cookie.is_some()
-            && let Some(value) = cookie
-        {
-            if value == b"always" {
-                return true;
-            }
-            if value == b"never" {
-                return false;
-            }
-        }
-        self.weight > 0 && roll < self.weight
-    }
-}
 
 /// The `canary-*` keys (without prefix), which only matter with `canary: "true"`.
 pub(crate) const CANARY_KEYS: &[&str] = &[

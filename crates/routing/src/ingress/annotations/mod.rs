@@ -35,7 +35,9 @@ mod upstream;
 
 use affinity::affinity;
 use auth::external_auth;
-use canary::{CanaryRule, canary};
+use canary::canary;
+
+use crate::table::CanaryRule;
 use cors::*;
 use fail_closed::{CLOSED, restricting_directive, unenforced_access};
 use rate_limit::*;

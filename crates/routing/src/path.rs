@@ -1,5 +1,5 @@
-//! Ingress rule paths: validation of `path`/`pathType` into a [`RulePath`], which the
-//! compiler lowers into the one rule form ([`crate::rules`]) Gateway API routes use too.
+//! Rule paths: validation of an Ingress `path`/`pathType` (and of a Gateway API path match)
+//! into a [`RulePath`], which the compilers lower into the one rule form ([`crate::rules`]).
 
 /// How a rule path is matched, after mapping the Ingress `pathType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,17 +132,6 @@ pub(crate) fn path_regex(path: &str) -> Result<regex::Regex, PathError> {
         .size_limit(1 << 20)
         .build()
         .map_err(|e| PathError::BadRegex(path.to_owned(), e.to_string()))
-}
-
-/// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`
-/// for `/`) matches request `path` by whole segments: `/foo` matches `/foo`, `/foo/` and
-/// `/foo/bar`, never `/foobar`. A [`crate::rules::RuleSet`] answers the same question for every
-/// rule at once; this one rule at a time is for explaining a match.
-pub(crate) fn prefix_matches(key: &str, path: &str) -> bool {
-    path.starts_with('/')
-        && path
-            .strip_prefix(key)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 #[cfg(test)]
