@@ -1,6 +1,6 @@
 //! The one rule form both compilers lower into, and its request-time lookup: Gateway API
-//! HTTPRoute matches (`gateway/compile.rs`) and Ingress paths (`compile.rs`, where an Ingress
-//! path is a match with a path and nothing else).
+//! HTTPRoute matches (`gateway/compile.rs`) and Ingress paths (`ingress/compile.rs`, where
+//! an Ingress path is a match with a path and nothing else).
 //!
 //! A [`RuleSet`] holds the rules of one host name. Candidates are grouped by path: exact
 //! paths in a hash map, `PathPrefix` keys in a hash map probed once per path element of the
