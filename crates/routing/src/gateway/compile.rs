@@ -1,7 +1,8 @@
 //! Gateway API objects into the shared [`RouteTable`]: which GatewayClasses and Gateways
 //! are ours, which listeners are valid, which routes attach where, and the entries and
-//! statuses that follow. Runs after the Ingress part of the compiler (`../ingress/compile.rs`), adding to the
-//! same table (backends are shared by Service port).
+//! statuses that follow. Runs after the Ingress part of the compiler
+//! (`../ingress/compile.rs`), adding to the same table (backends are shared by Service
+//! port).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
