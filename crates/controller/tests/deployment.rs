@@ -12,7 +12,7 @@ use serde_json::json;
 use sluice_testenv::eventually;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use support::{World, get};
+use support::{World, echo_deployment, get};
 
 /// Names and addresses of the Running, Ready pods of `app=echo`.
 async fn ready_pods(pods: &Api<Pod>) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
@@ -104,28 +104,7 @@ async fn a_deployment_scaled_0_3_1_is_served_by_exactly_its_live_pods() -> anyho
     let w = World::new("deploy").await?;
     w.cp.node_agent().await?;
     w.service("echo").await?;
-    w.create(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "echo"},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "echo"}},
-            "template": {
-                "metadata": {"labels": {"app": "echo"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [{
-                        "name": "echo", "image": "sluice-echo:test",
-                        "args": ["--listen", "0.0.0.0:8080", "--service", "echo"],
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "ports": [{"name": "http", "containerPort": 8080}],
-                        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
-                    }],
-                },
-            },
-        },
-    }))
-    .await?;
+    w.create(echo_deployment(0, 5)).await?;
     w.ingress(
         "echo",
         json!({"rules": [{"host": "deploy.test", "http": {"paths": [

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Reply, World, get};
+use support::{Reply, World, echo_deployment, get};
 
 /// Load bounds: whichever comes first.
 const MAX_REQUESTS: usize = 2_000;
@@ -73,27 +73,7 @@ async fn a_pod_deleted_under_load_costs_no_request() -> anyhow::Result<()> {
     let w = World::new("drain").await?;
     w.cp.node_agent().await?;
     w.service("echo").await?;
-    w.create(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "echo"},
-        "spec": {
-            "replicas": 3,
-            "selector": {"matchLabels": {"app": "echo"}},
-            "template": {
-                "metadata": {"labels": {"app": "echo"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [{
-                        "name": "echo", "image": "sluice-echo:test",
-                        "args": ["--listen", "0.0.0.0:8080", "--service", "echo"],
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
-                    }],
-                },
-            },
-        },
-    }))
-    .await?;
+    w.create(echo_deployment(3, 10)).await?;
     w.ingress(
         "echo",
         json!({"rules": [{"host": "drain.test", "http": {"paths": [

@@ -308,3 +308,29 @@ pub async fn until_routed(
     )
     .await
 }
+
+/// A Deployment `echo` of `replicas` sluice-echo pods (port 8080, ready on `/healthz`,
+/// `POD_NAME` from the downward API) with `grace` seconds to terminate.
+pub fn echo_deployment(replicas: u32, grace: u32) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "echo"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "echo"}},
+            "template": {
+                "metadata": {"labels": {"app": "echo"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": grace,
+                    "containers": [{
+                        "name": "echo", "image": "sluice-echo:test",
+                        "args": ["--listen", "0.0.0.0:8080", "--service", "echo"],
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "ports": [{"name": "http", "containerPort": 8080}],
+                        "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                    }],
+                },
+            },
+        },
+    })
+}
