@@ -61,6 +61,9 @@ pub(crate) struct ConnCtx {
     pub(crate) forwarded: Forwarded,
     /// The client connected over TLS.
     pub(crate) tls: bool,
+    /// The Gateway socket it connected to (see `RequestInfo::listener`); `None`: a shared
+    /// listener.
+    pub(crate) gateway: Option<SocketAddr>,
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

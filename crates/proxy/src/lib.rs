@@ -122,15 +122,16 @@ pub use front::tls::DEFAULT_CERT_NAME;
 pub use observe::admin::Readiness;
 pub use observe::control_info::{Explainer, Warning};
 pub use observe::log_filter::log_filter;
+pub use runtime::gateway_sockets::BindFailures;
 pub use snapshot::TableHandle;
 
 use context::Shared;
 use front::{listener, tls};
-use listener::{Protocols, Transport};
+use listener::{Listening, Protocols, Transport};
 use metrics::Metrics;
 use observe::{access_log, admin, dashboard, metrics};
 use pipeline::{header_policy, rate_limit};
-use runtime::{shard, shutdown, workers};
+use runtime::{bind, gateway_sockets, shard, shutdown, workers};
 use shutdown::Phases;
 use upstream::pool;
 
@@ -146,6 +147,8 @@ pub struct Proxy {
     readiness: Readiness,
     tls: tls::TlsConfigs,
     default_cert: CertificateDer<'static>,
+    /// Where Gateway sockets go once bound: one per worker, or one in all.
+    gateway_sockets: Vec<tokio::sync::mpsc::UnboundedReceiver<gateway_sockets::NewSocket>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -176,7 +179,9 @@ impl Proxy {
         let shards = shard::Shards::new(args.workers.unwrap_or(1));
         let metrics = Metrics::new(&mut registry, shards);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider));
+        let (sockets, gateway_sockets) =
+            gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));
+        let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider), sockets);
         let default_key =
             tls::default_certificate(&provider).context("generating the default certificate")?;
         let default_cert = tls::leaf(&default_key);
@@ -228,6 +233,7 @@ impl Proxy {
             readiness: Readiness::default(),
             tls: tls_configs,
             default_cert,
+            gateway_sockets,
         })
     }
 
@@ -276,7 +282,7 @@ impl Proxy {
         // Thread-per-core: every worker gets its own socket on each address.
         let count = count.max(1);
         let many = |addr: SocketAddr, what: &'static str| {
-            workers::bind_many(addr, count)
+            bind::bind_many(addr, count)
                 .with_context(|| format!("binding the {what} listener on {addr}"))
         };
         let http = many(self.args.http_addr, "HTTP")?;
@@ -410,6 +416,7 @@ impl BoundProxy {
             shared,
             readiness,
             tls,
+            gateway_sockets,
             ..
         } = proxy;
         let phases = Phases::default();
@@ -466,10 +473,9 @@ impl BoundProxy {
         let mut threads = Vec::new();
         match data {
             DataListeners::Shared { http, https } => {
-                let accept = |listener, transport| {
+                let accept = |listening| {
                     tokio::spawn(listener::accept_loop(
-                        listener,
-                        transport,
+                        listening,
                         Arc::clone(&shared),
                         Arc::clone(&protocols),
                         phases.clone(),
@@ -477,8 +483,22 @@ impl BoundProxy {
                         None,
                     ))
                 };
-                shared_loops.push(accept(http, Transport::Plain));
-                shared_loops.push(accept(https, Transport::Tls(tls)));
+                shared_loops.push(accept(Listening::shared(http, Transport::Plain)));
+                shared_loops.push(accept(Listening::shared(
+                    https,
+                    Transport::Tls(tls.clone()),
+                )));
+                for new_sockets in gateway_sockets {
+                    shared_loops.push(tokio::spawn(listener::accept_gateway_sockets(
+                        new_sockets,
+                        tls.clone(),
+                        Arc::clone(&shared),
+                        Arc::clone(&protocols),
+                        phases.clone(),
+                        connections.clone(),
+                        None,
+                    )));
+                }
             }
             DataListeners::Workers(sockets) => {
                 let context = workers::WorkerContext {
@@ -490,7 +510,9 @@ impl BoundProxy {
                     finished: finished.clone(),
                     pin: args.pin_workers,
                 };
-                for (index, sockets) in sockets.into_iter().enumerate() {
+                for (index, (sockets, gateway)) in
+                    sockets.into_iter().zip(gateway_sockets).enumerate()
+                {
                     let label = WorkerLabel {
                         worker: index.to_string(),
                     };
@@ -498,7 +520,7 @@ impl BoundProxy {
                         accepted: per_worker.get_or_create(&label).clone(),
                         requests: per_worker_requests.get_or_create(&label).clone(),
                     };
-                    match workers::spawn(index, sockets, &context, counters) {
+                    match workers::spawn(index, sockets, gateway, &context, counters) {
                         Ok(thread) => threads.push(thread),
                         Err(error) => {
                             finished.cancel();

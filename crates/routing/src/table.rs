@@ -280,12 +280,30 @@ impl RouteTable {
         let mut buf = [0u8; 256];
         let host = normalize_request_host_in(host, &mut buf);
         let path = if path.is_empty() { "/" } else { path };
+        if let Some(socket) = request.and_then(|r| r.listener) {
+            // A Gateway's own socket: its routes alone, no default backend.
+            let rules = &self.gateway.as_ref()?.listeners.get(&socket)?.rules;
+            let id = rules.owner(&host)?.lookup(path, request)?;
+            return ((id as usize) < self.entries.len()).then_some(id as usize);
+        }
         let id = match self.owner(&host, request.map(|r| r.https)) {
             Some((set, fallback)) => set.lookup(path, request).or(fallback),
             None => self.default_backend,
         }?;
         // Ids come from this table's own compilers: always in range.
         ((id as usize) < self.entries.len()).then_some(id as usize)
+    }
+
+    /// The sockets Gateways with addresses of their own are served on, each with whether it
+    /// terminates TLS (an `HTTPS` listener): what the proxy binds besides its own listeners.
+    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, bool)> {
+        let mut out: Vec<(std::net::SocketAddr, bool)> = self
+            .gateway
+            .as_ref()
+            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.https)).collect())
+            .unwrap_or_default();
+        out.sort();
+        out
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that
@@ -409,10 +427,10 @@ impl RouteTable {
     /// sorted by route: what a dashboard lists. Not for the hot path.
     pub fn routes_with_entries(&self) -> Vec<(Route, usize)> {
         let mut out = Vec::new();
-        let gateway = self
-            .gateway
-            .iter()
-            .flat_map(|gateway| gateway.http.sets().chain(gateway.https.sets()));
+        let gateway = self.gateway.iter().flat_map(|gateway| {
+            let own = gateway.listeners.values().flat_map(|l| l.rules.sets());
+            gateway.http.sets().chain(gateway.https.sets()).chain(own)
+        });
         for (host, set) in self.matchers().chain(gateway) {
             for (path, id) in set.entries() {
                 let Some(entry) = self.entries.get(id as usize) else {

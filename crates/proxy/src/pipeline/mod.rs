@@ -88,7 +88,7 @@ pub(crate) fn arrive<'r, V: RequestView<'r>>(
     let routing = routing.unwrap_or_else(|| {
         let snapshot = ctx.shared.table.snapshot();
         let normalized = path.as_deref().unwrap_or("/");
-        let routed = route::lookup(&snapshot, request, normalized, ctx.tls);
+        let routed = route::lookup(&snapshot, request, normalized, ctx.tls, ctx.gateway);
         Routing { snapshot, routed }
     });
     Arrived { path, routing }

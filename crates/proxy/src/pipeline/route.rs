@@ -156,8 +156,10 @@ pub(crate) fn lookup<'a, V: RequestView<'a>>(
     request: V,
     path: &str,
     tls: bool,
+    gateway: Option<std::net::SocketAddr>,
 ) -> Routed {
     let info = RequestInfo {
+        listener: gateway,
         https: tls,
         host: request.host(),
         path,
