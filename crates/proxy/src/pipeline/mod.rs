@@ -189,7 +189,8 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             uri: request.target(),
             client: facts.client,
         };
-        match auth::check(external, shared, &done.snapshot, &original).await {
+        // Boxed: a rare branch, kept out of every request's future.
+        match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {
             auth::Verdict::Allow(fields) => auth_fields = fields,
             auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
             auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
@@ -256,9 +257,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     if protocol != UpstreamProtocol::Http {
-        let answer = step
-            .client(&done.snapshot, id, protocol, route_policy, outgoing)
-            .await;
+        // Boxed: the own loop never takes this branch (it hands such requests to hyper),
+        // and its future would otherwise size every request's.
+        let answer =
+            Box::pin(step.client(&done.snapshot, id, protocol, route_policy, outgoing)).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err(failure) => return (done, Reply::Page(failure.status())),
