@@ -14,34 +14,46 @@
 //!                            mirror, exchange)                         transports)
 //! ```
 //!
-//! # Where to start: one folder per concept
+//! # Where to start: one folder per concept, each using only those below it
 //!
+//! From the top (`tests/module_graph.rs` checks that no folder reaches up):
+//!
+//! * `serve/`: the servers `lib.rs` starts: thread-per-core `workers` and the `admin`
+//!   listener (metrics, health, readiness, the `dashboard`).
 //! * `front/`: read requests, write answers. `listener` accepts, reads a PROXY protocol
 //!   header (`proxy_protocol`), terminates TLS (`tls`) and picks a front end: `http1`, the
-//!   proxy's own HTTP/1.1 loop for plain bodiless requests (`request_head` parses in
-//!   place, `response_out` writes), or `hyper_service` for what hyper reads (HTTP/2,
-//!   bodies, upgrades). A front end does nothing but parse a head into a
-//!   `pipeline::view::RequestView`, call the pipeline, and write its `Reply`. The own loop
-//!   hands a connection to hyper, with the unread bytes and the first request's routing,
-//!   when a request is not plain or its backend is behind hyper's client.
+//!   proxy's own HTTP/1.1 loop for plain bodiless requests (`response_out` writes), or
+//!   `hyper_service` for what hyper reads (HTTP/2, bodies, upgrades). A front end does
+//!   nothing but parse a head into a `pipeline::view::RequestView`, call the pipeline, and
+//!   write its `Reply`. The own loop hands a connection to hyper, with the unread bytes and
+//!   the first request's routing, when a request is not plain or its backend is behind
+//!   hyper's client.
 //! * `pipeline/`: the phases, in the order `pipeline/mod.rs` lists them, written once:
 //!   `admit` (refusals, nginx's path normalisation), `route` (one atomic snapshot load,
 //!   one draw of a split or canary), `decision` (the route's own answers via
-//!   `route_policy`, fixed status, rewrite, `rate_limit`, response fields), `auth`
-//!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`,
-//!   `header_policy`, `mirror`), `exchange` (the upstream step within the route's timeouts,
-//!   and the custom-error intercept), `response_edits` (the response head's edits).
-//! * `upstream/`: `driver`, the tries of a request written once for every transport:
-//!   endpoint choice (`balancer`: power of two choices, EWMA, round robin), the retry rules
-//!   (`retry`: `proxy_next_upstream`, Gateway API per-try timeouts), the head timeout; the
-//!   transports, one try each: `http1`, the own HTTP/1.1 client (`pool`,
-//!   `response_head`), and `client`, hyper's clients for HTTPS, h2c and gRPC (`tls`);
-//!   `body` reads the response body back.
-//! * `observe/`: metrics, access log, admin listener, dashboard, `explain`'s view.
-//! * `runtime/`: thread-per-core workers, per-thread state, graceful shutdown.
-//! * At the top: `snapshot` (the swappable table and its derived state), `context`
-//!   (what every phase may read), `body` (bodies, and the request's books closed when its
-//!   response ends), `errors` (the pages), `config` (flags).
+//!   `route_policy`, fixed status, rewrite, rate limits, response fields), `auth`
+//!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`, `mirror`),
+//!   `exchange` (the upstream step within the route's timeouts, and the custom-error
+//!   intercept), `response_edits` (the response head's edits).
+//! * `upstream/`: `driver`, the tries of a request written once for every transport (the
+//!   retry rules in `retry`: `proxy_next_upstream`, Gateway API per-try timeouts; the head
+//!   timeout); the transports, one try each: `http1`, the own HTTP/1.1 client, and
+//!   `client`, hyper's clients for HTTPS, h2c and gRPC.
+//! * `body/`: the request body, the response body (which closes the request's books when
+//!   it ends) and an upstream response body as the own client reads it (`upstream`).
+//! * `context` (what every phase may read), then `snapshot` (the swappable table and its
+//!   derived state, the Gateway sockets it names).
+//! * `backend/`: per-backend state kept across requests: endpoint choice (`balancer`:
+//!   power of two choices, EWMA, round robin), idle connections (`pool`), client TLS
+//!   (`tls`).
+//! * `observe/`: metrics, access log, `explain`'s view, the log filter.
+//! * `runtime/`: per-thread state (`shard`), socket binding (`bind`), the Gateway sockets
+//!   (`gateway_sockets`), graceful shutdown.
+//! * `http/`: messages: the request head parsed in place (`request_head`), a request's
+//!   fields (`request_fields`), the upstream response head (`response_head`), and which
+//!   fields cross the proxy (`header_policy`).
+//! * Leaves: `rate_limit` (the limiters' state), `chunked`, `stall`, `errors` (the
+//!   pages), `config` (flags).
 //!
 //! Timeouts on every phase: client head, client body, connect, upstream send, upstream
 //! head, upstream body, sending to the client (`front::activity`), WebSocket idle,
@@ -88,15 +100,19 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod body;
 mod chunked;
 mod config;
 mod context;
 mod errors;
 mod front;
+mod http;
 mod observe;
 mod pipeline;
+mod rate_limit;
 mod runtime;
+mod serve;
 mod snapshot;
 mod stall;
 mod upstream;
@@ -119,21 +135,22 @@ pub use config::{
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
-pub use observe::admin::Readiness;
 pub use observe::control_info::{Explainer, Warning};
 pub use observe::log_filter::log_filter;
 pub use runtime::gateway_sockets::BindFailures;
+pub use serve::admin::Readiness;
 pub use snapshot::TableHandle;
 
+use backend::pool;
 use context::Shared;
 use front::{listener, tls};
+use http::header_policy;
 use listener::{Listening, Protocols, Transport};
 use metrics::Metrics;
-use observe::{access_log, admin, dashboard, metrics};
-use pipeline::{header_policy, rate_limit};
-use runtime::{bind, gateway_sockets, shard, shutdown, workers};
+use observe::{access_log, metrics};
+use runtime::{bind, gateway_sockets, shard, shutdown};
+use serve::{admin, dashboard, workers};
 use shutdown::Phases;
-use upstream::pool;
 
 /// A configured proxy, not yet listening.
 ///

@@ -18,11 +18,11 @@ use rustls::sign::CertifiedKey;
 use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
+use crate::backend::balancer::{Balancer, Endpoint};
+use crate::backend::tls::TlsClients;
 use crate::observe::control_info::{ControlInfo, Warning};
 use crate::observe::metrics::{BackendMetrics, Metrics, RouteMetrics};
 use crate::runtime::gateway_sockets::{BindFailures, GatewaySockets};
-use crate::upstream::balancer::{Balancer, Endpoint};
-use crate::upstream::tls::TlsClients;
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
 #[derive(Debug)]

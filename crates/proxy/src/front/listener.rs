@@ -31,7 +31,7 @@ use crate::front::http1;
 use crate::front::hyper_service;
 use crate::front::proxy_protocol;
 use crate::front::side_wake::SideWake;
-use crate::pipeline::header_policy::Forwarded;
+use crate::http::header_policy::Forwarded;
 use crate::pipeline::route::Routing;
 use crate::runtime::gateway_sockets::NewSocket;
 use crate::runtime::shutdown::Phases;

@@ -6,4 +6,3 @@ pub(crate) mod bind;
 pub(crate) mod gateway_sockets;
 pub(crate) mod shard;
 pub(crate) mod shutdown;
-pub(crate) mod workers;

@@ -4,7 +4,9 @@
 //! connection's addresses, whatever a worker is busy with). A connection lives and dies on
 //! the worker that accepted it, with that thread's upstream pools: no locks and no
 //! cross-thread wake-ups on the request path. The routing snapshot stays one shared atomic
-//! pointer; request metrics are sharded per worker ([`crate::runtime::shard`]) and summed on scrape.
+//! pointer; request metrics are sharded per worker ([`crate::runtime::shard`]) and summed
+//! on scrape. Each worker also accepts on its copy of every Gateway socket
+//! ([`crate::runtime::gateway_sockets`]).
 //!
 //! Where `SO_REUSEPORT` is refused, the workers share one socket through duplicated file
 //! descriptors instead (every worker is woken for every connection, and the first to

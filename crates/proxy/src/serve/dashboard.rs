@@ -3,7 +3,8 @@
 //! Everything here runs off the request path. A sampler task reads the routes' cumulative
 //! counters every [`SAMPLE_INTERVAL`] and keeps the last [`KEPT_SAMPLES`] rates per route
 //! ([`History`]); `/api/v1/status` joins them with the current snapshot (routes, endpoints,
-//! policy, certificates) and the warnings the control plane reported ([`Warning`]).
+//! policy, certificates) and the warnings the control plane reported
+//! ([`Warning`](crate::observe::control_info::Warning)).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
