@@ -114,13 +114,13 @@ measure() {
     wait_port "$port"
     # Warm up (connections, pools, the first snapshot hold), then count.
     python3 "$TMP/load.py" "$port" "$((CONNS * 10))" "$CONNS"
-    callgrind_control -i on "$pid" >/dev/null
+    callgrind_control -i on "$pid" >/dev/null 2>&1
     python3 "$TMP/load.py" "$port" "$REQUESTS" "$CONNS"
-    callgrind_control -i off "$pid" >/dev/null
+    callgrind_control -i off "$pid" >/dev/null 2>&1
     kill -TERM "$pid"
     wait "$pid" 2>/dev/null || true
     local total
-    total=$(awk '/^(summary|totals):/ {print $2; exit}' "$out")
+    total=$(awk '/^totals:/ {print $2; exit}' "$out")
     python3 -c "print(round($total / $REQUESTS))"
 }
 
