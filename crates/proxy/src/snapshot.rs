@@ -110,7 +110,7 @@ impl Snapshot {
             .backends()
             .iter()
             .map(|backend| {
-                let service = backend.service.to_string();
+                let service = service_label(&backend.service);
                 let metrics = match by_service.remove(service.as_str()) {
                     Some(found) => Arc::clone(found),
                     None => Arc::new(metrics.backend(service)),
@@ -201,7 +201,7 @@ fn route_metrics(
         let key = (
             source.namespace.clone(),
             source.name.clone(),
-            backend.service.to_string(),
+            service_label(&backend.service),
         );
         let found = known.get(&key).cloned();
         let metrics = found.unwrap_or_else(|| {
@@ -255,6 +255,16 @@ thread_local! {
     /// address from being reused, so comparing addresses is enough to know it is current.
     /// A thread keeps at most one old snapshot until its next request.
     static HELD: RefCell<Option<SnapshotRef>> = const { RefCell::new(None) };
+}
+
+/// The `service` label of a backend's series: `namespace/name:port`, or empty for a rule
+/// that names no Service (a Gateway API rule without `backendRefs`, e.g. redirect-only).
+pub(crate) fn service_label(service: &sluice_routing::ServiceRef) -> String {
+    if service.name.is_empty() {
+        String::new()
+    } else {
+        service.to_string()
+    }
 }
 
 /// State shared by every [`TableHandle`], the request path and the TLS resolver.

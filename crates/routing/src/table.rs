@@ -57,6 +57,40 @@ pub struct RouteEntry {
     pub mirrors: Vec<Mirror>,
 }
 
+impl RouteEntry {
+    /// Whether a request on this entry may reach a backend: not when the route answers
+    /// every request itself (a redirect of every request, a fixed status, an access rule
+    /// that fails closed).
+    pub fn forwards(&self) -> bool {
+        let policy = &*self.policy;
+        self.fixed_status.is_none()
+            && policy.redirect.is_none()
+            && policy.request_redirect.is_none()
+            && !policy.fail_closed
+    }
+
+    /// The backends a request on this entry may go to (none when it never forwards).
+    pub fn forwarded_backends(&self) -> impl Iterator<Item = &Arc<Backend>> {
+        let forwards = self.forwards();
+        let primary = if self.split.is_empty() {
+            Some(&self.backend)
+        } else {
+            None
+        };
+        primary
+            .into_iter()
+            .chain(
+                self.split
+                    .iter()
+                    .filter(|w| w.usable && w.weight > 0)
+                    .map(|w| &w.backend),
+            )
+            .chain(self.canary.iter().map(|c| &c.backend))
+            .chain(self.fallback.iter())
+            .filter(move |_| forwards)
+    }
+}
+
 /// One `backendRefs[]` entry of a Gateway API rule.
 #[derive(Debug, Clone)]
 pub struct WeightedBackend {
@@ -404,6 +438,23 @@ impl RouteTable {
     /// Every distinct backend in the table; `Backend::id` is its index here (dense `0..n`).
     pub fn backends(&self) -> &[Arc<Backend>] {
         &self.backends
+    }
+
+    /// The backends some route may send a request to (the default backend included), each
+    /// once, in id order: those whose lack of endpoints is worth a warning. A backend only
+    /// a redirect-only rule names is not among them.
+    pub fn forwarded_backends(&self) -> Vec<&Arc<Backend>> {
+        let mut used = vec![false; self.backends.len()];
+        // The default backend is an entry too.
+        for backend in self.entries.iter().flat_map(RouteEntry::forwarded_backends) {
+            if let Some(slot) = used.get_mut(backend.id) {
+                *slot = true;
+            }
+        }
+        self.backends
+            .iter()
+            .filter(|b| used.get(b.id).copied().unwrap_or(false))
+            .collect()
     }
 
     /// The backend used when no rule matches (the oldest `spec.defaultBackend`, else

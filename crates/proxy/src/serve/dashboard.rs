@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sluice_routing::TlsCertificate;
 
 use crate::observe::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
-use crate::snapshot::{Snapshot, TableShared};
+use crate::snapshot::{Snapshot, TableShared, service_label};
 
 /// How often route figures are sampled.
 pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
@@ -168,7 +168,7 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
             "path_type": route.path_type,
             "path": route.path,
             "ingress": format!("{}/{}", entry.source.namespace, entry.source.name),
-            "backend": backend.service.to_string(),
+            "backend": service_label(&backend.service),
             "endpoints": {
                 "ready": backend.endpoints.len(),
                 "total": backend.endpoints.len() + backend.not_ready,
@@ -180,7 +180,7 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
     }
     let default_backend = table.default_backend().map(|backend| {
         json!({
-            "backend": backend.service.to_string(),
+            "backend": service_label(&backend.service),
             "endpoints": {
                 "ready": backend.endpoints.len(),
                 "total": backend.endpoints.len() + backend.not_ready,
@@ -196,7 +196,8 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
         })
         .collect();
     drop(control);
-    for backend in table.backends() {
+    // Only backends some route forwards to: a redirect-only rule's is never asked.
+    for backend in table.forwarded_backends() {
         if backend.endpoints.is_empty() {
             warnings.push(json!({
                 "object": format!("Service {}/{}", backend.service.namespace, backend.service.name),
