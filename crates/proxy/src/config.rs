@@ -146,7 +146,7 @@ pub struct ProxyArgs {
     /// and no hand-offs to other threads; default (`sluice serve`, `sluice controller`): the
     /// CPUs this process may use. Unset in the library: the proxy serves on the caller's
     /// runtime.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_workers)]
     pub workers: Option<usize>,
 
     /// Pins worker `i` to the `i`-th CPU this process may use (with `--workers`).
@@ -285,6 +285,17 @@ pub fn parse_switch(text: &str) -> Result<bool, String> {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),
         other => Err(format!("expected on or off, got {other:?}")),
+    }
+}
+
+/// `--workers`: a whole number of threads, at least 1.
+pub fn parse_workers(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(0) => {
+            Err("must be at least 1 (the default is one per CPU this process may use)".to_owned())
+        }
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{value:?} is not a whole number of threads")),
     }
 }
 

@@ -31,7 +31,7 @@ struct Cli {
     /// Log filter (tracing's env-filter syntax), e.g. `info` or `sluice_proxy=debug`.
     /// rustls' warnings about what a client sent in its handshake (an IP address as SNI)
     /// stay at `error` unless the filter names rustls: one line per connection otherwise.
-    #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
+    #[arg(long, global = true, default_value = "info", env = "RUST_LOG", value_parser = parse_log)]
     log: String,
 
     #[command(subcommand)]
@@ -65,6 +65,19 @@ enum Command {
     /// `--manifests DIR`. Exit status 0: a rule or default backend answers; 1: the request
     /// gets 404; 2: no answer (nothing listening, unreadable directory).
     Explain(Box<ExplainArgs>),
+}
+
+/// A `--log` filter that tracing can read (a filter it cannot read would otherwise be
+/// replaced by `info` without a word).
+fn parse_log(value: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(sluice_proxy::log_filter(value))
+        .map(|_| value.to_owned())
+        .map_err(|e| {
+            format!(
+                "{e}: expected levels (off, error, warn, info, debug, trace), optionally per \
+                 target, comma-separated, e.g. `info` or `warn,sluice_proxy=debug`"
+            )
+        })
 }
 
 fn init_logging(cli: &Cli) {
