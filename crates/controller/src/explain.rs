@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
-use sluice_routing::Inputs;
 use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use sluice_routing::{ExplainRequest, Inputs};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -24,9 +24,19 @@ use crate::sources::manifest_kinds;
 /// Flags of `sluice explain`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ExplainArgs {
-    /// The request: `http://host/path`, `https://host/path` or `host/path`.
+    /// The request: `http://host/path?query`, `https://host/path` (the HTTPS listeners) or
+    /// `host/path`.
     #[arg(value_name = "URL")]
     pub url: String,
+
+    /// The request's method (for Gateway API method matches); default `GET`.
+    #[arg(short = 'X', long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+
+    /// A request header field, `Name: value` (repeatable; for Gateway API header matches
+    /// and canary headers).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
 
     /// Read this directory of manifests (as `sluice serve --manifests` does) instead of
     /// asking a running sluice.
@@ -46,6 +56,36 @@ pub struct ExplainArgs {
 
     #[command(flatten)]
     pub defaults: DefaultsArgs,
+}
+
+/// `-H 'Name: value'`.
+pub fn parse_header(value: &str) -> Result<(String, String), String> {
+    match value.split_once(':') {
+        Some((name, field))
+            if !name.trim().is_empty() && name.trim().bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            Ok((name.trim().to_owned(), field.trim().to_owned()))
+        }
+        _ => Err(format!("{value:?}: expected `Name: value`")),
+    }
+}
+
+/// The request `args` asks about.
+fn request_of(args: &ExplainArgs) -> Result<ExplainRequest, String> {
+    let (host, path) = split_url(&args.url)?;
+    let query = args
+        .url
+        .split_once('?')
+        .map(|(_, q)| q.split('#').next().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    Ok(ExplainRequest {
+        host,
+        path,
+        query,
+        method: args.method.to_ascii_uppercase(),
+        https: args.url.starts_with("https://"),
+        headers: args.headers.clone(),
+    })
 }
 
 /// Splits a URL into host (with port, if any) and path (without query or fragment).
@@ -72,22 +112,22 @@ pub fn split_url(url: &str) -> Result<(String, String), String> {
 /// 0 when a rule or a default backend answers, 1 when the request would get 404, 2 when
 /// the question could not be answered.
 pub async fn run(args: &ExplainArgs, out: &mut impl Write, err: &mut impl Write) -> i32 {
-    let (host, path) = match split_url(&args.url) {
-        Ok(parts) => parts,
+    let request = match request_of(args) {
+        Ok(request) => request,
         Err(error) => {
             let _ = writeln!(err, "sluice explain: {error}");
             return 2;
         }
     };
     let text = match &args.manifests {
-        Some(dir) => match from_manifests(dir, args, &host, &path, err) {
+        Some(dir) => match from_manifests(dir, args, &request, err) {
             Ok(text) => text,
             Err(error) => {
                 let _ = writeln!(err, "sluice explain: {}: {error}", dir.display());
                 return 2;
             }
         },
-        None => match ask(&args.admin, &host, &path).await {
+        None => match ask(&args.admin, &request).await {
             Ok(text) => text,
             Err(error) => {
                 let _ = writeln!(
@@ -111,8 +151,7 @@ const NOT_FOUND_LINE: &str = "no rule matches and there is no default backend";
 fn from_manifests(
     dir: &Path,
     args: &ExplainArgs,
-    host: &str,
-    path: &str,
+    request: &ExplainRequest,
     err: &mut impl Write,
 ) -> std::io::Result<String> {
     let mut scanner = Scanner::new(dir, manifest_kinds());
@@ -143,7 +182,7 @@ fn from_manifests(
         }
     }
     let options = args.defaults.apply(args.class.compile_options(None));
-    Ok(sluice_routing::explain(&inputs, &options, host, path).to_string())
+    Ok(sluice_routing::explain_request(&inputs, &options, request).to_string())
 }
 
 fn is<K: k8s_openapi::Resource>((api_version, kind): (&str, &str)) -> bool {
@@ -160,8 +199,18 @@ fn push<K: DeserializeOwned>(
 }
 
 /// Asks a running sluice's admin port (plain HTTP/1.1, one request).
-async fn ask(admin: &str, host: &str, path: &str) -> Result<String, String> {
-    let query = format!("host={}&path={}", encode(host), encode(path));
+async fn ask(admin: &str, request: &ExplainRequest) -> Result<String, String> {
+    let mut query = format!(
+        "host={}&path={}&query={}&method={}&https={}",
+        encode(&request.host),
+        encode(&request.path),
+        encode(&request.query),
+        encode(&request.method),
+        request.https
+    );
+    for (name, value) in &request.headers {
+        query.push_str(&format!("&header={}", encode(&format!("{name}: {value}"))));
+    }
     let request = format!(
         "GET /api/v1/explain?{query} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
     );

@@ -59,9 +59,9 @@ impl Rebuilder {
         let last_inputs = Arc::new(Mutex::new(Arc::new(Inputs::default())));
         let explained = Arc::clone(&last_inputs);
         let explain_options = options.clone();
-        table.set_explainer(move |host, path| {
+        table.set_explainer(move |request| {
             let inputs = Arc::clone(&explained.lock().unwrap_or_else(|e| e.into_inner()));
-            sluice_routing::explain(&inputs, &explain_options, host, path).to_string()
+            sluice_routing::explain_request(&inputs, &explain_options, request).to_string()
         });
         Rebuilder {
             informers,

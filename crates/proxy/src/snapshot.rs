@@ -373,7 +373,10 @@ impl TableHandle {
 
     /// Sets what answers `/api/v1/explain` (`sluice explain` against the admin port): a
     /// function of the request's host and path to the explanation's text.
-    pub fn set_explainer(&self, explain: impl Fn(&str, &str) -> String + Send + Sync + 'static) {
+    pub fn set_explainer(
+        &self,
+        explain: impl Fn(&sluice_routing::ExplainRequest) -> String + Send + Sync + 'static,
+    ) {
         let mut control = self
             .shared
             .control

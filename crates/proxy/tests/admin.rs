@@ -241,16 +241,20 @@ async fn explain_is_answered_by_the_control_plane() {
         let proxy = TestProxy::with_routes(&[]).await;
         let (status, _) = admin_get(proxy.admin, "/api/v1/explain?host=a.example&path=/").await;
         assert_eq!(status, 404, "no control plane: nobody answers");
-        proxy
-            .table
-            .set_explainer(|host, path| format!("asked about {host} {path}\n"));
+        proxy.table.set_explainer(|r| {
+            let https = if r.https { " over HTTPS" } else { "" };
+            format!(
+                "asked about {} {} {} query {:?} headers {:?}{https}\n",
+                r.method, r.host, r.path, r.query, r.headers
+            )
+        });
         let (status, text) = admin_get(
             proxy.admin,
             "/api/v1/explain?host=A.example&path=/a%20b%2Bc",
         )
         .await;
         assert_eq!(status, 200);
-        assert_eq!(text, "asked about A.example /a b+c\n");
+        assert_eq!(text, "asked about  A.example /a b+c query \"\" headers []\n");
         let (status, text) = admin_get(
             proxy.admin,
             "/api/v1/explain?url=http%3A%2F%2Fshop.example%2Fx%3Fq%3D1",
@@ -258,8 +262,23 @@ async fn explain_is_answered_by_the_control_plane() {
         .await;
         assert_eq!(
             (status.as_u16(), text.as_str()),
-            (200, "asked about shop.example /x\n")
+            (200, "asked about  shop.example /x query \"q=1\" headers []\n")
         );
+        // Method, header fields and the scheme reach the explainer (`sluice explain -X -H`).
+        let (status, text) = admin_get(
+            proxy.admin,
+            "/api/v1/explain?url=https%3A%2F%2Fshop.example%2F&method=put&header=X-Version%3A%202&header=Accept%3A%20*%2F*",
+        )
+        .await;
+        assert_eq!(
+            (status.as_u16(), text.as_str()),
+            (
+                200,
+                "asked about PUT shop.example / query \"\" headers [(\"X-Version\", \"2\"), (\"Accept\", \"*/*\")] over HTTPS\n"
+            )
+        );
+        let bad = admin_get(proxy.admin, "/api/v1/explain?host=a&header=nocolon").await;
+        assert_eq!(bad.0, 400);
         assert_eq!(admin_get(proxy.admin, "/api/v1/explain").await.0, 400);
     })
     .await;

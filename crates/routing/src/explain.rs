@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
 
@@ -73,6 +74,9 @@ pub struct BackendView {
     pub ready: Vec<SocketAddr>,
     /// Endpoints listed as not ready.
     pub not_ready: usize,
+    /// A Gateway API `backendRef` that cannot be used (unknown Service or kind, not
+    /// permitted across namespaces): requests drawn for it get 500.
+    pub invalid: bool,
 }
 
 /// One rule path (or one Ingress, when its class is not ours) and its verdict.
@@ -91,9 +95,59 @@ pub struct Check {
     pub reason: String,
 }
 
-/// Explains where a request for `host` and `path` goes with these inputs. Pure: compiles
-/// `inputs` itself (a few milliseconds for thousands of Ingresses).
+/// The request `sluice explain` asks about: a plain-HTTP `GET` of a host and path, or
+/// more (`-X`, `-H`, a query, `https://`), for the rules that match on them (Gateway API
+/// method, header and query matches, the HTTPS listeners).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExplainRequest {
+    /// Host, as a client sends it (any case, may carry a port).
+    pub host: String,
+    /// Path, without query.
+    pub path: String,
+    /// Query, without `?` (empty for none).
+    pub query: String,
+    /// Method; empty means `GET`.
+    pub method: String,
+    /// Arrives over HTTPS.
+    pub https: bool,
+    /// Header fields (name, value), in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl ExplainRequest {
+    /// A plain-HTTP `GET` of `host` and `path`.
+    pub fn get(host: &str, path: &str) -> ExplainRequest {
+        ExplainRequest {
+            host: host.to_owned(),
+            path: path.to_owned(),
+            ..ExplainRequest::default()
+        }
+    }
+}
+
+impl crate::request::HeaderLookup for ExplainRequest {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes())
+    }
+}
+
+/// Explains where a plain-HTTP `GET` for `host` and `path` goes with these inputs (see
+/// [`explain_request`]).
 pub fn explain(inputs: &Inputs, options: &CompileOptions, host: &str, path: &str) -> Explanation {
+    explain_request(inputs, options, &ExplainRequest::get(host, path))
+}
+
+/// Explains where `request` goes with these inputs. Pure: compiles `inputs` itself (a few
+/// milliseconds for thousands of Ingresses).
+pub fn explain_request(
+    inputs: &Inputs,
+    options: &CompileOptions,
+    request: &ExplainRequest,
+) -> Explanation {
+    let (host, path) = (request.host.as_str(), request.path.as_str());
     let compiled = compile(inputs, options);
     let table = &compiled.table;
     let host = normalize_request_host(host).into_owned();
@@ -103,7 +157,7 @@ pub fn explain(inputs: &Inputs, options: &CompileOptions, host: &str, path: &str
     let path = crate::normalize_request_path(path)
         .map_or_else(|_| path.to_owned(), std::borrow::Cow::into_owned);
     let matched = table.matched(&host, &path);
-    let answer = answer(table, &host, &path, matched.as_ref());
+    let answer = answer(table, &host, &path, request, matched.as_ref());
     let classes = ClassSelector::new(inputs.ingress_classes.iter().map(|c| &**c), options);
     let mut ingresses: Vec<&Ingress> = inputs.ingresses.iter().map(|i| &**i).collect();
     ingresses.sort_by_key(|i| object_of(i));
@@ -205,29 +259,44 @@ fn view(backend: &crate::Backend) -> BackendView {
         service: backend.service.clone(),
         ready: backend.endpoints.clone(),
         not_ready: backend.not_ready,
+        invalid: false,
     }
 }
 
-/// No request header fields: `sluice explain` asks about a plain `GET`.
-pub(crate) struct NoHeaders;
-
-impl crate::request::HeaderLookup for NoHeaders {
-    fn header(&self, _: &str) -> Option<&[u8]> {
-        None
+/// An Ingress rule's policy in words, its `rewrite-target` included (kept beside the
+/// policy in the entry).
+fn ingress_policy(entry: &crate::RouteEntry) -> Vec<String> {
+    let mut policy = entry.policy.summary();
+    if let Some(rewrite) = &entry.rewrite {
+        policy.push(format!(
+            "path sent upstream rewritten to {}",
+            rewrite.target
+        ));
     }
+    policy
 }
 
-fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, usize)>) -> Answer {
-    // Gateway API routes first, as the proxy looks them up: a plain-HTTP `GET` without
-    // header fields (rules that need a method, header or query parameter do not match).
+fn answer(
+    table: &RouteTable,
+    host: &str,
+    path: &str,
+    asked: &ExplainRequest,
+    matched: Option<&(Route, usize)>,
+) -> Answer {
+    // Gateway API routes first, as the proxy looks them up, with the request's method,
+    // header fields, query and scheme.
     let request = crate::request::RequestInfo {
         listener: None,
-        https: false,
+        https: asked.https,
         host,
         path,
-        query: "",
-        method: "GET",
-        headers: &NoHeaders,
+        query: &asked.query,
+        method: if asked.method.is_empty() {
+            "GET"
+        } else {
+            &asked.method
+        },
+        headers: asked,
     };
     let Some(found) = table.route_request(&request) else {
         return Answer::NotFound;
@@ -257,10 +326,17 @@ fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, u
             {
                 policy.push(format!("answers {status} itself (no usable backendRefs)"));
             }
+            // Requests drawn for an invalid reference get 500, not the 503 of a Service
+            // without endpoints.
+            let mut backend = view(&entry.backend);
+            backend.invalid = entry
+                .split
+                .iter()
+                .any(|b| Arc::ptr_eq(&b.backend, &entry.backend) && !b.usable);
             return Answer::Route {
                 ingress: entry.source.clone(),
                 route,
-                backend: view(&entry.backend),
+                backend,
                 policy,
                 canary: None,
             };
@@ -272,7 +348,7 @@ fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, u
             ingress: entry.source.clone(),
             route: route.clone(),
             backend: view(&entry.backend),
-            policy: entry.policy.summary(),
+            policy: ingress_policy(entry),
             canary: entry
                 .canary
                 .as_ref()
@@ -448,6 +524,13 @@ impl fmt::Display for BackendView {
         if self.service.name.is_empty() {
             // A Gateway API rule without backendRefs (a redirect, or 500).
             return f.write_str("none (the rule has no backendRefs)");
+        }
+        if self.invalid {
+            return write!(
+                f,
+                "Service {} (an invalid backendRef: requests drawn for it get 500)",
+                self.service
+            );
         }
         let total = self.ready.len() + self.not_ready;
         write!(

@@ -124,7 +124,9 @@ mod tls;
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};
 pub use diagnostic::{Diagnostic, Reason};
-pub use explain::{Answer, BackendView, Check, Explanation, explain};
+pub use explain::{
+    Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,
+};
 pub use host::normalize_request_host;
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,

@@ -385,7 +385,7 @@ mod tests {
                 path,
                 query: "",
                 method: "GET",
-                headers: &crate::explain::NoHeaders,
+                headers: &crate::ExplainRequest::default(),
             };
             set.lookup(path, Some(&info))
         };

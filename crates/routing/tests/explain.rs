@@ -350,3 +350,36 @@ fn explanation_agrees_with_the_table_on_many_requests() {
         }
     }
 }
+
+/// #33: `rewrite-target` is part of what explain says about the answering rule (it is kept
+/// beside the policy, and was shown as "policy: none").
+#[test]
+fn rewrite_target_is_explained() {
+    let annotations = json!({
+        "kubernetes.io/ingress.class": "sluice",
+        "nginx.ingress.kubernetes.io/rewrite-target": "/$2",
+    });
+    let inputs = with_backends(inputs(vec![raw_ingress(
+        "default",
+        "api",
+        Some(1),
+        annotations,
+        rules(vec![rule(
+            "shop.example",
+            vec![path("/api(/|$)(.*)", "ImplementationSpecific", "api", 80)],
+        )]),
+    )]));
+    let text = explain(
+        &inputs,
+        &CompileOptions::default(),
+        "shop.example",
+        "/api/orders",
+    )
+    .to_string();
+    assert!(text.contains("answer:  Ingress default/api"), "{text}");
+    assert!(
+        text.contains("path sent upstream rewritten to /$2"),
+        "{text}"
+    );
+    assert!(!text.contains("policy:  none"), "{text}");
+}

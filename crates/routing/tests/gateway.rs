@@ -1164,6 +1164,68 @@ fn explain_answers_with_the_http_route() {
     );
 }
 
+/// #33: `sluice explain -X METHOD -H 'Name: value' URL?query` explains the rule the proxy
+/// would pick for that request (Gateway API method, header and query matches), and a rule
+/// whose only backendRef is invalid answers 500, which explain says (not 503).
+#[test]
+fn explain_takes_the_method_headers_and_query_and_says_500_for_an_invalid_reference() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![route(
+        "default",
+        "shop",
+        1,
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["shop.example"],
+        "rules": [
+            {"backendRefs": [backend("web", 80)]},
+            {"matches": [{"headers": [{"name": "X-Version", "value": "2"}]}],
+             "backendRefs": [backend("v2", 80)]},
+            {"matches": [{"method": "DELETE"}], "backendRefs": [backend("api", 80)]},
+            {"matches": [{"queryParams": [{"name": "gone", "value": "1"}]}],
+             "backendRefs": [backend("missing", 80)]}]}),
+    )];
+    let inputs = world(vec![gw], routes);
+    let options = sluice_routing::CompileOptions::default();
+    let ask = |request: sluice_routing::ExplainRequest| {
+        sluice_routing::explain_request(&inputs, &options, &request).to_string()
+    };
+    let get = sluice_routing::ExplainRequest::get("shop.example", "/");
+    assert!(
+        ask(get.clone()).contains("backend: Service default/web:80"),
+        "{}",
+        ask(get.clone())
+    );
+    let header = sluice_routing::ExplainRequest {
+        headers: vec![("x-version".into(), "2".into())],
+        ..get.clone()
+    };
+    assert!(
+        ask(header.clone()).contains("backend: Service default/v2:80"),
+        "{}",
+        ask(header)
+    );
+    let delete = sluice_routing::ExplainRequest {
+        method: "DELETE".into(),
+        ..get.clone()
+    };
+    assert!(
+        ask(delete.clone()).contains("backend: Service default/api:80"),
+        "{}",
+        ask(delete)
+    );
+    let query = sluice_routing::ExplainRequest {
+        query: "gone=1".into(),
+        ..get.clone()
+    };
+    let text = ask(query);
+    assert!(
+        text.contains(
+            "Service default/missing:80 (an invalid backendRef: requests drawn for it get 500)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("503"), "{text}");
+}
+
 /// One route may not reach a Service (no ReferenceGrant for its namespace) while another
 /// may: the refused reference must not take the Service's endpoints away from the other.
 #[test]

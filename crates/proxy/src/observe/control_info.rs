@@ -19,8 +19,8 @@ pub struct Warning {
     pub message: String,
 }
 
-/// Answers `sluice explain` for a host and a path (the control plane has the objects).
-pub type Explainer = dyn Fn(&str, &str) -> String + Send + Sync;
+/// Answers `sluice explain` for a request (the control plane has the objects).
+pub type Explainer = dyn Fn(&sluice_routing::ExplainRequest) -> String + Send + Sync;
 
 /// What the control plane reports besides the table.
 #[derive(Default)]

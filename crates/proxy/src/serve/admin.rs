@@ -159,40 +159,61 @@ fn respond(request: &Request<Incoming>, admin: &Admin) -> Response<ResponseBody>
 /// The dashboard page: no external assets, it polls `/api/v1/status`.
 const DASHBOARD: &str = include_str!("dashboard.html");
 
-/// `/api/v1/explain?host=H&path=P` (`url=http://H/P` also works): the control plane's
-/// explanation as text, or 404 when none answers (a bare proxy without a controller).
+/// `/api/v1/explain?host=H&path=P` (or `url=http://H/P?Q`; `https://` for the HTTPS
+/// listeners), with `query=Q`, `method=M` and `header=Name:%20value` (repeatable) for the
+/// rules that match on them: the control plane's explanation as text, or 404 when none
+/// answers (a bare proxy without a controller).
 fn explain(query: &str, admin: &Admin) -> Response<ResponseBody> {
-    let mut host = None;
-    let mut path = None;
+    let mut request = sluice_routing::ExplainRequest::default();
     for pair in query.split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decode(value);
         match key {
-            "host" => host = Some(value),
-            "path" => path = Some(value),
+            "host" => request.host = value,
+            "path" => request.path = value,
+            "query" => request.query = value,
+            "method" => request.method = value.to_ascii_uppercase(),
+            "https" => request.https = value == "true" || value == "1",
+            "header" => match value.split_once(':') {
+                Some((name, field)) if !name.trim().is_empty() => request
+                    .headers
+                    .push((name.trim().to_owned(), field.trim().to_owned())),
+                _ => {
+                    return text(StatusCode::BAD_REQUEST, "header=...: give Name: value\n");
+                }
+            },
             "url" => {
+                request.https = value.starts_with("https://");
                 let rest = value
                     .strip_prefix("http://")
                     .or_else(|| value.strip_prefix("https://"))
                     .unwrap_or(&value);
-                let (h, p) = match rest.find('/') {
+                let (h, target) = match rest.find(['/', '?']) {
                     Some(at) => (&rest[..at], &rest[at..]),
                     None => (rest, "/"),
                 };
-                let p = p.split(['?', '#']).next().unwrap_or("/");
-                host = Some(h.to_owned());
-                path = Some(p.to_owned());
+                let target = target.split('#').next().unwrap_or("/");
+                let (p, q) = target.split_once('?').unwrap_or((target, ""));
+                request.host = h.to_owned();
+                request.path = if p.is_empty() {
+                    "/".to_owned()
+                } else {
+                    p.to_owned()
+                };
+                request.query = q.to_owned();
             }
             _ => {}
         }
     }
-    let Some(host) = host.filter(|h| !h.is_empty()) else {
+    if request.host.is_empty() {
         return text(
             StatusCode::BAD_REQUEST,
             "give host=H&path=P or url=http://H/P\n",
         );
-    };
-    let path = path.unwrap_or_else(|| "/".to_owned());
+    }
+    if request.path.is_empty() {
+        request.path = "/".to_owned();
+    }
     let explainer = admin
         .table
         .control
@@ -204,7 +225,7 @@ fn explain(query: &str, admin: &Admin) -> Response<ResponseBody> {
         Some(explain) => body(
             StatusCode::OK,
             "text/plain; charset=utf-8",
-            Bytes::from(explain(&host, &path)),
+            Bytes::from(explain(&request)),
         ),
         None => text(
             StatusCode::NOT_FOUND,
