@@ -259,10 +259,12 @@ fn listener_conditions_and_attached_routes() {
     let out = compiled(&inputs);
     let gw = &out.gateway.gateways[0];
     assert_eq!(gw.gateway.generation, Some(2));
+    // One listener (tcp) is not Accepted, others are: Accepted True, ListenersNotValid
+    // (Gateway API conformance GatewayListenerUnsupportedProtocol).
     assert_eq!(
         conditions(&gw.gateway.conditions),
         [
-            ("Accepted", true, "Accepted"),
+            ("Accepted", true, "ListenersNotValid"),
             ("Programmed", true, "Programmed")
         ]
     );
@@ -273,6 +275,7 @@ fn listener_conditions_and_attached_routes() {
         conditions(&by_name["tcp"].conditions)[0],
         ("Accepted", false, "UnsupportedProtocol")
     );
+    assert!(by_name["tcp"].supported_kinds.is_empty());
     assert_eq!(
         conditions(&by_name["https"].conditions)[2],
         ("ResolvedRefs", false, "InvalidCertificateRef")
@@ -282,9 +285,46 @@ fn listener_conditions_and_attached_routes() {
         ("ResolvedRefs", false, "InvalidRouteKinds")
     );
     assert!(by_name["kinds"].supported_kinds.is_empty());
-    for l in ["tcp", "https", "kinds"] {
+    for l in ["tcp", "kinds"] {
         assert_eq!(by_name[l].attached_routes, 0, "{l}");
     }
+    // Accepted with an unresolved certificate: route `a` attaches (and is counted) but is
+    // not served there (Gateway API conformance GatewayWithAttachedRoutes, "AttachedRoutes
+    // set even when Gateway has unresolved refs").
+    assert_eq!(by_name["https"].attached_routes, 1);
+    assert_eq!(
+        conditions(&by_name["https"].conditions)[1],
+        ("Programmed", false, "Invalid")
+    );
+    assert_eq!(
+        answer(&out.table, &get("secure.example", "/").https()),
+        None
+    );
+}
+
+/// Gateway API conformance GatewayListenerUnsupportedProtocol: a Gateway none of whose
+/// listeners is Accepted is not Accepted (ListenersNotValid), and a listener of an
+/// unsupported protocol supports no route kind.
+#[test]
+fn a_gateway_without_an_accepted_listener_is_not_accepted() {
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([{"name": "invalid", "port": 1111, "protocol": "INVALID"}]),
+        )],
+        vec![],
+    );
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    assert_eq!(
+        conditions(&gw.gateway.conditions),
+        [
+            ("Accepted", false, "ListenersNotValid"),
+            ("Programmed", false, "Invalid")
+        ]
+    );
+    assert!(gw.listeners[0].supported_kinds.is_empty());
 }
 
 #[test]

@@ -55,7 +55,11 @@ struct OurListener<'a> {
     host: HostPattern,
     from: AllowedFrom<'a>,
     kinds: Vec<RouteGroupKind>,
-    /// Accepts HTTPRoutes and is valid: routes may attach.
+    /// `Accepted` and takes HTTPRoutes: routes attach and are counted in
+    /// `attachedRoutes`, even while unresolved references keep it from being served
+    /// (Gateway API conformance GatewayWithAttachedRoutes).
+    attachable: bool,
+    /// Attachable and valid: its routes are served.
     usable: bool,
     conditions: Vec<Condition>,
     attached: i32,
@@ -213,8 +217,18 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for (g, gateway) in gateways.iter().enumerate() {
             let own: Vec<&OurListener<'_>> = listeners.iter().filter(|l| l.gateway == g).collect();
             let valid = own.iter().filter(|l| l.usable).count();
-            let accepted = if own.is_empty() || valid > 0 {
+            // ListenersNotValid when any listener is not Accepted: with status True while
+            // another is, False when none is (Gateway API conformance
+            // GatewayListenerUnsupportedProtocol).
+            let not_accepted = own.iter().filter(|l| !listener_accepted(l)).count();
+            let accepted = if not_accepted == 0 {
                 Condition::yes("Accepted", "Accepted", "accepted by sluice")
+            } else if not_accepted < own.len() {
+                Condition::yes(
+                    "Accepted",
+                    "ListenersNotValid",
+                    "some listeners are not valid; see status.listeners",
+                )
             } else {
                 Condition::no(
                     "Accepted",
@@ -306,7 +320,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
             group: Some(GROUP.to_owned()),
             kind: HTTP_ROUTE.to_owned(),
         };
-        let (kinds, bad_kinds) = if requested.is_empty() {
+        let (kinds, bad_kinds) = if proto.is_none() {
+            // No route kind is served on a protocol sluice does not serve (Gateway API
+            // conformance GatewayListenerUnsupportedProtocol: supportedKinds empty).
+            (Vec::new(), false)
+        } else if requested.is_empty() {
             (vec![http_route], false)
         } else {
             let ok: Vec<RouteGroupKind> = requested
@@ -369,6 +387,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         if kinds.is_empty() {
             usable = false;
         }
+        let attachable = accepted.status && !kinds.is_empty();
         let programmed = if usable && resolved.status {
             Condition::yes("Programmed", "Programmed", "served")
         } else {
@@ -391,6 +410,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             host: host.unwrap_or(HostPattern::Any),
             from,
             kinds,
+            attachable,
             usable,
             conditions,
             attached: 0,
@@ -600,7 +620,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 continue;
             }
             named = true;
-            if !listener.usable || !self.allows(listener, namespace) {
+            if !listener.attachable || !self.allows(listener, namespace) {
                 continue;
             }
             allowed = true;
@@ -610,6 +630,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
             }
             attached = true;
             listener.attached += 1;
+            // Attached but not served (e.g. its certificate does not resolve).
+            if !listener.usable {
+                continue;
+            }
             let (Some(proto), Ok(port)) = (listener.proto, u16::try_from(listener.spec.port))
             else {
                 continue;
@@ -868,6 +892,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
     }
 }
 
+/// Whether a listener's `Accepted` condition is True.
+fn listener_accepted(listener: &OurListener<'_>) -> bool {
+    listener
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Accepted" && c.status)
+}
+
 /// Listeners of one Gateway that share a port: different protocols conflict
 /// (`ProtocolConflict`), equal host names on one protocol conflict (`HostnameConflict`).
 fn conflicts(listeners: &mut [OurListener<'_>]) {
@@ -887,6 +919,7 @@ fn conflicts(listeners: &mut [OurListener<'_>]) {
     }
     for (listener, reason) in listeners.iter_mut().zip(reasons) {
         let Some(reason) = reason else { continue };
+        listener.attachable = false;
         listener.usable = false;
         for c in &mut listener.conditions {
             match c.type_ {
