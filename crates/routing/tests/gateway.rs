@@ -327,6 +327,43 @@ fn a_gateway_without_an_accepted_listener_is_not_accepted() {
     assert!(gw.listeners[0].supported_kinds.is_empty());
 }
 
+/// Gateway API conformance GatewayInvalidParametersRef: sluice takes no infrastructure
+/// parameters, so a Gateway naming some is not Accepted (InvalidParameters), and serves
+/// and takes no routes.
+#[test]
+fn a_gateway_with_infrastructure_parameters_is_refused() {
+    let with_params: Arc<Gateway> = from(json!({
+        "metadata": {"namespace": "default", "name": "gw", "generation": 1},
+        "spec": {"gatewayClassName": "sluice", "listeners": [http_listener("http", None)],
+                 "infrastructure": {"parametersRef":
+                     {"group": "invalid.io", "kind": "InvalidParameters", "name": "invalid"}}},
+    }));
+    let inputs = world(
+        vec![with_params],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        )],
+    );
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    assert_eq!(
+        conditions(&gw.gateway.conditions),
+        [
+            ("Accepted", false, "InvalidParameters"),
+            ("Programmed", false, "Invalid")
+        ]
+    );
+    assert_eq!(gw.listeners[0].attached_routes, 0);
+    assert_eq!(
+        accepted(&out.gateway, "r"),
+        (false, "NotAllowedByListeners")
+    );
+    assert_eq!(answer(&out.table, &get("any.example", "/")), None);
+}
+
 #[test]
 fn same_namespace_by_default_all_and_selector() {
     let mut inputs = world(

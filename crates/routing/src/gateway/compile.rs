@@ -179,7 +179,20 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for (g, gateway) in gateways.iter().enumerate() {
             let first = listeners.len();
             for spec in &gateway.spec.listeners {
-                let listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
+                let mut listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
+                // A Gateway that is not accepted (parameters sluice cannot honour) serves
+                // nothing and takes no routes.
+                if has_parameters(gateway) {
+                    listener.attachable = false;
+                    listener.usable = false;
+                    for c in listener
+                        .conditions
+                        .iter_mut()
+                        .filter(|c| c.type_ == "Programmed")
+                    {
+                        *c = Condition::no("Programmed", "Invalid", "the Gateway is not accepted");
+                    }
+                }
                 listeners.push(listener);
             }
             conflicts(&mut listeners[first..]);
@@ -221,7 +234,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
             // another is, False when none is (Gateway API conformance
             // GatewayListenerUnsupportedProtocol).
             let not_accepted = own.iter().filter(|l| !listener_accepted(l)).count();
-            let accepted = if not_accepted == 0 {
+            let accepted = if has_parameters(gateway) {
+                Condition::no(
+                    "Accepted",
+                    "InvalidParameters",
+                    "sluice takes no parameters; remove spec.infrastructure.parametersRef",
+                )
+            } else if not_accepted == 0 {
                 Condition::yes("Accepted", "Accepted", "accepted by sluice")
             } else if not_accepted < own.len() {
                 Condition::yes(
@@ -236,7 +255,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     "no listener is valid; see status.listeners",
                 )
             };
-            let programmed = if own.is_empty() || valid > 0 {
+            let programmed = if has_parameters(gateway) {
+                Condition::no("Programmed", "Invalid", "the Gateway is not accepted")
+            } else if own.is_empty() || valid > 0 {
                 Condition::yes(
                     "Programmed",
                     "Programmed",
@@ -898,6 +919,15 @@ fn listener_accepted(listener: &OurListener<'_>) -> bool {
         .conditions
         .iter()
         .any(|c| c.type_ == "Accepted" && c.status)
+}
+
+/// Whether a Gateway names `spec.infrastructure.parametersRef`, which sluice cannot honour.
+fn has_parameters(gateway: &Gateway) -> bool {
+    gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .is_some_and(|i| i.parameters_ref.is_some())
 }
 
 /// Listeners of one Gateway that share a port: different protocols conflict

@@ -140,6 +140,11 @@ pub struct GatewaySpec {
     /// The GatewayClass.
     #[serde(default)]
     pub gateway_class_name: String,
+    /// `infrastructure`: only its `parametersRef` is read (sluice has no parameters and
+    /// refuses a Gateway that names some); labels and annotations have no infrastructure to
+    /// go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
     /// The listeners.
     #[serde(default)]
     pub listeners: Vec<Listener>,
@@ -147,6 +152,15 @@ pub struct GatewaySpec {
     /// but does not honour them either.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<serde_json::Value>,
+}
+
+/// `Gateway.spec.infrastructure`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayInfrastructure {
+    /// `parametersRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<serde_json::Value>,
 }
 
 /// `Gateway.spec.listeners[]`.
