@@ -66,7 +66,31 @@ pub fn conditions_json(
 /// the conformance suite reads them (`pkg/features` names, sorted as the API asks): exactly
 /// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
-pub const SUPPORTED_FEATURES: &[&str] = &["Gateway", "HTTPRoute", "ReferenceGrant"];
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteDestinationPortMatching",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
 
 /// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
 pub fn class_status(status: &ObjectStatus, old: Option<&Value>, now: &str) -> Value {
