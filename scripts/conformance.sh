@@ -9,6 +9,7 @@
 #   scripts/conformance.sh --supported-features A,B [--run-test NAME]
 #                                            claim features by flag instead of reading the
 #                                            GatewayClass (to try one before claiming it)
+#   scripts/conformance.sh --report FILE     the report there instead
 #   scripts/conformance.sh --build           build only
 #   scripts/conformance.sh ... -- FLAGS      more flags for the suite (-debug, -skip-tests=...)
 #
@@ -22,14 +23,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-run_test="" features="" build_only="" suite_flags=()
+run_test="" features="" build_only="" report="" suite_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-test) run_test=$2; shift 2 ;;
     --supported-features) features=$2; shift 2 ;;
+    --report) report=$2; shift 2 ;;
     --build) build_only=1; shift ;;
     --) shift; suite_flags=("$@"); break ;;
-    *) echo "usage: scripts/conformance.sh [--run-test NAME] [--supported-features A,B] [--build] [-- SUITE-FLAGS]" >&2; exit 2 ;;
+    *) echo "usage: scripts/conformance.sh [--run-test NAME] [--supported-features A,B] [--report FILE] [--build] [-- SUITE-FLAGS]" >&2; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -72,7 +74,10 @@ VERSION=v$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 URL=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
 args=(--suite "$BIN/conformance.test" --crds "$GWDIR/config/crd/standard" --out "$OUT"
   --address "${SLUICE_CONFORMANCE_ADDRESS:-127.0.80.1}")
-if [ -n "$run_test" ] || [ -n "$features" ]; then
+if [ -n "$report" ]; then
+  report=$(realpath -m "$report")
+  mkdir -p "$(dirname "$report")"
+elif [ -n "$run_test" ] || [ -n "$features" ]; then
   report=$OUT/report.yaml
 else
   # Upstream's layout: conformance/reports/<api version>/<project>/<channel>-<version>-<mode>-report.yaml
@@ -93,5 +98,5 @@ set -e
 pass=$(grep -c '^    --- PASS: TestConformance/' "$OUT/suite.log" || true)
 fail=$(grep -c '^    --- FAIL: TestConformance/' "$OUT/suite.log" || true)
 skip=$(grep -c '^    --- SKIP: TestConformance/' "$OUT/suite.log" || true)
-log "$pass passed, $fail failed, $skip skipped in $(( $(date +%s) - t0 ))s; report: $report"
+log "$pass passed, $fail failed, $skip skipped (features not claimed, or not in GATEWAY-HTTP) in $(( $(date +%s) - t0 ))s; report: $report"
 exit "$rc"
