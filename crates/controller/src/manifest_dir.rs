@@ -59,6 +59,8 @@ pub struct Snapshot {
     pub objects: BTreeMap<ObjectKey, Arc<Value>>,
     /// Files that currently fail to parse, with the reason.
     pub errors: BTreeMap<PathBuf, String>,
+    /// Documents left out because sluice does not read their kind, by file.
+    pub skipped: BTreeMap<PathBuf, Vec<String>>,
 }
 
 #[derive(Debug)]
@@ -66,6 +68,8 @@ struct FileState {
     stamp: (SystemTime, u64),
     /// The last objects this file parsed to successfully.
     objects: Vec<(ObjectKey, Arc<Value>)>,
+    /// Documents of other kinds, named (see [`Parsed::skipped`]).
+    skipped: Vec<String>,
     error: Option<String>,
 }
 
@@ -102,54 +106,131 @@ impl Kinds {
     }
 }
 
+/// What one manifest file holds.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// The objects of the kinds sluice reads, in file order.
+    pub objects: Vec<(ObjectKey, Value)>,
+    /// Documents of other kinds (a Deployment beside the Ingress), each named: left out,
+    /// while the rest of the file is read.
+    pub skipped: Vec<String>,
+}
+
 /// Parses one manifest file (YAML, possibly several `---` documents; or JSON) into objects.
+/// A `kind: List` (what `kubectl get -o yaml` writes) counts as its items.
 ///
-/// Documents of kinds not in `kinds` and `List`s are reported as errors naming the document,
-/// so that a typo in `kind` does not silently drop an object.
-pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Vec<(ObjectKey, Value)>, String> {
-    let mut out = Vec::new();
+/// Documents of kinds sluice does not read are [`Parsed::skipped`], named. Everything else
+/// that is wrong is an error naming each bad document (the first first): a document without
+/// `apiVersion`, `kind` or `metadata.name`, one of sluice's kinds at an apiVersion it does
+/// not read, or a kind spelled like one of sluice's but for its case (a typo must not drop
+/// an object silently), or one that does not match its schema.
+pub fn parse_manifests(text: &str, kinds: &Kinds) -> Result<Parsed, String> {
+    let mut parsed = Parsed::default();
+    let mut errors = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let n = i + 1;
-        let value = <yaml_serde::Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|e| format!("document {n}: invalid YAML: {e}"))?;
+        let value = match <yaml_serde::Value as serde::Deserialize>::deserialize(doc) {
+            Ok(value) => value,
+            Err(e) => {
+                // The parser cannot find the next document after a syntax error.
+                errors.push(format!("document {n}: invalid YAML: {e}"));
+                break;
+            }
+        };
         if value.is_null() {
             continue; // an empty document, e.g. a trailing `---`
         }
-        let mut json: Value = serde_json::to_value(&value)
-            .map_err(|e| format!("document {n}: not representable as JSON: {e}"))?;
-        let field = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
-        let mut api_version = field(&json, "apiVersion")
-            .ok_or_else(|| format!("document {n}: missing apiVersion"))?;
-        let kind = field(&json, "kind").ok_or_else(|| format!("document {n}: missing kind"))?;
-        if let Some(read_as) = kinds.aliases.get(&(api_version.clone(), kind.clone())) {
-            api_version = read_as.clone();
-            json["apiVersion"] = Value::String(read_as.clone());
-        }
-        let meta = json.get("metadata").cloned().unwrap_or(Value::Null);
-        let name = field(&meta, "name")
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| format!("document {n} ({kind}): missing metadata.name"))?;
-        let namespace = field(&meta, "namespace").unwrap_or_else(|| "default".to_string());
-        let Some(check) = kinds.validators.get(&(api_version.clone(), kind.clone())) else {
-            return Err(format!(
-                "document {n} ({kind} {name}): unsupported apiVersion/kind {api_version}/{kind}"
-            ));
+        let json: Value = match serde_json::to_value(&value) {
+            Ok(json) => json,
+            Err(e) => {
+                errors.push(format!("document {n}: not representable as JSON: {e}"));
+                continue;
+            }
         };
-        if let Some(m) = json.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.insert("namespace".into(), Value::String(namespace.clone()));
+        let is_list = json.get("kind").and_then(Value::as_str) == Some("List")
+            && json.get("items").is_some_and(Value::is_array);
+        if is_list {
+            let items = json["items"].as_array().cloned().unwrap_or_default();
+            for (j, item) in items.into_iter().enumerate() {
+                let at = format!("document {n} item {}", j + 1);
+                read_document(item, &at, kinds, &mut parsed, &mut errors);
+            }
+        } else {
+            read_document(
+                json,
+                &format!("document {n}"),
+                kinds,
+                &mut parsed,
+                &mut errors,
+            );
         }
-        check(&json).map_err(|e| format!("document {n} ({kind} {namespace}/{name}): {e}"))?;
-        out.push((
-            ObjectKey {
-                api_version,
-                kind,
-                namespace,
-                name,
-            },
-            json,
-        ));
     }
-    Ok(out)
+    if errors.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Reads one document (`at` names it) into `parsed`, or says what is wrong with it.
+fn read_document(
+    mut json: Value,
+    at: &str,
+    kinds: &Kinds,
+    parsed: &mut Parsed,
+    errors: &mut Vec<String>,
+) {
+    let field = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
+    let Some(mut api_version) = field(&json, "apiVersion") else {
+        errors.push(format!("{at}: missing apiVersion"));
+        return;
+    };
+    let Some(kind) = field(&json, "kind") else {
+        errors.push(format!("{at}: missing kind"));
+        return;
+    };
+    if let Some(read_as) = kinds.aliases.get(&(api_version.clone(), kind.clone())) {
+        api_version = read_as.clone();
+        json["apiVersion"] = Value::String(read_as.clone());
+    }
+    let meta = json.get("metadata").cloned().unwrap_or(Value::Null);
+    let Some(name) = field(&meta, "name").filter(|n| !n.is_empty()) else {
+        errors.push(format!("{at} ({kind}): missing metadata.name"));
+        return;
+    };
+    let namespace = field(&meta, "namespace").unwrap_or_else(|| "default".to_string());
+    let Some(check) = kinds.validators.get(&(api_version.clone(), kind.clone())) else {
+        let ours = kinds
+            .validators
+            .keys()
+            .any(|(_, k)| k.eq_ignore_ascii_case(&kind));
+        if ours {
+            errors.push(format!(
+                "{at} ({kind} {name}): unsupported apiVersion/kind {api_version}/{kind}"
+            ));
+        } else {
+            parsed.skipped.push(format!(
+                "{at} ({api_version} {kind} {namespace}/{name}): not a kind sluice reads; skipped"
+            ));
+        }
+        return;
+    };
+    if let Some(m) = json.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("namespace".into(), Value::String(namespace.clone()));
+    }
+    if let Err(e) = check(&json) {
+        errors.push(format!("{at} ({kind} {namespace}/{name}): {e}"));
+        return;
+    }
+    parsed.objects.push((
+        ObjectKey {
+            api_version,
+            kind,
+            namespace,
+            name,
+        },
+        json,
+    ));
 }
 
 /// The default largest manifest file read: 16 MiB, far above any hand-written manifest
@@ -178,6 +259,39 @@ fn read_limited(path: &Path, len: u64, max: u64) -> Result<String, String> {
         return Err(too_big(format!("more than {max}")));
     }
     String::from_utf8(bytes).map_err(|e| format!("cannot read: not UTF-8: {e}"))
+}
+
+/// How deep [`Scanner`] goes into subdirectories (`kubectl apply -R` goes all the way; a
+/// bound keeps a pathological tree from stalling the scan).
+const MAX_DEPTH: usize = 8;
+
+/// The manifest files (`.yaml`, `.yml`, `.json`, not hidden) in `dir` and, like
+/// `kubectl apply -R`, its subdirectories (not hidden, not symbolic links: no loops).
+fn manifest_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            if depth < MAX_DEPTH {
+                // A subdirectory that cannot be read is skipped; the top one must be.
+                let _ = manifest_files(&path, depth + 1, out);
+            }
+            continue;
+        }
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "yaml" | "yml" | "json") {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Scans a directory and keeps per-file state between scans. No async, no threads: the
@@ -211,17 +325,8 @@ impl Scanner {
     pub fn scan(&mut self) -> std::io::Result<bool> {
         let mut seen = Vec::new();
         let mut changed = false;
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(&self.dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-                let hidden = p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'));
-                !hidden && matches!(ext, "yaml" | "yml" | "json")
-            })
-            .collect();
+        let mut entries = Vec::new();
+        manifest_files(&self.dir, 0, &mut entries)?;
         entries.sort();
         for path in entries {
             let Ok(meta) = std::fs::metadata(&path) else {
@@ -243,11 +348,15 @@ impl Scanner {
                 .and_then(|text| parse_manifests(&text, &self.kinds));
             let previous = self.files.remove(&path);
             let state = match parsed {
-                Ok(objects) => {
+                Ok(Parsed { objects, skipped }) => {
                     tracing::info!(file = %path.display(), objects = objects.len(), "manifests loaded");
+                    for document in &skipped {
+                        tracing::warn!(file = %path.display(), "{document}");
+                    }
                     FileState {
                         stamp,
                         objects: objects.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                        skipped,
                         error: None,
                     }
                 }
@@ -257,9 +366,12 @@ impl Scanner {
                         %reason,
                         "manifest file rejected; its last good objects keep serving"
                     );
+                    let (objects, skipped) =
+                        previous.map(|p| (p.objects, p.skipped)).unwrap_or_default();
                     FileState {
                         stamp,
-                        objects: previous.map(|p| p.objects).unwrap_or_default(),
+                        objects,
+                        skipped,
                         error: Some(reason),
                     }
                 }
@@ -281,6 +393,9 @@ impl Scanner {
         for (path, file) in &self.files {
             if let Some(e) = &file.error {
                 snap.errors.insert(path.clone(), e.clone());
+            }
+            if !file.skipped.is_empty() {
+                snap.skipped.insert(path.clone(), file.skipped.clone());
             }
             for (key, value) in &file.objects {
                 if snap.objects.contains_key(key) {
@@ -455,7 +570,7 @@ kind: Ingress
 metadata: {name: old}
 spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
 ";
-        let objs = parse_manifests(doc, &with_alias).unwrap();
+        let objs = parse_manifests(doc, &with_alias).unwrap().objects;
         assert_eq!(objs[0].0.api_version, "networking.k8s.io/v1");
         assert_eq!(objs[0].1["apiVersion"], "networking.k8s.io/v1");
         // Not registered: refused as before.
@@ -465,7 +580,7 @@ spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
 
     #[test]
     fn parses_documents_and_defaults_the_namespace() {
-        let objs = parse_manifests(GOOD, &kinds()).unwrap();
+        let objs = parse_manifests(GOOD, &kinds()).unwrap().objects;
         let keys: Vec<String> = objs.iter().map(|(k, _)| k.to_string()).collect();
         assert_eq!(keys, ["Service default/web", "Ingress shop/web"]);
         assert_eq!(objs[0].1["metadata"]["namespace"], "default");
@@ -483,8 +598,12 @@ spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
                 "document 1 (Service): missing metadata.name",
             ),
             (
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
-                "unsupported apiVersion/kind apps/v1/Deployment",
+                "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {name: d}\n",
+                "unsupported apiVersion/kind extensions/v1beta1/Ingress",
+            ),
+            (
+                "apiVersion: v1\nkind: service\nmetadata: {name: d}\n",
+                "unsupported apiVersion/kind v1/service",
             ),
             (
                 "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: 3}\n",
@@ -499,6 +618,67 @@ spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
         // The second document is the bad one.
         let err = parse_manifests(&format!("{GOOD}kind: X\n"), &kinds()).unwrap_err();
         assert!(err.starts_with("document 3:"), "{err}");
+    }
+
+    /// #33: what `kubectl get ingress -A -o yaml` writes (a `List`), other kinds beside
+    /// ours (skipped, named, the rest read), and every bad document named, not only the
+    /// first.
+    #[test]
+    fn lists_are_read_other_kinds_skipped_and_every_bad_document_named() {
+        let list = "apiVersion: v1
+kind: List
+items:
+- apiVersion: networking.k8s.io/v1
+  kind: Ingress
+  metadata: {name: a, namespace: shop}
+  spec: {defaultBackend: {service: {name: web, port: {number: 80}}}}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web}
+";
+        let parsed = parse_manifests(list, &kinds()).unwrap();
+        let keys: Vec<String> = parsed.objects.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(keys, ["Ingress shop/a", "Service default/web"]);
+
+        let mixed =
+            format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\n---\n{GOOD}");
+        let parsed = parse_manifests(&mixed, &kinds()).unwrap();
+        assert_eq!(
+            parsed.objects.len(),
+            2,
+            "the Ingress and Service beside it are read"
+        );
+        assert_eq!(
+            parsed.skipped,
+            ["document 1 (apps/v1 Deployment default/web): not a kind sluice reads; skipped"]
+        );
+
+        let two_bad =
+            format!("{GOOD}kind: X\n---\napiVersion: v1\nkind: Service\nmetadata: {{}}\n");
+        let err = parse_manifests(&two_bad, &kinds()).unwrap_err();
+        assert!(err.starts_with("document 3: missing apiVersion"), "{err}");
+        assert!(
+            err.contains("; document 4 (Service): missing metadata.name"),
+            "{err}"
+        );
+        let bad_item = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service}\n";
+        let err = parse_manifests(bad_item, &kinds()).unwrap_err();
+        assert_eq!(err, "document 1 item 1 (Service): missing metadata.name");
+    }
+
+    /// Like `kubectl apply -R`: subdirectories are read; hidden ones and hidden files not.
+    #[test]
+    fn subdirectories_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("apps/shop")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("apps/shop/ingress.yaml"), GOOD).unwrap();
+        std::fs::write(dir.path().join(".git/x.yaml"), "not: [valid").unwrap();
+        let mut scanner = Scanner::new(dir.path(), kinds());
+        scanner.scan().unwrap();
+        let snap = scanner.snapshot();
+        assert_eq!(snap.objects.len(), 2);
+        assert!(snap.errors.is_empty(), "{:?}", snap.errors);
     }
 
     #[test]

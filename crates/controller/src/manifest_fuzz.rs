@@ -31,8 +31,11 @@ const SUPPORTED: [&str; 5] = ["Ingress", "IngressClass", "Service", "Endpoints",
 /// Parses `text` and checks the properties every input must have.
 fn check(text: &str) -> Result<(), TestCaseError> {
     match parse_manifests(text, &kinds()) {
-        Ok(objects) => {
-            for (key, value) in &objects {
+        Ok(parsed) => {
+            for document in &parsed.skipped {
+                prop_assert!(document.starts_with("document "), "{document}");
+            }
+            for (key, value) in &parsed.objects {
                 prop_assert!(SUPPORTED.contains(&key.kind.as_str()), "{key}");
                 prop_assert!(!key.name.is_empty() && !key.namespace.is_empty(), "{key}");
                 prop_assert_eq!(
@@ -205,8 +208,7 @@ const BAD_DOCUMENTS: &[&str] = &[
     "apiVersion: v1\nmetadata: {name: a}\n",
     "apiVersion: v1\nkind: Service\nmetadata: {}\n",
     "apiVersion: v1\nkind: Service\nmetadata: {name: ''}\n",
-    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
-    "apiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: []\n",
+    "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {name: d}\n",
     "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: 3}\n",
     "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: x}]}\n",
     "- just\n- a list\n",
@@ -260,8 +262,8 @@ proptest! {
         check(&text)?;
         let first_bad = docs.iter().position(Result::is_err);
         match (parse_manifests(&text, &kinds()), first_bad) {
-            (Ok(objects), None) => {
-                let names: Vec<&str> = objects.iter().map(|(k, _)| k.name.as_str()).collect();
+            (Ok(parsed), None) => {
+                let names: Vec<&str> = parsed.objects.iter().map(|(k, _)| k.name.as_str()).collect();
                 let want: Vec<&str> = docs.iter().filter_map(|d| d.as_ref().ok().map(String::as_str)).collect();
                 prop_assert_eq!(names, want);
             }

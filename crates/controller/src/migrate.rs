@@ -648,6 +648,12 @@ pub fn from_manifests(
     for error in errors {
         report.add_error(error);
     }
+    // Skipped documents are worth a line each, not an error: they are another tool's.
+    for (path, documents) in &snapshot.skipped {
+        for document in documents {
+            report.notes.push(format!("{}: {document}", path.display()));
+        }
+    }
     Ok(report)
 }
 

@@ -101,7 +101,7 @@ impl Rebuilder {
             diagnostics,
             ours,
             flag_diagnostics,
-            gateway,
+            mut gateway,
         } = compile(&inputs, &self.options);
         let unserved = if !self.explain_unserved {
             Vec::new()
@@ -115,7 +115,8 @@ impl Rebuilder {
                 .collect()
         };
         let elapsed = started.elapsed();
-        self.table.update(table, elapsed);
+        let unbound = self.table.update(table, elapsed);
+        gateway.mark_unbound(&unbound);
         self.table
             .set_warnings(warnings(&diagnostics, &flag_diagnostics, &unserved));
         *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(inputs);

@@ -66,6 +66,13 @@ pub struct ClassArgs {
     /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
     #[arg(long, default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
     pub gateway_controller_name: String,
+
+    /// Gives each Gateway without `spec.addresses` an address of its own from these
+    /// (comma-separated CIDRs or addresses, e.g. `192.0.2.0/28`): its listeners are bound
+    /// there, each on its own port, and only its routes answer there. Without it such
+    /// Gateways share the proxy's HTTP and HTTPS listeners with the Ingresses.
+    #[arg(long, value_name = "CIDRS")]
+    pub gateway_address_pool: Option<sluice_routing::gateway::AddressPool>,
 }
 
 impl ClassArgs {
@@ -77,6 +84,7 @@ impl ClassArgs {
             watch_namespace,
             watch_ingress_without_class: self.watch_ingress_without_class,
             gateway_controller_name: self.gateway_controller_name.clone(),
+            gateway_address_pool: self.gateway_address_pool.clone(),
             ..CompileOptions::default()
         }
     }

@@ -331,3 +331,61 @@ async fn gateway_api_on_requires_the_crds() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// #33: `sluice controller` with a kubeconfig naming a server that is not there stops at
+/// once, naming that server and where its address came from, instead of blaming the first
+/// request that happened to fail (Gateway API discovery).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_named() -> anyhow::Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"
+        ),
+    )?;
+    let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: sluice_controller::cluster::ControllerArgs,
+    }
+    let args = <Cli as clap::Parser>::try_parse_from([
+        "controller",
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "--http-addr",
+        "127.0.0.1:0",
+        "--https-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+    ])?
+    .args;
+    let error = sluice_controller::cluster::run(args, std::future::pending())
+        .await
+        .expect_err("no API server there")
+        .to_string();
+    assert!(
+        error.starts_with(&format!(
+            "cannot reach the API server at https://127.0.0.1:{port}/"
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("--kubeconfig {kubeconfig}")),
+        "{error}"
+    );
+    assert!(!error.contains("gateway"), "{error}");
+    Ok(())
+}

@@ -978,3 +978,145 @@ async fn only_the_leader_writes_gateway_status() -> anyhow::Result<()> {
     .await?;
     r2.stop().await
 }
+
+/// #28 and Gateway API conformance (GatewayWithAttachedRoutes, HTTPRouteHostnameIntersection
+/// and the other tests that give several Gateways port-80 listeners): with
+/// `--gateway-address-pool`, each Gateway gets an address of its own, `status.addresses`
+/// names it, and its listeners are bound there, so two Gateways on port 80 with the same host
+/// name each answer only their own routes. A requested address this host does not have
+/// gives `Programmed=False` (`AddressNotUsable`) naming the socket; deleting the Gateway
+/// closes its sockets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_gateway_answers_on_its_own_address_only() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-addr").await?;
+    let _web = gw.backend("web").await?;
+    let _api = gw.backend("api").await?;
+    // A pool no other test uses (all of 127/8 is loopback).
+    let pool = "127.81.0.0/29";
+    let port80 = json!([{"name": "http", "port": 80, "protocol": "HTTP"}]);
+    gw.gateway("one", port80.clone()).await?;
+    gw.gateway("two", port80.clone()).await?;
+    gw.world
+        .create(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "elsewhere"},
+            "spec": {"gatewayClassName": gw.class, "listeners": port80,
+                     "addresses": [{"type": "IPAddress", "value": "192.0.2.77"}]}}),
+        )
+        .await?;
+    for (route, gateway, service) in [("to-web", "one", "web"), ("to-api", "two", "api")] {
+        gw.route(
+            route,
+            json!({"parentRefs": [{"name": gateway}], "hostnames": ["same.example"],
+            "rules": [{"backendRefs": [{"name": service, "port": 80}]}]}),
+        )
+        .await?;
+    }
+    let running = gw
+        .start(&[
+            "--gateway-address-pool",
+            pool,
+            "--publish-status-address",
+            "192.0.2.10",
+        ])
+        .await?;
+
+    let gateways: Api<Gateway> = gw.world.api();
+    let programmed = |name: &'static str, want: &'static str| {
+        let gateways = gateways.clone();
+        async move {
+            sluice_testenv::eventually(
+                Duration::from_secs(20),
+                &format!("Gateway {name} Programmed={want}"),
+                || async {
+                    let s = gateways.get(name).await.ok()?.status?;
+                    (condition(&s["conditions"], "Programmed")["status"] == want).then_some(s)
+                },
+            )
+            .await
+        }
+    };
+    let mut addresses = Vec::new();
+    for name in ["one", "two"] {
+        let s = programmed(name, "True").await?;
+        let list = s["addresses"].as_array().cloned().unwrap_or_default();
+        assert_eq!(list.len(), 1, "{name}: {s}");
+        assert_eq!(list[0]["type"], "IPAddress");
+        let ip: std::net::IpAddr = list[0]["value"].as_str().unwrap_or("").parse()?;
+        assert!(
+            pool.parse::<sluice_routing::gateway::AddressPool>()
+                .map_err(anyhow::Error::msg)?
+                .contains(ip),
+            "{name}: {ip} is not from {pool}"
+        );
+        addresses.push(std::net::SocketAddr::new(ip, 80));
+    }
+    assert_ne!(addresses[0], addresses[1]);
+    until(addresses[0], "same.example", "/", "Gateway one: web", |a| {
+        a.status == 200 && a.service() == "web"
+    })
+    .await?;
+    until(addresses[1], "same.example", "/", "Gateway two: api", |a| {
+        a.status == 200 && a.service() == "api"
+    })
+    .await?;
+    for _ in 0..20 {
+        assert_eq!(
+            send(addresses[0], "GET", "same.example", "/", &[])
+                .await?
+                .service(),
+            "web"
+        );
+        assert_eq!(
+            send(addresses[1], "GET", "same.example", "/", &[])
+                .await?
+                .service(),
+            "api"
+        );
+    }
+    // Neither Gateway answers on the proxy's shared listener.
+    assert_eq!(
+        send(running.http, "GET", "same.example", "/", &[])
+            .await?
+            .status,
+        404
+    );
+
+    let s = programmed("elsewhere", "False").await?;
+    let c = condition(&s["conditions"], "Programmed");
+    assert_eq!(c["reason"], "AddressNotUsable", "{s}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("192.0.2.77:80"),
+        "{s}"
+    );
+    assert_eq!(
+        condition(&s["listeners"][0]["conditions"], "Programmed")["reason"],
+        "AddressNotUsable"
+    );
+
+    // Deleted: its socket closes (connections are refused).
+    gateways
+        .delete("two", &kube::api::DeleteParams::default())
+        .await?;
+    sluice_testenv::eventually(
+        Duration::from_secs(20),
+        "Gateway two's socket closed",
+        || async {
+            tokio::net::TcpStream::connect(addresses[1])
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await?;
+    assert_eq!(
+        send(addresses[0], "GET", "same.example", "/", &[])
+            .await?
+            .service(),
+        "web"
+    );
+    running.stop().await
+}

@@ -503,3 +503,38 @@ fn readme_lists_every_supported_annotation() {
         );
     }
 }
+
+/// #33: a `kubectl get ingress -A -o yaml` dump (`kind: List`) is read as its items, in a
+/// subdirectory too (like `kubectl apply -R`), and a Deployment beside an Ingress is named
+/// and left out while the Ingress is reported.
+#[tokio::test]
+async fn a_kubectl_list_dump_and_other_kinds_beside_an_ingress_are_read() {
+    let item = CLEAN
+        .lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dump = format!(
+        "apiVersion: v1\nkind: List\nmetadata: {{resourceVersion: \"\"}}\nitems:\n- {}\n",
+        item.trim_start()
+    );
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\n---\n{}",
+        CLEAN.replace("name: clean", "name: beside")
+    );
+    let dir = dir_with(&[]);
+    std::fs::create_dir_all(dir.path().join("exported")).unwrap();
+    std::fs::write(dir.path().join("exported/ingresses.yaml"), dump).unwrap();
+    std::fs::write(dir.path().join("app.yaml"), deployment).unwrap();
+    let (code, text, err) = migrate(&["--manifests", path(&dir)]).await;
+    assert_eq!(code, EXIT_CLEAN, "{text}{err}");
+    assert!(text.contains("2 Ingresses from manifests"), "{text}");
+    assert!(text.contains("\nshop/clean: fully supported\n"), "{text}");
+    assert!(text.contains("\nshop/beside: fully supported\n"), "{text}");
+    assert!(
+        text.contains(
+            "app.yaml: document 1 (apps/v1 Deployment shop/web): not a kind sluice reads; skipped"
+        ),
+        "{text}"
+    );
+}

@@ -30,6 +30,12 @@ pub enum ClientError {
 /// A client from the kubeconfig file `kubeconfig`, or kube's usual inference when `None`,
 /// whose reads time out after [`READ_TIMEOUT`] of silence.
 pub async fn client_from(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
+    Ok(kube::Client::try_from(config_from(kubeconfig).await?)?)
+}
+
+/// The configuration [`client_from`] builds its client from (the API server's URL is its
+/// `cluster_url`).
+pub async fn config_from(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientError> {
     let mut config = match kubeconfig {
         Some(path) => {
             let error = |source| ClientError::Kubeconfig {
@@ -47,5 +53,5 @@ pub async fn client_from(kubeconfig: Option<&Path>) -> Result<kube::Client, Clie
     // past that means a dead connection (kube's default of 295 s would leave caches stale for
     // five minutes).
     config.read_timeout = Some(READ_TIMEOUT);
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }

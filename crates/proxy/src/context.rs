@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::backend::pool::PoolConfig;
+use crate::http::header_policy::{Forwarded, HeaderPolicy};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
-use crate::pipeline::header_policy::{Forwarded, HeaderPolicy};
 use crate::snapshot::TableShared;
-use crate::upstream::pool::PoolConfig;
 
 /// Everything requests share, for the whole life of the proxy.
 #[derive(Debug)]
@@ -39,7 +39,7 @@ pub(crate) struct Shared {
     /// `--max-body-bytes` (`None`: unlimited).
     pub(crate) body_limit: Option<u64>,
     /// Rate-limit buckets (`limit-rps`, `limit-rpm`).
-    pub(crate) limiter: crate::pipeline::rate_limit::Limiter,
+    pub(crate) limiter: crate::rate_limit::Limiter,
     /// `--limit-req-status-code`.
     pub(crate) limit_status: http::StatusCode,
     /// `--auth-timeout`: longest wait for an `auth-url` answer.
@@ -61,6 +61,9 @@ pub(crate) struct ConnCtx {
     pub(crate) forwarded: Forwarded,
     /// The client connected over TLS.
     pub(crate) tls: bool,
+    /// The Gateway socket it connected to (see `RequestInfo::listener`); `None`: a shared
+    /// listener.
+    pub(crate) gateway: Option<SocketAddr>,
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

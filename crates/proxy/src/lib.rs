@@ -14,34 +14,46 @@
 //!                            mirror, exchange)                         transports)
 //! ```
 //!
-//! # Where to start: one folder per concept
+//! # Where to start: one folder per concept, each using only those below it
 //!
+//! From the top (`tests/module_graph.rs` checks that no folder reaches up):
+//!
+//! * `serve/`: the servers `lib.rs` starts: thread-per-core `workers` and the `admin`
+//!   listener (metrics, health, readiness, the `dashboard`).
 //! * `front/`: read requests, write answers. `listener` accepts, reads a PROXY protocol
 //!   header (`proxy_protocol`), terminates TLS (`tls`) and picks a front end: `http1`, the
-//!   proxy's own HTTP/1.1 loop for plain bodiless requests (`request_head` parses in
-//!   place, `response_out` writes), or `hyper_service` for what hyper reads (HTTP/2,
-//!   bodies, upgrades). A front end does nothing but parse a head into a
-//!   `pipeline::view::RequestView`, call the pipeline, and write its `Reply`. The own loop
-//!   hands a connection to hyper, with the unread bytes and the first request's routing,
-//!   when a request is not plain or its backend is behind hyper's client.
+//!   proxy's own HTTP/1.1 loop for plain bodiless requests (`response_out` writes), or
+//!   `hyper_service` for what hyper reads (HTTP/2, bodies, upgrades). A front end does
+//!   nothing but parse a head into a `pipeline::view::RequestView`, call the pipeline, and
+//!   write its `Reply`. The own loop hands a connection to hyper, with the unread bytes and
+//!   the first request's routing, when a request is not plain or its backend is behind
+//!   hyper's client.
 //! * `pipeline/`: the phases, in the order `pipeline/mod.rs` lists them, written once:
 //!   `admit` (refusals, nginx's path normalisation), `route` (one atomic snapshot load,
 //!   one draw of a split or canary), `decision` (the route's own answers via
-//!   `route_policy`, fixed status, rewrite, `rate_limit`, response fields), `auth`
-//!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`,
-//!   `header_policy`, `mirror`), `exchange` (the upstream step within the route's timeouts,
-//!   and the custom-error intercept), `response_edits` (the response head's edits).
-//! * `upstream/`: `driver`, the tries of a request written once for every transport:
-//!   endpoint choice (`balancer`: power of two choices, EWMA, round robin), the retry rules
-//!   (`retry`: `proxy_next_upstream`, Gateway API per-try timeouts), the head timeout; the
-//!   transports, one try each: `http1`, the own HTTP/1.1 client (`pool`,
-//!   `response_head`), and `client`, hyper's clients for HTTPS, h2c and gRPC (`tls`);
-//!   `body` reads the response body back.
-//! * `observe/`: metrics, access log, admin listener, dashboard, `explain`'s view.
-//! * `runtime/`: thread-per-core workers, per-thread state, graceful shutdown.
-//! * At the top: `snapshot` (the swappable table and its derived state), `context`
-//!   (what every phase may read), `body` (bodies, and the request's books closed when its
-//!   response ends), `errors` (the pages), `config` (flags).
+//!   `route_policy`, fixed status, rewrite, rate limits, response fields), `auth`
+//!   (`auth-url`), `outgoing` (the upstream request, in one place; `affinity`, `mirror`),
+//!   `exchange` (the upstream step within the route's timeouts, and the custom-error
+//!   intercept), `response_edits` (the response head's edits).
+//! * `upstream/`: `driver`, the tries of a request written once for every transport (the
+//!   retry rules in `retry`: `proxy_next_upstream`, Gateway API per-try timeouts; the head
+//!   timeout); the transports, one try each: `http1`, the own HTTP/1.1 client, and
+//!   `client`, hyper's clients for HTTPS, h2c and gRPC.
+//! * `body/`: the request body, the response body (which closes the request's books when
+//!   it ends) and an upstream response body as the own client reads it (`upstream`).
+//! * `context` (what every phase may read), then `snapshot` (the swappable table and its
+//!   derived state, the Gateway sockets it names).
+//! * `backend/`: per-backend state kept across requests: endpoint choice (`balancer`:
+//!   power of two choices, EWMA, round robin), idle connections (`pool`), client TLS
+//!   (`tls`).
+//! * `observe/`: metrics, access log, `explain`'s view, the log filter.
+//! * `runtime/`: per-thread state (`shard`), socket binding (`bind`), the Gateway sockets
+//!   (`gateway_sockets`), graceful shutdown.
+//! * `http/`: messages: the request head parsed in place (`request_head`), a request's
+//!   fields (`request_fields`), the upstream response head (`response_head`), and which
+//!   fields cross the proxy (`header_policy`).
+//! * Leaves: `rate_limit` (the limiters' state), `chunked`, `stall`, `errors` (the
+//!   pages), `config` (flags).
 //!
 //! Timeouts on every phase: client head, client body, connect, upstream send, upstream
 //! head, upstream body, sending to the client (`front::activity`), WebSocket idle,
@@ -88,15 +100,19 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod body;
 mod chunked;
 mod config;
 mod context;
 mod errors;
 mod front;
+mod http;
 mod observe;
 mod pipeline;
+mod rate_limit;
 mod runtime;
+mod serve;
 mod snapshot;
 mod stall;
 mod upstream;
@@ -119,20 +135,22 @@ pub use config::{
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
-pub use observe::admin::Readiness;
 pub use observe::control_info::{Explainer, Warning};
 pub use observe::log_filter::log_filter;
+pub use runtime::gateway_sockets::BindFailures;
+pub use serve::admin::Readiness;
 pub use snapshot::TableHandle;
 
+use backend::pool;
 use context::Shared;
 use front::{listener, tls};
-use listener::{Protocols, Transport};
+use http::header_policy;
+use listener::{Listening, Protocols, Transport};
 use metrics::Metrics;
-use observe::{access_log, admin, dashboard, metrics};
-use pipeline::{header_policy, rate_limit};
-use runtime::{shard, shutdown, workers};
+use observe::{access_log, metrics};
+use runtime::{bind, gateway_sockets, shard, shutdown};
+use serve::{admin, dashboard, workers};
 use shutdown::Phases;
-use upstream::pool;
 
 /// A configured proxy, not yet listening.
 ///
@@ -146,6 +164,8 @@ pub struct Proxy {
     readiness: Readiness,
     tls: tls::TlsConfigs,
     default_cert: CertificateDer<'static>,
+    /// Where Gateway sockets go once bound: one per worker, or one in all.
+    gateway_sockets: Vec<tokio::sync::mpsc::UnboundedReceiver<gateway_sockets::NewSocket>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -176,7 +196,9 @@ impl Proxy {
         let shards = shard::Shards::new(args.workers.unwrap_or(1));
         let metrics = Metrics::new(&mut registry, shards);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider));
+        let (sockets, gateway_sockets) =
+            gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));
+        let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider), sockets);
         let default_key =
             tls::default_certificate(&provider).context("generating the default certificate")?;
         let default_cert = tls::leaf(&default_key);
@@ -228,6 +250,7 @@ impl Proxy {
             readiness: Readiness::default(),
             tls: tls_configs,
             default_cert,
+            gateway_sockets,
         })
     }
 
@@ -276,7 +299,7 @@ impl Proxy {
         // Thread-per-core: every worker gets its own socket on each address.
         let count = count.max(1);
         let many = |addr: SocketAddr, what: &'static str| {
-            workers::bind_many(addr, count)
+            bind::bind_many(addr, count)
                 .with_context(|| format!("binding the {what} listener on {addr}"))
         };
         let http = many(self.args.http_addr, "HTTP")?;
@@ -410,6 +433,7 @@ impl BoundProxy {
             shared,
             readiness,
             tls,
+            gateway_sockets,
             ..
         } = proxy;
         let phases = Phases::default();
@@ -466,10 +490,9 @@ impl BoundProxy {
         let mut threads = Vec::new();
         match data {
             DataListeners::Shared { http, https } => {
-                let accept = |listener, transport| {
+                let accept = |listening| {
                     tokio::spawn(listener::accept_loop(
-                        listener,
-                        transport,
+                        listening,
                         Arc::clone(&shared),
                         Arc::clone(&protocols),
                         phases.clone(),
@@ -477,8 +500,22 @@ impl BoundProxy {
                         None,
                     ))
                 };
-                shared_loops.push(accept(http, Transport::Plain));
-                shared_loops.push(accept(https, Transport::Tls(tls)));
+                shared_loops.push(accept(Listening::shared(http, Transport::Plain)));
+                shared_loops.push(accept(Listening::shared(
+                    https,
+                    Transport::Tls(tls.clone()),
+                )));
+                for new_sockets in gateway_sockets {
+                    shared_loops.push(tokio::spawn(listener::accept_gateway_sockets(
+                        new_sockets,
+                        tls.clone(),
+                        Arc::clone(&shared),
+                        Arc::clone(&protocols),
+                        phases.clone(),
+                        connections.clone(),
+                        None,
+                    )));
+                }
             }
             DataListeners::Workers(sockets) => {
                 let context = workers::WorkerContext {
@@ -490,7 +527,9 @@ impl BoundProxy {
                     finished: finished.clone(),
                     pin: args.pin_workers,
                 };
-                for (index, sockets) in sockets.into_iter().enumerate() {
+                for (index, (sockets, gateway)) in
+                    sockets.into_iter().zip(gateway_sockets).enumerate()
+                {
                     let label = WorkerLabel {
                         worker: index.to_string(),
                     };
@@ -498,7 +537,7 @@ impl BoundProxy {
                         accepted: per_worker.get_or_create(&label).clone(),
                         requests: per_worker_requests.get_or_create(&label).clone(),
                     };
-                    match workers::spawn(index, sockets, &context, counters) {
+                    match workers::spawn(index, sockets, gateway, &context, counters) {
                         Ok(thread) => threads.push(thread),
                         Err(error) => {
                             finished.cancel();

@@ -18,10 +18,11 @@ use rustls::sign::CertifiedKey;
 use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
+use crate::backend::balancer::{Balancer, Endpoint};
+use crate::backend::tls::TlsClients;
 use crate::observe::control_info::{ControlInfo, Warning};
 use crate::observe::metrics::{BackendMetrics, Metrics, RouteMetrics};
-use crate::upstream::balancer::{Balancer, Endpoint};
-use crate::upstream::tls::TlsClients;
+use crate::runtime::gateway_sockets::{BindFailures, GatewaySockets};
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
 #[derive(Debug)]
@@ -109,7 +110,7 @@ impl Snapshot {
             .backends()
             .iter()
             .map(|backend| {
-                let service = backend.service.to_string();
+                let service = service_label(&backend.service);
                 let metrics = match by_service.remove(service.as_str()) {
                     Some(found) => Arc::clone(found),
                     None => Arc::new(metrics.backend(service)),
@@ -200,7 +201,7 @@ fn route_metrics(
         let key = (
             source.namespace.clone(),
             source.name.clone(),
-            backend.service.to_string(),
+            service_label(&backend.service),
         );
         let found = known.get(&key).cloned();
         let metrics = found.unwrap_or_else(|| {
@@ -256,6 +257,16 @@ thread_local! {
     static HELD: RefCell<Option<SnapshotRef>> = const { RefCell::new(None) };
 }
 
+/// The `service` label of a backend's series: `namespace/name:port`, or empty for a rule
+/// that names no Service (a Gateway API rule without `backendRefs`, e.g. redirect-only).
+pub(crate) fn service_label(service: &sluice_routing::ServiceRef) -> String {
+    if service.name.is_empty() {
+        String::new()
+    } else {
+        service.to_string()
+    }
+}
+
 /// State shared by every [`TableHandle`], the request path and the TLS resolver.
 pub(crate) struct TableShared {
     /// The current snapshot; requests `load` it, [`TableHandle::update`] stores a new one.
@@ -298,11 +309,18 @@ impl fmt::Debug for TableShared {
 #[derive(Clone, Debug)]
 pub struct TableHandle {
     pub(crate) shared: Arc<TableShared>,
+    /// Bound and closed as tables name Gateway addresses.
+    sockets: Arc<GatewaySockets>,
 }
 
 impl TableHandle {
-    pub(crate) fn new(metrics: Arc<Metrics>, provider: Arc<CryptoProvider>) -> TableHandle {
+    pub(crate) fn new(
+        metrics: Arc<Metrics>,
+        provider: Arc<CryptoProvider>,
+        sockets: GatewaySockets,
+    ) -> TableHandle {
         TableHandle {
+            sockets: Arc::new(sockets),
             shared: Arc::new(TableShared {
                 current: ArcSwap::from_pointee(Snapshot::empty()),
                 metrics,
@@ -316,9 +334,14 @@ impl TableHandle {
     /// Swaps `table` in (one atomic store), deriving the per-backend state and the SNI
     /// certificate map from it first. `build_time` is how long compiling it took; it is
     /// recorded in `sluice_table_rebuild_duration_seconds`.
-    pub fn update(&self, table: RouteTable, build_time: Duration) {
+    ///
+    /// Then binds the sockets of Gateways with addresses of their own that the table names
+    /// and closes those it no longer names; returns the sockets that could not be bound
+    /// (they are tried again with the next table).
+    pub fn update(&self, table: RouteTable, build_time: Duration) -> BindFailures {
         let shared = &*self.shared;
         let _updating = shared.updating.lock().unwrap_or_else(|e| e.into_inner());
+        let sockets = table.gateway_sockets();
         let previous = shared.current.load();
         let next = Snapshot::build(table, &previous, &shared.metrics, &shared.provider);
         debug!(
@@ -334,6 +357,7 @@ impl TableHandle {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         shared.metrics.last_swap.set(now);
+        self.sockets.reconcile(&sockets)
     }
 
     /// Replaces the warnings the dashboard and `/api/v1/status` show (the compiler's
@@ -371,7 +395,11 @@ mod tests {
     fn handle() -> TableHandle {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Metrics::new(&mut registry, crate::runtime::shard::Shards::new(1));
-        TableHandle::new(metrics, Arc::new(rustls::crypto::ring::default_provider()))
+        TableHandle::new(
+            metrics,
+            Arc::new(rustls::crypto::ring::default_provider()),
+            GatewaySockets::new(1).0,
+        )
     }
 
     #[test]

@@ -264,3 +264,53 @@ async fn explain_is_answered_by_the_control_plane() {
     })
     .await;
 }
+
+/// #33: a rule that answers every request itself (ingress-nginx's `permanent-redirect`, a
+/// Gateway API rule with only a `RequestRedirect`) never reaches its backend, so an
+/// endpointless or absent backend there is no `NoReadyEndpoints` warning, and the
+/// redirect-only HTTPRoute rule's requests are counted with an empty `service` label, not
+/// a made-up `default/:0`.
+#[tokio::test]
+async fn redirect_only_rules_raise_no_endpoint_warning_and_name_no_service() {
+    init_tracing();
+    bounded(async {
+        let proxy = TestProxy::start(sluice_proxy::ProxyArgs::loopback()).await;
+        let mut inputs = inputs(&[Route::new("moved.example.com", "gone", vec![])
+            .with_annotation("nginx.ingress.kubernetes.io/permanent-redirect", "https://new.example.com")]);
+        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(v: serde_json::Value) -> std::sync::Arc<T> {
+            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
+        }
+        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+        inputs.gateways = vec![object(serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
+            "spec": {"gatewayClassName": "sluice", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))];
+        inputs.http_routes = vec![object(serde_json::json!({
+            "metadata": {"namespace": NS, "name": "old-site"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["old.example.com"], "rules": [
+                {"filters": [{"type": "RequestRedirect",
+                              "requestRedirect": {"hostname": "new.example.com", "statusCode": 301}}]}]}}))];
+        let compiled = sluice_routing::compile(&inputs, &sluice_routing::CompileOptions::default());
+        proxy.table.update(compiled.table, Duration::from_millis(1));
+
+        // ingress-nginx: the redirect is answered before `proxy_pass` finds no endpoint.
+        assert_eq!(get(proxy.http, "moved.example.com", "/").await.status, 301);
+        assert_eq!(get(proxy.http, "old.example.com", "/x").await.status, 301);
+        let (_, text) = admin_get(proxy.admin, "/api/v1/status").await;
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let warnings = doc["warnings"].to_string();
+        assert!(!warnings.contains("NoReadyEndpoints"), "{warnings}");
+        let old = doc["routes"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["host"] == "old.example.com"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(old["backend"], "", "{old}");
+        let metrics = metrics_with(
+            proxy.admin,
+            &["sluice_requests_total{namespace=\"default\",ingress=\"old-site\",service=\"\","],
+        )
+        .await;
+        assert!(!metrics.contains("service=\"default/:0\""), "{metrics}");
+    })
+    .await;
+}

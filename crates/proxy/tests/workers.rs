@@ -169,3 +169,74 @@ async fn a_second_proxy_on_the_same_port_is_refused_not_shared() {
     })
     .await;
 }
+
+/// #28: a Gateway with an address of its own (`--gateway-address-pool`) is served on a
+/// socket per worker bound when the table names it: every worker accepts there, only that
+/// Gateway's routes answer there, and a table without it closes the socket on every worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_sockets_are_served_by_every_worker_and_closed_with_the_table() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let args = ProxyArgs {
+            workers: Some(2),
+            ..ProxyArgs::loopback()
+        };
+        let proxy = TestProxy::start(args).await;
+        let mut inputs = inputs(&[Route::new("shared.example", "web", vec![web.addr()])]);
+        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(
+            v: serde_json::Value,
+        ) -> std::sync::Arc<T> {
+            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
+        }
+        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+        inputs.gateways = vec![object(
+            serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
+            "spec": {"gatewayClassName": "sluice",
+                     "listeners": [{"name": "http", "port": 18081, "protocol": "HTTP"}]}}),
+        )];
+        inputs.http_routes = vec![object(serde_json::json!({
+            "metadata": {"namespace": NS, "name": "own"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["own.example"],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))];
+        let options = sluice_routing::CompileOptions {
+            gateway_address_pool: Some("127.82.0.1".parse().expect("pool")),
+            ..Default::default()
+        };
+        let compiled = sluice_routing::compile(&inputs, &options);
+        let failures = proxy.table.update(compiled.table, Duration::from_millis(1));
+        assert!(failures.is_empty(), "{failures:?}");
+        let own: std::net::SocketAddr = "127.82.0.1:18081".parse().unwrap();
+        let before = accepted_per_worker(proxy.admin, 2).await;
+        for _ in 0..100 {
+            let answer = get(own, "own.example", "/").await;
+            assert_eq!(answer.status, 200);
+            assert!(answer.text().contains("\"web-0\""), "{}", answer.text());
+            // The Ingress host is not served on the Gateway's socket.
+            assert_eq!(get(own, "shared.example", "/").await.status, 404);
+        }
+        let after = accepted_per_worker(proxy.admin, 2).await;
+        let served: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert_eq!(served.iter().sum::<u64>(), 200, "{served:?}");
+        assert!(
+            served.iter().all(|n| *n > 0),
+            "a worker never accepted: {served:?}"
+        );
+        // The shared listener does not serve the Gateway's route.
+        assert_eq!(get(proxy.http, "own.example", "/").await.status, 404);
+
+        // A table without the Gateway: the socket closes on both workers.
+        proxy.route(&[Route::new("shared.example", "web", vec![web.addr()])]);
+        let mut refused = false;
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(own).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(refused, "{own} still accepts connections");
+    })
+    .await;
+}

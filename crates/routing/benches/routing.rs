@@ -301,6 +301,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
     let headers = [OneHeader("x-version", "2"), OneHeader("x-other", "1")];
     for (k, (host, path)) in requests.iter().enumerate() {
         let info = RequestInfo {
+            listener: None,
             https: false,
             host,
             path,
@@ -315,6 +316,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         b.iter(|| {
             let (host, path) = &requests[k % requests.len()];
             let info = RequestInfo {
+                listener: None,
                 https: false,
                 host,
                 path,

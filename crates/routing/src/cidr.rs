@@ -11,6 +11,11 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// The network address as written and the prefix length.
+    pub(crate) fn parts(&self) -> (IpAddr, u8) {
+        (self.network, self.prefix)
+    }
+
     /// Whether `ip` is inside the network (IPv4-mapped IPv6 addresses count as IPv4).
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {

@@ -221,6 +221,7 @@ fn answer(table: &RouteTable, host: &str, path: &str, matched: Option<&(Route, u
     // Gateway API routes first, as the proxy looks them up: a plain-HTTP `GET` without
     // header fields (rules that need a method, header or query parameter do not match).
     let request = crate::request::RequestInfo {
+        listener: None,
         https: false,
         host,
         path,

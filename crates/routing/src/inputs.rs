@@ -65,6 +65,9 @@ pub struct CompileOptions {
     /// GatewayClass `spec.controllerName` we claim (`--gateway-controller-name`); default
     /// `"sluice.dev/gateway-controller"`.
     pub gateway_controller_name: String,
+    /// Addresses for Gateways without `spec.addresses` (`--gateway-address-pool`), one
+    /// each; `None`: such Gateways share the proxy's own HTTP and HTTPS listeners.
+    pub gateway_address_pool: Option<crate::gateway::AddressPool>,
 }
 
 /// Default value of [`CompileOptions::controller_name`].
@@ -84,6 +87,7 @@ impl Default for CompileOptions {
             default_backend_service: None,
             default_certificate: None,
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_owned(),
+            gateway_address_pool: None,
         }
     }
 }

@@ -4,6 +4,10 @@
 pub struct RequestInfo<'a> {
     /// Arrived on the HTTPS listener (Gateway `HTTPS` listeners) rather than HTTP.
     pub https: bool,
+    /// The socket it arrived on when that is a Gateway's own (see
+    /// [`crate::RouteTable::gateway_sockets`]): only that Gateway's routes answer there.
+    /// `None`: the proxy's shared listeners (Ingresses and Gateways without addresses).
+    pub listener: Option<std::net::SocketAddr>,
     /// Host header or `:authority`, as received (see [`crate::RouteTable::route`]).
     pub host: &'a str,
     /// The path, without query, as received.

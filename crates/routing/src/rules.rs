@@ -293,6 +293,15 @@ impl HostRules {
     }
 
     /// The most specific wildcard rule set covering canonical `host`, with its suffix.
+    /// The rule set that owns canonical `host`: exact name, then the most specific
+    /// wildcard, then the catch-all.
+    pub(crate) fn owner(&self, host: &str) -> Option<&RuleSet> {
+        self.exact
+            .get(host)
+            .or_else(|| self.wildcard_for(host).map(|(_, set)| set))
+            .or(self.any.as_ref())
+    }
+
     pub(crate) fn wildcard_for<'h>(&self, host: &'h str) -> Option<(&'h str, &RuleSet)> {
         if self.wildcard.is_empty() {
             return None;
@@ -302,11 +311,22 @@ impl HostRules {
     }
 }
 
-/// The Gateway rules of a table: one set per kind of listener.
+/// The Gateway rules of a table: one set per shared listener (Gateways without addresses
+/// of their own), one per socket of a Gateway's own.
 #[derive(Debug, Default)]
 pub(crate) struct GatewayRoutes {
     pub http: HostRules,
     pub https: HostRules,
+    /// By the socket a request arrived on: a Gateway's address and a listener's port.
+    pub listeners: FastMap<std::net::SocketAddr, ListenerRoutes>,
+}
+
+/// The routes of one socket of a Gateway's own.
+#[derive(Debug, Default)]
+pub(crate) struct ListenerRoutes {
+    /// An `HTTPS` listener (TLS is terminated on the socket).
+    pub https: bool,
+    pub rules: HostRules,
 }
 
 /// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`
@@ -359,6 +379,7 @@ mod tests {
         let set = builder.build(&HashMap::new());
         let lookup = |path: &str| {
             let info = RequestInfo {
+                listener: None,
                 https: false,
                 host: "h",
                 path,

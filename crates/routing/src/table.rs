@@ -57,6 +57,40 @@ pub struct RouteEntry {
     pub mirrors: Vec<Mirror>,
 }
 
+impl RouteEntry {
+    /// Whether a request on this entry may reach a backend: not when the route answers
+    /// every request itself (a redirect of every request, a fixed status, an access rule
+    /// that fails closed).
+    pub fn forwards(&self) -> bool {
+        let policy = &*self.policy;
+        self.fixed_status.is_none()
+            && policy.redirect.is_none()
+            && policy.request_redirect.is_none()
+            && !policy.fail_closed
+    }
+
+    /// The backends a request on this entry may go to (none when it never forwards).
+    pub fn forwarded_backends(&self) -> impl Iterator<Item = &Arc<Backend>> {
+        let forwards = self.forwards();
+        let primary = if self.split.is_empty() {
+            Some(&self.backend)
+        } else {
+            None
+        };
+        primary
+            .into_iter()
+            .chain(
+                self.split
+                    .iter()
+                    .filter(|w| w.usable && w.weight > 0)
+                    .map(|w| &w.backend),
+            )
+            .chain(self.canary.iter().map(|c| &c.backend))
+            .chain(self.fallback.iter())
+            .filter(move |_| forwards)
+    }
+}
+
 /// One `backendRefs[]` entry of a Gateway API rule.
 #[derive(Debug, Clone)]
 pub struct WeightedBackend {
@@ -280,12 +314,30 @@ impl RouteTable {
         let mut buf = [0u8; 256];
         let host = normalize_request_host_in(host, &mut buf);
         let path = if path.is_empty() { "/" } else { path };
+        if let Some(socket) = request.and_then(|r| r.listener) {
+            // A Gateway's own socket: its routes alone, no default backend.
+            let rules = &self.gateway.as_ref()?.listeners.get(&socket)?.rules;
+            let id = rules.owner(&host)?.lookup(path, request)?;
+            return ((id as usize) < self.entries.len()).then_some(id as usize);
+        }
         let id = match self.owner(&host, request.map(|r| r.https)) {
             Some((set, fallback)) => set.lookup(path, request).or(fallback),
             None => self.default_backend,
         }?;
         // Ids come from this table's own compilers: always in range.
         ((id as usize) < self.entries.len()).then_some(id as usize)
+    }
+
+    /// The sockets Gateways with addresses of their own are served on, each with whether it
+    /// terminates TLS (an `HTTPS` listener): what the proxy binds besides its own listeners.
+    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, bool)> {
+        let mut out: Vec<(std::net::SocketAddr, bool)> = self
+            .gateway
+            .as_ref()
+            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.https)).collect())
+            .unwrap_or_default();
+        out.sort();
+        out
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that
@@ -388,6 +440,23 @@ impl RouteTable {
         &self.backends
     }
 
+    /// The backends some route may send a request to (the default backend included), each
+    /// once, in id order: those whose lack of endpoints is worth a warning. A backend only
+    /// a redirect-only rule names is not among them.
+    pub fn forwarded_backends(&self) -> Vec<&Arc<Backend>> {
+        let mut used = vec![false; self.backends.len()];
+        // The default backend is an entry too.
+        for backend in self.entries.iter().flat_map(RouteEntry::forwarded_backends) {
+            if let Some(slot) = used.get_mut(backend.id) {
+                *slot = true;
+            }
+        }
+        self.backends
+            .iter()
+            .filter(|b| used.get(b.id).copied().unwrap_or(false))
+            .collect()
+    }
+
     /// The backend used when no rule matches (the oldest `spec.defaultBackend`, else
     /// `--default-backend-service`), if any.
     pub fn default_backend(&self) -> Option<&Arc<Backend>> {
@@ -409,10 +478,10 @@ impl RouteTable {
     /// sorted by route: what a dashboard lists. Not for the hot path.
     pub fn routes_with_entries(&self) -> Vec<(Route, usize)> {
         let mut out = Vec::new();
-        let gateway = self
-            .gateway
-            .iter()
-            .flat_map(|gateway| gateway.http.sets().chain(gateway.https.sets()));
+        let gateway = self.gateway.iter().flat_map(|gateway| {
+            let own = gateway.listeners.values().flat_map(|l| l.rules.sets());
+            gateway.http.sets().chain(gateway.https.sets()).chain(own)
+        });
         for (host, set) in self.matchers().chain(gateway) {
             for (path, id) in set.entries() {
                 let Some(entry) = self.entries.get(id as usize) else {

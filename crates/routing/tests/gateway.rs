@@ -97,6 +97,7 @@ impl HeaderLookup for Headers {
 /// A request; `target` is `path?query`.
 struct Req {
     https: bool,
+    listener: Option<std::net::SocketAddr>,
     host: &'static str,
     target: &'static str,
     method: &'static str,
@@ -106,6 +107,7 @@ struct Req {
 fn get(host: &'static str, target: &'static str) -> Req {
     Req {
         https: false,
+        listener: None,
         host,
         target,
         method: "GET",
@@ -126,12 +128,18 @@ impl Req {
         self.https = true;
         self
     }
+    /// Arrives on a Gateway's own socket.
+    fn on(mut self, socket: &str) -> Req {
+        self.listener = Some(socket.parse().expect("socket address"));
+        self
+    }
 }
 
 /// `source route/service` of the entry a request gets, or `None` (404).
 fn answer(table: &RouteTable, req: &Req) -> Option<String> {
     let (path, query) = req.target.split_once('?').unwrap_or((req.target, ""));
     let info = RequestInfo {
+        listener: req.listener,
         https: req.https,
         host: req.host,
         path,
@@ -469,6 +477,7 @@ fn section_name_and_port_must_name_a_listener() {
     let id = out
         .table
         .route_request(&RequestInfo {
+            listener: None,
             https: false,
             host: "x",
             path: "/",
@@ -773,6 +782,7 @@ fn backends_weights_and_invalid_references() {
     let entry = |host: &'static str| {
         let id = t
             .route_request(&RequestInfo {
+                listener: None,
                 https: false,
                 host,
                 path: "/",
@@ -828,6 +838,7 @@ fn backends_weights_and_invalid_references() {
     let id = out
         .table
         .route_request(&RequestInfo {
+            listener: None,
             https: false,
             host: "c.example",
             path: "/",
@@ -882,6 +893,7 @@ fn filters_become_policy() {
     let entry = |target: &'static str| {
         let id = t
             .route_request(&RequestInfo {
+                listener: None,
                 https: false,
                 host: "h.example",
                 path: target,
@@ -980,6 +992,7 @@ fn filters_and_annotations_produce_the_same_policy() {
     let gw_policy = &t
         .entry(
             t.route_request(&RequestInfo {
+                listener: None,
                 https: false,
                 host: "gw.example",
                 path: "/",
@@ -1156,7 +1169,7 @@ mod precedence_oracle {
             let q: Vec<String> = query.iter().zip(QUERY).filter(|(on, _)| **on).map(|(_, (n, v))| format!("{n}={v}")).collect();
             let q = q.join("&");
             let method = if post { "POST" } else { "GET" };
-            let info = RequestInfo { https: false, host: "any.example", path: &req_path, query: &q, method, headers: &Headers(hs.clone()) };
+            let info = RequestInfo { https: false, listener: None, host: "any.example", path: &req_path, query: &q, method, headers: &Headers(hs.clone()) };
             let got = out.table.route_request(&info).map(|id| out.table.entry(id).backend.service.name.clone());
 
             // The oracle.
@@ -1259,6 +1272,7 @@ fn a_refused_reference_does_not_shadow_a_permitted_one() {
         let id = out
             .table
             .route_request(&RequestInfo {
+                listener: None,
                 https: false,
                 host,
                 path: "/",
@@ -1374,4 +1388,164 @@ fn listeners_with_the_same_host_name_conflict() {
         reasons,
         ["HostnameConflict", "HostnameConflict", "NoConflicts"]
     );
+}
+
+/// Gateway API conformance GatewayWithAttachedRoutes / HTTPRouteHostnameIntersection run
+/// several Gateways with port-80 listeners: each Gateway is served on an address of its
+/// own (here from the pool), and a route answers only on its Gateway's sockets.
+#[test]
+fn gateways_with_addresses_of_their_own_answer_only_their_routes() {
+    let aged = |name: &str, age: u32, listeners: Value| -> Arc<Gateway> {
+        from(
+            json!({"metadata": {"namespace": "default", "name": name, "generation": 1,
+            "creationTimestamp": ts(age)},
+            "spec": {"gatewayClassName": "sluice", "listeners": listeners}}),
+        )
+    };
+    let a = aged("a", 1, json!([http_listener("http", None)]));
+    let b = aged(
+        "b",
+        2,
+        json!([http_listener("http", None), {"name": "alt", "port": 8080, "protocol": "HTTP"}]),
+    );
+    // c asks for an address outside the pool; d for a hostname, which no proxy can bind.
+    let c = from(
+        json!({"metadata": {"namespace": "default", "name": "c", "generation": 1,
+        "creationTimestamp": ts(3)},
+        "spec": {"gatewayClassName": "sluice", "listeners": [http_listener("http", None)],
+                 "addresses": [{"type": "IPAddress", "value": "192.0.2.7"}]}}),
+    );
+    let d = from(
+        json!({"metadata": {"namespace": "default", "name": "d", "generation": 1,
+        "creationTimestamp": ts(4)},
+        "spec": {"gatewayClassName": "sluice", "listeners": [http_listener("http", None)],
+                 "addresses": [{"type": "Hostname", "value": "gw.example"}]}}),
+    );
+    let inputs = world(
+        vec![a, b, c, d],
+        vec![
+            route(
+                "default",
+                "ra",
+                1,
+                json!({"parentRefs": [{"name": "a"}],
+                "hostnames": ["shop.example"], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+            ),
+            route(
+                "default",
+                "rb",
+                2,
+                json!({"parentRefs": [{"name": "b", "port": 80}],
+                "hostnames": ["shop.example"], "rules": [{"backendRefs": [backend("api", 80)]}]}),
+            ),
+            route(
+                "default",
+                "rc",
+                3,
+                json!({"parentRefs": [{"name": "c"}],
+                "rules": [{"backendRefs": [backend("v2", 80)]}]}),
+            ),
+        ],
+    );
+    let options = sluice_routing::CompileOptions {
+        gateway_address_pool: Some("127.1.0.0/29".parse().expect("pool")),
+        ..Default::default()
+    };
+    let out = compile(&inputs, &options);
+    let t = &out.table;
+    // The oldest Gateway gets the pool's first address.
+    assert_eq!(
+        t.gateway_sockets(),
+        [
+            ("127.1.0.1:80".parse().unwrap(), false),
+            ("127.1.0.2:80".parse().unwrap(), false),
+            ("127.1.0.2:8080".parse().unwrap(), false),
+            ("192.0.2.7:80".parse().unwrap(), false),
+        ]
+    );
+    let shop = || get("shop.example", "/");
+    assert_eq!(
+        answer(t, &shop().on("127.1.0.1:80")).as_deref(),
+        Some("ra->web")
+    );
+    assert_eq!(
+        answer(t, &shop().on("127.1.0.2:80")).as_deref(),
+        Some("rb->api")
+    );
+    // rb names port 80 only: b's other listener has no route; nor has the shared listener.
+    assert_eq!(answer(t, &shop().on("127.1.0.2:8080")), None);
+    assert_eq!(answer(t, &shop()), None);
+    assert_eq!(
+        answer(t, &shop().on("127.1.0.9:80")),
+        None,
+        "a socket no table names"
+    );
+    assert_eq!(
+        answer(t, &get("any.example", "/").on("192.0.2.7:80")).as_deref(),
+        Some("rc->v2")
+    );
+
+    let status = |name: &str| {
+        out.gateway
+            .gateways
+            .iter()
+            .find(|g| g.gateway.object.name == name)
+            .unwrap_or_else(|| panic!("no status for {name}"))
+    };
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert_eq!(status("a").addresses, Some(vec![ip("127.1.0.1")]));
+    assert_eq!(status("b").addresses, Some(vec![ip("127.1.0.2")]));
+    assert_eq!(
+        status("b").listeners[1].binds,
+        ["127.1.0.2:8080".parse().unwrap()]
+    );
+    assert_eq!(status("c").addresses, Some(vec![ip("192.0.2.7")]));
+    assert_eq!(
+        conditions(&status("d").gateway.conditions),
+        [
+            ("Accepted", false, "UnsupportedAddress"),
+            ("Programmed", false, "Invalid")
+        ]
+    );
+    assert!(
+        status("d").gateway.conditions[0]
+            .message
+            .contains("spec.addresses[0]: type \"Hostname\""),
+        "{:?}",
+        status("d").gateway.conditions
+    );
+
+    // What the proxy could not bind marks the listener and its Gateway, naming the socket.
+    let mut statuses = out.gateway.clone();
+    statuses.mark_unbound(
+        &[(
+            "192.0.2.7:80".parse().unwrap(),
+            "Cannot assign requested address".to_owned(),
+        )]
+        .into(),
+    );
+    let c = statuses
+        .gateways
+        .iter()
+        .find(|g| g.gateway.object.name == "c")
+        .unwrap();
+    assert_eq!(
+        conditions(&c.gateway.conditions),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", false, "AddressNotUsable")
+        ]
+    );
+    assert!(
+        c.gateway.conditions[1]
+            .message
+            .contains("192.0.2.7:80: Cannot assign")
+    );
+    assert_eq!(c.listeners[0].conditions[1].reason, "AddressNotUsable");
+    let a = statuses
+        .gateways
+        .iter()
+        .find(|g| g.gateway.object.name == "a")
+        .unwrap();
+    assert_eq!(a.gateway.conditions[1].reason, "Programmed");
 }

@@ -247,6 +247,53 @@ fn the_workloads_flags_parse() {
     }
 }
 
+/// #33: `/healthz` answers only once the caches have synced, which may take the whole
+/// `--sync-timeout`; a liveness probe without a startup probe would restart a controller
+/// that is still syncing a large cluster. Every controller with a liveness probe has a
+/// startup probe that waits longer than its `--sync-timeout`.
+#[test]
+fn the_startup_probe_outlasts_the_cache_sync() {
+    let seconds =
+        |probe: &Value, field: &str, default: u64| probe[field].as_u64().unwrap_or(default);
+    for (overlay, _) in OVERLAYS {
+        for workload in workloads(&render(overlay)) {
+            for c in containers(workload) {
+                let args = strings(&c["args"]);
+                if args.first().map(String::as_str) != Some("controller") {
+                    continue;
+                }
+                let own = args
+                    .iter()
+                    .skip(1)
+                    .filter(|a| !a.starts_with("--log-format"))
+                    .map(|a| a.replace("$(HOST_IP)", "192.0.2.1"));
+                let cli = Cli::try_parse_from(std::iter::once("sluice".to_string()).chain(own))
+                    .unwrap_or_else(|e| panic!("deploy/overlays/{overlay}: {e}"));
+                let sync = cli.args.sync_timeout.as_secs();
+                assert!(
+                    !c["livenessProbe"].is_null(),
+                    "deploy/overlays/{overlay}: no livenessProbe"
+                );
+                let startup = &c["startupProbe"];
+                assert_eq!(
+                    startup["httpGet"]["path"].as_str(),
+                    Some("/healthz"),
+                    "deploy/overlays/{overlay}: no startupProbe on /healthz"
+                );
+                // Kubernetes' defaults: periodSeconds 10, failureThreshold 3.
+                let waits = seconds(startup, "initialDelaySeconds", 0)
+                    + seconds(startup, "periodSeconds", 10)
+                        * seconds(startup, "failureThreshold", 3);
+                assert!(
+                    waits > sync + 30,
+                    "deploy/overlays/{overlay}: the startupProbe gives up after {waits} s, \
+                     --sync-timeout is {sync} s"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_overlay_is_accepted_by_the_api_server() -> anyhow::Result<()> {
     let cp = ControlPlane::shared().await?;

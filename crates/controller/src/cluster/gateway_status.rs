@@ -141,7 +141,15 @@ pub fn gateway_status(
             })
         })
         .collect();
-    let addresses: Vec<Value> = addresses
+    // A Gateway with addresses of its own publishes those; one on the shared listeners the
+    // proxy's (as Ingresses do).
+    let own: Option<Vec<String>> = status
+        .addresses
+        .as_ref()
+        .map(|ips| ips.iter().map(|ip| ip.to_string()).collect());
+    let addresses: Vec<Value> = own
+        .as_deref()
+        .unwrap_or(addresses)
         .iter()
         .map(|a| {
             let kind = if a.parse::<std::net::IpAddr>().is_ok() {
@@ -518,6 +526,7 @@ mod tests {
                 conditions: vec![Condition::yes("Accepted", "Accepted", "ok")],
             },
             listeners: vec![],
+            addresses: None,
         };
         let out = gateway_status(
             &status,
@@ -530,6 +539,16 @@ mod tests {
             json!([{"type": "IPAddress", "value": "10.0.0.1"}, {"type": "Hostname", "value": "lb.example"}])
         );
         assert_eq!(out["listeners"], json!([]));
+        // A Gateway with an address of its own publishes that one, not the proxy's.
+        let own = GatewayStatus {
+            addresses: Some(vec!["127.1.0.7".parse().unwrap()]),
+            ..status
+        };
+        let out = gateway_status(&own, None, &["10.0.0.1".into()], "t");
+        assert_eq!(
+            out["addresses"],
+            json!([{"type": "IPAddress", "value": "127.1.0.7"}])
+        );
     }
 
     fn gateway(generation: i64, listener: Vec<Condition>) -> GatewayStatus {
@@ -551,7 +570,9 @@ mod tests {
                 attached_routes: 2,
                 supported_kinds: vec![],
                 conditions: listener,
+                binds: vec![],
             }],
+            addresses: None,
         }
     }
 

@@ -525,6 +525,31 @@ async fn status_loop(
     }
 }
 
+/// How long [`connect`] waits for the API server's `/version`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client for the API server of `kubeconfig` (or the usual inference), once that server
+/// answers: an unreachable one is an error naming it, before anything else asks it.
+async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = sluice_informer::client::config_from(kubeconfig).await?;
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config)?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
+        // Answered, even with an error status: reachable, and the rest reports any error.
+        Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(client),
+        Ok(Err(e)) => Err(anyhow::anyhow!(
+            "cannot reach the API server at {url}: {e} (from {})",
+            kubeconfig.map_or(
+                "the in-cluster config or KUBECONFIG".to_owned(),
+                |p| format!("--kubeconfig {}", p.display())
+            )
+        )),
+        Err(_) => Err(anyhow::anyhow!(
+            "the API server at {url} did not answer within {CONNECT_TIMEOUT:?}"
+        )),
+    }
+}
+
 /// `sluice controller`: connect, then serve until `shutdown`.
 pub async fn run(
     args: ControllerArgs,
@@ -535,7 +560,7 @@ pub async fn run(
     // any size) run there too, not on a proxy worker.
     let kubeconfig = args.kubeconfig.clone();
     let client = control
-        .run(async move { crate::client::client_from(kubeconfig.as_deref()).await })
+        .run(async move { connect(kubeconfig.as_deref()).await })
         .await??;
     Controller::start_on(control, args, client)
         .await?

@@ -2,7 +2,7 @@
 //!
 //! Most of what an ingress serves is small bodiless requests on keep-alive connections. For
 //! those this loop does the whole exchange in the connection's task: the request head is
-//! parsed in place ([`crate::front::request_head`]), the upstream head is written from the same
+//! parsed in place ([`crate::http::request_head`]), the upstream head is written from the same
 //! bytes, and the response head goes straight to the client followed by the body
 //! ([`crate::front::response_out`]). No task per request, no header map or body channel on the
 //! client side.
@@ -21,19 +21,22 @@ use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tracing::debug;
 
+use crate::body;
 use crate::body::Completion;
+use crate::body::upstream::{ReturnTo, Started};
 use crate::chunked;
 use crate::context::ConnCtx;
 use crate::errors::page_for;
-use crate::front::request_head::{self, Parsed, PlainHead};
 use crate::front::response_out::{self, ClientFraming, ClientSide};
+use crate::http::header_policy::UpstreamRequest;
+use crate::http::request_fields::RequestFields;
+use crate::http::request_head::{self, Parsed, PlainHead};
 use crate::pipeline::admit::{Facts, Version};
-use crate::pipeline::header_policy::UpstreamRequest;
 use crate::pipeline::route::Routing;
 use crate::pipeline::route_policy;
-use crate::pipeline::view::{RequestFields, RequestView};
+use crate::pipeline::view::RequestView;
 use crate::pipeline::{self, Reply};
-use crate::upstream::{self, body::ReturnTo, body::Started};
+use crate::upstream;
 
 /// Bytes asked for per read of the client connection: a typical head fits.
 const READ_SIZE: usize = 4096;
@@ -243,7 +246,7 @@ where
         return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
-    let body = upstream::body::start(
+    let body = body::upstream::start(
         conn,
         response.body,
         ReturnTo {
@@ -364,7 +367,7 @@ async fn write_out<I: AsyncWrite + Unpin>(io: &mut I, out: &[u8]) -> bool {
 async fn stream_body<I: AsyncWrite + Unpin>(
     io: &mut I,
     out: &mut Vec<u8>,
-    body: &mut upstream::body::UpstreamBody,
+    body: &mut body::upstream::UpstreamBody,
     framing: ClientFraming,
     bytes: &mut u64,
 ) -> bool {

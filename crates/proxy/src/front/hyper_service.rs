@@ -17,18 +17,21 @@ use http::{HeaderValue, Request, Response, StatusCode, Version};
 use http_body::Body as _;
 use hyper::body::Incoming;
 
+use crate::body;
+use crate::body::upstream::ReturnTo;
 use crate::body::{Completion, ResponseBody};
 use crate::context::ConnCtx;
 use crate::errors::error_response;
 use crate::front::websocket;
+use crate::http::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
+use crate::http::request_fields::RequestFields;
 use crate::observe::metrics::UpstreamErrorKind;
 use crate::pipeline::admit::{self, Facts};
-use crate::pipeline::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::pipeline::route::Routing;
 use crate::pipeline::route_policy;
-use crate::pipeline::view::{RequestFields, RequestView};
+use crate::pipeline::view::RequestView;
 use crate::pipeline::{self, Proxied, Reply};
-use crate::upstream::{self, body::ReturnTo};
+use crate::upstream;
 
 /// A request hyper has read (its body apart), as the pipeline reads it.
 pub(crate) struct HyperRequest {
@@ -225,7 +228,7 @@ fn from_upstream(
         return response.map(|()| ResponseBody::fixed(None, done));
     }
 
-    let body = upstream::body::start(
+    let body = body::upstream::start(
         conn,
         head.body,
         ReturnTo {

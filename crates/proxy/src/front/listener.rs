@@ -20,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
@@ -30,8 +31,9 @@ use crate::front::http1;
 use crate::front::hyper_service;
 use crate::front::proxy_protocol;
 use crate::front::side_wake::SideWake;
-use crate::pipeline::header_policy::Forwarded;
+use crate::http::header_policy::Forwarded;
 use crate::pipeline::route::Routing;
+use crate::runtime::gateway_sockets::NewSocket;
 use crate::runtime::shutdown::Phases;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so it does not spin.
@@ -110,22 +112,53 @@ pub(crate) enum Transport {
     Tls(crate::front::tls::TlsConfigs),
 }
 
-/// Accepts connections until the stop-accepting phase, spawning one task per connection.
+/// A listening socket and what arrives on it.
+pub(crate) struct Listening {
+    pub(crate) listener: TcpListener,
+    pub(crate) transport: Transport,
+    /// A Gateway's own socket (its address): requests on it see that Gateway's routes
+    /// only. `None`: one of the proxy's shared listeners.
+    pub(crate) gateway: Option<SocketAddr>,
+    /// Ends this loop alone (a Gateway socket no longer wanted); never cancelled for the
+    /// proxy's own listeners.
+    pub(crate) closed: CancellationToken,
+}
+
+impl Listening {
+    /// One of the proxy's own listeners.
+    pub(crate) fn shared(listener: TcpListener, transport: Transport) -> Listening {
+        Listening {
+            listener,
+            transport,
+            gateway: None,
+            closed: CancellationToken::new(),
+        }
+    }
+}
+
+/// Accepts connections until the stop-accepting phase (or the socket is closed), spawning
+/// one task per connection.
 pub(crate) async fn accept_loop(
-    listener: TcpListener,
-    transport: Transport,
+    listening: Listening,
     shared: Arc<Shared>,
     protocols: Arc<Protocols>,
     phases: Phases,
     connections: TaskTracker,
     per_worker: Option<prometheus_client::metrics::counter::Counter>,
 ) {
+    let Listening {
+        listener,
+        transport,
+        gateway,
+        closed,
+    } = listening;
     let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let tls = matches!(transport, Transport::Tls(_));
     loop {
         let accepted = tokio::select! {
             biased;
             () = phases.stop_accepting.cancelled() => break,
+            () = closed.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
         let (stream, peer) = match accepted {
@@ -147,6 +180,7 @@ pub(crate) async fn accept_loop(
             peer,
             tls,
             local_port,
+            gateway,
         };
         connections.spawn(serve_connection(
             stream,
@@ -159,12 +193,67 @@ pub(crate) async fn accept_loop(
     debug!(port = local_port, "listener closed");
 }
 
+/// Starts an accept loop for each Gateway socket `new_sockets` hands over (HTTPS ones
+/// terminate TLS with `tls`), until the stop-accepting phase.
+pub(crate) async fn accept_gateway_sockets(
+    mut new_sockets: tokio::sync::mpsc::UnboundedReceiver<NewSocket>,
+    tls: crate::front::tls::TlsConfigs,
+    shared: Arc<Shared>,
+    protocols: Arc<Protocols>,
+    phases: Phases,
+    connections: TaskTracker,
+    per_worker: Option<prometheus_client::metrics::counter::Counter>,
+) {
+    let mut loops = tokio::task::JoinSet::new();
+    loop {
+        let new = tokio::select! {
+            biased;
+            () = phases.stop_accepting.cancelled() => break,
+            Some(_) = loops.join_next(), if !loops.is_empty() => continue,
+            new = new_sockets.recv() => new,
+        };
+        let Some(new) = new else { break };
+        let listener = match new
+            .socket
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(new.socket))
+        {
+            Ok(listener) => listener,
+            Err(error) => {
+                warn!(addr = %new.addr, %error, "Gateway socket cannot be served");
+                continue;
+            }
+        };
+        let transport = if new.https {
+            Transport::Tls(tls.clone())
+        } else {
+            Transport::Plain
+        };
+        loops.spawn(accept_loop(
+            Listening {
+                listener,
+                transport,
+                gateway: Some(new.addr),
+                closed: new.closed,
+            },
+            Arc::clone(&shared),
+            Arc::clone(&protocols),
+            phases.clone(),
+            connections.clone(),
+            per_worker.clone(),
+        ));
+    }
+    // The loops end on the same phase; wait so their sockets are closed.
+    while loops.join_next().await.is_some() {}
+}
+
 /// An accepted connection, before its PROXY protocol header (if any) is read.
 struct Client {
     shared: Arc<Shared>,
     peer: SocketAddr,
     tls: bool,
     local_port: u16,
+    gateway: Option<SocketAddr>,
 }
 
 /// Reads the PROXY protocol header when the listener expects one: the client's address
@@ -232,6 +321,7 @@ async fn serve_connection(
         peer,
         forwarded: Forwarded::new(peer.ip(), client.tls, client.local_port, trusted),
         tls: client.tls,
+        gateway: client.gateway,
     });
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);

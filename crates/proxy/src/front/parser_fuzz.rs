@@ -1,7 +1,8 @@
 //! Property-based fuzz targets for the proxy's hand-written parsers: the client request
-//! head ([`crate::front::request_head`]), the upstream response head ([`crate::upstream::response_head`])
-//! and the chunked body decoder ([`crate::chunked`]). Every target is a test named
-//! `fuzz_<parser>_...`, so `cargo test -p sluice-proxy --lib fuzz_` runs them all.
+//! head ([`crate::http::request_head`]), the upstream response head
+//! ([`crate::http::response_head`]) and the chunked body decoder ([`crate::chunked`]).
+//! Every target is a test named `fuzz_<parser>_...`, so
+//! `cargo test -p sluice-proxy --lib fuzz_` runs them all.
 //!
 //! The parsers face bytes from anyone on the internet (requests) and from any backend
 //! (responses, bodies), so beyond "never panics" the targets pin what the rest of the
@@ -20,8 +21,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::chunked::{self, ChunkedDecoder, Decoded};
-use crate::front::request_head;
-use crate::upstream::response_head::{self, BodyKind};
+use crate::http::request_head;
+use crate::http::response_head::{self, BodyKind};
 
 /// Header slots for the reference parser: more than any of ours, so a head our parser
 /// accepts never fails in httparse for lack of room.

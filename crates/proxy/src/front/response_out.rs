@@ -11,9 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::pipeline::header_policy::{put_header, removed};
+use crate::http::header_policy::{put_header, removed};
+use crate::http::response_head::{BodyKind, ResponseHead};
 use crate::pipeline::response_edits::ResponseEdits;
-use crate::upstream::response_head::{BodyKind, ResponseHead};
 
 /// How the body after a head is delimited towards the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +192,7 @@ fn put_date(out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::response_head;
+    use crate::http::response_head;
     use bytes::BytesMut;
 
     const CLIENT11: ClientSide = ClientSide {

@@ -9,9 +9,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt as _;
 use tracing::debug;
 
+use crate::backend::pool::Conn;
 use crate::context::Shared;
 use crate::front::activity::ActivityIo;
-use crate::upstream::pool::Conn;
 
 /// Spawns the tunnel between the client's upgraded connection and the upstream connection
 /// that answered 101.

@@ -3,8 +3,6 @@
 //! view of the table (`control_info`: `explain`, warnings) and the log filter.
 
 pub(crate) mod access_log;
-pub(crate) mod admin;
 pub(crate) mod control_info;
-pub(crate) mod dashboard;
 pub(crate) mod log_filter;
 pub(crate) mod metrics;

@@ -6,7 +6,7 @@
 
 use http::StatusCode;
 
-use crate::pipeline::header_policy::HeaderPolicy;
+use crate::http::header_policy::HeaderPolicy;
 
 /// How many times a request may already have passed this proxy. One hairpin (a backend
 /// that calls back through the same ingress and forwards `Via`) is allowed; a request seen

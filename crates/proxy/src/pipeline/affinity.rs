@@ -3,8 +3,9 @@
 //! choice applies when there is no preference or the preferred endpoint is down.
 //!
 //! Cookie values are 16 hex digits: in `persistent` mode the endpoint's stable key
-//! ([`crate::upstream::balancer::endpoint_key`]), in `balanced` mode a random session key mapped to
-//! an endpoint by rendezvous hashing, so new endpoints take over a fair share of sessions.
+//! ([`crate::backend::balancer::endpoint_key`]), in `balanced` mode a random session key
+//! mapped to an endpoint by rendezvous hashing, so new endpoints take over a fair share of
+//! sessions.
 
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
@@ -12,9 +13,9 @@ use std::time::{Duration, SystemTime};
 use http::HeaderValue;
 use sluice_routing::{Affinity, AffinityMode, HashBy, Policy};
 
+use crate::backend::balancer::{self, Balancer};
 use crate::pipeline::route;
 use crate::pipeline::view::RequestView;
-use crate::upstream::balancer::{self, Balancer};
 
 /// What a request brings to the endpoint choice.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

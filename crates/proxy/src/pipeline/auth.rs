@@ -22,7 +22,7 @@ use sluice_routing::ExternalAuth;
 
 use crate::body::RequestBody;
 use crate::context::Shared;
-use crate::pipeline::header_policy::{self, Fields, RequestField};
+use crate::http::header_policy::{self, Fields, RequestField};
 use crate::pipeline::route_policy::Answer;
 use crate::snapshot::Snapshot;
 

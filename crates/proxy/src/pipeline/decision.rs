@@ -41,8 +41,9 @@ pub(crate) struct Forward {
     pub(crate) response_fields: Vec<(HeaderName, HeaderValue)>,
 }
 
-/// Where a routed request goes: `(backend, entry, fixed status)`, or the status of the
-/// proxy's page when it goes nowhere (404, 503). The backend and entry are recorded in the
+/// Where a routed request goes: `(backend, entry, fixed status)` (a backend without ready
+/// endpoints is a fixed 503, after the route's own answers), or the status of the proxy's
+/// page when it goes nowhere (404). The backend and entry are recorded in the
 /// request's accounting (`Completion::backend`, `Completion::entry`) either way.
 pub(crate) fn destination(
     routed: Routed,
@@ -51,10 +52,9 @@ pub(crate) fn destination(
 ) -> Result<(usize, usize, Option<u16>), StatusCode> {
     let (backend, entry, fixed) = match routed {
         Routed::NotFound => return Err(StatusCode::NOT_FOUND),
-        Routed::NoEndpoints { backend, entry } => {
-            (*backend_of, *entry_of) = (Some(backend), Some(entry));
-            return Err(StatusCode::SERVICE_UNAVAILABLE);
-        }
+        // As nginx, whose `return`s, redirects and access rules run before `proxy_pass`
+        // finds no upstream: the route's own answers first, then 503.
+        Routed::NoEndpoints { backend, entry } => (backend, entry, Some(503)),
         Routed::Backend { backend, entry } => (backend, entry, None),
         Routed::Status {
             backend,

@@ -22,10 +22,8 @@ use bytes::BytesMut;
 use sluice_routing::Mirror;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::http::header_policy::{self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest};
 use crate::observe::metrics::{Metrics, MirrorResult};
-use crate::pipeline::header_policy::{
-    self, Fields, Forwarded, Framing, HeaderPolicy, UpstreamRequest,
-};
 
 /// Most mirror copies in flight at once in this process.
 pub(crate) const MAX_IN_FLIGHT: usize = 256;
@@ -71,7 +69,7 @@ where
             with.metrics.mirror(MirrorResult::Skipped);
             continue;
         }
-        let addr = endpoints[crate::upstream::balancer::random_below(endpoints.len())];
+        let addr = endpoints[crate::backend::balancer::random_below(endpoints.len())];
         let Some(slot) = Slot::take() else {
             with.metrics.mirror(MirrorResult::Dropped);
             continue;

@@ -8,10 +8,11 @@
 //!    atomic load); a canary or a weighted split is drawn here, once. A request the own
 //!    loop hands to hyper carries this routing.
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
-//!    the rate limits (`rate_limit`) and the response fields: answer now, or forward.
+//!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
+//!    now, or forward.
 //! 4. `auth`: the external auth service (`auth-url`), when the route has one.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
-//!    endpoint; `header_policy` decides which fields cross, both directions); `mirror`
+//!    endpoint; `http::header_policy` decides which fields cross, both directions); `mirror`
 //!    sends copies.
 //! 6. `exchange`: the upstream step ([`upstream`](crate::upstream)) within the route's
 //!    timeouts, and the custom-error intercept.
@@ -23,10 +24,8 @@ pub(crate) mod affinity;
 pub(crate) mod auth;
 pub(crate) mod decision;
 pub(crate) mod exchange;
-pub(crate) mod header_policy;
 pub(crate) mod mirror;
 pub(crate) mod outgoing;
-pub(crate) mod rate_limit;
 pub(crate) mod response_edits;
 pub(crate) mod route;
 pub(crate) mod route_policy;
@@ -88,7 +87,7 @@ pub(crate) fn arrive<'r, V: RequestView<'r>>(
     let routing = routing.unwrap_or_else(|| {
         let snapshot = ctx.shared.table.snapshot();
         let normalized = path.as_deref().unwrap_or("/");
-        let routed = route::lookup(&snapshot, request, normalized, ctx.tls);
+        let routed = route::lookup(&snapshot, request, normalized, ctx.tls, ctx.gateway);
         Routing { snapshot, routed }
     });
     Arrived { path, routing }
@@ -189,7 +188,8 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             uri: request.target(),
             client: facts.client,
         };
-        match auth::check(external, shared, &done.snapshot, &original).await {
+        // Boxed: a rare branch, kept out of every request's future.
+        match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {
             auth::Verdict::Allow(fields) => auth_fields = fields,
             auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
             auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
@@ -214,7 +214,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     let request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
     let balancer = &done.snapshot.backends[id].balancer;
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
-        let now = crate::upstream::balancer::now_millis(start);
+        let now = crate::backend::balancer::now_millis(start);
         affinity::preference(route_policy, balancer, now, request, facts.client)
     } else {
         affinity::Preference::default()
@@ -256,9 +256,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     if protocol != UpstreamProtocol::Http {
-        let answer = step
-            .client(&done.snapshot, id, protocol, route_policy, outgoing)
-            .await;
+        // Boxed: the own loop never takes this branch (it hands such requests to hyper),
+        // and its future would otherwise size every request's.
+        let answer =
+            Box::pin(step.client(&done.snapshot, id, protocol, route_policy, outgoing)).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err(failure) => return (done, Reply::Page(failure.status())),

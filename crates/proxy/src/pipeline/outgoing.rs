@@ -10,7 +10,7 @@ use sluice_routing::Policy;
 
 use crate::body::RequestBody;
 use crate::context::ConnCtx;
-use crate::pipeline::header_policy::Framing;
+use crate::http::header_policy::Framing;
 use crate::pipeline::view::RequestView;
 use crate::upstream::Outgoing;
 

@@ -137,7 +137,7 @@ fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
         return None;
     }
     let total = usize::try_from(total).unwrap_or(usize::MAX);
-    let mut roll = crate::upstream::balancer::random_below(total) as u64;
+    let mut roll = crate::backend::balancer::random_below(total) as u64;
     for target in split {
         let weight = u64::from(target.weight);
         if roll < weight {
@@ -156,8 +156,10 @@ pub(crate) fn lookup<'a, V: RequestView<'a>>(
     request: V,
     path: &str,
     tls: bool,
+    gateway: Option<std::net::SocketAddr>,
 ) -> Routed {
     let info = RequestInfo {
+        listener: gateway,
         https: tls,
         host: request.host(),
         path,
@@ -188,7 +190,7 @@ pub(crate) fn needs_hyper(snapshot: &Snapshot, backend: usize, entry: usize) -> 
 
 /// A number uniform in `0..total` for `canary-weight`.
 pub(crate) fn roll(total: u32) -> u32 {
-    crate::upstream::balancer::random_below(total.max(1) as usize) as u32
+    crate::backend::balancer::random_below(total.max(1) as usize) as u32
 }
 
 /// The value of cookie `name` in `Cookie` field values (`a=1; b=2`).

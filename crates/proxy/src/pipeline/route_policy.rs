@@ -400,8 +400,8 @@ mod tests {
     #[test]
     fn route_timeouts_override_the_flags_proxy_connect_send_read_timeout() {
         let shared = Upstreams {
-            pool: crate::upstream::pool::PoolConfig {
-                id: crate::upstream::pool::PoolId::next(),
+            pool: crate::backend::pool::PoolConfig {
+                id: crate::backend::pool::PoolId::next(),
                 idle_timeout: std::time::Duration::from_secs(60),
             },
             connect_timeout: std::time::Duration::from_secs(5),

@@ -3,11 +3,10 @@
 //! (`HyperRequest` in `front::hyper_service`). Every phase reads through this trait, so
 //! each phase is written once.
 
-use http::HeaderMap;
-
-use crate::front::request_head::{PlainFields, PlainFieldsIter};
+use crate::http::header_policy::Fields as _;
+use crate::http::header_policy::UpstreamRequest;
+use crate::http::request_fields::RequestFields;
 use crate::pipeline::admit::Facts;
-use crate::pipeline::header_policy::{Fields, UpstreamRequest};
 
 /// A request head as the pipeline sees it: a copyable reference to a head parsed by a
 /// front end, whose parts live for `'a`. (No associated types: a future that holds a
@@ -68,44 +67,5 @@ pub(crate) struct ViewHeaders<'a, V>(pub(crate) V, pub(crate) std::marker::Phant
 impl<'a, V: RequestView<'a>> sluice_routing::HeaderLookup for ViewHeaders<'a, V> {
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.0.field(name.as_bytes())
-    }
-}
-
-/// A request's fields, whichever front end parsed them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum RequestFields<'a> {
-    /// The own loop's head, parsed in place.
-    Plain(PlainFields<'a>),
-    /// hyper's header map.
-    Map(&'a HeaderMap),
-}
-
-impl<'a> Fields<'a> for RequestFields<'a> {
-    type Iter = RequestFieldsIter<'a>;
-
-    fn iter(self) -> RequestFieldsIter<'a> {
-        match self {
-            RequestFields::Plain(fields) => RequestFieldsIter::Plain(fields.iter()),
-            RequestFields::Map(map) => RequestFieldsIter::Map(Fields::iter(map)),
-        }
-    }
-}
-
-/// A walk over [`RequestFields`].
-pub(crate) enum RequestFieldsIter<'a> {
-    /// Over a plain head.
-    Plain(PlainFieldsIter<'a>),
-    /// Over a header map.
-    Map(<&'a HeaderMap as Fields<'a>>::Iter),
-}
-
-impl<'a> Iterator for RequestFieldsIter<'a> {
-    type Item = (&'a [u8], &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            RequestFieldsIter::Plain(walk) => walk.next(),
-            RequestFieldsIter::Map(walk) => walk.next(),
-        }
     }
 }

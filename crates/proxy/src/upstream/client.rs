@@ -29,12 +29,12 @@ use rustls::pki_types::ServerName;
 use sluice_routing::{Policy, UpstreamProtocol};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::backend::tls::ClientConfigs;
 use crate::body::RequestBody;
 use crate::context::Upstreams;
-use crate::pipeline::header_policy::{self, HeadSink, RequestField};
+use crate::http::header_policy::{self, HeadSink, RequestField};
 use crate::snapshot::{BackendState, Snapshot};
 use crate::upstream::driver::{self, Retryable, Transport, Try, TryFailed};
-use crate::upstream::tls::ClientConfigs;
 use crate::upstream::{self, Failure, Outgoing};
 
 /// Idle HTTP/1.1-over-TLS connections kept per endpoint and thread.
@@ -101,7 +101,7 @@ pub(crate) fn target<'s>(
     Some(Target {
         protocol,
         tls: protocol.tls().then_some(configs),
-        server_name: upstream::tls::server_name(
+        server_name: crate::backend::tls::server_name(
             route_tls.map(|t| &**t),
             &service.name,
             &service.namespace,

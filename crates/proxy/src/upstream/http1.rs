@@ -1,8 +1,9 @@
 //! The proxy's own HTTP/1.1 client, one try at a time for the [driver](super::driver): a
-//! pooled connection of this thread (`pool`) or a new one, the head written with one system
-//! call from the request's own task, the body streamed, and the response head read and
-//! parsed here ([`super::response_head`]); the body is read later by the response body
-//! ([`super::body`]). No connection task, no channel.
+//! pooled connection of this thread (`backend::pool`) or a new one, the head written with
+//! one system call from the request's own task, the body streamed, and the response head
+//! read and parsed here ([`response_head`](crate::http::response_head)); the body is read
+//! later by the response body ([`body::upstream`](crate::body::upstream)). No connection
+//! task, no channel.
 
 use std::future::Future;
 use std::io;
@@ -13,15 +14,15 @@ use bytes::BytesMut;
 use http_body_util::BodyExt as _;
 use tokio::io::AsyncWriteExt as _;
 
+use crate::backend::pool::{self, Conn};
 use crate::body::{BodyTooLarge, ClientBodyTimeout, RequestBody};
 use crate::chunked;
 use crate::context::Upstreams;
+use crate::http::header_policy::Framing;
+use crate::http::response_head::{self, ResponseHead};
 use crate::observe::metrics::UpstreamErrorKind;
-use crate::pipeline::header_policy::Framing;
 use crate::snapshot::BackendState;
 use crate::upstream::driver::{Retryable, Transport, Try, TryFailed};
-use crate::upstream::pool::{self, Conn};
-use crate::upstream::response_head::{self, ResponseHead};
 use crate::upstream::{Failure, Response, connect};
 
 /// Read size for response heads.

@@ -1,28 +1,25 @@
 //! The upstream step: one request to a backend, up to the response head.
 //!
 //! * `driver`: the tries, written once for every transport: endpoint choice
-//!   (`balancer`), the retry rules (`retry`: `proxy_next_upstream`, Gateway API
-//!   `backendRequest` timeouts per try, stale pooled connections), the head timeout.
+//!   ([`balancer`](crate::backend::balancer)), the retry rules (`retry`:
+//!   `proxy_next_upstream`, Gateway API `backendRequest` timeouts per try, stale pooled
+//!   connections), the head timeout.
 //! * Transports, each one try: `http1`, the proxy's own HTTP/1.1 client (the head
 //!   written with one system call from the request's task, the response head parsed
-//!   here, `pool` per thread, `response_head`), and `client`, hyper's HTTP/1.1 (over TLS)
-//!   and HTTP/2 clients for HTTPS, h2c and gRPC backends (`tls`).
-//! * `body`: the response body read back under the read timeout.
+//!   here, [`pool`](crate::backend::pool) per thread), and `client`, hyper's HTTP/1.1
+//!   (over TLS) and HTTP/2 clients for HTTPS, h2c and gRPC backends.
+//! * The response body is read back under the read timeout by
+//!   [`body::upstream`](crate::body::upstream).
 //!
 //! A request is sent again only where that cannot duplicate work: when no connection
 //! could be made, or a pooled connection turned out closed before it took the request
 //! (nothing was sent), or, for a bodiless idempotent request, on what
 //! `proxy_next_upstream` lists. At most [`balancer::MAX_ATTEMPTS`] tries.
 
-pub(crate) mod balancer;
-pub(crate) mod body;
 pub(crate) mod client;
 pub(crate) mod driver;
 pub(crate) mod http1;
-pub(crate) mod pool;
-pub(crate) mod response_head;
 pub(crate) mod retry;
-pub(crate) mod tls;
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,14 +30,15 @@ use tokio::net::{TcpSocket, TcpStream};
 use http::StatusCode;
 use sluice_routing::{LoadBalance, NextUpstream};
 
+use crate::backend::balancer;
+use crate::backend::pool::Conn;
 use crate::body::RequestBody;
 use crate::context::Upstreams;
-use crate::pipeline::header_policy::{self, Forwarded, HeadSink, HeaderPolicy, UpstreamRequest};
-use crate::pipeline::view::RequestFields;
+use crate::http::header_policy::{self, Forwarded, HeadSink, HeaderPolicy, UpstreamRequest};
+use crate::http::request_fields::RequestFields;
+use crate::http::response_head::ResponseHead;
 use crate::snapshot::BackendState;
 use crate::upstream::retry::{GiveUp, Retries};
-use pool::Conn;
-use response_head::ResponseHead;
 
 /// Why no usable response came back.
 #[derive(Debug)]

@@ -14,9 +14,9 @@ use std::net::SocketAddr;
 
 use sluice_routing::NextUpstream;
 
+use crate::backend::balancer::MAX_ATTEMPTS;
 use crate::observe::metrics::UpstreamErrorKind;
 use crate::snapshot::BackendState;
-use crate::upstream::balancer::MAX_ATTEMPTS;
 
 /// How many closed pooled connections a request may meet without it costing a try.
 const STALE_ALLOWANCE: u8 = 2;

@@ -5,11 +5,13 @@
 //! port).
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use super::addresses::{self, Assigned};
 use super::hostname;
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
 use super::status::{
@@ -26,7 +28,9 @@ use crate::host::HostPattern;
 use crate::key::Key;
 use crate::policy::{Policy, RequestRedirect};
 use crate::refs::Age;
-use crate::rules::{Candidate, GatewayRoutes, HostRules, PathCond, Precedence, RuleSetBuilder};
+use crate::rules::{
+    Candidate, GatewayRoutes, HostRules, ListenerRoutes, PathCond, Precedence, RuleSetBuilder,
+};
 use crate::table::{Mirror, RouteEntry, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
@@ -36,6 +40,14 @@ use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
 enum Proto {
     Http,
     Https,
+}
+
+/// Where a listener's routes are looked up: the proxy's shared HTTP or HTTPS listener, or
+/// a socket of the Gateway's own (its address, the listener's port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Site {
+    Shared(Proto),
+    Own(SocketAddr, Proto),
 }
 
 /// `allowedRoutes.namespaces.from`.
@@ -61,6 +73,8 @@ struct OurListener<'a> {
     attachable: bool,
     /// Attachable and valid: its routes are served.
     usable: bool,
+    /// Where its routes are served; empty when its Gateway has no usable address.
+    sites: Vec<Site>,
     conditions: Vec<Condition>,
     attached: i32,
 }
@@ -173,6 +187,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .filter(|g| our_classes.contains(&g.spec.gateway_class_name.as_str()))
             .collect();
         gateways.sort_by(|a, b| meta_name(&a.metadata).cmp(&meta_name(&b.metadata)));
+        let assigned = self.addresses(&gateways);
         let mut listeners: Vec<OurListener<'_>> = Vec::new();
         let mut certs: Vec<(HostPattern, Arc<TlsCertificate>)> = Vec::new();
         let mut loaded: HashMap<(String, String), Arc<TlsCertificate>> = HashMap::new();
@@ -193,9 +208,19 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         *c = Condition::no("Programmed", "Invalid", "the Gateway is not accepted");
                     }
                 }
+                listener.sites = if has_parameters(gateway) {
+                    Vec::new()
+                } else {
+                    sites(&assigned[g], &listener)
+                };
                 listeners.push(listener);
             }
             conflicts(&mut listeners[first..]);
+            for listener in &mut listeners[first..] {
+                if !listener.usable {
+                    listener.sites.clear();
+                }
+            }
         }
 
         // 3. Routes.
@@ -207,7 +232,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
         routes.sort_by_cached_key(|r| Age::of(&r.metadata));
-        let mut builders: HashMap<(Proto, HostPattern), RuleSetBuilder> = HashMap::new();
+        let mut builders: HashMap<(Site, HostPattern), RuleSetBuilder> = HashMap::new();
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
         for route in routes {
@@ -234,13 +259,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             // another is, False when none is (Gateway API conformance
             // GatewayListenerUnsupportedProtocol).
             let not_accepted = own.iter().filter(|l| !listener_accepted(l)).count();
-            let accepted = if has_parameters(gateway) {
-                Condition::no(
-                    "Accepted",
-                    "InvalidParameters",
-                    "sluice takes no parameters; remove spec.infrastructure.parametersRef",
-                )
-            } else if not_accepted == 0 {
+            let listeners_accepted = if not_accepted == 0 {
                 Condition::yes("Accepted", "Accepted", "accepted by sluice")
             } else if not_accepted < own.len() {
                 Condition::yes(
@@ -255,16 +274,50 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     "no listener is valid; see status.listeners",
                 )
             };
-            let programmed = if has_parameters(gateway) {
-                Condition::no("Programmed", "Invalid", "the Gateway is not accepted")
-            } else if own.is_empty() || valid > 0 {
-                Condition::yes(
-                    "Programmed",
-                    "Programmed",
-                    "served by sluice's HTTP and HTTPS listeners",
-                )
-            } else {
-                Condition::no("Programmed", "Invalid", "no listener is valid")
+            let listeners_ok = own.is_empty() || valid > 0;
+            let (accepted, programmed) = match &assigned[g] {
+                _ if has_parameters(gateway) => (
+                    Condition::no(
+                        "Accepted",
+                        "InvalidParameters",
+                        "sluice takes no parameters; remove spec.infrastructure.parametersRef",
+                    ),
+                    Condition::no("Programmed", "Invalid", "the Gateway is not accepted"),
+                ),
+                Assigned::Failed { reason, message } if *reason == "UnsupportedAddress" => (
+                    Condition::no("Accepted", reason, message.clone()),
+                    Condition::no("Programmed", "Invalid", message.clone()),
+                ),
+                Assigned::Failed { reason, message } => (
+                    listeners_accepted,
+                    Condition::no("Programmed", reason, message.clone()),
+                ),
+                _ if !listeners_ok => (
+                    listeners_accepted,
+                    Condition::no("Programmed", "Invalid", "no listener is valid"),
+                ),
+                Assigned::Shared => (
+                    listeners_accepted,
+                    Condition::yes(
+                        "Programmed",
+                        "Programmed",
+                        "served by sluice's shared HTTP and HTTPS listeners",
+                    ),
+                ),
+                Assigned::Own(ips) => (
+                    listeners_accepted,
+                    Condition::yes(
+                        "Programmed",
+                        "Programmed",
+                        format!(
+                            "served on {}",
+                            ips.iter()
+                                .map(|ip| ip.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                ),
             };
             statuses.gateways.push(GatewayStatus {
                 gateway: ObjectStatus {
@@ -279,26 +332,79 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         attached_routes: l.attached,
                         supported_kinds: l.kinds.clone(),
                         conditions: l.conditions.clone(),
+                        binds: l
+                            .sites
+                            .iter()
+                            .filter_map(|site| match site {
+                                Site::Own(addr, _) => Some(*addr),
+                                Site::Shared(_) => None,
+                            })
+                            .collect(),
                     })
                     .collect(),
+                addresses: match &assigned[g] {
+                    Assigned::Own(ips) => Some(ips.clone()),
+                    Assigned::Shared => None,
+                    Assigned::Failed { .. } => Some(Vec::new()),
+                },
             });
         }
 
         // 5. Lookup structures and certificates.
         let mut gateway_routes = GatewayRoutes::default();
-        for ((proto, host), builder) in builders {
-            let rules = match proto {
-                Proto::Http => &mut gateway_routes.http,
-                Proto::Https => &mut gateway_routes.https,
+        // Every socket of a Gateway's own is bound, routes or not (it answers 404).
+        for listener in &listeners {
+            for site in &listener.sites {
+                if let Site::Own(addr, proto) = site {
+                    gateway_routes
+                        .listeners
+                        .entry(*addr)
+                        .or_insert_with(|| ListenerRoutes {
+                            https: *proto == Proto::Https,
+                            rules: HostRules::default(),
+                        });
+                }
+            }
+        }
+        for ((site, host), builder) in builders {
+            let rules = match site {
+                Site::Shared(Proto::Http) => &mut gateway_routes.http,
+                Site::Shared(Proto::Https) => &mut gateway_routes.https,
+                Site::Own(addr, proto) => {
+                    &mut gateway_routes
+                        .listeners
+                        .entry(addr)
+                        .or_insert_with(|| ListenerRoutes {
+                            https: proto == Proto::Https,
+                            rules: HostRules::default(),
+                        })
+                        .rules
+                }
             };
             let set = builder.build(&regexes);
             insert_host(rules, host, set);
         }
-        if !gateway_routes.http.is_empty() || !gateway_routes.https.is_empty() {
+        if !gateway_routes.http.is_empty()
+            || !gateway_routes.https.is_empty()
+            || !gateway_routes.listeners.is_empty()
+        {
             table.gateway = Some(Box::new(gateway_routes));
         }
         add_certificates(table, certs);
         statuses
+    }
+
+    /// The addresses of `gateways` (in namespace/name order), assigned oldest first.
+    fn addresses(&self, gateways: &[&Arc<Gateway>]) -> Vec<Assigned> {
+        let mut by_age: Vec<usize> = (0..gateways.len()).collect();
+        by_age.sort_by_cached_key(|&g| Age::of(&gateways[g].metadata));
+        let aged: Vec<&Gateway> = by_age.iter().map(|&g| gateways[g].as_ref()).collect();
+        let mut out = vec![Assigned::Shared; gateways.len()];
+        let pool = self.options.gateway_address_pool.as_ref();
+        for (g, assigned) in by_age.into_iter().zip(addresses::assign(&aged, pool)) {
+            out[g] = assigned;
+        }
+        out
     }
 
     /// Checks one listener; an HTTPS listener's certificate joins `certs`.
@@ -433,6 +539,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             kinds,
             attachable,
             usable,
+            sites: Vec::new(),
             conditions,
             attached: 0,
         }
@@ -527,7 +634,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         route: &Arc<HttpRoute>,
         gateways: &[&Arc<Gateway>],
         listeners: &mut [OurListener<'_>],
-        builders: &mut HashMap<(Proto, HostPattern), RuleSetBuilder>,
+        builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
         backends: &mut BackendRegistry,
         table: &mut RouteTable,
@@ -585,7 +692,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
         let mut statuses = Vec::new();
         // (proto, listener port, host names) the route is served on.
-        let mut served: Vec<(Proto, u16, HostPattern)> = Vec::new();
+        let mut served: Vec<(Site, u16, HostPattern)> = Vec::new();
         for (g, parent) in parents {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
@@ -625,7 +732,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         parent: &ParentReference,
         hosts: &[HostPattern],
         listeners: &mut [OurListener<'_>],
-        served: &mut Vec<(Proto, u16, HostPattern)>,
+        served: &mut Vec<(Site, u16, HostPattern)>,
     ) -> Condition {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         let mut named = false;
@@ -655,12 +762,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
             if !listener.usable {
                 continue;
             }
-            let (Some(proto), Ok(port)) = (listener.proto, u16::try_from(listener.spec.port))
-            else {
+            let Ok(port) = u16::try_from(listener.spec.port) else {
                 continue;
             };
-            for host in served_hosts {
-                served.push((proto, port, host));
+            for site in &listener.sites {
+                for host in &served_hosts {
+                    served.push((*site, port, host.clone()));
+                }
             }
         }
         if !named {
@@ -795,8 +903,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
         route: &HttpRoute,
         specs: &[HttpRouteRule],
         rules: &[RuleOut],
-        served: &[(Proto, u16, HostPattern)],
-        builders: &mut HashMap<(Proto, HostPattern), RuleSetBuilder>,
+        served: &[(Site, u16, HostPattern)],
+        builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
         backends: &mut BackendRegistry,
         table: &mut RouteTable,
@@ -858,7 +966,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 {
                     regexes.insert(p.clone(), re);
                 }
-                for (proto, port, host) in served {
+                for (site, port, host) in served {
                     let entry = *entry_of.entry((r, m, *port)).or_insert_with(|| {
                         let mut policy: Policy = rule.policy.clone();
                         policy.request_redirect =
@@ -902,7 +1010,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         rule: r,
                         matched: m,
                     };
-                    builders.entry((*proto, host.clone())).or_default().push(
+                    builders.entry((*site, host.clone())).or_default().push(
                         matched.path.clone(),
                         precedence,
                         candidate,
@@ -928,6 +1036,21 @@ fn has_parameters(gateway: &Gateway) -> bool {
         .infrastructure
         .as_ref()
         .is_some_and(|i| i.parameters_ref.is_some())
+}
+
+/// Where `listener` is served, given its Gateway's addresses.
+fn sites(assigned: &Assigned, listener: &OurListener<'_>) -> Vec<Site> {
+    let (Some(proto), Ok(port)) = (listener.proto, u16::try_from(listener.spec.port)) else {
+        return Vec::new();
+    };
+    match assigned {
+        Assigned::Shared => vec![Site::Shared(proto)],
+        Assigned::Own(ips) => ips
+            .iter()
+            .map(|ip| Site::Own(SocketAddr::new(*ip, port), proto))
+            .collect(),
+        Assigned::Failed { .. } => Vec::new(),
+    }
 }
 
 /// Listeners of one Gateway that share a port: different protocols conflict

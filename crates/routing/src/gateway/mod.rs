@@ -11,22 +11,27 @@
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
 //!
-//! # How Gateway routes and Ingress rules share a listener
+//! # Where a Gateway is served
 //!
-//! sluice's HTTP listener serves the Gateways' `HTTP` listeners and its HTTPS listener their
-//! `HTTPS` listeners, whatever port a Gateway listener names (the port is echoed in
-//! redirects). For a request, host names compare as for Ingress; an exact host name of
-//! either API is looked up before wildcards, the Gateway's before the Ingress's at each
-//! step, and the catch-all rules (no host name) come last, the Gateway's first. Within the
-//! host name that owns the request there is no fallthrough, as with Ingress: no matching
-//! rule means 404.
+//! `addresses.rs` decides: a Gateway with `spec.addresses`, or one address from
+//! `--gateway-address-pool`, is served on sockets of its own (address and listener port);
+//! the table keeps its routes by socket ([`crate::RouteTable::gateway_sockets`]) and the
+//! proxy binds them. Otherwise sluice's shared HTTP listener serves the Gateways' `HTTP`
+//! listeners and its HTTPS listener their `HTTPS` listeners, whatever port a Gateway
+//! listener names (the port is echoed in redirects). There, host names compare as for
+//! Ingress; an exact host name of either API is looked up before wildcards, the Gateway's
+//! before the Ingress's at each step, and the catch-all rules (no host name) come last, the
+//! Gateway's first. Within the host name that owns the request there is no fallthrough, as
+//! with Ingress: no matching rule means 404.
 
+mod addresses;
 pub(crate) mod compile;
 mod hostname;
 mod rule;
 mod status;
 mod types;
 
+pub use addresses::AddressPool;
 pub use status::{
     Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
     RouteStatus,

@@ -70,6 +70,10 @@ pub struct ListenerStatus {
     pub supported_kinds: Vec<RouteGroupKind>,
     /// `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`.
     pub conditions: Vec<Condition>,
+    /// The sockets the proxy binds for it (the Gateway's own addresses, at the listener's
+    /// port); empty on the shared listeners. The controller marks the listener and its
+    /// Gateway `Programmed=False` (`AddressNotUsable`) when one cannot be bound.
+    pub binds: Vec<std::net::SocketAddr>,
 }
 
 /// A Gateway's status: its own conditions and its listeners'.
@@ -79,6 +83,9 @@ pub struct GatewayStatus {
     pub gateway: ObjectStatus,
     /// One per listener, in spec order.
     pub listeners: Vec<ListenerStatus>,
+    /// `status.addresses`: the Gateway's own IP addresses; `None` on the shared listeners
+    /// (the controller publishes the proxy's addresses, as for Ingresses).
+    pub addresses: Option<Vec<std::net::IpAddr>>,
 }
 
 /// `HTTPRoute.status.parents[]` for one parentRef that names a Gateway of ours.
@@ -111,4 +118,50 @@ pub struct GatewayStatuses {
     pub gateways: Vec<GatewayStatus>,
     /// HTTPRoutes with at least one parentRef to one of those Gateways.
     pub routes: Vec<RouteStatus>,
+}
+
+impl GatewayStatuses {
+    /// Marks what could not be bound: each listener with a socket in `failures` gets
+    /// `Programmed=False`, and so does its Gateway (Gateway API reason `AddressNotUsable`),
+    /// naming the socket and the operating system's error.
+    pub fn mark_unbound(
+        &mut self,
+        failures: &std::collections::BTreeMap<std::net::SocketAddr, String>,
+    ) {
+        if failures.is_empty() {
+            return;
+        }
+        for gateway in &mut self.gateways {
+            let mut first: Option<String> = None;
+            for listener in &mut gateway.listeners {
+                let Some((addr, why)) = listener
+                    .binds
+                    .iter()
+                    .find_map(|addr| failures.get(addr).map(|why| (addr, why)))
+                else {
+                    continue;
+                };
+                let message = format!("cannot listen on {addr}: {why}");
+                set(
+                    &mut listener.conditions,
+                    Condition::no("Programmed", "AddressNotUsable", message.clone()),
+                );
+                first.get_or_insert(message);
+            }
+            if let Some(message) = first {
+                set(
+                    &mut gateway.gateway.conditions,
+                    Condition::no("Programmed", "AddressNotUsable", message),
+                );
+            }
+        }
+    }
+}
+
+/// Replaces the condition of `condition`'s type in `conditions`, or adds it.
+fn set(conditions: &mut Vec<Condition>, condition: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(old) => *old = condition,
+        None => conditions.push(condition),
+    }
 }

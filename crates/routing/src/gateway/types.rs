@@ -148,8 +148,7 @@ pub struct GatewaySpec {
     /// The listeners.
     #[serde(default)]
     pub listeners: Vec<Listener>,
-    /// Requested addresses; sluice serves on its own listeners and refuses none of them,
-    /// but does not honour them either.
+    /// Requested addresses (`{type, value}`): IP addresses are bound (see `addresses.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<serde_json::Value>,
 }

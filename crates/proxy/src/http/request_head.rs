@@ -9,12 +9,12 @@
 //! the bytes unread, so rare and hostile input keeps hyper's well-tested handling.
 //!
 //! A plain head keeps its fields as spans of the buffer; [`PlainHead::upstream_request`]
-//! hands them to the one header policy ([`crate::pipeline::header_policy`]), exactly as the hyper
+//! hands them to the one header policy ([`crate::http::header_policy`]), exactly as the hyper
 //! path hands over its header map.
 
 use std::mem::MaybeUninit;
 
-use crate::pipeline::header_policy::{
+use crate::http::header_policy::{
     ConnectionOptions, Fields, Framing, RequestField, UpstreamRequest, request_field,
 };
 
@@ -341,7 +341,7 @@ pub(crate) fn parse(buf: &[u8]) -> Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::header_policy::{self, Forwarded, HeaderPolicy};
+    use crate::http::header_policy::{self, Forwarded, HeaderPolicy};
     use http::{HeaderMap, HeaderName, HeaderValue};
     use proptest::prelude::*;
 

@@ -4,29 +4,28 @@
 //! connection's addresses, whatever a worker is busy with). A connection lives and dies on
 //! the worker that accepted it, with that thread's upstream pools: no locks and no
 //! cross-thread wake-ups on the request path. The routing snapshot stays one shared atomic
-//! pointer; request metrics are sharded per worker ([`crate::runtime::shard`]) and summed on scrape.
+//! pointer; request metrics are sharded per worker ([`crate::runtime::shard`]) and summed
+//! on scrape. Each worker also accepts on its copy of every Gateway socket
+//! ([`crate::runtime::gateway_sockets`]).
 //!
 //! Where `SO_REUSEPORT` is refused, the workers share one socket through duplicated file
 //! descriptors instead (every worker is woken for every connection, and the first to
 //! accept wins).
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use prometheus_client::metrics::counter::Counter;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::context::Shared;
-use crate::front::listener::{self, Protocols, Transport};
+use crate::front::listener::{self, Listening, Protocols, Transport};
+use crate::runtime::gateway_sockets::NewSocket;
 use crate::runtime::shutdown::Phases;
-
-/// Listen backlog of every socket (tokio's default for `TcpListener::bind`).
-const BACKLOG: u32 = 1024;
 
 /// Period of a worker's [`timer_heartbeat`].
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(100);
@@ -52,73 +51,6 @@ async fn timer_heartbeat() {
 pub(crate) struct WorkerSockets {
     pub(crate) http: std::net::TcpListener,
     pub(crate) https: std::net::TcpListener,
-}
-
-/// Binds `count` sockets on `addr` (the first decides the port when `addr`'s is 0), with
-/// `SO_REUSEPORT` where the platform has it, else one socket and duplicates of it.
-///
-/// A port another process holds is refused, even when that process set `SO_REUSEPORT`
-/// too (a second sluice of the same user would otherwise share the port, and requests would
-/// land on either configuration at random): a plain socket is bound on it first.
-pub(crate) fn bind_many(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    if addr.port() != 0 {
-        let probe = new_socket(addr)?;
-        probe.bind(addr).map_err(|error| {
-            if error.kind() == io::ErrorKind::AddrInUse {
-                io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("{addr} is already in use by another process (another sluice?)"),
-                )
-            } else {
-                error
-            }
-        })?;
-        drop(probe);
-    }
-    let first = match reuseport_socket(addr) {
-        Ok(first) => first,
-        Err(error) => {
-            warn!(%addr, %error, "SO_REUSEPORT unavailable: workers share one listening socket");
-            let socket = plain_socket(addr)?;
-            let mut all = vec![socket];
-            for _ in 1..count {
-                all.push(all[0].try_clone()?);
-            }
-            return Ok(all);
-        }
-    };
-    let bound = first.local_addr()?;
-    let mut all = vec![first];
-    for _ in 1..count {
-        all.push(reuseport_socket(bound)?);
-    }
-    Ok(all)
-}
-
-fn reuseport_socket(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    let socket = new_socket(addr)?;
-    socket.set_reuseport(true)?;
-    listen(socket, addr)
-}
-
-fn plain_socket(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    listen(new_socket(addr)?, addr)
-}
-
-fn new_socket(addr: SocketAddr) -> io::Result<TcpSocket> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    Ok(socket)
-}
-
-fn listen(socket: TcpSocket, addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    socket.bind(addr)?;
-    let listener = socket.listen(BACKLOG)?;
-    listener.into_std()
 }
 
 /// Everything a worker thread needs, cloned per worker.
@@ -147,6 +79,7 @@ pub(crate) struct WorkerCounters {
 pub(crate) fn spawn(
     index: usize,
     sockets: WorkerSockets,
+    gateway_sockets: tokio::sync::mpsc::UnboundedReceiver<NewSocket>,
     context: &WorkerContext,
     counters: WorkerCounters,
 ) -> io::Result<JoinHandle<()>> {
@@ -194,10 +127,9 @@ pub(crate) fn spawn(
                     );
                     return;
                 };
-                let accept = |listener, transport| {
+                let accept = |listening| {
                     listener::accept_loop(
-                        listener,
-                        transport,
+                        listening,
                         Arc::clone(&shared),
                         Arc::clone(&protocols),
                         phases.clone(),
@@ -208,8 +140,17 @@ pub(crate) fn spawn(
                 // Ends with the runtime.
                 tokio::spawn(timer_heartbeat());
                 tokio::join!(
-                    accept(http, Transport::Plain),
-                    accept(https, Transport::Tls(tls))
+                    accept(Listening::shared(http, Transport::Plain)),
+                    accept(Listening::shared(https, Transport::Tls(tls.clone()))),
+                    listener::accept_gateway_sockets(
+                        gateway_sockets,
+                        tls,
+                        Arc::clone(&shared),
+                        Arc::clone(&protocols),
+                        phases.clone(),
+                        connections.clone(),
+                        Some(accepted.clone()),
+                    )
                 );
                 // Connections accepted here run on this runtime: keep it going until the
                 // drain is over.

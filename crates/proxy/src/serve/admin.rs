@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::body::ResponseBody;
-use crate::observe::dashboard::{self, History, SAMPLE_INTERVAL};
+use crate::serve::dashboard::{self, History, SAMPLE_INTERVAL};
 use crate::snapshot::TableShared;
 
 /// Whether the proxy should receive traffic, as reported by `/readyz`.

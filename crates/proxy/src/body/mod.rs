@@ -1,6 +1,9 @@
 //! Body types: the request body sent upstream (with the size limit enforced while it
-//! streams) and the response body sent to the client (which also closes the request's
-//! books — metrics, in-flight count, access log — when it ends).
+//! streams), the response body sent to the client (which also closes the request's
+//! books — metrics, in-flight count, access log — when it ends), and the body of an
+//! upstream response as the own HTTP/1.1 client reads it (`upstream`).
+
+pub(crate) mod upstream;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -11,12 +14,12 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
+use crate::body::upstream::{Started, UpstreamBody};
 use crate::context::ConnCtx;
 use crate::observe::access_log::{LogOutcome, LogRecord};
 use crate::observe::metrics::SeriesAt;
 use crate::snapshot::SnapshotRef;
 use crate::stall::StallTimer;
-use crate::upstream::body::{Started, UpstreamBody};
 
 /// Boxed error type of both bodies.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{CONNECTION, HeaderMap, HeaderName, HeaderValue};
 
-use crate::pipeline::header_policy::{
+use crate::http::header_policy::{
     ConnectionOptions, ResponseField, connection_named, response_field, tokens,
 };
 

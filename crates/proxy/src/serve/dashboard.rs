@@ -3,7 +3,8 @@
 //! Everything here runs off the request path. A sampler task reads the routes' cumulative
 //! counters every [`SAMPLE_INTERVAL`] and keeps the last [`KEPT_SAMPLES`] rates per route
 //! ([`History`]); `/api/v1/status` joins them with the current snapshot (routes, endpoints,
-//! policy, certificates) and the warnings the control plane reported ([`Warning`]).
+//! policy, certificates) and the warnings the control plane reported
+//! ([`Warning`](crate::observe::control_info::Warning)).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 use sluice_routing::TlsCertificate;
 
 use crate::observe::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
-use crate::snapshot::{Snapshot, TableShared};
+use crate::snapshot::{Snapshot, TableShared, service_label};
 
 /// How often route figures are sampled.
 pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
@@ -167,7 +168,7 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
             "path_type": route.path_type,
             "path": route.path,
             "ingress": format!("{}/{}", entry.source.namespace, entry.source.name),
-            "backend": backend.service.to_string(),
+            "backend": service_label(&backend.service),
             "endpoints": {
                 "ready": backend.endpoints.len(),
                 "total": backend.endpoints.len() + backend.not_ready,
@@ -179,7 +180,7 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
     }
     let default_backend = table.default_backend().map(|backend| {
         json!({
-            "backend": backend.service.to_string(),
+            "backend": service_label(&backend.service),
             "endpoints": {
                 "ready": backend.endpoints.len(),
                 "total": backend.endpoints.len() + backend.not_ready,
@@ -195,7 +196,8 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
         })
         .collect();
     drop(control);
-    for backend in table.backends() {
+    // Only backends some route forwards to: a redirect-only rule's is never asked.
+    for backend in table.forwarded_backends() {
         if backend.endpoints.is_empty() {
             warnings.push(json!({
                 "object": format!("Service {}/{}", backend.service.namespace, backend.service.name),

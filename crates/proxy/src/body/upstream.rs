@@ -9,10 +9,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::SizeHint;
 
+use crate::backend::pool::{self, Conn, PoolConfig};
 use crate::chunked::{ChunkedDecoder, Decoded};
+use crate::http::response_head::BodyKind;
 use crate::stall::StallTimer;
-use crate::upstream::pool::{self, Conn, PoolConfig};
-use crate::upstream::response_head::BodyKind;
 
 /// Read size for body bytes: large enough that a 1 MiB body takes few reads.
 const READ_CHUNK: usize = 64 * 1024;

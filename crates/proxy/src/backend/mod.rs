@@ -1,0 +1,8 @@
+//! What the proxy keeps per backend across requests: endpoint choice (`balancer`: round
+//! robin, EWMA, consistent hashing, health), idle upstream connections (`pool`, per worker
+//! thread) and the client TLS settings of HTTPS and gRPC backends (`tls`). The routing
+//! snapshot holds one of each per backend; the upstream step (`upstream/`) uses them.
+
+pub(crate) mod balancer;
+pub(crate) mod pool;
+pub(crate) mod tls;
