@@ -1549,3 +1549,67 @@ fn gateways_with_addresses_of_their_own_answer_only_their_routes() {
         .unwrap();
     assert_eq!(a.gateway.conditions[1].reason, "Programmed");
 }
+
+/// Gateway API conformance GatewayHTTPListenerIsolation ("intersecting hostnames are
+/// configured in listeners and HTTPRoutes"): a request belongs to the listener with the
+/// most specific matching hostname, and only routes attached to that listener answer it,
+/// even when a route of a broader listener names the host too.
+#[test]
+fn listeners_isolate_their_host_names() {
+    let all = json!([
+        "bar.com",
+        "*.example.com",
+        "*.foo.example.com",
+        "abc.foo.example.com"
+    ]);
+    let to = |name: &'static str, section: &str, path: &str| {
+        route(
+            "default",
+            name,
+            1,
+            json!({"parentRefs": [{"name": "gw", "sectionName": section}], "hostnames": all,
+                   "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                              "backendRefs": [backend("web", 80)]}]}),
+        )
+    };
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                http_listener("empty", None),
+                http_listener("wild", Some("*.example.com")),
+                http_listener("wild-foo", Some("*.foo.example.com")),
+                http_listener("abc", Some("abc.foo.example.com")),
+            ]),
+        )],
+        vec![
+            to("e", "empty", "/empty"),
+            to("w", "wild", "/wild"),
+            to("f", "wild-foo", "/wild-foo"),
+            to("a", "abc", "/abc"),
+        ],
+    );
+    let out = compiled(&inputs);
+    for r in ["e", "w", "f", "a"] {
+        assert_eq!(accepted(&out.gateway, r), (true, "Accepted"), "{r}");
+    }
+    let cases = [
+        ("bar.com", "/empty", Some("e->web")),
+        ("bar.example.com", "/empty", None),
+        ("bar.example.com", "/wild", Some("w->web")),
+        ("bar.foo.example.com", "/empty", None),
+        ("bar.foo.example.com", "/wild", None),
+        ("bar.foo.example.com", "/wild-foo", Some("f->web")),
+        ("abc.foo.example.com", "/wild-foo", None),
+        ("abc.foo.example.com", "/wild", None),
+        ("abc.foo.example.com", "/abc", Some("a->web")),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(
+            answer(&out.table, &get(host, path)).as_deref(),
+            want,
+            "{host}{path}"
+        );
+    }
+}

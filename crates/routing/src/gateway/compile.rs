@@ -738,6 +738,12 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut named = false;
         let mut allowed = false;
         let mut attached = false;
+        // The Gateway's listeners by (port, protocol, hostname), for isolation below.
+        let siblings: Vec<(i32, Option<Proto>, HostPattern)> = listeners
+            .iter()
+            .filter(|l| l.gateway == g && l.attachable)
+            .map(|l| (l.spec.port, l.proto, l.host.clone()))
+            .collect();
         for listener in listeners.iter_mut().filter(|l| l.gateway == g) {
             if parent
                 .section_name
@@ -765,6 +771,22 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let Ok(port) = u16::try_from(listener.spec.port) else {
                 continue;
             };
+            // A request belongs to the listener with the most specific matching hostname
+            // on its port: names that a narrower listener covers are not served through a
+            // broader one, whatever the route's host names (Gateway API conformance
+            // GatewayHTTPListenerIsolation).
+            let served_hosts: Vec<HostPattern> = served_hosts
+                .into_iter()
+                .filter(|h| {
+                    !siblings.iter().any(|(p, proto, other)| {
+                        *p == listener.spec.port
+                            && *proto == listener.proto
+                            && *other != listener.host
+                            && hostname::covers(&listener.host, other)
+                            && hostname::covers(other, h)
+                    })
+                })
+                .collect();
             for site in &listener.sites {
                 for host in &served_hosts {
                     served.push((*site, port, host.clone()));
