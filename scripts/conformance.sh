@@ -72,8 +72,13 @@ OUT=${OUT:-$TARGET/conformance}
 mkdir -p "$OUT"
 VERSION=v$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 URL=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
+# Every Gateway gets an address of its own from this pool; all of 127.0.0.0/8 is loopback, so
+# the suite's requests stay on this machine. GatewayStaticAddresses asks for one address the
+# node has (loopback, outside the pool) and one it has not (TEST-NET-1: binding it fails, no
+# request goes there).
+POOL=${SLUICE_CONFORMANCE_POOL:-127.28.0.0/24}
 args=(--suite "$BIN/conformance.test" --crds "$GWDIR/config/crd/standard" --out "$OUT"
-  --address "${SLUICE_CONFORMANCE_ADDRESS:-127.0.80.1}")
+  --address-pool "$POOL")
 if [ -n "$report" ]; then
   report=$(realpath -m "$report")
   mkdir -p "$(dirname "$report")"
@@ -87,7 +92,8 @@ fi
 args+=(--report "$report")
 [ -z "$run_test" ] || args+=(--run-test "$run_test")
 flags=(-conformance-profiles=GATEWAY-HTTP -organization=sluice -project=sluice "-url=$URL"
-  "-version=$VERSION" "-contact=$URL/issues")
+  "-version=$VERSION" "-contact=$URL/issues"
+  "-usable-address=${SLUICE_CONFORMANCE_USABLE:-127.28.1.1}" -unusable-address=192.0.2.1)
 [ -z "$features" ] || flags+=("-supported-features=$features")
 
 set +e

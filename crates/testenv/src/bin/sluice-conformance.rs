@@ -1,8 +1,9 @@
 //! Runs the Gateway API conformance suite against sluice on the test cluster: a control
 //! plane and node agent of this crate, the standard-channel CRDs of the suite's version,
 //! the ServiceAccount and ClusterRole of `deploy/base`, GatewayClass `sluice`, and `sluice
-//! controller` as a process of its own under that ServiceAccount (the base manifests' pods
-//! run through the node agent). Then the suite's compiled test binary runs with the admin
+//! controller` as a process of its own under that ServiceAccount, each Gateway served on an
+//! address of its own from a loopback pool (`--gateway-address-pool`: the suite runs
+//! several Gateways on port 80). The base manifests' pods run through the node agent. Then the suite's compiled test binary runs with the admin
 //! kubeconfig, and its exit status is this program's. Everything it started is stopped on
 //! every path: on return, on SIGINT/SIGTERM, and with this process if it is killed
 //! (children die with it, `PR_SET_PDEATHSIG`; stale network namespaces are swept on the
@@ -25,7 +26,7 @@ const RBAC: &str = include_str!("../../../../deploy/base/rbac.yaml");
 const GATEWAY_CLASS: &str = "sluice";
 const CONTROLLER_NAME: &str = "sluice.dev/gateway-controller";
 
-const USAGE: &str = "usage: sluice-conformance --suite BIN --crds DIR --out DIR --address IP \
+const USAGE: &str = "usage: sluice-conformance --suite BIN --crds DIR --out DIR --address-pool CIDR \
 [--report FILE] [--run-test NAME] [--sluice-arg ARG]... [-- SUITE-FLAGS...]";
 
 struct Args {
@@ -35,8 +36,8 @@ struct Args {
     crds: PathBuf,
     /// Logs (sluice.log) and, with --run-test, the report.
     out: PathBuf,
-    /// Where sluice serves Gateways (HTTP on 80, HTTPS on 443) and what it publishes.
-    address: String,
+    /// Where Gateways get their addresses (loopback: the suite sends requests to them).
+    address_pool: String,
     report: Option<PathBuf>,
     run_test: Option<String>,
     sluice_args: Vec<String>,
@@ -45,7 +46,7 @@ struct Args {
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut it = std::env::args().skip(1);
-    let (mut suite, mut crds, mut out, mut address) = (None, None, None, None);
+    let (mut suite, mut crds, mut out, mut address_pool) = (None, None, None, None);
     let (mut report, mut run_test) = (None, None);
     let (mut sluice_args, mut suite_args) = (Vec::new(), Vec::new());
     while let Some(a) = it.next() {
@@ -57,7 +58,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--suite" => suite = Some(PathBuf::from(value()?)),
             "--crds" => crds = Some(PathBuf::from(value()?)),
             "--out" => out = Some(PathBuf::from(value()?)),
-            "--address" => address = Some(value()?),
+            "--address-pool" => address_pool = Some(value()?),
             "--report" => report = Some(PathBuf::from(value()?)),
             "--run-test" => run_test = Some(value()?),
             "--sluice-arg" => sluice_args.push(value()?),
@@ -74,7 +75,7 @@ fn parse_args() -> anyhow::Result<Args> {
         suite: need(suite, "--suite")?,
         crds: need(crds, "--crds")?,
         out: need(out, "--out")?,
-        address: need(address, "--address")?,
+        address_pool: need(address_pool, "--address-pool")?,
         report,
         run_test,
         sluice_args,
@@ -161,10 +162,11 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         .args(["--gateway-controller-name", CONTROLLER_NAME])
         .args(["--election-namespace", "sluice-system"])
         .args(["--identity", "conformance"])
-        .args(["--http-addr", &format!("{}:80", args.address)])
-        .args(["--https-addr", &format!("{}:443", args.address)])
+        .args(["--gateway-address-pool", &args.address_pool])
+        // The shared listeners serve Ingresses only here: every Gateway has its own address.
+        .args(["--http-addr", "127.0.0.1:0"])
+        .args(["--https-addr", "127.0.0.1:0"])
         .args(["--admin-addr", "127.0.0.1:0"])
-        .args(["--publish-status-address", &args.address])
         .args(["--shutdown-delay", "0s"])
         .args(&args.sluice_args)
         .stdin(Stdio::null())
