@@ -68,6 +68,9 @@ pub fn conditions_json(
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayHTTPListenerIsolation",
+    "GatewayPort8080",
+    "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
@@ -79,6 +82,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
+    "HTTPRouteParentRefPort",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
