@@ -23,11 +23,9 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
 
-# The Gateway API conformance suite, GATEWAY-HTTP with the features sluice claims (about a
-# minute warm). HTTPRouteMultipleGateways needs an address per Gateway (issue 28, part 2):
-# skipped until sluice binds one.
-bash scripts/conformance.sh --report "${CARGO_TARGET_DIR:-target}/conformance/report.yaml" \
-  -- -skip-tests=HTTPRouteMultipleGateways
+# The Gateway API conformance suite, GATEWAY-HTTP with the features sluice claims (under a
+# minute warm); the report goes to the target dir, not into the checkout.
+bash scripts/conformance.sh --report "${CARGO_TARGET_DIR:-target}/conformance/report.yaml"
 
 left=""
 for name in etcd kube-apiserver kube-controller-manager kube-scheduler sluice-echo echo-basic \
