@@ -44,7 +44,9 @@ export GOCACHE=$CACHE/gocache GOMODCACHE=$CACHE/gomod GOPATH=$CACHE/gopath CGO_E
   GO111MODULE=on GOWORK=off GOFLAGS=-mod=readonly
 # Keep in step with GATEWAY_API_VERSION in crates/testenv/src/binaries.rs.
 GWAPI=$(cd conformance && go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api)
-GWDIR=$(cd conformance && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
+# Downloaded when the module cache lacks it (the CRDs are read from there).
+GWDIR=$(cd conformance && go mod download -json sigs.k8s.io/gateway-api | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+[ -d "$GWDIR/config/crd/standard" ] || { log "sigs.k8s.io/gateway-api $GWAPI: no CRDs in the module cache"; exit 1; }
 BIN=$CACHE/gateway-api-$GWAPI/bin
 
 # Rebuilt when the module or the repo's Go sources change; otherwise nothing to do.
