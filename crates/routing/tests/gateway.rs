@@ -267,10 +267,12 @@ fn listener_conditions_and_attached_routes() {
     let out = compiled(&inputs);
     let gw = &out.gateway.gateways[0];
     assert_eq!(gw.gateway.generation, Some(2));
+    // One listener (tcp) is not Accepted, others are: Accepted True, ListenersNotValid
+    // (Gateway API conformance GatewayListenerUnsupportedProtocol).
     assert_eq!(
         conditions(&gw.gateway.conditions),
         [
-            ("Accepted", true, "Accepted"),
+            ("Accepted", true, "ListenersNotValid"),
             ("Programmed", true, "Programmed")
         ]
     );
@@ -281,6 +283,7 @@ fn listener_conditions_and_attached_routes() {
         conditions(&by_name["tcp"].conditions)[0],
         ("Accepted", false, "UnsupportedProtocol")
     );
+    assert!(by_name["tcp"].supported_kinds.is_empty());
     assert_eq!(
         conditions(&by_name["https"].conditions)[2],
         ("ResolvedRefs", false, "InvalidCertificateRef")
@@ -290,9 +293,83 @@ fn listener_conditions_and_attached_routes() {
         ("ResolvedRefs", false, "InvalidRouteKinds")
     );
     assert!(by_name["kinds"].supported_kinds.is_empty());
-    for l in ["tcp", "https", "kinds"] {
+    for l in ["tcp", "kinds"] {
         assert_eq!(by_name[l].attached_routes, 0, "{l}");
     }
+    // Accepted with an unresolved certificate: route `a` attaches (and is counted) but is
+    // not served there (Gateway API conformance GatewayWithAttachedRoutes, "AttachedRoutes
+    // set even when Gateway has unresolved refs").
+    assert_eq!(by_name["https"].attached_routes, 1);
+    assert_eq!(
+        conditions(&by_name["https"].conditions)[1],
+        ("Programmed", false, "Invalid")
+    );
+    assert_eq!(
+        answer(&out.table, &get("secure.example", "/").https()),
+        None
+    );
+}
+
+/// Gateway API conformance GatewayListenerUnsupportedProtocol: a Gateway none of whose
+/// listeners is Accepted is not Accepted (ListenersNotValid), and a listener of an
+/// unsupported protocol supports no route kind.
+#[test]
+fn a_gateway_without_an_accepted_listener_is_not_accepted() {
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([{"name": "invalid", "port": 1111, "protocol": "INVALID"}]),
+        )],
+        vec![],
+    );
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    assert_eq!(
+        conditions(&gw.gateway.conditions),
+        [
+            ("Accepted", false, "ListenersNotValid"),
+            ("Programmed", false, "Invalid")
+        ]
+    );
+    assert!(gw.listeners[0].supported_kinds.is_empty());
+}
+
+/// Gateway API conformance GatewayInvalidParametersRef: sluice takes no infrastructure
+/// parameters, so a Gateway naming some is not Accepted (InvalidParameters), and serves
+/// and takes no routes.
+#[test]
+fn a_gateway_with_infrastructure_parameters_is_refused() {
+    let with_params: Arc<Gateway> = from(json!({
+        "metadata": {"namespace": "default", "name": "gw", "generation": 1},
+        "spec": {"gatewayClassName": "sluice", "listeners": [http_listener("http", None)],
+                 "infrastructure": {"parametersRef":
+                     {"group": "invalid.io", "kind": "InvalidParameters", "name": "invalid"}}},
+    }));
+    let inputs = world(
+        vec![with_params],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        )],
+    );
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    assert_eq!(
+        conditions(&gw.gateway.conditions),
+        [
+            ("Accepted", false, "InvalidParameters"),
+            ("Programmed", false, "Invalid")
+        ]
+    );
+    assert_eq!(gw.listeners[0].attached_routes, 0);
+    assert_eq!(
+        accepted(&out.gateway, "r"),
+        (false, "NotAllowedByListeners")
+    );
+    assert_eq!(answer(&out.table, &get("any.example", "/")), None);
 }
 
 #[test]
@@ -1533,4 +1610,68 @@ fn gateways_with_addresses_of_their_own_answer_only_their_routes() {
         .find(|g| g.gateway.object.name == "a")
         .unwrap();
     assert_eq!(a.gateway.conditions[1].reason, "Programmed");
+}
+
+/// Gateway API conformance GatewayHTTPListenerIsolation ("intersecting hostnames are
+/// configured in listeners and HTTPRoutes"): a request belongs to the listener with the
+/// most specific matching hostname, and only routes attached to that listener answer it,
+/// even when a route of a broader listener names the host too.
+#[test]
+fn listeners_isolate_their_host_names() {
+    let all = json!([
+        "bar.com",
+        "*.example.com",
+        "*.foo.example.com",
+        "abc.foo.example.com"
+    ]);
+    let to = |name: &'static str, section: &str, path: &str| {
+        route(
+            "default",
+            name,
+            1,
+            json!({"parentRefs": [{"name": "gw", "sectionName": section}], "hostnames": all,
+                   "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                              "backendRefs": [backend("web", 80)]}]}),
+        )
+    };
+    let inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                http_listener("empty", None),
+                http_listener("wild", Some("*.example.com")),
+                http_listener("wild-foo", Some("*.foo.example.com")),
+                http_listener("abc", Some("abc.foo.example.com")),
+            ]),
+        )],
+        vec![
+            to("e", "empty", "/empty"),
+            to("w", "wild", "/wild"),
+            to("f", "wild-foo", "/wild-foo"),
+            to("a", "abc", "/abc"),
+        ],
+    );
+    let out = compiled(&inputs);
+    for r in ["e", "w", "f", "a"] {
+        assert_eq!(accepted(&out.gateway, r), (true, "Accepted"), "{r}");
+    }
+    let cases = [
+        ("bar.com", "/empty", Some("e->web")),
+        ("bar.example.com", "/empty", None),
+        ("bar.example.com", "/wild", Some("w->web")),
+        ("bar.foo.example.com", "/empty", None),
+        ("bar.foo.example.com", "/wild", None),
+        ("bar.foo.example.com", "/wild-foo", Some("f->web")),
+        ("abc.foo.example.com", "/wild-foo", None),
+        ("abc.foo.example.com", "/wild", None),
+        ("abc.foo.example.com", "/abc", Some("a->web")),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(
+            answer(&out.table, &get(host, path)).as_deref(),
+            want,
+            "{host}{path}"
+        );
+    }
 }

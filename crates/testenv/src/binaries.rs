@@ -17,6 +17,39 @@ pub fn kube_version() -> String {
         .unwrap_or_else(|| KUBE_VERSION.to_string())
 }
 
+/// Version of the Gateway API conformance module whose binaries `scripts/conformance.sh`
+/// builds (echo-basic, the DNS stand-in); keep it in step with `conformance/go.mod`.
+pub const GATEWAY_API_VERSION: &str = "1.6.1";
+
+/// The test cache: `$SLUICE_TESTENV_CACHE`, else `$XDG_CACHE_HOME/sluice`, else
+/// `~/.cache/sluice` (as `scripts/testenv.sh` reads them).
+fn cache_dir() -> anyhow::Result<PathBuf> {
+    Ok(match std::env::var_os("SLUICE_TESTENV_CACHE") {
+        Some(c) => PathBuf::from(c),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) => PathBuf::from(x).join("sluice"),
+            None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
+                .join(".cache/sluice"),
+        },
+    })
+}
+
+/// A binary built from the Gateway API conformance module by `scripts/conformance.sh`
+/// (`echo-basic`, `dns-standin`), in the cache under [`GATEWAY_API_VERSION`].
+pub fn gateway_api_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let path = cache_dir()?
+        .join(format!("gateway-api-v{GATEWAY_API_VERSION}/bin"))
+        .join(name);
+    if !path.is_file() {
+        bail!(
+            "no {name} v{GATEWAY_API_VERSION} in {}: run `bash scripts/conformance.sh --build` \
+             once (it builds it)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// The directory holding `etcd`, `kube-apiserver`, `kube-controller-manager` and
 /// `kube-scheduler`: `$SLUICE_TESTENV_BIN`, else the cache `scripts/testenv.sh` fills for
 /// [`kube_version`].
@@ -24,14 +57,7 @@ pub fn control_plane_bin_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("SLUICE_TESTENV_BIN") {
         return Ok(PathBuf::from(dir));
     }
-    let cache = match std::env::var_os("SLUICE_TESTENV_CACHE") {
-        Some(c) => PathBuf::from(c),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(x) => PathBuf::from(x).join("sluice"),
-            None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
-                .join(".cache/sluice"),
-        },
-    };
+    let cache = cache_dir()?;
     let version = kube_version();
     let dir = cache.join(format!("kube-v{version}/bin"));
     for name in [

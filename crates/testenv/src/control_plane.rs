@@ -293,12 +293,22 @@ impl ControlPlane {
         Ok(kube::Client::try_from(config)?)
     }
 
-    /// The configuration behind [`ControlPlane::service_account_client`].
-    pub async fn service_account_config(
+    /// A kubeconfig file (in the control plane's dir) for ServiceAccount `namespace/name`,
+    /// as [`ControlPlane::service_account_client`] authenticates: for a controller run as a
+    /// process of its own.
+    pub async fn service_account_kubeconfig(
         &self,
         namespace: &str,
         name: &str,
-    ) -> anyhow::Result<kube::Config> {
+    ) -> anyhow::Result<PathBuf> {
+        let token = self.service_account_token(namespace, name).await?;
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{name}"));
+        std::fs::write(&path, kubeconfig_yaml(self.apiserver_port, &token))?;
+        Ok(path)
+    }
+
+    /// A token of ServiceAccount `namespace/name` (created when missing), valid a day.
+    async fn service_account_token(&self, namespace: &str, name: &str) -> anyhow::Result<String> {
         let sas: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
         if sas.get_opt(name).await?.is_none() {
             let sa: ServiceAccount =
@@ -321,6 +331,16 @@ impl ControlPlane {
             .status
             .map(|s| s.token)
             .context("TokenRequest returned no token")?;
+        Ok(token)
+    }
+
+    /// The configuration behind [`ControlPlane::service_account_client`].
+    pub async fn service_account_config(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<kube::Config> {
+        let token = self.service_account_token(namespace, name).await?;
         let mut config = self.config.clone();
         config.auth_info = Default::default();
         config.auth_info.token = Some(token.into());

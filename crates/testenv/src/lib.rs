@@ -27,7 +27,10 @@ mod pod_host;
 mod ports;
 mod supervisor;
 
-pub use binaries::{KUBE_VERSION, control_plane_bin_dir, kube_version, on_path, workspace_binary};
+pub use binaries::{
+    GATEWAY_API_VERSION, KUBE_VERSION, control_plane_bin_dir, gateway_api_binary, kube_version,
+    on_path, workspace_binary,
+};
 pub use control_plane::{CONTROLLERS, ControlPlane, NODE_NAME};
 pub use manifests::{apply_yaml, validate_yaml};
 pub use netns::NetNs;

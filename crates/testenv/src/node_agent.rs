@@ -3,8 +3,10 @@
 //! on the test bridge, reporting their status the way a kubelet does.
 //!
 //! Images map to workspace binaries by their last path segment (`…/sluice:tag` -> `sluice`,
-//! `sluice-echo`); any other image leaves the Pod Pending with `ErrImagePull` and a message
-//! saying so. Secret and ConfigMap volumes are written to a per-pod directory, and a
+//! `sluice-echo`), and the Gateway API conformance suite's `echo-basic` and `coredns` to
+//! binaries built from that suite's module (`scripts/conformance.sh`); any other image
+//! leaves the Pod Pending with `ErrImagePull` and a message saying so. A Pod whose Secret or
+//! ConfigMap volume does not exist yet waits for it, as with a kubelet. Secret and ConfigMap volumes are written to a per-pod directory, and a
 //! container's args, command and env values that start with a mount path are rewritten to
 //! that directory (no chroot: the binaries take file paths as arguments).
 //!
@@ -34,7 +36,7 @@ use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, T
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Probe, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -301,6 +303,8 @@ async fn run(config: kube::Config, shared: Shared, stop: Arc<AtomicBool>) {
     let mut failed: HashMap<String, String> = HashMap::new();
     // uid -> when the agent first failed to get the pod's ServiceAccount token.
     let mut waiting: HashMap<String, Instant> = HashMap::new();
+    // Pods waiting for a Secret or ConfigMap they mount (reported once).
+    let mut mounting: HashSet<String> = HashSet::new();
     let mut lease_due = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if Instant::now() >= lease_due {
@@ -309,7 +313,8 @@ async fn run(config: kube::Config, shared: Shared, stop: Arc<AtomicBool>) {
             }
             lease_due = Instant::now() + LEASE_RENEW;
         }
-        if let Err(e) = tick(&client, &shared, &mut pods, &mut failed, &mut waiting).await {
+        let state = (&mut pods, &mut failed, &mut waiting, &mut mounting);
+        if let Err(e) = tick(&client, &shared, state).await {
             tracing::debug!(error = %format!("{e:#}"), "node agent tick");
         }
         tokio::time::sleep(TICK).await;
@@ -318,17 +323,24 @@ async fn run(config: kube::Config, shared: Shared, stop: Arc<AtomicBool>) {
     pods.clear();
 }
 
+/// The agent's pods: running, failed (uid -> message), waiting for a token (uid -> since),
+/// waiting for a volume's object.
+type PodState<'a> = (
+    &'a mut HashMap<String, RunningPod>,
+    &'a mut HashMap<String, String>,
+    &'a mut HashMap<String, Instant>,
+    &'a mut HashSet<String>,
+);
+
 async fn tick(
     client: &kube::Client,
     shared: &Shared,
-    pods: &mut HashMap<String, RunningPod>,
-    failed: &mut HashMap<String, String>,
-    waiting: &mut HashMap<String, Instant>,
+    (pods, failed, waiting, mounting): PodState<'_>,
 ) -> anyhow::Result<()> {
     let all: Api<Pod> = Api::all(client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={AGENT_NODE_NAME}"));
     let listed = all.list(&lp).await.context("list the node's pods")?;
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for pod in listed.items {
         let Some(uid) = pod.metadata.uid.clone() else {
             continue;
@@ -380,6 +392,16 @@ async fn tick(
                 failed.insert(uid.clone(), message);
                 continue;
             }
+            // A kubelet retries a mount until its Secret or ConfigMap exists (FailedMount),
+            // and so does the agent: the Gateway API conformance suite creates the Secrets
+            // its base Deployments mount (tls-checks-certificate) after applying them.
+            if let Some(missing) = missing_volume_object(client, &pod).await {
+                if mounting.insert(uid.clone()) {
+                    report_failure(&api, &name, &pod, "ContainerCreating", &missing).await;
+                }
+                continue;
+            }
+            mounting.remove(&uid);
             let token = match service_account_token(client, &pod).await {
                 Ok(t) => t,
                 Err(e) => {
@@ -417,6 +439,7 @@ async fn tick(
     pods.retain(|uid, _| seen.contains(uid));
     failed.retain(|uid, _| seen.contains(uid));
     waiting.retain(|uid, _| seen.contains(uid));
+    mounting.retain(|uid| seen.contains(uid));
     Ok(())
 }
 
@@ -479,16 +502,41 @@ async fn report_failure(api: &Api<Pod>, name: &str, pod: &Pod, reason: &str, mes
     }
 }
 
-/// The workspace binary an image stands for.
-fn image_binary(image: &str) -> anyhow::Result<PathBuf> {
+/// Where the binary of an image comes from.
+#[derive(Debug, PartialEq)]
+enum Local {
+    /// A binary of this workspace.
+    Workspace(&'static str),
+    /// A binary built from the Gateway API conformance module by `scripts/conformance.sh`.
+    GatewayApi(&'static str),
+}
+
+/// The local binary an image stands for, by the image's last path segment without tag or
+/// digest.
+fn local_binary(image: &str) -> Option<Local> {
     let no_digest = image.split('@').next().unwrap_or(image);
     let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
-    let name = last.split(':').next().unwrap_or(last);
-    match name {
-        "sluice" | "sluice-echo" => crate::binaries::workspace_binary(name),
-        _ => bail!(
-            "image {image:?} has no local binary: the test node agent runs `sluice` and \
-             `sluice-echo` images only"
+    Some(match last.split(':').next().unwrap_or(last) {
+        "sluice" => Local::Workspace("sluice"),
+        "sluice-echo" => Local::Workspace("sluice-echo"),
+        // The conformance suite's backend, whatever the tag (the base manifests name v1.5.1
+        // and v1.6.0-dev.*): the build of the conformance module's own version.
+        "echo-basic" => Local::GatewayApi("echo-basic"),
+        // The base manifests' coredns only has to be Ready (UDPRoute tests use it): a
+        // stand-in that answers its `whoami` zone and never forwards.
+        "coredns" => Local::GatewayApi("dns-standin"),
+        _ => return None,
+    })
+}
+
+/// The binary an image stands for, or why there is none.
+fn image_binary(image: &str) -> anyhow::Result<PathBuf> {
+    match local_binary(image) {
+        Some(Local::Workspace(name)) => crate::binaries::workspace_binary(name),
+        Some(Local::GatewayApi(name)) => crate::binaries::gateway_api_binary(name),
+        None => bail!(
+            "image {image:?} has no local binary: the test node agent runs `sluice`, \
+             `sluice-echo`, `echo-basic` and `coredns` images only"
         ),
     }
 }
@@ -568,6 +616,32 @@ fn field_ref(pod: &Pod, ip: Ipv4Addr, host_ip: Ipv4Addr, path: &str) -> anyhow::
             }
         }
     })
+}
+
+/// The first Secret or ConfigMap that a volume of `pod` names and that cannot be read (yet),
+/// unless the volume is `optional`; `None` when all are there.
+async fn missing_volume_object(client: &kube::Client, pod: &Pod) -> Option<String> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    for v in pod.spec.as_ref()?.volumes.iter().flatten() {
+        let missing = if let Some(s) = v.secret.as_ref().filter(|s| s.optional != Some(true)) {
+            let name = s.secret_name.clone().unwrap_or_default();
+            let api = Api::<Secret>::namespaced(client.clone(), &namespace);
+            matches!(api.get_opt(&name).await, Ok(None) | Err(_)).then(|| format!("Secret {name}"))
+        } else if let Some(c) = v.config_map.as_ref().filter(|c| c.optional != Some(true)) {
+            let api = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+            matches!(api.get_opt(&c.name).await, Ok(None) | Err(_))
+                .then(|| format!("ConfigMap {}", c.name))
+        } else {
+            None
+        };
+        if let Some(what) = missing {
+            return Some(format!(
+                "volume {}: {what} not found in {namespace}; waiting for it",
+                v.name
+            ));
+        }
+    }
+    None
 }
 
 /// The binaries of a pod's containers, or why it cannot run.
@@ -1058,6 +1132,28 @@ async fn write_status(api: &Api<Pod>, p: &mut RunningPod) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conformance_images_map_to_their_builds_whatever_the_tag() {
+        // The images of the Gateway API conformance suite's base manifests (v1.6.1).
+        for (image, want) in [
+            (
+                "registry.k8s.io/gateway-api/echo-basic:v1.5.1",
+                Local::GatewayApi("echo-basic"),
+            ),
+            (
+                "registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.3",
+                Local::GatewayApi("echo-basic"),
+            ),
+            (
+                "registry.k8s.io/coredns/coredns:v1.12.2",
+                Local::GatewayApi("dns-standin"),
+            ),
+            ("ghcr.io/x/sluice@sha256:00", Local::Workspace("sluice")),
+        ] {
+            assert_eq!(local_binary(image), Some(want), "{image}");
+        }
+    }
 
     #[test]
     fn images_map_to_workspace_binary_names_or_fail_clearly() {

@@ -62,7 +62,41 @@ pub fn conditions_json(
     Value::Array(list)
 }
 
-/// GatewayClass or other object with conditions only: the desired `status`.
+/// The Gateway API features sluice claims in GatewayClass `status.supportedFeatures`, where
+/// the conformance suite reads them (`pkg/features` names, sorted as the API asks): exactly
+/// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
+/// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayHTTPListenerIsolation",
+    "GatewayPort8080",
+    "GatewayStaticAddresses",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteDestinationPortMatching",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
+
+/// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
 pub fn class_status(status: &ObjectStatus, old: Option<&Value>, now: &str) -> Value {
     let mut out = old.cloned().unwrap_or_else(|| json!({}));
     out["conditions"] = conditions_json(
@@ -71,6 +105,10 @@ pub fn class_status(status: &ObjectStatus, old: Option<&Value>, now: &str) -> Va
         old.and_then(|o| o.get("conditions")),
         now,
     );
+    out["supportedFeatures"] = SUPPORTED_FEATURES
+        .iter()
+        .map(|name| json!({"name": name}))
+        .collect();
     out
 }
 
@@ -572,17 +610,44 @@ mod tests {
         let old = json!({
             "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
                             "lastTransitionTime": "t0", "observedGeneration": 2}],
-            "supportedFeatures": [{"name": "HTTPRoute"}],
+            "somethingNewer": [{"name": "x"}],
         });
         let out = class_status(&class, Some(&old), "t1");
         assert_eq!(out["conditions"][0]["lastTransitionTime"], "t0");
         assert_eq!(out["conditions"][0]["observedGeneration"], 3);
-        assert_eq!(out["supportedFeatures"], old["supportedFeatures"]);
+        assert_eq!(out["somethingNewer"], old["somethingNewer"]);
         // The API server's default (`Unknown`/`Pending`) is a different condition.
         let pending = json!({"conditions": [{"type": "Accepted", "status": "Unknown",
             "reason": "Pending", "lastTransitionTime": "1970-01-01T00:00:00Z"}]});
         let out = class_status(&class, Some(&pending), "t1");
         assert_eq!(out["conditions"][0]["lastTransitionTime"], "t1");
+    }
+
+    /// Gateway API conformance reads `status.supportedFeatures` of the GatewayClass to pick
+    /// the tests it runs (suite.fetchGatewayClassSupportedFeatures): the claimed list,
+    /// sorted, replacing whatever was there.
+    #[test]
+    fn class_status_claims_the_supported_features() {
+        let class = ObjectStatus {
+            object: ObjectRef {
+                kind: "GatewayClass",
+                namespace: String::new(),
+                name: "c".into(),
+            },
+            generation: Some(1),
+            conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
+        };
+        let old = json!({"supportedFeatures": [{"name": "TLSRoute"}]});
+        let out = class_status(&class, Some(&old), "t1");
+        let names: Vec<&str> = out["supportedFeatures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["name"].as_str())
+            .collect();
+        assert_eq!(names, SUPPORTED_FEATURES);
+        assert!(names.contains(&"HTTPRoute") && !names.contains(&"TLSRoute"));
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
     }
 
     #[test]

@@ -67,7 +67,11 @@ struct OurListener<'a> {
     host: HostPattern,
     from: AllowedFrom<'a>,
     kinds: Vec<RouteGroupKind>,
-    /// Accepts HTTPRoutes and is valid: routes may attach.
+    /// `Accepted` and takes HTTPRoutes: routes attach and are counted in
+    /// `attachedRoutes`, even while unresolved references keep it from being served
+    /// (Gateway API conformance GatewayWithAttachedRoutes).
+    attachable: bool,
+    /// Attachable and valid: its routes are served.
     usable: bool,
     /// Where its routes are served; empty when its Gateway has no usable address.
     sites: Vec<Site>,
@@ -191,7 +195,24 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let first = listeners.len();
             for spec in &gateway.spec.listeners {
                 let mut listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
-                listener.sites = sites(&assigned[g], &listener);
+                // A Gateway that is not accepted (parameters sluice cannot honour) serves
+                // nothing and takes no routes.
+                if has_parameters(gateway) {
+                    listener.attachable = false;
+                    listener.usable = false;
+                    for c in listener
+                        .conditions
+                        .iter_mut()
+                        .filter(|c| c.type_ == "Programmed")
+                    {
+                        *c = Condition::no("Programmed", "Invalid", "the Gateway is not accepted");
+                    }
+                }
+                listener.sites = if has_parameters(gateway) {
+                    Vec::new()
+                } else {
+                    sites(&assigned[g], &listener)
+                };
                 listeners.push(listener);
             }
             conflicts(&mut listeners[first..]);
@@ -234,26 +255,49 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for (g, gateway) in gateways.iter().enumerate() {
             let own: Vec<&OurListener<'_>> = listeners.iter().filter(|l| l.gateway == g).collect();
             let valid = own.iter().filter(|l| l.usable).count();
+            // ListenersNotValid when any listener is not Accepted: with status True while
+            // another is, False when none is (Gateway API conformance
+            // GatewayListenerUnsupportedProtocol).
+            let not_accepted = own.iter().filter(|l| !listener_accepted(l)).count();
+            let listeners_accepted = if not_accepted == 0 {
+                Condition::yes("Accepted", "Accepted", "accepted by sluice")
+            } else if not_accepted < own.len() {
+                Condition::yes(
+                    "Accepted",
+                    "ListenersNotValid",
+                    "some listeners are not valid; see status.listeners",
+                )
+            } else {
+                Condition::no(
+                    "Accepted",
+                    "ListenersNotValid",
+                    "no listener is valid; see status.listeners",
+                )
+            };
             let listeners_ok = own.is_empty() || valid > 0;
             let (accepted, programmed) = match &assigned[g] {
+                _ if has_parameters(gateway) => (
+                    Condition::no(
+                        "Accepted",
+                        "InvalidParameters",
+                        "sluice takes no parameters; remove spec.infrastructure.parametersRef",
+                    ),
+                    Condition::no("Programmed", "Invalid", "the Gateway is not accepted"),
+                ),
                 Assigned::Failed { reason, message } if *reason == "UnsupportedAddress" => (
                     Condition::no("Accepted", reason, message.clone()),
                     Condition::no("Programmed", "Invalid", message.clone()),
                 ),
                 Assigned::Failed { reason, message } => (
-                    Condition::yes("Accepted", "Accepted", "accepted by sluice"),
+                    listeners_accepted,
                     Condition::no("Programmed", reason, message.clone()),
                 ),
                 _ if !listeners_ok => (
-                    Condition::no(
-                        "Accepted",
-                        "ListenersNotValid",
-                        "no listener is valid; see status.listeners",
-                    ),
+                    listeners_accepted,
                     Condition::no("Programmed", "Invalid", "no listener is valid"),
                 ),
                 Assigned::Shared => (
-                    Condition::yes("Accepted", "Accepted", "accepted by sluice"),
+                    listeners_accepted,
                     Condition::yes(
                         "Programmed",
                         "Programmed",
@@ -261,7 +305,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     ),
                 ),
                 Assigned::Own(ips) => (
-                    Condition::yes("Accepted", "Accepted", "accepted by sluice"),
+                    listeners_accepted,
                     Condition::yes(
                         "Programmed",
                         "Programmed",
@@ -403,7 +447,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
             group: Some(GROUP.to_owned()),
             kind: HTTP_ROUTE.to_owned(),
         };
-        let (kinds, bad_kinds) = if requested.is_empty() {
+        let (kinds, bad_kinds) = if proto.is_none() {
+            // No route kind is served on a protocol sluice does not serve (Gateway API
+            // conformance GatewayListenerUnsupportedProtocol: supportedKinds empty).
+            (Vec::new(), false)
+        } else if requested.is_empty() {
             (vec![http_route], false)
         } else {
             let ok: Vec<RouteGroupKind> = requested
@@ -466,6 +514,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         if kinds.is_empty() {
             usable = false;
         }
+        let attachable = accepted.status && !kinds.is_empty();
         let programmed = if usable && resolved.status {
             Condition::yes("Programmed", "Programmed", "served")
         } else {
@@ -488,6 +537,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             host: host.unwrap_or(HostPattern::Any),
             from,
             kinds,
+            attachable,
             usable,
             sites: Vec::new(),
             conditions,
@@ -688,6 +738,12 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut named = false;
         let mut allowed = false;
         let mut attached = false;
+        // The Gateway's listeners by (port, protocol, hostname), for isolation below.
+        let siblings: Vec<(i32, Option<Proto>, HostPattern)> = listeners
+            .iter()
+            .filter(|l| l.gateway == g && l.attachable)
+            .map(|l| (l.spec.port, l.proto, l.host.clone()))
+            .collect();
         for listener in listeners.iter_mut().filter(|l| l.gateway == g) {
             if parent
                 .section_name
@@ -698,7 +754,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 continue;
             }
             named = true;
-            if !listener.usable || !self.allows(listener, namespace) {
+            if !listener.attachable || !self.allows(listener, namespace) {
                 continue;
             }
             allowed = true;
@@ -708,9 +764,29 @@ impl<'a> GatewayCompiler<'_, 'a> {
             }
             attached = true;
             listener.attached += 1;
+            // Attached but not served (e.g. its certificate does not resolve).
+            if !listener.usable {
+                continue;
+            }
             let Ok(port) = u16::try_from(listener.spec.port) else {
                 continue;
             };
+            // A request belongs to the listener with the most specific matching hostname
+            // on its port: names that a narrower listener covers are not served through a
+            // broader one, whatever the route's host names (Gateway API conformance
+            // GatewayHTTPListenerIsolation).
+            let served_hosts: Vec<HostPattern> = served_hosts
+                .into_iter()
+                .filter(|h| {
+                    !siblings.iter().any(|(p, proto, other)| {
+                        *p == listener.spec.port
+                            && *proto == listener.proto
+                            && *other != listener.host
+                            && hostname::covers(&listener.host, other)
+                            && hostname::covers(other, h)
+                    })
+                })
+                .collect();
             for site in &listener.sites {
                 for host in &served_hosts {
                     served.push((*site, port, host.clone()));
@@ -967,6 +1043,23 @@ impl<'a> GatewayCompiler<'_, 'a> {
     }
 }
 
+/// Whether a listener's `Accepted` condition is True.
+fn listener_accepted(listener: &OurListener<'_>) -> bool {
+    listener
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Accepted" && c.status)
+}
+
+/// Whether a Gateway names `spec.infrastructure.parametersRef`, which sluice cannot honour.
+fn has_parameters(gateway: &Gateway) -> bool {
+    gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .is_some_and(|i| i.parameters_ref.is_some())
+}
+
 /// Where `listener` is served, given its Gateway's addresses.
 fn sites(assigned: &Assigned, listener: &OurListener<'_>) -> Vec<Site> {
     let (Some(proto), Ok(port)) = (listener.proto, u16::try_from(listener.spec.port)) else {
@@ -1001,6 +1094,7 @@ fn conflicts(listeners: &mut [OurListener<'_>]) {
     }
     for (listener, reason) in listeners.iter_mut().zip(reasons) {
         let Some(reason) = reason else { continue };
+        listener.attachable = false;
         listener.usable = false;
         for c in &mut listener.conditions {
             match c.type_ {

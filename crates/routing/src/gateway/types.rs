@@ -140,12 +140,26 @@ pub struct GatewaySpec {
     /// The GatewayClass.
     #[serde(default)]
     pub gateway_class_name: String,
+    /// `infrastructure`: only its `parametersRef` is read (sluice has no parameters and
+    /// refuses a Gateway that names some); labels and annotations have no infrastructure to
+    /// go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
     /// The listeners.
     #[serde(default)]
     pub listeners: Vec<Listener>,
     /// Requested addresses (`{type, value}`): IP addresses are bound (see `addresses.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<serde_json::Value>,
+}
+
+/// `Gateway.spec.infrastructure`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayInfrastructure {
+    /// `parametersRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<serde_json::Value>,
 }
 
 /// `Gateway.spec.listeners[]`.
