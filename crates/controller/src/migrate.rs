@@ -137,7 +137,7 @@ pub struct ClassReport {
 /// An annotation that has no effect under sluice.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AnnotationProblem {
-    /// The full key.
+    /// The full key; for a rule serving drops, the field (`spec.rules[0].http.paths[1]`).
     pub annotation: String,
     /// `UnsupportedAnnotation`, `InvalidAnnotation`, `SnippetRefused` or `FailedClosed`: the Event reason
     /// the controller emits on the Ingress.
@@ -239,6 +239,11 @@ impl MigrationReport {
                     "InvalidAnnotation" => "invalid",
                     "SnippetRefused" => "refused",
                     "FailedClosed" => "CLOSED",
+                    "ConflictLost" => "not served",
+                    "CanaryWithoutMain" => "no traffic",
+                    "InvalidPath" | "InvalidHost" | "InvalidBackend" | "UnsupportedBackend" => {
+                        "skipped"
+                    }
                     other => other,
                 };
                 let _ = writeln!(s, "  {label:W$} {}: {}", p.annotation, p.detail);
@@ -379,7 +384,7 @@ pub fn build_report(
             let annotations = ingress.metadata.annotations.clone().unwrap_or_default();
             let checked = check_annotations(&annotations);
             let class = cx.report(ingress, &annotations, served);
-            let problems: Vec<AnnotationProblem> = checked
+            let mut problems: Vec<AnnotationProblem> = checked
                 .problems
                 .into_iter()
                 .map(|(annotation, reason, detail)| AnnotationProblem {
@@ -388,6 +393,29 @@ pub fn build_report(
                     detail,
                 })
                 .collect();
+            // What serving drops from this Ingress's rules (a second canary for a path,
+            // an older Ingress's claim, an invalid path or host): its Events in a cluster.
+            // Backend and Secret problems are left out: the report has no Services or
+            // Secrets to check against.
+            for d in compiled.diagnostics.iter().filter(|d| {
+                d.object.namespace == namespace
+                    && d.object.name == name
+                    && matches!(
+                        d.reason,
+                        Reason::ConflictLost { .. }
+                            | Reason::CanaryWithoutMain
+                            | Reason::InvalidPath
+                            | Reason::InvalidHost
+                            | Reason::InvalidBackend
+                            | Reason::UnsupportedBackend
+                    )
+            }) {
+                problems.push(AnnotationProblem {
+                    annotation: d.field.clone(),
+                    reason: reason_name(&d.reason),
+                    detail: d.message.clone(),
+                });
+            }
             let mut honoured = checked.honoured;
             honoured.sort();
             IngressReport {

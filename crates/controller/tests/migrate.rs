@@ -520,7 +520,9 @@ async fn a_kubectl_list_dump_and_other_kinds_beside_an_ingress_are_read() {
     );
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\n---\n{}",
-        CLEAN.replace("name: clean", "name: beside")
+        CLEAN
+            .replace("name: clean", "name: beside")
+            .replace("shop.example.com", "beside.example.com")
     );
     let dir = dir_with(&[]);
     std::fs::create_dir_all(dir.path().join("exported")).unwrap();
@@ -537,4 +539,63 @@ async fn a_kubectl_list_dump_and_other_kinds_beside_an_ingress_are_read() {
         ),
         "{text}"
     );
+}
+
+/// #33: a second canary for one host and path is not served (the older canary keeps it),
+/// so `migrate` must not call it fully supported: what serving drops from an Ingress's
+/// rules is reported with the field, as its Event says in a cluster.
+#[tokio::test]
+async fn a_second_canary_for_a_path_is_reported_not_honoured() {
+    let ingress = |name: &str, age: &str, canary: bool| {
+        let annotations = if canary {
+            "    nginx.ingress.kubernetes.io/canary: \"true\"\n    nginx.ingress.kubernetes.io/canary-weight: \"10\"\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {name}
+  namespace: shop
+  creationTimestamp: \"{age}\"
+  annotations:
+    kubernetes.io/ingress.class: sluice
+{annotations}spec:
+  rules:
+  - host: shop.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {{service: {{name: {name}, port: {{number: 80}}}}}}
+---
+"
+        )
+    };
+    let text = [
+        ingress("main", "2024-01-01T00:00:00Z", false),
+        ingress("canary-a", "2024-01-01T00:00:01Z", true),
+        ingress("canary-b", "2024-01-01T00:00:02Z", true),
+    ]
+    .concat();
+    let dir = dir_with(&[("canaries.yaml", &text)]);
+    let (code, out, err) = migrate(&["--manifests", path(&dir)]).await;
+    assert_eq!(code, EXIT_CHANGES, "{out}{err}");
+    assert!(out.contains("\nshop/canary-a: fully supported\n"), "{out}");
+    let b = out
+        .split("\nshop/canary-b:")
+        .nth(1)
+        .unwrap_or_default()
+        .split("\nshop/")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!b.starts_with(" fully supported"), "{out}");
+    assert!(
+        b.contains("ConflictLost") || b.contains("already has the canary"),
+        "{out}"
+    );
+    assert!(b.contains("spec.rules[0].http.paths[0]"), "{out}");
+    assert!(b.contains("Ingress shop/canary-a"), "{out}");
 }

@@ -1059,6 +1059,17 @@ async fn auth_url_allows_denies_redirects_and_copies_headers() {
                     ("auth-signin", "https://login.example.com/start"),
                 ],
             ),
+            // oauth2-proxy's form from ingress-nginx's docs: variables expanded, `rd` kept.
+            annotated(
+                Route::new("oauth.example.com", "web", vec![backend.addr()]),
+                &[
+                    ("auth-url", &url),
+                    (
+                        "auth-signin",
+                        "https://$host/oauth2/start?rd=$escaped_request_uri",
+                    ),
+                ],
+            ),
             annotated(
                 Route::new("down.example.com", "web", vec![backend.addr()]),
                 &[("auth-url", &format!("http://{}/", closed_port().await))],
@@ -1101,6 +1112,13 @@ async fn auth_url_allows_denies_redirects_and_copies_headers() {
             assert_eq!(
                 got.headers["location"],
                 "https://login.example.com/start?rd=http%3A%2F%2Fsignin.example.com%2Fa%3Fb%3Dc"
+            );
+
+            let got = request(&proxy, shape, "oauth.example.com", "/a?b=c", &[]).await;
+            assert_eq!(got.status, 302, "{label}");
+            assert_eq!(
+                got.headers["location"],
+                "https://oauth.example.com/oauth2/start?rd=%2Fa%3Fb%3Dc"
             );
 
             let forbidden = [("authorization", "Bearer forbidden")];

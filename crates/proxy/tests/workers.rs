@@ -240,3 +240,46 @@ async fn gateway_sockets_are_served_by_every_worker_and_closed_with_the_table() 
     })
     .await;
 }
+
+/// #28: a Gateway socket whose port another socket holds is reported, not served, and is
+/// bound once a later table names it again and the port is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_socket_whose_port_is_taken_is_reported_and_bound_later() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let holder = std::net::TcpListener::bind("127.84.0.1:0").expect("a port to hold");
+        let port = holder.local_addr().unwrap().port();
+        let mut inputs = inputs(&[Route::new("unused.example", "web", vec![web.addr()])]);
+        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(
+            v: serde_json::Value,
+        ) -> std::sync::Arc<T> {
+            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
+        }
+        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+        inputs.gateways = vec![object(
+            serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
+            "spec": {"gatewayClassName": "sluice", "addresses": [{"value": "127.84.0.1"}],
+                     "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}]}}),
+        )];
+        inputs.http_routes = vec![object(serde_json::json!({
+            "metadata": {"namespace": NS, "name": "own"},
+            "spec": {"parentRefs": [{"name": "gw"}],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))];
+        let table = || sluice_routing::compile(&inputs, &Default::default()).table;
+        let socket: std::net::SocketAddr = format!("127.84.0.1:{port}").parse().unwrap();
+        let failures = proxy.table.update(table(), Duration::from_millis(1));
+        let why = failures.get(&socket).cloned().unwrap_or_default();
+        assert!(
+            why.contains(&format!("port {port} is in use")),
+            "{failures:?}"
+        );
+        drop(holder);
+        let failures = proxy.table.update(table(), Duration::from_millis(1));
+        assert!(failures.is_empty(), "{failures:?}");
+        assert_eq!(get(socket, "any.example", "/").await.status, 200);
+    })
+    .await;
+}

@@ -584,9 +584,162 @@ pub struct ExternalAuth {
     pub request_redirect: Option<String>,
 }
 
+/// The nginx variables `auth-signin` may name (those of ingress-nginx's oauth2-proxy
+/// examples), expanded from the request when a client is sent to sign in; any other is
+/// refused when the annotation is read.
+pub const SIGNIN_VARIABLES: [&str; 7] = [
+    "host",
+    "http_host",
+    "best_http_host",
+    "scheme",
+    "pass_access_scheme",
+    "request_uri",
+    "escaped_request_uri",
+];
+
+impl ExternalAuth {
+    /// Where a 401 sends the client (`auth-signin`), for a request to `scheme://host` with
+    /// request URI `uri` (`host` as the client sent it): the value with its variables
+    /// expanded and, unless it already has the `signin_redirect_param` parameter,
+    /// `<param>=<the original URL, escaped>` added, as ingress-nginx's `buildAuthSignURL`
+    /// does. `None` without `auth-signin`.
+    pub fn signin_location(&self, scheme: &str, host: &str, uri: &str) -> Option<String> {
+        let signin = self.signin.as_deref()?;
+        let bare_host = host
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()) && !host.ends_with(']'))
+            .map_or(host, |(name, _)| name);
+        let mut location = expand_variables(signin, |name| match name {
+            "host" => Some(bare_host.to_ascii_lowercase()),
+            "http_host" | "best_http_host" => Some(host.to_owned()),
+            "scheme" | "pass_access_scheme" => Some(scheme.to_owned()),
+            "request_uri" => Some(uri.to_owned()),
+            "escaped_request_uri" => Some(escape_component(uri)),
+            _ => None,
+        })
+        .ok()?;
+        let param = &self.signin_redirect_param;
+        let has_param = location.split_once('?').is_some_and(|(_, query)| {
+            query
+                .split('&')
+                .any(|pair| pair.split('=').next() == Some(param.as_str()))
+        });
+        if !has_param {
+            location.push(if location.contains('?') { '&' } else { '?' });
+            location.push_str(param);
+            location.push('=');
+            location.push_str(&escape_component(&format!("{scheme}://{host}{uri}")));
+        }
+        Some(location)
+    }
+}
+
+/// `template` with every `$name` replaced by `value(name)`; the first name `value` does
+/// not know is the error.
+pub(crate) fn expand_variables(
+    template: &str,
+    value: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        // nginx's `${name}` form too.
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => match braced.split_once('}') {
+                Some((name, tail)) => (name, tail),
+                None => return Err(format!("${{{braced}: no closing brace")),
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        match value(name) {
+            Some(v) => out.push_str(&v),
+            None => return Err(format!("${name}")),
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Percent-encodes all but unreserved characters (RFC 3986 section 2.3).
+fn escape_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ingress-nginx's `buildAuthSignURL` and the oauth2-proxy examples of its docs.
+    #[test]
+    fn signin_locations_expand_the_request_and_add_rd_once() {
+        let auth = |signin: &str| ExternalAuth {
+            url: "http://auth/".parse().unwrap(),
+            method: Method::GET,
+            signin: Some(signin.to_owned()),
+            signin_redirect_param: "rd".to_owned(),
+            response_headers: Vec::new(),
+            request_redirect: None,
+        };
+        let at = |signin: &str| {
+            auth(signin)
+                .signin_location("https", "App.example.com:8443", "/a b?x=1")
+                .unwrap()
+        };
+        assert_eq!(
+            at("https://login.example.com/start"),
+            "https://login.example.com/start?rd=https%3A%2F%2FApp.example.com%3A8443%2Fa%20b%3Fx%3D1"
+        );
+        assert_eq!(
+            at("https://$host/oauth2/start?rd=$escaped_request_uri"),
+            "https://app.example.com/oauth2/start?rd=%2Fa%20b%3Fx%3D1"
+        );
+        assert_eq!(
+            at("https://auth.example.com/oauth2/start?rd=$scheme://$http_host$request_uri"),
+            "https://auth.example.com/oauth2/start?rd=https://App.example.com:8443/a b?x=1"
+        );
+        assert!(at("/login?a=1").starts_with("/login?a=1&rd=https%3A%2F%2F"));
+        assert_eq!(
+            at("https://${host}/start?next=1"),
+            "https://app.example.com/start?next=1&rd=https%3A%2F%2FApp.example.com%3A8443%2Fa%20b%3Fx%3D1"
+        );
+        let none = ExternalAuth {
+            signin: None,
+            ..auth("x")
+        };
+        assert_eq!(none.signin_location("https", "h", "/"), None);
+    }
+
+    #[test]
+    fn unknown_variables_are_named() {
+        assert_eq!(
+            expand_variables("a$cookie_x", |_| None),
+            Err("$cookie_x".into())
+        );
+        assert_eq!(
+            expand_variables("${host", |_| None),
+            Err("${host: no closing brace".into())
+        );
+        assert_eq!(
+            expand_variables("$host$request_uri", |n| Some(n.to_uppercase())),
+            Ok("HOSTREQUEST_URI".into())
+        );
+    }
 
     #[test]
     fn origin_patterns() {

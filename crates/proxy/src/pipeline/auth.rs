@@ -11,7 +11,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -90,18 +89,15 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
                 })
                 .collect(),
         ),
-        401 => match &auth.signin {
-            Some(signin) => {
-                let location = signin_location(signin, &auth.signin_redirect_param, original);
-                match HeaderValue::try_from(location) {
-                    Ok(location) => Verdict::Deny(Answer {
-                        status: StatusCode::FOUND,
-                        location: Some(location),
-                        fields: Vec::new(),
-                    }),
-                    Err(_) => Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR),
-                }
-            }
+        401 => match auth.signin_location(original.scheme, original.host, original.uri) {
+            Some(location) => match HeaderValue::try_from(location) {
+                Ok(location) => Verdict::Deny(Answer {
+                    status: StatusCode::FOUND,
+                    location: Some(location),
+                    fields: Vec::new(),
+                }),
+                Err(_) => Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR),
+            },
             None => Verdict::Deny(Answer {
                 status: StatusCode::UNAUTHORIZED,
                 location: None,
@@ -190,24 +186,6 @@ fn subrequest<'a, F: Fields<'a>>(
     builder.body(RequestBody::Empty).map_err(|e| e.to_string())
 }
 
-/// `auth-signin` with the original URL added as `<param>=<escaped URL>`.
-fn signin_location<F>(signin: &str, param: &str, original: &Original<'_, F>) -> String {
-    let url = format!("{}://{}{}", original.scheme, original.host, original.uri);
-    let mut location = String::with_capacity(signin.len() + url.len() * 3);
-    location.push_str(signin);
-    location.push(if signin.contains('?') { '&' } else { '?' });
-    location.push_str(param);
-    location.push('=');
-    for byte in url.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-            location.push(byte as char);
-        } else {
-            let _ = write!(location, "%{byte:02X}");
-        }
-    }
-    location
-}
-
 /// The auth service's address (a literal, or a name looked up and kept for [`DNS_TTL`]).
 async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -234,27 +212,4 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         cache.insert(key, (addr, Instant::now()));
     });
     Ok(addr)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signin_carries_the_original_url_like_ingress_nginx_rd() {
-        let headers = HeaderMap::new();
-        let original = Original {
-            method: "GET",
-            fields: &headers,
-            scheme: "https",
-            host: "app.example.com",
-            uri: "/a b?x=1",
-            client: "10.0.0.1".parse().unwrap(),
-        };
-        assert_eq!(
-            signin_location("https://login.example.com/start", "rd", &original),
-            "https://login.example.com/start?rd=https%3A%2F%2Fapp.example.com%2Fa%20b%3Fx%3D1"
-        );
-        assert!(signin_location("/login?a=1", "next", &original).starts_with("/login?a=1&next="));
-    }
 }

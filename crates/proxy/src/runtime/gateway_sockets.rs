@@ -96,7 +96,19 @@ impl GatewaySockets {
                 Ok(sockets) => sockets,
                 Err(error) => {
                     warn!(%addr, %error, "Gateway socket cannot be bound");
-                    failures.insert(addr, error.to_string());
+                    let why = if error.kind() == std::io::ErrorKind::AddrInUse {
+                        // The proxy's own listener on 0.0.0.0 holds the port on every
+                        // address too.
+                        format!(
+                            "port {} is in use on that address (by another process, or by \
+                             this proxy's own listener on 0.0.0.0 or ::: bind --http-addr and \
+                             --https-addr to the node's address)",
+                            addr.port()
+                        )
+                    } else {
+                        error.to_string()
+                    };
+                    failures.insert(addr, why);
                     continue;
                 }
             };

@@ -28,6 +28,37 @@ pub(crate) fn parse_url(value: &str) -> Result<Uri, String> {
     }
 }
 
+/// Checks an `auth-signin` value: an absolute `http://`/`https://` URL or a path once its
+/// variables (only [`crate::policy::SIGNIN_VARIABLES`]) are expanded from a request.
+fn check_signin(value: &str) -> Result<(), String> {
+    let sample = crate::policy::expand_variables(value, |name| {
+        crate::policy::SIGNIN_VARIABLES.contains(&name).then(|| {
+            match name {
+                "scheme" | "pass_access_scheme" => "https",
+                "request_uri" | "escaped_request_uri" => "/path",
+                _ => "host.example",
+            }
+            .to_owned()
+        })
+    })
+    .map_err(|variable| {
+        format!(
+            "{value:?}: nginx variable {variable} is not expanded here; auth-signin may use \
+             {}",
+            crate::policy::SIGNIN_VARIABLES
+                .map(|v| format!("${v}"))
+                .join(", ")
+        )
+    })?;
+    let shaped =
+        sample.starts_with("http://") || sample.starts_with("https://") || sample.starts_with('/');
+    if shaped && sample.parse::<Uri>().is_ok() {
+        Ok(())
+    } else {
+        Err(format!("{value:?} is not a URL or path"))
+    }
+}
+
 /// Parses the companions of a valid `auth-url`; per key, a problem for values that do not
 /// parse (their defaults apply).
 pub(crate) fn parse_auth(
@@ -48,20 +79,13 @@ pub(crate) fn parse_auth(
     };
     let signin = match get("auth-signin") {
         None => None,
-        Some(s)
-            if (s.starts_with("http://") || s.starts_with("https://") || s.starts_with('/'))
-                && !s.contains('$')
-                && s.parse::<Uri>().is_ok() =>
-        {
-            Some(s.to_owned())
-        }
-        Some(s) => {
-            problems.push((
-                "auth-signin",
-                format!("{s:?} is not a URL or path (nginx variables are not expanded)"),
-            ));
-            None
-        }
+        Some(s) => match check_signin(s) {
+            Ok(()) => Some(s.to_owned()),
+            Err(why) => {
+                problems.push(("auth-signin", why));
+                None
+            }
+        },
     };
     let signin_redirect_param = match get("auth-signin-redirect-param") {
         None => "rd".to_owned(),
@@ -178,12 +202,30 @@ mod tests {
         assert_eq!(auth.method, Method::POST);
         assert_eq!(auth.signin_redirect_param, "rd");
         assert_eq!(auth.response_headers.len(), 2);
+        // The oauth2-proxy forms of ingress-nginx's docs are read; other variables are
+        // refused, naming them and what may be used.
+        for ok in [
+            "https://$host/oauth2/start?rd=$escaped_request_uri",
+            "https://auth.example.com/oauth2/start?rd=$scheme://$host$request_uri",
+        ] {
+            let (auth, problems) = parse_auth(
+                parse_url("http://auth/").unwrap(),
+                &[("auth-signin", ok)].into_iter().collect(),
+            );
+            assert!(problems.is_empty(), "{ok}: {problems:?}");
+            assert_eq!(auth.signin.as_deref(), Some(ok));
+        }
         let (_, problems) = parse_auth(
             parse_url("http://auth/").unwrap(),
-            &[("auth-signin", "https://$host/login")]
+            &[("auth-signin", "https://$cookie_idp/login")]
                 .into_iter()
                 .collect(),
         );
         assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].1.contains("$cookie_idp is not expanded here")
+                && problems[0].1.contains("$host"),
+            "{problems:?}"
+        );
     }
 }
