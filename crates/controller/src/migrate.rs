@@ -794,8 +794,9 @@ mod tests {
     /// An Ingress `ns/name` with `annotations`, `spec` merged over one rule.
     fn ing(ns: &str, name: &str, annotations: &[(&str, &str)], spec: serde_json::Value) -> Ingress {
         let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+        // A host of its own: Ingresses of one test do not claim each other's paths.
         let mut base = json!({
-            "rules": [{"host": "a.test", "http": {"paths": [
+            "rules": [{"host": format!("{name}.{ns}.test"), "http": {"paths": [
                 {"path": "/", "pathType": "Prefix",
                  "backend": {"service": {"name": "web", "port": {"number": 80}}}}
             ]}}]
