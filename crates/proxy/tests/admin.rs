@@ -296,18 +296,14 @@ async fn redirect_only_rules_raise_no_endpoint_warning_and_name_no_service() {
         let proxy = TestProxy::start(sluice_proxy::ProxyArgs::loopback()).await;
         let mut inputs = inputs(&[Route::new("moved.example.com", "gone", vec![])
             .with_annotation("nginx.ingress.kubernetes.io/permanent-redirect", "https://new.example.com")]);
-        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(v: serde_json::Value) -> std::sync::Arc<T> {
-            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
-        }
-        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
-        inputs.gateways = vec![object(serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
-            "spec": {"gatewayClassName": "sluice", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))];
-        inputs.http_routes = vec![object(serde_json::json!({
-            "metadata": {"namespace": NS, "name": "old-site"},
-            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["old.example.com"], "rules": [
+        add_gateway(
+            &mut inputs,
+            serde_json::json!({"listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}),
+            &[("old-site", serde_json::json!({"parentRefs": [{"name": "gw"}],
+                "hostnames": ["old.example.com"], "rules": [
                 {"filters": [{"type": "RequestRedirect",
-                              "requestRedirect": {"hostname": "new.example.com", "statusCode": 301}}]}]}}))];
+                              "requestRedirect": {"hostname": "new.example.com", "statusCode": 301}}]}]}))],
+        );
         let compiled = sluice_routing::compile(&inputs, &sluice_routing::CompileOptions::default());
         proxy.table.update(compiled.table, Duration::from_millis(1));
 

@@ -184,22 +184,15 @@ async fn gateway_sockets_are_served_by_every_worker_and_closed_with_the_table() 
         };
         let proxy = TestProxy::start(args).await;
         let mut inputs = inputs(&[Route::new("shared.example", "web", vec![web.addr()])]);
-        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(
-            v: serde_json::Value,
-        ) -> std::sync::Arc<T> {
-            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
-        }
-        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
-        inputs.gateways = vec![object(
-            serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
-            "spec": {"gatewayClassName": "sluice",
-                     "listeners": [{"name": "http", "port": 18081, "protocol": "HTTP"}]}}),
-        )];
-        inputs.http_routes = vec![object(serde_json::json!({
-            "metadata": {"namespace": NS, "name": "own"},
-            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["own.example"],
-                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))];
+        add_gateway(
+            &mut inputs,
+            serde_json::json!({"listeners": [{"name": "http", "port": 18081, "protocol": "HTTP"}]}),
+            &[(
+                "own",
+                serde_json::json!({"parentRefs": [{"name": "gw"}], "hostnames": ["own.example"],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+            )],
+        );
         let options = sluice_routing::CompileOptions {
             gateway_address_pool: Some("127.82.0.1".parse().expect("pool")),
             ..Default::default()
@@ -252,22 +245,16 @@ async fn a_gateway_socket_whose_port_is_taken_is_reported_and_bound_later() {
         let holder = std::net::TcpListener::bind("127.84.0.1:0").expect("a port to hold");
         let port = holder.local_addr().unwrap().port();
         let mut inputs = inputs(&[Route::new("unused.example", "web", vec![web.addr()])]);
-        fn object<T: k8s_openapi::serde::de::DeserializeOwned>(
-            v: serde_json::Value,
-        ) -> std::sync::Arc<T> {
-            std::sync::Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
-        }
-        inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
-        inputs.gateways = vec![object(
-            serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
-            "spec": {"gatewayClassName": "sluice", "addresses": [{"value": "127.84.0.1"}],
-                     "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}]}}),
-        )];
-        inputs.http_routes = vec![object(serde_json::json!({
-            "metadata": {"namespace": NS, "name": "own"},
-            "spec": {"parentRefs": [{"name": "gw"}],
-                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))];
+        add_gateway(
+            &mut inputs,
+            serde_json::json!({"addresses": [{"value": "127.84.0.1"}],
+                "listeners": [{"name": "http", "port": port, "protocol": "HTTP"}]}),
+            &[(
+                "own",
+                serde_json::json!({"parentRefs": [{"name": "gw"}],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+            )],
+        );
         let table = || sluice_routing::compile(&inputs, &Default::default()).table;
         let socket: std::net::SocketAddr = format!("127.84.0.1:{port}").parse().unwrap();
         let failures = proxy.table.update(table(), Duration::from_millis(1));

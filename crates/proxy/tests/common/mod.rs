@@ -79,6 +79,29 @@ fn object<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value)
     Arc::new(serde_json::from_value(value).expect("valid Kubernetes object"))
 }
 
+/// Adds Gateway API objects to `inputs`: the GatewayClass `sluice` (the default
+/// controller name), a Gateway `gw` in [`NS`] with this `spec` (its class filled in), and
+/// HTTPRoutes in [`NS`] (`name` and `spec` each).
+#[allow(dead_code)] // not every test binary uses it
+pub fn add_gateway(
+    inputs: &mut Inputs,
+    mut spec: serde_json::Value,
+    routes: &[(&str, serde_json::Value)],
+) {
+    spec["gatewayClassName"] = json!("sluice");
+    inputs.gateway_classes = vec![object(json!({"metadata": {"name": "sluice"},
+        "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+    inputs.gateways = vec![object(
+        json!({"metadata": {"namespace": NS, "name": "gw"}, "spec": spec}),
+    )];
+    inputs.http_routes = routes
+        .iter()
+        .map(|(name, spec)| {
+            object(json!({"metadata": {"namespace": NS, "name": name}, "spec": spec}))
+        })
+        .collect();
+}
+
 /// The cluster objects for `routes`: our IngressClass, one Ingress per route, and one Service
 /// + Endpoints (+ TLS Secret) per distinct service.
 pub fn inputs(routes: &[Route]) -> Inputs {
