@@ -327,6 +327,34 @@ pub(crate) struct ListenerRoutes {
     /// An `HTTPS` listener (TLS is terminated on the socket).
     pub https: bool,
     pub rules: HostRules,
+    /// The host names of the usable `HTTPS` listeners on this socket (`Any`: one without).
+    pub tls_listeners: Vec<crate::host::HostPattern>,
+}
+
+impl ListenerRoutes {
+    /// The listener of this socket a name falls under: an exact host name, else the most
+    /// specific wildcard (one or more labels), else the listener without a host name.
+    fn listener_for(&self, name: &str) -> Option<&crate::host::HostPattern> {
+        use crate::host::HostPattern;
+        self.tls_listeners
+            .iter()
+            .find(|l| matches!(l, HostPattern::Exact(h) if h == name))
+            .or_else(|| {
+                crate::host::wildcard_suffixes(name).find_map(|suffix| {
+                    self.tls_listeners
+                        .iter()
+                        .find(|l| matches!(l, HostPattern::Wildcard(s) if s == suffix))
+                })
+            })
+            .or_else(|| self.tls_listeners.iter().find(|l| **l == HostPattern::Any))
+    }
+
+    /// Whether a request for canonical `host` on a TLS connection whose SNI was `sni`
+    /// (canonical) belongs to another listener than the connection's (Gateway API
+    /// `GatewayHTTPSListenerDetectMisdirectedRequests`: answered 421, RFC 9110 15.5.20).
+    pub(crate) fn misdirected(&self, sni: &str, host: &str) -> bool {
+        self.https && sni != host && self.listener_for(sni) != self.listener_for(host)
+    }
 }
 
 /// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`

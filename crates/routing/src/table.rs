@@ -101,6 +101,10 @@ pub struct WeightedBackend {
     /// `false` when the reference is invalid (unknown Service or kind, not permitted
     /// across namespaces): requests drawn for it get 500, as the spec says.
     pub usable: bool,
+    /// The entry (index) whose policy applies to requests drawn for this backend, when the
+    /// `backendRef` has filters of its own (the rule's entry with them applied); `None`:
+    /// the rule's entry.
+    pub entry: Option<usize>,
 }
 
 /// A `RequestMirror` target: `numerator / denominator` of requests are copied.
@@ -277,6 +281,21 @@ impl RouteTable {
     /// nothing answers 404, an Ingress one the default backend.
     pub fn route_request(&self, request: &RequestInfo<'_>) -> Option<usize> {
         self.lookup(request.host, request.path, Some(request))
+    }
+
+    /// Whether a request for `host` that arrived on Gateway socket `socket` over TLS with
+    /// SNI `sni` belongs to another `HTTPS` listener of that socket than the one the SNI
+    /// chose: the request is answered 421 Misdirected Request (Gateway API
+    /// `GatewayHTTPSListenerDetectMisdirectedRequests`).
+    pub fn misdirected(&self, socket: std::net::SocketAddr, sni: &str, host: &str) -> bool {
+        let Some(routes) = self.gateway.as_ref().and_then(|g| g.listeners.get(&socket)) else {
+            return false;
+        };
+        let mut sni_buf = [0u8; 256];
+        let mut host_buf = [0u8; 256];
+        let sni = normalize_request_host_in(sni, &mut sni_buf);
+        let host = normalize_request_host_in(host, &mut host_buf);
+        routes.misdirected(&sni, &host)
     }
 
     /// The rule set that owns requests for canonical `host`, and what answers when none of

@@ -316,17 +316,19 @@ async fn serve_connection(
         return;
     };
     let trusted = client.shared.policy.trusts(peer.ip());
-    let ctx = Arc::new(ConnCtx {
+    let mut ctx = ConnCtx {
         shared: client.shared,
         peer,
         forwarded: Forwarded::new(peer.ip(), client.tls, client.local_port, trusted),
         tls: client.tls,
         gateway: client.gateway,
-    });
+        sni: None,
+    };
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);
     match transport {
         Transport::Plain => {
+            let ctx = Arc::new(ctx);
             let mut io = ActivityIo::new(stream, Arc::clone(&activity), send_timeout);
             let first = tokio::time::timeout(protocols.handshake_timeout, sniff(&mut io, early));
             let sniffed = tokio::select! {
@@ -388,6 +390,10 @@ async fn serve_connection(
                 }
             };
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            if ctx.gateway.is_some() {
+                ctx.sni = tls.get_ref().1.server_name().map(Box::from);
+            }
+            let ctx = Arc::new(ctx);
             let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {
                 serve_http(

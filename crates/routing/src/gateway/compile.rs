@@ -356,13 +356,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for listener in &listeners {
             for site in &listener.sites {
                 if let Site::Own(addr, proto) = site {
-                    gateway_routes
-                        .listeners
-                        .entry(*addr)
-                        .or_insert_with(|| ListenerRoutes {
-                            https: *proto == Proto::Https,
-                            rules: HostRules::default(),
-                        });
+                    let routes =
+                        gateway_routes
+                            .listeners
+                            .entry(*addr)
+                            .or_insert_with(|| ListenerRoutes {
+                                https: *proto == Proto::Https,
+                                ..ListenerRoutes::default()
+                            });
+                    if *proto == Proto::Https && listener.usable {
+                        routes.tls_listeners.push(listener.host.clone());
+                    }
                 }
             }
         }
@@ -376,7 +380,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         .entry(addr)
                         .or_insert_with(|| ListenerRoutes {
                             https: proto == Proto::Https,
-                            rules: HostRules::default(),
+                            ..ListenerRoutes::default()
                         })
                         .rules
                 }
@@ -952,6 +956,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     backend: target,
                     weight,
                     usable,
+                    entry: None,
                 });
             }
             let mirrors: Vec<Mirror> = rule
@@ -975,12 +980,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .unwrap_or_else(|| {
                     backends.placeholder(written_ref(namespace, &BackendObjectReference::default()))
                 });
-            // One usable backend: the plain path, no draw.
-            let split = if split.len() == 1 && split[0].usable && split[0].weight > 0 {
-                Vec::new()
-            } else {
-                split
-            };
+            // One usable backend without filters of its own: the plain path, no draw.
+            let own_filters = rule.backend_edits.iter().any(Option::is_some);
+            let split =
+                if split.len() == 1 && split[0].usable && split[0].weight > 0 && !own_filters {
+                    Vec::new()
+                } else {
+                    split
+                };
             for (m, matched) in rule.matches.iter().enumerate() {
                 if let PathCond::Regex(p) = &matched.path
                     && !regexes.contains_key(p)
@@ -1004,6 +1011,24 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             .rewrite_path
                             .as_ref()
                             .map(|p| p.for_match(&matched.path));
+                        let mut split = split.clone();
+                        for (target, edits) in split.iter_mut().zip(&rule.backend_edits) {
+                            let Some(edits) = edits else { continue };
+                            // The entry of requests drawn for this backend: the rule's,
+                            // with the backendRef's filters after the rule's.
+                            target.entry = Some(table.entries.len());
+                            table.entries.push(RouteEntry {
+                                backend: Arc::clone(&target.backend),
+                                policy: Arc::new(edits.applied_to(&policy)),
+                                source: source.clone(),
+                                rewrite: None,
+                                fallback: None,
+                                canary: None,
+                                split: Vec::new(),
+                                fixed_status: None,
+                                mirrors: mirrors.clone(),
+                            });
+                        }
                         let id = table.entries.len() as u32;
                         table.entries.push(RouteEntry {
                             backend: Arc::clone(&backend),
@@ -1012,7 +1037,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             rewrite: None,
                             fallback: None,
                             canary: None,
-                            split: split.clone(),
+                            split,
                             fixed_status,
                             mirrors: mirrors.clone(),
                         });

@@ -6,7 +6,8 @@
 //! * `types.rs`: the objects, typed for the fields sluice reads.
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
-//!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`).
+//!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`;
+//!   the `CORS` filter in `cors.rs`, `retry` in `retry.rs`).
 //! * `../rules.rs`: the request-time lookup, in the spec's precedence order
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
@@ -26,7 +27,9 @@
 
 mod addresses;
 pub(crate) mod compile;
+mod cors;
 mod hostname;
+mod retry;
 mod rule;
 mod status;
 mod types;

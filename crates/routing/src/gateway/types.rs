@@ -323,6 +323,24 @@ pub struct HttpRouteRule {
     /// `timeouts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<HttpRouteTimeouts>,
+    /// `retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<HttpRouteRetry>,
+}
+
+/// `rules[].retry`: when a failed try is repeated.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRetry {
+    /// Response statuses (500-599) that are tried again.
+    #[serde(default)]
+    pub codes: Vec<i32>,
+    /// How many times a request is tried again (not counting the first try).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i32>,
+    /// The wait before each repeated try (a Gateway API duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
 }
 
 /// `rules[].matches[]`: every condition given must hold.
@@ -397,6 +415,33 @@ pub struct HttpRouteFilter {
     /// For `RequestMirror`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mirror: Option<HttpRequestMirrorFilter>,
+    /// For `CORS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<HttpCorsFilter>,
+}
+
+/// `CORS`: the cross-origin answers of the route.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpCorsFilter {
+    /// `https://a.example`, `https://*.example`, or `*`.
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    /// Methods, or `*`.
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    /// Request header names, or `*`.
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    /// Response header names the browser may show to the page.
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    /// `Access-Control-Allow-Credentials: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    /// `Access-Control-Max-Age` (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i32>,
 }
 
 /// `RequestHeaderModifier` / `ResponseHeaderModifier`.
