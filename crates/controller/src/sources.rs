@@ -14,7 +14,7 @@ use sluice_informer::{
     wait_for_cache_sync,
 };
 use sluice_routing::Inputs;
-use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use sluice_routing::gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -56,6 +56,8 @@ pub struct GatewayInformers {
     pub gateways: SharedIndexInformer<Gateway>,
     /// gateway.networking.k8s.io/v1 HTTPRoute.
     pub routes: SharedIndexInformer<HttpRoute>,
+    /// gateway.networking.k8s.io/v1 GRPCRoute.
+    pub grpc_routes: SharedIndexInformer<GrpcRoute>,
     /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
     pub grants: SharedIndexInformer<ReferenceGrant>,
     /// core/v1 Namespace (cluster-scoped; only labels are read).
@@ -82,16 +84,18 @@ impl GatewayInformers {
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            grpc_routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             grants: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all)),
         }
     }
 
-    fn handles(&self) -> [Arc<dyn InformerHandle>; 5] {
+    fn handles(&self) -> [Arc<dyn InformerHandle>; 6] {
         [
             Arc::new(self.classes.clone()),
             Arc::new(self.gateways.clone()),
             Arc::new(self.routes.clone()),
+            Arc::new(self.grpc_routes.clone()),
             Arc::new(self.grants.clone()),
             Arc::new(self.namespaces.clone()),
         ]
@@ -138,6 +142,7 @@ pub fn manifest_kinds() -> Kinds {
         .with::<GatewayClass>()
         .with::<Gateway>()
         .with::<HttpRoute>()
+        .with::<GrpcRoute>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
         // The standard channel serves these at both versions, with one schema.
@@ -243,6 +248,7 @@ impl IngressInformers {
                 classes: SharedIndexInformer::new(dir.source::<GatewayClass>(), None),
                 gateways: SharedIndexInformer::new(dir.source::<Gateway>(), None),
                 routes: SharedIndexInformer::new(dir.source::<HttpRoute>(), None),
+                grpc_routes: SharedIndexInformer::new(dir.source::<GrpcRoute>(), None),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
             }),
@@ -364,6 +370,10 @@ impl IngressInformers {
             http_routes: self
                 .gateway()
                 .map(|g| g.routes.store().list())
+                .unwrap_or_default(),
+            grpc_routes: self
+                .gateway()
+                .map(|g| g.grpc_routes.store().list())
                 .unwrap_or_default(),
             reference_grants: self
                 .gateway()

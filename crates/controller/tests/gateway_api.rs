@@ -391,7 +391,8 @@ async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
     );
     assert_eq!(
         gateway["listeners"][0]["supportedKinds"],
-        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+               {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}])
     );
     let class = classes.get(&gw.class).await?;
     let accepted = condition(

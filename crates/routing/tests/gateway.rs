@@ -1,4 +1,4 @@
-//! Gateway API compiled into the route table: the GATEWAY-HTTP conformance scenarios that
+//! Gateway API compiled into the route table: the GATEWAY-HTTP and GATEWAY-GRPC conformance scenarios that
 //! are a pure function of the objects (class, listeners, attachment, host name
 //! intersection, match precedence, backends and filters), and the statuses they produce.
 //! The same scenarios run end to end against a real API server in the controller's tests.
@@ -1674,4 +1674,124 @@ fn listeners_isolate_their_host_names() {
             "{host}{path}"
         );
     }
+}
+
+/// Gateway API GRPCRoute (GATEWAY-GRPC): a call is `POST /<service>/<method>` and is
+/// routed by its method match and headers exactly like an HTTPRoute's path and headers; its
+/// backends are spoken to in gRPC; HTTP listeners take both kinds unless `allowedRoutes`
+/// narrows them, and a listener that allows only HTTPRoute refuses a GRPCRoute
+/// (`NotAllowedByListeners`).
+#[test]
+fn grpc_routes_route_calls_by_service_method_and_headers() {
+    let mut inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                http_listener("http", None),
+                {"name": "http-only", "port": 8080, "protocol": "HTTP",
+                 "allowedRoutes": {"kinds": [{"kind": "HTTPRoute"}]}},
+            ]),
+        )],
+        vec![],
+    );
+    let grpc = |name: &str, age: u32, spec: Value| -> Arc<sluice_routing::gateway::GrpcRoute> {
+        from(
+            json!({"metadata": {"namespace": "default", "name": name, "generation": 1,
+            "creationTimestamp": ts(age)}, "spec": spec}),
+        )
+    };
+    inputs.grpc_routes = vec![
+        grpc(
+            "echo",
+            1,
+            json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "hostnames": ["grpc.example"],
+                "rules": [
+                    {"matches": [{"method": {"service": "pkg.Echo", "method": "Echo"}}],
+                     "backendRefs": [backend("web", 80)]},
+                    {"matches": [{"method": {"service": "pkg.Echo"},
+                                  "headers": [{"name": "version", "value": "two"}]}],
+                     "backendRefs": [backend("v2", 80)]},
+                    {"matches": [{"method": {"type": "RegularExpression", "service": "pkg\\.Ad.*"}}],
+                     "backendRefs": [backend("api", 80)]}]}),
+        ),
+        grpc(
+            "refused",
+            2,
+            json!({"parentRefs": [{"name": "gw", "sectionName": "http-only"}],
+                "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&inputs);
+    let post = |target: &'static str| get("grpc.example", target).method("POST");
+    let table = &out.table;
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/Echo")).as_deref(),
+        Some("echo->web")
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/EchoTwo").header("version", "two")).as_deref(),
+        Some("echo->v2")
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/EchoTwo")),
+        None,
+        "no rule: 404"
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Admin/Get")).as_deref(),
+        Some("echo->api")
+    );
+    assert_eq!(answer(table, &post("/other.Echo/Echo")), None);
+    let id = table
+        .route_request(&RequestInfo {
+            listener: None,
+            https: false,
+            host: "grpc.example",
+            path: "/pkg.Echo/Echo",
+            query: "",
+            method: "POST",
+            headers: &Headers(Vec::new()),
+        })
+        .expect("routed");
+    assert_eq!(table.entry(id).source.kind, "GRPCRoute");
+    assert_eq!(
+        table.entry(id).policy.protocol,
+        Some(sluice_routing::UpstreamProtocol::Grpc),
+        "gRPC to the backend"
+    );
+
+    let gw = &out.gateway.gateways[0];
+    let by_name: HashMap<&str, _> = gw.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
+    let kinds = |l: &str| -> Vec<String> {
+        by_name[l]
+            .supported_kinds
+            .iter()
+            .map(|k| k.kind.clone())
+            .collect()
+    };
+    assert_eq!(kinds("http"), ["HTTPRoute", "GRPCRoute"]);
+    assert_eq!(kinds("http-only"), ["HTTPRoute"]);
+    assert_eq!(by_name["http"].attached_routes, 1);
+    assert_eq!(accepted(&out.gateway, "echo"), (true, "Accepted"));
+    assert_eq!(route_status(&out.gateway, "echo").object.kind, "GRPCRoute");
+    assert_eq!(
+        accepted(&out.gateway, "refused"),
+        (false, "NotAllowedByListeners")
+    );
+
+    // A method match that cannot be compiled refuses the route, naming the field.
+    inputs.grpc_routes = vec![grpc(
+        "bad",
+        3,
+        json!({"parentRefs": [{"name": "gw"}], "rules": [{"matches": [
+            {"method": {"type": "RegularExpression", "method": "("}}]}]}),
+    )];
+    let out = compiled(&inputs);
+    assert_eq!(accepted(&out.gateway, "bad"), (false, "UnsupportedValue"));
+    let message = &route_status(&out.gateway, "bad").parents[0].conditions[0].message;
+    assert!(
+        message.starts_with("spec.rules[0].matches[0].method: method"),
+        "{message}"
+    );
 }

@@ -12,9 +12,10 @@
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
-    Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, HttpRoute, ObjectStatus,
-    RouteStatus,
+    Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute, HttpRoute,
+    ObjectStatus, RouteStatus,
 };
 
 use crate::sources::GatewayInformers;
@@ -67,6 +68,8 @@ pub fn conditions_json(
 /// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
+    "GRPCRouteNamedRouteRule",
     "Gateway",
     "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
@@ -274,6 +277,12 @@ impl WithStatus for HttpRoute {
     }
 }
 
+impl WithStatus for GrpcRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored
 /// entry would never equal the one computed, so every round would write again and lose
@@ -356,45 +365,92 @@ impl GatewayStatusWriter {
                 .await,
             );
         }
+        // Each kind's routes: written, then our entries taken out of those the compiler
+        // no longer lists (no parentRef names a Gateway of ours any more), leaving others'.
+        let (http, grpc): (Vec<&RouteStatus>, Vec<&RouteStatus>) = statuses
+            .routes
+            .iter()
+            .partition(|r| r.object.kind != "GRPCRoute");
+        tally(
+            self.route_statuses(&self.informers.routes, "HTTPRoute", &http, &now)
+                .await,
+        );
+        tally(
+            self.route_statuses(&self.informers.grpc_routes, "GRPCRoute", &grpc, &now)
+                .await,
+        );
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
+    }
+
+    /// Writes the statuses of `routes` (all of kind `kind`, cached in `informer`), and
+    /// removes our `parents` entries from the other routes of the kind that still carry
+    /// them. The number written.
+    async fn route_statuses<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        kind: &'static str,
+        routes: &[&RouteStatus],
+        now: &str,
+    ) -> anyhow::Result<usize>
+    where
+        K: WithStatus
+            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let mut written = 0;
+        let mut first_error = None;
+        let mut tally = |result: anyhow::Result<usize>| match result {
+            Ok(n) => written += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
         let mut listed = std::collections::HashSet::new();
-        for route in &statuses.routes {
+        for route in routes {
             let object = &route.object;
             let key = format!("{}/{}", object.namespace, object.name);
             listed.insert(key.clone());
-            let Some(current) = self.informers.routes.store().get_by_key(&key) else {
+            let Some(current) = informer.store().get_by_key(&key) else {
                 continue;
             };
-            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &object.namespace);
+            let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(route, old, &self.controller_name, &now)
+                    route_status(route, old, &self.controller_name, now)
                 })
                 .await,
             );
         }
-        // Routes the compiler no longer lists (no parentRef names a Gateway of ours any
-        // more) still carry our old entries: take them out, leaving others' as they are.
-        for current in self.informers.routes.store().list() {
-            let namespace = current.metadata.namespace.clone().unwrap_or_default();
-            let name = current.metadata.name.clone().unwrap_or_default();
+        for current in informer.store().list() {
+            let meta = current.meta();
+            let namespace = meta.namespace.clone().unwrap_or_default();
+            let name = meta.name.clone().unwrap_or_default();
             if listed.contains(&format!("{namespace}/{name}"))
-                || !has_parents_of(current.status.as_ref(), &self.controller_name)
+                || !has_parents_of(current.status(), &self.controller_name)
             {
                 continue;
             }
             let none = RouteStatus {
                 object: sluice_routing::ObjectRef {
-                    kind: "HTTPRoute",
+                    kind,
                     namespace: namespace.clone(),
                     name,
                 },
-                generation: current.metadata.generation,
+                generation: meta.generation,
                 parents: Vec::new(),
             };
-            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &namespace);
+            let api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(&none, old, &self.controller_name, &now)
+                    route_status(&none, old, &self.controller_name, now)
                 })
                 .await,
             );

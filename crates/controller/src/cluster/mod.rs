@@ -125,7 +125,8 @@ pub async fn gateway_api_served(client: &kube::Client) -> anyhow::Result<bool> {
         })
     };
     let v1 = kinds(client, "gateway.networking.k8s.io/v1").await?;
-    if !has(&v1, &["GatewayClass", "Gateway", "HTTPRoute"]) {
+    // GRPCRoute is in v1 since Gateway API v1.1 (2024).
+    if !has(&v1, &["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute"]) {
         return Ok(false);
     }
     let v1beta1 = kinds(client, "gateway.networking.k8s.io/v1beta1").await?;
@@ -326,7 +327,7 @@ async fn start_informers(
             if !served && wanted == GatewayApi::On {
                 anyhow::bail!(
                     "--gateway-api=on, but the cluster does not serve the Gateway API CRDs \
-                     (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute and \
+                     (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute, GRPCRoute and \
                      v1beta1 ReferenceGrant): install them (deploy/gateway-api/)"
                 );
             }

@@ -88,6 +88,17 @@ pub(crate) struct GatewayCompiler<'c, 'a> {
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
+const GRPC_ROUTE: &str = "GRPCRoute";
+
+/// A route of either kind as the compiler takes it: a GRPCRoute as its HTTPRoute
+/// (`grpc.rs`), with the problem its translation found.
+struct RouteIn {
+    /// `HTTPRoute` or `GRPCRoute`.
+    kind: &'static str,
+    route: Arc<HttpRoute>,
+    /// A GRPCRoute match that cannot be compiled (the route is not accepted).
+    invalid: Option<String>,
+}
 
 fn meta_name(meta: &ObjectMeta) -> (&str, &str) {
     (
@@ -224,18 +235,29 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
 
         // 3. Routes.
-        let mut routes: Vec<&Arc<HttpRoute>> = self
-            .inputs
-            .http_routes
-            .iter()
-            .filter(|r| self.watched(&r.metadata))
+        let http = self.inputs.http_routes.iter().map(|r| RouteIn {
+            kind: HTTP_ROUTE,
+            route: Arc::clone(r),
+            invalid: None,
+        });
+        let grpc = self.inputs.grpc_routes.iter().map(|r| {
+            let (route, invalid) = super::grpc::as_http_route(r);
+            RouteIn {
+                kind: GRPC_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let mut routes: Vec<RouteIn> = http
+            .chain(grpc)
+            .filter(|r| self.watched(&r.route.metadata))
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
-        routes.sort_by_cached_key(|r| Age::of(&r.metadata));
+        routes.sort_by_cached_key(|r| Age::of(&r.route.metadata));
         let mut builders: HashMap<(Site, HostPattern), RuleSetBuilder> = HashMap::new();
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
-        for route in routes {
+        for route in &routes {
             let Some(status) = self.route(
                 route,
                 &gateways,
@@ -441,30 +463,37 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 _ => AllowedFrom::Same,
             },
         };
-        // Kinds: HTTPRoute is the only one sluice serves.
+        // Kinds: HTTPRoute and GRPCRoute on HTTP and HTTPS listeners.
         let requested: Vec<RouteGroupKind> = spec
             .allowed_routes
             .as_ref()
             .map(|a| a.kinds.clone())
             .unwrap_or_default();
-        let http_route = RouteGroupKind {
+        let served = [HTTP_ROUTE, GRPC_ROUTE].map(|kind| RouteGroupKind {
             group: Some(GROUP.to_owned()),
-            kind: HTTP_ROUTE.to_owned(),
-        };
+            kind: kind.to_owned(),
+        });
         let (kinds, bad_kinds) = if proto.is_none() {
             // No route kind is served on a protocol sluice does not serve (Gateway API
             // conformance GatewayListenerUnsupportedProtocol: supportedKinds empty).
             (Vec::new(), false)
         } else if requested.is_empty() {
-            (vec![http_route], false)
+            (served.to_vec(), false)
         } else {
-            let ok: Vec<RouteGroupKind> = requested
-                .iter()
-                .filter(|k| k.kind == HTTP_ROUTE && k.group.as_deref().unwrap_or(GROUP) == GROUP)
-                .map(|_| http_route.clone())
-                .take(1)
-                .collect();
-            let bad = ok.len() != requested.len();
+            let mut ok: Vec<RouteGroupKind> = Vec::new();
+            for asked in &requested {
+                if let Some(kind) = served.iter().find(|k| {
+                    k.kind == asked.kind && asked.group.as_deref().unwrap_or(GROUP) == GROUP
+                }) && !ok.contains(kind)
+                {
+                    ok.push(kind.clone());
+                }
+            }
+            let bad = requested.iter().any(|asked| {
+                !served.iter().any(|k| {
+                    k.kind == asked.kind && asked.group.as_deref().unwrap_or(GROUP) == GROUP
+                })
+            });
             (ok, bad)
         };
         let mut resolved = Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved");
@@ -472,7 +501,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             resolved = Condition::no(
                 "ResolvedRefs",
                 "InvalidRouteKinds",
-                "spec.allowedRoutes.kinds: sluice serves only HTTPRoute (gateway.networking.k8s.io)",
+                "spec.allowedRoutes.kinds: sluice serves HTTPRoute and GRPCRoute (gateway.networking.k8s.io) on this protocol",
             );
         }
         let accepted = match (proto, &host) {
@@ -635,7 +664,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     #[allow(clippy::too_many_arguments)]
     fn route(
         &self,
-        route: &Arc<HttpRoute>,
+        input: &RouteIn,
         gateways: &[&Arc<Gateway>],
         listeners: &mut [OurListener<'_>],
         builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
@@ -643,6 +672,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
         backends: &mut BackendRegistry,
         table: &mut RouteTable,
     ) -> Option<RouteStatus> {
+        let route = &*input.route;
+        let kind = input.kind;
         let (namespace, _) = meta_name(&route.metadata);
         let mut parents: Vec<(usize, &ParentReference)> = Vec::new();
         for parent in &route.spec.parent_refs {
@@ -671,11 +702,21 @@ impl<'a> GatewayCompiler<'_, 'a> {
         } else {
             &route.spec.rules
         };
-        let rules: Result<Vec<RuleOut>, String> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| checked_rule(i, r))
-            .collect();
+        let rules: Result<Vec<RuleOut>, String> = match &input.invalid {
+            Some(why) => Err(why.clone()),
+            None => specs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let mut out = checked_rule(i, r)?;
+                    if kind == GRPC_ROUTE {
+                        // gRPC is HTTP/2 to the backend, whatever its appProtocol says.
+                        out.policy.protocol = Some(crate::protocol::UpstreamProtocol::Grpc);
+                    }
+                    Ok(out)
+                })
+                .collect(),
+        };
         let hosts: Result<Vec<HostPattern>, String> = route
             .spec
             .hostnames
@@ -692,7 +733,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             (Err(why), _) | (_, Err(why)) => Some(why.clone()),
             _ => None,
         };
-        let resolved = self.route_refs(route);
+        let resolved = self.route_refs(kind, route);
 
         let mut statuses = Vec::new();
         // (proto, listener port, host names) the route is served on.
@@ -701,6 +742,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
                 None => self.attach(
+                    kind,
                     route,
                     g,
                     parent,
@@ -717,11 +759,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
         if let (Ok(rules), false) = (rules, served.is_empty()) {
             self.add_rules(
-                route, specs, &rules, &served, builders, regexes, backends, table,
+                kind, route, specs, &rules, &served, builders, regexes, backends, table,
             );
         }
         Some(RouteStatus {
-            object: object("HTTPRoute", &route.metadata),
+            object: object(kind, &route.metadata),
             generation: route.metadata.generation,
             parents: statuses,
         })
@@ -731,6 +773,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// (protocol, port, host names) added to `served`.
     fn attach(
         &self,
+        kind: &str,
         route: &HttpRoute,
         g: usize,
         parent: &ParentReference,
@@ -758,7 +801,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 continue;
             }
             named = true;
-            if !listener.attachable || !self.allows(listener, namespace) {
+            if !listener.attachable
+                || !listener.kinds.iter().any(|k| k.kind == kind)
+                || !self.allows(listener, namespace)
+            {
                 continue;
             }
             allowed = true;
@@ -838,7 +884,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     }
 
     /// `ResolvedRefs` of a route (the same for every parent).
-    fn route_refs(&self, route: &HttpRoute) -> Condition {
+    fn route_refs(&self, kind: &str, route: &HttpRoute) -> Condition {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         for (r, rule) in route.spec.rules.iter().enumerate() {
             let mirrors = rule.filters.iter().enumerate().filter_map(|(f, filter)| {
@@ -859,7 +905,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 })
                 .chain(mirrors);
             for (field, backend) in refs {
-                if let Err((reason, why)) = self.check_backend(namespace, backend) {
+                if let Err((reason, why)) = self.check_backend(kind, namespace, backend) {
                     return Condition::no("ResolvedRefs", reason, format!("{field}: {why}"));
                 }
             }
@@ -870,6 +916,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// Checks one backend reference: the Service port it names.
     fn check_backend(
         &self,
+        kind: &str,
         namespace: &str,
         backend: &BackendObjectReference,
     ) -> Result<ServiceRef, (&'static str, String)> {
@@ -887,14 +934,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
         let target_ns = backend.namespace.as_deref().unwrap_or(namespace);
         if target_ns != namespace
-            && !self.granted(
-                HTTP_ROUTE,
-                namespace,
-                target_ns,
-                "",
-                "Service",
-                &backend.name,
-            )
+            && !self.granted(kind, namespace, target_ns, "", "Service", &backend.name)
         {
             return Err((
                 "RefNotPermitted",
@@ -926,6 +966,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     #[allow(clippy::too_many_arguments)]
     fn add_rules(
         &self,
+        kind: &'static str,
         route: &HttpRoute,
         specs: &[HttpRouteRule],
         rules: &[RuleOut],
@@ -936,7 +977,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         table: &mut RouteTable,
     ) {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
-        let source = object("HTTPRoute", &route.metadata);
+        let source = object(kind, &route.metadata);
         let age = Age::of(&route.metadata);
         // Entries are shared by the host names of one listener port.
         let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
@@ -945,7 +986,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let mut split = Vec::new();
             for backend in &spec.backend_refs {
                 let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
-                let (target, usable) = match self.check_backend(namespace, &backend.backend) {
+                let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
                     Ok(sref) => (backends.get(self.services, sref), true),
                     Err(_) => (
                         backends.placeholder(written_ref(namespace, &backend.backend)),
@@ -964,7 +1005,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .iter()
                 .filter_map(|m| {
                     let filter = spec.filters.get(m.filter)?.request_mirror.as_ref()?;
-                    let sref = self.check_backend(namespace, &filter.backend_ref).ok()?;
+                    let sref = self
+                        .check_backend(kind, namespace, &filter.backend_ref)
+                        .ok()?;
                     Some(Mirror {
                         backend: backends.get(self.services, sref),
                         numerator: m.numerator,

@@ -1,5 +1,5 @@
-//! Gateway API (`gateway.networking.k8s.io`): GatewayClass, Gateway, HTTPRoute and
-//! ReferenceGrant compiled into the same [`crate::RouteTable`] as Ingress.
+//! Gateway API (`gateway.networking.k8s.io`): GatewayClass, Gateway, HTTPRoute, GRPCRoute
+//! and ReferenceGrant compiled into the same [`crate::RouteTable`] as Ingress.
 //!
 //! # Where to start
 //!
@@ -7,7 +7,8 @@
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
 //!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`;
-//!   the `CORS` filter in `cors.rs`, `retry` in `retry.rs`).
+//!   the `CORS` filter in `cors.rs`, `retry` in `retry.rs`; a GRPCRoute is compiled as the
+//!   HTTPRoute it is on the wire, `grpc.rs`).
 //! * `../rules.rs`: the request-time lookup, in the spec's precedence order
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
@@ -28,6 +29,7 @@
 mod addresses;
 pub(crate) mod compile;
 mod cors;
+mod grpc;
 mod hostname;
 mod retry;
 mod rule;

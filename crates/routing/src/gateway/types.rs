@@ -60,6 +60,7 @@ macro_rules! serialize_object {
 serialize_object!(GatewayClass, metadata, spec; status);
 serialize_object!(Gateway, metadata, spec; status);
 serialize_object!(HttpRoute, metadata, spec; status);
+serialize_object!(GrpcRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
 
 resource!(
@@ -81,6 +82,13 @@ resource!(
     "v1",
     "HTTPRoute",
     "httproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    GrpcRoute,
+    "v1",
+    "GRPCRoute",
+    "grpcroutes",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -281,6 +289,80 @@ pub struct HttpRouteSpec {
     /// The rules; empty means one rule matching `/` with no backend.
     #[serde(default)]
     pub rules: Vec<HttpRouteRule>,
+}
+
+/// `GRPCRoute`: gRPC rules (service and method, headers) attached to Gateway listeners;
+/// compiled as the equivalent HTTPRoute (see `grpc.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: GrpcRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `GRPCRoute.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteSpec {
+    /// The Gateways (or their listeners) this route attaches to.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// Host names, intersected with each listener's; empty: the listeners'.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// The rules; empty means one rule matching every call with no backend.
+    #[serde(default)]
+    pub rules: Vec<GrpcRouteRule>,
+}
+
+/// `GRPCRoute` `rules[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteRule {
+    /// Any of these matches selects the rule; empty: every call.
+    #[serde(default)]
+    pub matches: Vec<GrpcRouteMatch>,
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestMirror` (the HTTPRoute
+    /// filters of the same names and shapes).
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    /// Where matching calls go, by weight.
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+}
+
+/// `GRPCRoute` `rules[].matches[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteMatch {
+    /// The service and method called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<GrpcMethodMatch>,
+    /// Request header (metadata) conditions.
+    #[serde(default)]
+    pub headers: Vec<HttpHeaderMatch>,
+}
+
+/// `GRPCRoute` `matches[].method`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcMethodMatch {
+    /// `Exact` (default) or `RegularExpression`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The fully qualified service (`package.Service`); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The method; any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
 }
 
 /// `parentRefs[]`.
