@@ -742,8 +742,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
                 None => self.attach(
-                    kind,
-                    route,
+                    input,
                     g,
                     parent,
                     hosts.as_deref().unwrap_or_default(),
@@ -773,14 +772,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// (protocol, port, host names) added to `served`.
     fn attach(
         &self,
-        kind: &str,
-        route: &HttpRoute,
+        input: &RouteIn,
         g: usize,
         parent: &ParentReference,
         hosts: &[HostPattern],
         listeners: &mut [OurListener<'_>],
         served: &mut Vec<(Site, u16, HostPattern)>,
     ) -> Condition {
+        let (kind, route) = (input.kind, &*input.route);
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         let mut named = false;
         let mut allowed = false;
