@@ -347,16 +347,30 @@ impl RouteTable {
         ((id as usize) < self.entries.len()).then_some(id as usize)
     }
 
-    /// The sockets Gateways with addresses of their own are served on, each with whether it
-    /// terminates TLS (an `HTTPS` listener): what the proxy binds besides its own listeners.
-    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, bool)> {
-        let mut out: Vec<(std::net::SocketAddr, bool)> = self
+    /// The sockets Gateways with addresses of their own are served on, each with what it
+    /// speaks: what the proxy binds besides its own listeners.
+    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, crate::rules::SocketKind)> {
+        let mut out: Vec<(std::net::SocketAddr, crate::rules::SocketKind)> = self
             .gateway
             .as_ref()
-            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.https)).collect())
+            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.kind)).collect())
             .unwrap_or_default();
         out.sort();
         out
+    }
+
+    /// Where a connection to stream socket `socket` (a TCP or TLS `Passthrough` listener)
+    /// goes: the TCPRoute of the socket, or the TLSRoute for the ClientHello's `sni`.
+    /// `None`: no route (the connection is closed).
+    pub fn stream_target(
+        &self,
+        socket: std::net::SocketAddr,
+        sni: Option<&str>,
+    ) -> Option<&crate::rules::StreamTarget> {
+        let routes = self.gateway.as_ref()?.listeners.get(&socket)?;
+        let mut buf = [0u8; 256];
+        let sni = sni.map(|sni| normalize_request_host_in(sni, &mut buf));
+        routes.streams.target(sni.as_deref())
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that

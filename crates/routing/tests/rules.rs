@@ -1334,6 +1334,8 @@ fn empty_and_skeletal_objects_never_panic() {
         gateways: vec![Arc::new(Default::default())],
         http_routes: vec![Arc::new(Default::default())],
         grpc_routes: vec![Arc::new(Default::default())],
+        tcp_routes: vec![Arc::new(Default::default())],
+        tls_routes: vec![Arc::new(Default::default())],
         reference_grants: vec![Arc::new(Default::default())],
         namespaces: vec![Arc::new(Default::default())],
     };

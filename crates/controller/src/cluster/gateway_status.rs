@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
     Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute, HttpRoute,
-    ObjectStatus, RouteStatus,
+    ObjectStatus, RouteStatus, TcpRoute, TlsRoute,
 };
 
 use crate::sources::GatewayInformers;
@@ -104,6 +104,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
+    "TLSRoute",
 ];
 
 /// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
@@ -283,6 +285,18 @@ impl WithStatus for GrpcRoute {
     }
 }
 
+impl WithStatus for TcpRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for TlsRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored
 /// entry would never equal the one computed, so every round would write again and lose
@@ -367,18 +381,34 @@ impl GatewayStatusWriter {
         }
         // Each kind's routes: written, then our entries taken out of those the compiler
         // no longer lists (no parentRef names a Gateway of ours any more), leaving others'.
-        let (http, grpc): (Vec<&RouteStatus>, Vec<&RouteStatus>) = statuses
-            .routes
-            .iter()
-            .partition(|r| r.object.kind != "GRPCRoute");
+        let of = |kind: &str| -> Vec<&RouteStatus> {
+            statuses
+                .routes
+                .iter()
+                .filter(|r| r.object.kind == kind)
+                .collect()
+        };
+        let informers = &self.informers;
         tally(
-            self.route_statuses(&self.informers.routes, "HTTPRoute", &http, &now)
+            self.route_statuses(&informers.routes, "HTTPRoute", &of("HTTPRoute"), &now)
                 .await,
         );
         tally(
-            self.route_statuses(&self.informers.grpc_routes, "GRPCRoute", &grpc, &now)
+            self.route_statuses(&informers.grpc_routes, "GRPCRoute", &of("GRPCRoute"), &now)
                 .await,
         );
+        if let Some(informer) = &informers.tcp_routes {
+            tally(
+                self.route_statuses(informer, "TCPRoute", &of("TCPRoute"), &now)
+                    .await,
+            );
+        }
+        if let Some(informer) = &informers.tls_routes {
+            tally(
+                self.route_statuses(informer, "TLSRoute", &of("TLSRoute"), &now)
+                    .await,
+            );
+        }
         match first_error {
             Some(e) => Err(e),
             None => Ok(written),
@@ -700,7 +730,7 @@ mod tests {
             generation: Some(1),
             conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
         };
-        let old = json!({"supportedFeatures": [{"name": "TLSRoute"}]});
+        let old = json!({"supportedFeatures": [{"name": "UDPRoute"}]});
         let out = class_status(&class, Some(&old), "t1");
         let names: Vec<&str> = out["supportedFeatures"]
             .as_array()
@@ -709,7 +739,7 @@ mod tests {
             .filter_map(|f| f["name"].as_str())
             .collect();
         assert_eq!(names, SUPPORTED_FEATURES);
-        assert!(names.contains(&"HTTPRoute") && !names.contains(&"TLSRoute"));
+        assert!(names.contains(&"HTTPRoute") && !names.contains(&"UDPRoute"));
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
     }
 

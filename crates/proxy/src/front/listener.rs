@@ -18,6 +18,7 @@ use bytes::{Buf as _, Bytes, BytesMut};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use sluice_routing::SocketKind;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -110,6 +111,12 @@ pub(crate) enum Transport {
     Plain,
     /// TLS terminated here.
     Tls(crate::front::tls::TlsConfigs),
+    /// Whole connections piped to a stream route's backend (a Gateway `TCP` listener, or
+    /// `TLS` Passthrough when `sni`: routed by the ClientHello's server name).
+    Stream {
+        /// Routed by the SNI.
+        sni: bool,
+    },
 }
 
 /// A listening socket and what arrives on it.
@@ -224,10 +231,11 @@ pub(crate) async fn accept_gateway_sockets(
                 continue;
             }
         };
-        let transport = if new.https {
-            Transport::Tls(tls.clone())
-        } else {
-            Transport::Plain
+        let transport = match new.kind {
+            SocketKind::Http => Transport::Plain,
+            SocketKind::Https => Transport::Tls(tls.clone()),
+            SocketKind::Tcp => Transport::Stream { sni: false },
+            SocketKind::TlsPassthrough => Transport::Stream { sni: true },
         };
         loops.spawn(accept_loop(
             Listening {
@@ -327,6 +335,19 @@ async fn serve_connection(
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);
     match transport {
+        Transport::Stream { sni } => {
+            let Some(socket) = ctx.gateway else { return };
+            crate::front::stream::serve(
+                stream,
+                early,
+                &ctx,
+                socket,
+                sni,
+                protocols.handshake_timeout,
+                &phases,
+            )
+            .await;
+        }
         Transport::Plain => {
             let ctx = Arc::new(ctx);
             let mut io = ActivityIo::new(stream, Arc::clone(&activity), send_timeout);

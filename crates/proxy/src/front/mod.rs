@@ -18,5 +18,6 @@ mod parser_fuzz;
 pub(crate) mod proxy_protocol;
 pub(crate) mod response_out;
 pub(crate) mod side_wake;
+pub(crate) mod stream;
 pub(crate) mod tls;
 pub(crate) mod websocket;

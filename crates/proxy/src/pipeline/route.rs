@@ -135,7 +135,7 @@ fn split(route: &RouteEntry, entry: usize) -> Routed {
 }
 
 /// One of `split` drawn by weight; `None` when the weights sum to 0.
-fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
+pub(crate) fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
     let total: u64 = split.iter().map(|target| u64::from(target.weight)).sum();
     if total == 0 {
         return None;

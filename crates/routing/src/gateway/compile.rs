@@ -30,16 +30,47 @@ use crate::policy::{Policy, RequestRedirect};
 use crate::refs::Age;
 use crate::rules::{
     Candidate, GatewayRoutes, HostRules, ListenerRoutes, PathCond, Precedence, RuleSetBuilder,
+    SocketKind, StreamRoutes, StreamTarget,
 };
 use crate::table::{Mirror, RouteEntry, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
 
-/// What a listener serves on: sluice's HTTP or HTTPS listener.
+/// What a listener speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Proto {
     Http,
     Https,
+    /// TCPRoutes; served only on a Gateway address of its own.
+    Tcp,
+    /// TLS `Passthrough`: TLSRoutes by SNI; served only on a Gateway address of its own.
+    TlsPassthrough,
+}
+
+impl Proto {
+    /// Whether its routes take whole connections (no HTTP).
+    fn stream(self) -> bool {
+        matches!(self, Proto::Tcp | Proto::TlsPassthrough)
+    }
+
+    /// The socket kind the proxy binds for it.
+    fn socket(self) -> SocketKind {
+        match self {
+            Proto::Http => SocketKind::Http,
+            Proto::Https => SocketKind::Https,
+            Proto::Tcp => SocketKind::Tcp,
+            Proto::TlsPassthrough => SocketKind::TlsPassthrough,
+        }
+    }
+
+    /// The route kinds its listeners take.
+    fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Proto::Http | Proto::Https => &[HTTP_ROUTE, GRPC_ROUTE],
+            Proto::Tcp => &[TCP_ROUTE],
+            Proto::TlsPassthrough => &[TLS_ROUTE],
+        }
+    }
 }
 
 /// Where a listener's routes are looked up: the proxy's shared HTTP or HTTPS listener, or
@@ -89,6 +120,8 @@ pub(crate) struct GatewayCompiler<'c, 'a> {
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
+const TCP_ROUTE: &str = "TCPRoute";
+const TLS_ROUTE: &str = "TLSRoute";
 
 /// A route of either kind as the compiler takes it: a GRPCRoute as its HTTPRoute
 /// (`grpc.rs`), with the problem its translation found.
@@ -224,6 +257,28 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 } else {
                     sites(&assigned[g], &listener)
                 };
+                if listener.proto.is_some_and(Proto::stream)
+                    && assigned[g] == Assigned::Shared
+                    && listener.usable
+                {
+                    listener.usable = false;
+                    for c in listener
+                        .conditions
+                        .iter_mut()
+                        .filter(|c| c.type_ == "Programmed")
+                    {
+                        *c = Condition::no(
+                            "Programmed",
+                            "Invalid",
+                            format!(
+                                "a {} listener is served on an address of the Gateway's own: \
+                                 give the Gateway spec.addresses, or run sluice with \
+                                 --gateway-address-pool",
+                                listener.spec.protocol
+                            ),
+                        );
+                    }
+                }
                 listeners.push(listener);
             }
             conflicts(&mut listeners[first..]);
@@ -248,8 +303,26 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 invalid,
             }
         });
+        let tcp = self.inputs.tcp_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: TCP_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let tls = self.inputs.tls_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: TLS_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
         let mut routes: Vec<RouteIn> = http
             .chain(grpc)
+            .chain(tcp)
+            .chain(tls)
             .filter(|r| self.watched(&r.route.metadata))
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
@@ -257,6 +330,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut builders: HashMap<(Site, HostPattern), RuleSetBuilder> = HashMap::new();
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
+        let mut streams: HashMap<SocketAddr, StreamRoutes> = HashMap::new();
         for route in &routes {
             let Some(status) = self.route(
                 route,
@@ -265,6 +339,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 &mut builders,
                 &mut regexes,
                 &mut backends,
+                &mut streams,
                 table,
             ) else {
                 continue;
@@ -383,7 +458,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             .listeners
                             .entry(*addr)
                             .or_insert_with(|| ListenerRoutes {
-                                https: *proto == Proto::Https,
+                                kind: proto.socket(),
                                 ..ListenerRoutes::default()
                             });
                     if *proto == Proto::Https && listener.usable {
@@ -396,12 +471,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let rules = match site {
                 Site::Shared(Proto::Http) => &mut gateway_routes.http,
                 Site::Shared(Proto::Https) => &mut gateway_routes.https,
+                // Stream listeners are never shared (see `sites`) and have no rule sets.
+                Site::Shared(_) => continue,
                 Site::Own(addr, proto) => {
                     &mut gateway_routes
                         .listeners
                         .entry(addr)
                         .or_insert_with(|| ListenerRoutes {
-                            https: proto == Proto::Https,
+                            kind: proto.socket(),
                             ..ListenerRoutes::default()
                         })
                         .rules
@@ -409,6 +486,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
             };
             let set = builder.build(&regexes);
             insert_host(rules, host, set);
+        }
+        for (addr, routes) in streams {
+            if let Some(listener) = gateway_routes.listeners.get_mut(&addr) {
+                listener.streams = routes;
+            }
         }
         if !gateway_routes.http.is_empty()
             || !gateway_routes.https.is_empty()
@@ -445,9 +527,16 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
         let mut conditions = Vec::new();
         let mut usable = true;
+        let tls_mode = spec
+            .tls
+            .as_ref()
+            .and_then(|t| t.mode.as_deref())
+            .unwrap_or("Terminate");
         let proto = match spec.protocol.as_str() {
             "HTTP" => Some(Proto::Http),
             "HTTPS" => Some(Proto::Https),
+            "TCP" => Some(Proto::Tcp),
+            "TLS" if tls_mode == "Passthrough" => Some(Proto::TlsPassthrough),
             _ => None,
         };
         let host = hostname::parse(spec.hostname.as_deref()).ok();
@@ -463,16 +552,22 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 _ => AllowedFrom::Same,
             },
         };
-        // Kinds: HTTPRoute and GRPCRoute on HTTP and HTTPS listeners.
+        // Kinds: HTTPRoute and GRPCRoute on HTTP and HTTPS listeners, TCPRoute on TCP,
+        // TLSRoute on TLS Passthrough.
         let requested: Vec<RouteGroupKind> = spec
             .allowed_routes
             .as_ref()
             .map(|a| a.kinds.clone())
             .unwrap_or_default();
-        let served = [HTTP_ROUTE, GRPC_ROUTE].map(|kind| RouteGroupKind {
-            group: Some(GROUP.to_owned()),
-            kind: kind.to_owned(),
-        });
+        let served: Vec<RouteGroupKind> = proto
+            .map(Proto::kinds)
+            .unwrap_or_default()
+            .iter()
+            .map(|kind| RouteGroupKind {
+                group: Some(GROUP.to_owned()),
+                kind: (*kind).to_owned(),
+            })
+            .collect();
         let (kinds, bad_kinds) = if proto.is_none() {
             // No route kind is served on a protocol sluice does not serve (Gateway API
             // conformance GatewayListenerUnsupportedProtocol: supportedKinds empty).
@@ -501,7 +596,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
             resolved = Condition::no(
                 "ResolvedRefs",
                 "InvalidRouteKinds",
-                "spec.allowedRoutes.kinds: sluice serves HTTPRoute and GRPCRoute (gateway.networking.k8s.io) on this protocol",
+                format!(
+                    "spec.allowedRoutes.kinds: a {} listener takes {}",
+                    spec.protocol,
+                    proto.map(Proto::kinds).unwrap_or_default().join(", ")
+                ),
             );
         }
         let accepted = match (proto, &host) {
@@ -509,11 +608,25 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 usable = false;
                 Condition::no(
                     "Accepted",
-                    "UnsupportedProtocol",
-                    format!(
-                        "protocol {:?} is not supported; sluice serves HTTP and HTTPS",
-                        spec.protocol
-                    ),
+                    // A TLS listener is supported, its Terminate mode is not (Gateway API
+                    // conformance TLSRouteListenerTerminateNotSupported).
+                    if spec.protocol == "TLS" {
+                        "UnsupportedValue"
+                    } else {
+                        "UnsupportedProtocol"
+                    },
+                    if spec.protocol == "TLS" {
+                        format!(
+                            "protocol TLS with tls.mode {tls_mode} is not supported; sluice \
+                             serves TLS listeners in Passthrough mode"
+                        )
+                    } else {
+                        format!(
+                            "protocol {:?} is not supported; sluice serves HTTP, HTTPS, TCP \
+                             and TLS (Passthrough)",
+                            spec.protocol
+                        )
+                    },
                 )
             }
             (_, None) => {
@@ -670,6 +783,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
         backends: &mut BackendRegistry,
+        streams: &mut HashMap<SocketAddr, StreamRoutes>,
         table: &mut RouteTable,
     ) -> Option<RouteStatus> {
         let route = &*input.route;
@@ -757,9 +871,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
 
         if let (Ok(rules), false) = (rules, served.is_empty()) {
-            self.add_rules(
-                kind, route, specs, &rules, &served, builders, regexes, backends, table,
-            );
+            if matches!(kind, TCP_ROUTE | TLS_ROUTE) {
+                self.add_streams(kind, route, specs, &served, backends, streams);
+            } else {
+                self.add_rules(
+                    kind, route, specs, &rules, &served, builders, regexes, backends, table,
+                );
+            }
         }
         Some(RouteStatus {
             object: object(kind, &route.metadata),
@@ -961,6 +1079,63 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
     }
 
+    /// Adds a TCPRoute's or TLSRoute's backends to the sockets it is served on, under each
+    /// host name (TLS: SNI) it is served for; the oldest route keeps a socket and name that
+    /// two claim.
+    fn add_streams(
+        &self,
+        kind: &'static str,
+        route: &HttpRoute,
+        specs: &[HttpRouteRule],
+        served: &[(Site, u16, HostPattern)],
+        backends: &mut BackendRegistry,
+        streams: &mut HashMap<SocketAddr, StreamRoutes>,
+    ) {
+        let namespace = route.metadata.namespace.as_deref().unwrap_or("");
+        let mut split = Vec::new();
+        for backend in specs.iter().take(1).flat_map(|rule| &rule.backend_refs) {
+            let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
+            let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
+                Ok(sref) => (backends.get(self.services, sref), true),
+                Err(_) => (
+                    backends.placeholder(written_ref(namespace, &backend.backend)),
+                    false,
+                ),
+            };
+            split.push(WeightedBackend {
+                backend: target,
+                weight,
+                usable,
+                entry: None,
+            });
+        }
+        let target = Arc::new(StreamTarget {
+            split,
+            source: object(kind, &route.metadata),
+        });
+        for (site, _, host) in served {
+            let Site::Own(addr, proto) = site else {
+                continue;
+            };
+            if !proto.stream() {
+                continue;
+            }
+            let routes = streams.entry(*addr).or_default();
+            let new = || Arc::clone(&target);
+            match host {
+                HostPattern::Exact(h) => {
+                    routes.exact.entry(Key::new(h)).or_insert_with(new);
+                }
+                HostPattern::Wildcard(s) => {
+                    routes.wildcard.entry(Key::new(s)).or_insert_with(new);
+                }
+                HostPattern::Any => {
+                    routes.any.get_or_insert_with(new);
+                }
+            }
+        }
+    }
+
     /// Adds the entries of a route's rules on every (protocol, host name) it is served on.
     #[allow(clippy::too_many_arguments)]
     fn add_rules(
@@ -1133,6 +1308,8 @@ fn sites(assigned: &Assigned, listener: &OurListener<'_>) -> Vec<Site> {
         return Vec::new();
     };
     match assigned {
+        // The proxy's shared listeners speak HTTP and HTTPS only.
+        Assigned::Shared if proto.stream() => Vec::new(),
         Assigned::Shared => vec![Site::Shared(proto)],
         Assigned::Own(ips) => ips
             .iter()

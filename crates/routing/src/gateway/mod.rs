@@ -8,7 +8,8 @@
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
 //!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`;
 //!   the `CORS` filter in `cors.rs`, `retry` in `retry.rs`; a GRPCRoute is compiled as the
-//!   HTTPRoute it is on the wire, `grpc.rs`).
+//!   HTTPRoute it is on the wire, `grpc.rs`; TCPRoute and TLSRoute attach the same way and
+//!   route whole connections, `stream.rs`).
 //! * `../rules.rs`: the request-time lookup, in the spec's precedence order
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
@@ -34,6 +35,7 @@ mod hostname;
 mod retry;
 mod rule;
 mod status;
+mod stream;
 mod types;
 
 pub use addresses::AddressPool;

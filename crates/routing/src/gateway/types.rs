@@ -61,6 +61,8 @@ serialize_object!(GatewayClass, metadata, spec; status);
 serialize_object!(Gateway, metadata, spec; status);
 serialize_object!(HttpRoute, metadata, spec; status);
 serialize_object!(GrpcRoute, metadata, spec; status);
+serialize_object!(TcpRoute, metadata, spec; status);
+serialize_object!(TlsRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
 
 resource!(
@@ -89,6 +91,20 @@ resource!(
     "v1",
     "GRPCRoute",
     "grpcroutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    TcpRoute,
+    "v1",
+    "TCPRoute",
+    "tcproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    TlsRoute,
+    "v1",
+    "TLSRoute",
+    "tlsroutes",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -363,6 +379,61 @@ pub struct GrpcMethodMatch {
     /// The method; any when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+}
+
+/// `TCPRoute`: every connection to a TCP listener goes to its backends, by weight.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `TLSRoute`: connections to a TLS `Passthrough` listener go, by the SNI of their
+/// ClientHello, to its backends, the TLS bytes untouched.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The `spec` of `TCPRoute` and `TLSRoute` (which alone has `hostnames`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRouteSpec {
+    /// The Gateways (or their listeners) this route attaches to.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// `TLSRoute`: SNI host names, intersected with each listener's.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// One rule (the CRD allows no more).
+    #[serde(default)]
+    pub rules: Vec<StreamRouteRule>,
+}
+
+/// A `TCPRoute` / `TLSRoute` rule: where connections go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRouteRule {
+    /// Backends, by weight.
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
 }
 
 /// `parentRefs[]`.
