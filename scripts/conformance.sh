@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance, the
 # version in conformance/go.mod, the same as the CRDs in deploy/gateway-api), profiles
-# GATEWAY-HTTP, -GRPC, -TCP and -TLS, against sluice on the test cluster of crates/testenv, and writes the report.
+# GATEWAY-HTTP, -GRPC, -TCP, -TLS and -UDP, against sluice on the test cluster of crates/testenv, and writes the report.
 #
 #   scripts/conformance.sh                   the whole profile; report into conformance/reports/
 #   scripts/conformance.sh --run-test NAME   one test (e.g. HTTPRouteSimpleSameNamespace);
@@ -100,7 +100,7 @@ else
 fi
 args+=(--report "$report")
 [ -z "$run_test" ] || args+=(--run-test "$run_test")
-flags=(-conformance-profiles=GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TCP,GATEWAY-TLS -organization=sluice -project=sluice "-url=$URL"
+flags=(-conformance-profiles=GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TCP,GATEWAY-TLS,GATEWAY-UDP -organization=sluice -project=sluice "-url=$URL"
   "-version=$VERSION" "-contact=$URL/issues"
   "-usable-address=${SLUICE_CONFORMANCE_USABLE:-127.28.1.1}" -unusable-address=192.0.2.1)
 [ -z "$features" ] || flags+=("-supported-features=$features")

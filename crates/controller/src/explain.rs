@@ -13,7 +13,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
 use sluice_routing::gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 use sluice_routing::{ExplainRequest, Inputs};
 use std::sync::Arc;
@@ -178,6 +178,7 @@ fn from_manifests(
             _ if is::<GrpcRoute>(kind) => push(value, &mut inputs.grpc_routes),
             _ if is::<TcpRoute>(kind) => push(value, &mut inputs.tcp_routes),
             _ if is::<TlsRoute>(kind) => push(value, &mut inputs.tls_routes),
+            _ if is::<UdpRoute>(kind) => push(value, &mut inputs.udp_routes),
             _ if is::<ReferenceGrant>(kind) => push(value, &mut inputs.reference_grants),
             _ if is::<Namespace>(kind) => push(value, &mut inputs.namespaces),
             _ => Ok(()),

@@ -15,7 +15,7 @@ use sluice_informer::{
 };
 use sluice_routing::Inputs;
 use sluice_routing::gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -64,13 +64,15 @@ pub struct GatewayInformers {
     pub tcp_routes: Option<SharedIndexInformer<TcpRoute>>,
     /// gateway.networking.k8s.io/v1 TLSRoute, where the cluster serves it.
     pub tls_routes: Option<SharedIndexInformer<TlsRoute>>,
+    /// gateway.networking.k8s.io/v1 UDPRoute, where the cluster serves it.
+    pub udp_routes: Option<SharedIndexInformer<UdpRoute>>,
     /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
     pub grants: SharedIndexInformer<ReferenceGrant>,
     /// core/v1 Namespace (cluster-scoped; only labels are read).
     pub namespaces: SharedIndexInformer<Namespace>,
 }
 
-/// The Gateway API route kinds a cluster may lack: v1 TCPRoute and TLSRoute are in the
+/// The Gateway API route kinds a cluster may lack: v1 TCPRoute, TLSRoute and UDPRoute are in the
 /// standard channel since Gateway API v1.6; older CRDs have them in the experimental
 /// channel only, at other versions. Without them, the other kinds are watched alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,6 +81,8 @@ pub struct OptionalKinds {
     pub tcp_route: bool,
     /// v1 TLSRoute is served.
     pub tls_route: bool,
+    /// v1 UDPRoute is served.
+    pub udp_route: bool,
 }
 
 /// `Api<K>` in `ns`, or in every namespace.
@@ -108,6 +112,9 @@ impl GatewayInformers {
             tls_routes: optional
                 .tls_route
                 .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
+            udp_routes: optional
+                .udp_route
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
@@ -130,6 +137,9 @@ impl GatewayInformers {
             all.push(Arc::new(i.clone()));
         }
         if let Some(i) = &self.tls_routes {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &self.udp_routes {
             all.push(Arc::new(i.clone()));
         }
         all
@@ -179,6 +189,7 @@ pub fn manifest_kinds() -> Kinds {
         .with::<GrpcRoute>()
         .with::<TcpRoute>()
         .with::<TlsRoute>()
+        .with::<UdpRoute>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
         // The standard channel serves these at both versions, with one schema.
@@ -292,6 +303,7 @@ impl IngressInformers {
                 grpc_routes: SharedIndexInformer::new(dir.source::<GrpcRoute>(), None),
                 tcp_routes: Some(SharedIndexInformer::new(dir.source::<TcpRoute>(), None)),
                 tls_routes: Some(SharedIndexInformer::new(dir.source::<TlsRoute>(), None)),
+                udp_routes: Some(SharedIndexInformer::new(dir.source::<UdpRoute>(), None)),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
             }),
@@ -427,6 +439,11 @@ impl IngressInformers {
             tls_routes: self
                 .gateway()
                 .and_then(|g| g.tls_routes.as_ref())
+                .map(|i| i.store().list())
+                .unwrap_or_default(),
+            udp_routes: self
+                .gateway()
+                .and_then(|g| g.udp_routes.as_ref())
                 .map(|i| i.store().list())
                 .unwrap_or_default(),
             reference_grants: self

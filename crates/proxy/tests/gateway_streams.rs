@@ -240,3 +240,86 @@ async fn tls_route_passes_tls_through_by_sni() {
     })
     .await;
 }
+
+/// A UDP backend that answers each datagram `x` with `<name>: x`.
+async fn udp_echo(name: &'static str) -> SocketAddr {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+            let mut out = format!("{name}: ").into_bytes();
+            out.extend_from_slice(&buf[..n]);
+            let _ = socket.send_to(&out, peer).await;
+        }
+    });
+    addr
+}
+
+/// Gateway API GATEWAY-UDP (UDPRoute): each client's datagrams are relayed to one backend
+/// (drawn by weight when its first datagram arrives, kept for the session), and the
+/// replies come back from the Gateway's address.
+#[tokio::test]
+async fn udp_route_relays_each_client_to_one_backend() {
+    init_tracing();
+    bounded(async {
+        let a = udp_echo("a").await;
+        let b = udp_echo("b").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let mut inputs = inputs(&[
+            Route::new("a.internal", "a", vec![a]),
+            Route::new("b.internal", "b", vec![b]),
+        ]);
+        add_gateway(
+            &mut inputs,
+            json!({"addresses": [{"value": "127.87.0.3"}],
+                "listeners": [{"name": "dns", "port": 15353, "protocol": "UDP"}]}),
+            &[],
+        );
+        inputs.udp_routes = vec![Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"namespace": NS, "name": "udp"},
+                "spec": {"parentRefs": [{"name": "gw"}],
+                         "rules": [{"backendRefs": [{"name": "a", "port": 80, "weight": 1},
+                                                    {"name": "b", "port": 80, "weight": 1}]}]}
+            }))
+            .expect("test UDPRoute"),
+        )];
+        proxy_table(&proxy, inputs);
+        let gateway: SocketAddr = "127.87.0.3:15353".parse().unwrap();
+        let mut seen = BTreeMap::new();
+        for client in 0..24 {
+            let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            socket.connect(gateway).await.unwrap();
+            let mut first = None;
+            for i in 0..3 {
+                socket
+                    .send(format!("q{client}.{i}").as_bytes())
+                    .await
+                    .unwrap();
+                let mut buf = [0u8; 2048];
+                let n = tokio::time::timeout(Duration::from_secs(5), socket.recv(&mut buf))
+                    .await
+                    .expect("a reply within 5 s")
+                    .unwrap();
+                let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let (name, rest) = answer.split_once(": ").expect("a backend's answer");
+                assert_eq!(rest, format!("q{client}.{i}"));
+                // One session, one backend.
+                assert_eq!(
+                    *first.get_or_insert(name.to_owned()),
+                    name,
+                    "client {client}"
+                );
+            }
+            *seen.entry(first.unwrap_or_default()).or_insert(0) += 1;
+        }
+        assert_eq!(
+            seen.len(),
+            2,
+            "both backends drawn for 24 clients: {seen:?}"
+        );
+        proxy.shutdown().await;
+    })
+    .await;
+}

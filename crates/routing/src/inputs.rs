@@ -7,7 +7,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use crate::gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 use crate::refs::ObjectRef;
 
@@ -39,6 +39,8 @@ pub struct Inputs {
     pub tcp_routes: Vec<Arc<TcpRoute>>,
     /// Gateway API TLSRoutes.
     pub tls_routes: Vec<Arc<TlsRoute>>,
+    /// Gateway API UDPRoutes.
+    pub udp_routes: Vec<Arc<UdpRoute>>,
     /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is

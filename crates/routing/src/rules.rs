@@ -334,6 +334,8 @@ pub enum SocketKind {
     /// `TLS` with `mode: Passthrough`: each connection piped, by the SNI of its ClientHello,
     /// to a TLSRoute's backend; the TLS bytes are not touched.
     TlsPassthrough,
+    /// `UDP`: each client's datagrams relayed to a UDPRoute's backend.
+    Udp,
 }
 
 /// Where the connections of a stream route (TCPRoute, TLSRoute) go.
@@ -376,7 +378,7 @@ pub(crate) struct ListenerRoutes {
     pub rules: HostRules,
     /// The host names of the usable `HTTPS` listeners on this socket (`Any`: one without).
     pub tls_listeners: Vec<crate::host::HostPattern>,
-    /// TCPRoutes and TLSRoutes (a `Tcp` or `TlsPassthrough` socket).
+    /// TCPRoutes, TLSRoutes and UDPRoutes (a `Tcp`, `TlsPassthrough` or `Udp` socket).
     pub streams: StreamRoutes,
 }
 

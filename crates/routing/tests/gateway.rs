@@ -242,7 +242,7 @@ fn listener_conditions_and_attached_routes() {
             "gw",
             json!([
                 http_listener("http", None),
-                {"name": "udp", "port": 9000, "protocol": "UDP"},
+                {"name": "sctp", "port": 9000, "protocol": "SCTP"},
                 {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
                  "tls": {"certificateRefs": [{"name": "missing"}]}},
                 {"name": "kinds", "port": 8080, "protocol": "HTTP",
@@ -267,7 +267,7 @@ fn listener_conditions_and_attached_routes() {
     let out = compiled(&inputs);
     let gw = &out.gateway.gateways[0];
     assert_eq!(gw.gateway.generation, Some(2));
-    // One listener (udp) is not Accepted, others are: Accepted True, ListenersNotValid
+    // One listener (sctp) is not Accepted, others are: Accepted True, ListenersNotValid
     // (Gateway API conformance GatewayListenerUnsupportedProtocol).
     assert_eq!(
         conditions(&gw.gateway.conditions),
@@ -280,10 +280,10 @@ fn listener_conditions_and_attached_routes() {
     assert_eq!(by_name["http"].attached_routes, 2);
     assert_eq!(by_name["http"].supported_kinds[0].kind, "HTTPRoute");
     assert_eq!(
-        conditions(&by_name["udp"].conditions)[0],
+        conditions(&by_name["sctp"].conditions)[0],
         ("Accepted", false, "UnsupportedProtocol")
     );
-    assert!(by_name["udp"].supported_kinds.is_empty());
+    assert!(by_name["sctp"].supported_kinds.is_empty());
     assert_eq!(
         conditions(&by_name["https"].conditions)[2],
         ("ResolvedRefs", false, "InvalidCertificateRef")
@@ -293,7 +293,7 @@ fn listener_conditions_and_attached_routes() {
         ("ResolvedRefs", false, "InvalidRouteKinds")
     );
     assert!(by_name["kinds"].supported_kinds.is_empty());
-    for l in ["udp", "kinds"] {
+    for l in ["sctp", "kinds"] {
         assert_eq!(by_name[l].attached_routes, 0, "{l}");
     }
     // Accepted with an unresolved certificate: route `a` attaches (and is counted) but is
@@ -1808,8 +1808,8 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
     );
 }
 
-/// Gateway API GATEWAY-TCP / GATEWAY-TLS statuses: a TCP listener takes TCPRoutes and a
-/// TLS Passthrough listener TLSRoutes (their `supportedKinds`); a TLS listener in
+/// Gateway API GATEWAY-TCP / -TLS / -UDP statuses: a TCP listener takes TCPRoutes, a TLS
+/// Passthrough listener TLSRoutes and a UDP listener UDPRoutes (their `supportedKinds`); a TLS listener in
 /// Terminate mode is `Accepted=False` `UnsupportedValue` (conformance
 /// TLSRouteListenerTerminateNotSupported); a TCPRoute does not attach to an HTTP listener;
 /// a stream listener of a Gateway without an address of its own is not programmed (the
@@ -1820,6 +1820,7 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
         http_listener("http", None),
         {"name": "tcp", "port": 9000, "protocol": "TCP"},
         {"name": "tls", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+        {"name": "udp", "port": 5300, "protocol": "UDP"},
         {"name": "terminate", "port": 9444, "protocol": "TLS",
          "tls": {"certificateRefs": [{"name": "missing"}]}},
     ]);
@@ -1857,6 +1858,7 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
     };
     assert_eq!(kinds("tcp"), ["TCPRoute"]);
     assert_eq!(kinds("tls"), ["TLSRoute"]);
+    assert_eq!(kinds("udp"), ["UDPRoute"]);
     assert_eq!(
         conditions(&by_name["terminate"].conditions)[0],
         ("Accepted", false, "UnsupportedValue")
@@ -1900,6 +1902,7 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
         kind_of(9443),
         Some(sluice_routing::SocketKind::TlsPassthrough)
     );
+    assert_eq!(kind_of(5300), Some(sluice_routing::SocketKind::Udp));
     let tcp_socket = sockets.iter().find(|(a, _)| a.port() == 9000).unwrap().0;
     let tls_socket = sockets.iter().find(|(a, _)| a.port() == 9443).unwrap().0;
     let target = out

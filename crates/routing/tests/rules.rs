@@ -1336,6 +1336,7 @@ fn empty_and_skeletal_objects_never_panic() {
         grpc_routes: vec![Arc::new(Default::default())],
         tcp_routes: vec![Arc::new(Default::default())],
         tls_routes: vec![Arc::new(Default::default())],
+        udp_routes: vec![Arc::new(Default::default())],
         reference_grants: vec![Arc::new(Default::default())],
         namespaces: vec![Arc::new(Default::default())],
     };

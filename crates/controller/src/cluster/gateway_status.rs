@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
     Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute, HttpRoute,
-    ObjectStatus, RouteStatus, TcpRoute, TlsRoute,
+    ObjectStatus, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
 };
 
 use crate::sources::GatewayInformers;
@@ -106,6 +106,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
+    "UDPRoute",
 ];
 
 /// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
@@ -297,6 +298,12 @@ impl WithStatus for TlsRoute {
     }
 }
 
+impl WithStatus for UdpRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored
 /// entry would never equal the one computed, so every round would write again and lose
@@ -406,6 +413,12 @@ impl GatewayStatusWriter {
         if let Some(informer) = &informers.tls_routes {
             tally(
                 self.route_statuses(informer, "TLSRoute", &of("TLSRoute"), &now)
+                    .await,
+            );
+        }
+        if let Some(informer) = &informers.udp_routes {
+            tally(
+                self.route_statuses(informer, "UDPRoute", &of("UDPRoute"), &now)
                     .await,
             );
         }
@@ -730,7 +743,7 @@ mod tests {
             generation: Some(1),
             conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
         };
-        let old = json!({"supportedFeatures": [{"name": "UDPRoute"}]});
+        let old = json!({"supportedFeatures": [{"name": "SomethingOld"}]});
         let out = class_status(&class, Some(&old), "t1");
         let names: Vec<&str> = out["supportedFeatures"]
             .as_array()
@@ -739,7 +752,7 @@ mod tests {
             .filter_map(|f| f["name"].as_str())
             .collect();
         assert_eq!(names, SUPPORTED_FEATURES);
-        assert!(names.contains(&"HTTPRoute") && !names.contains(&"UDPRoute"));
+        assert!(names.contains(&"HTTPRoute") && !names.contains(&"SomethingOld"));
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
     }
 

@@ -147,6 +147,7 @@ pub async fn optional_gateway_kinds(client: &kube::Client) -> crate::sources::Op
     crate::sources::OptionalKinds {
         tcp_route: has("TCPRoute"),
         tls_route: has("TLSRoute"),
+        udp_route: has("UDPRoute"),
     }
 }
 

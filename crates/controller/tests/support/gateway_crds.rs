@@ -4,13 +4,14 @@ use std::time::Duration;
 
 use super::World;
 
-const CRDS: [&str; 7] = [
+const CRDS: [&str; 8] = [
     include_str!("../../../../deploy/gateway-api/gatewayclasses.yaml"),
     include_str!("../../../../deploy/gateway-api/gateways.yaml"),
     include_str!("../../../../deploy/gateway-api/httproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/grpcroutes.yaml"),
     include_str!("../../../../deploy/gateway-api/tcproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/tlsroutes.yaml"),
+    include_str!("../../../../deploy/gateway-api/udproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/referencegrants.yaml"),
 ];
 

@@ -220,10 +220,29 @@ pub(crate) async fn accept_gateway_sockets(
             new = new_sockets.recv() => new,
         };
         let Some(new) = new else { break };
-        let listener = match new
-            .socket
+        let socket = match new.socket {
+            crate::runtime::gateway_sockets::Socket::Tcp(socket) => socket,
+            crate::runtime::gateway_sockets::Socket::Udp(socket) => {
+                match tokio::net::UdpSocket::from_std(socket) {
+                    Ok(socket) => {
+                        loops.spawn(crate::front::datagram::serve(
+                            socket,
+                            new.addr,
+                            Arc::clone(&shared),
+                            new.closed,
+                            phases.clone(),
+                        ));
+                    }
+                    Err(error) => {
+                        warn!(addr = %new.addr, %error, "Gateway socket cannot be served")
+                    }
+                }
+                continue;
+            }
+        };
+        let listener = match socket
             .set_nonblocking(true)
-            .and_then(|()| TcpListener::from_std(new.socket))
+            .and_then(|()| TcpListener::from_std(socket))
         {
             Ok(listener) => listener,
             Err(error) => {
@@ -236,6 +255,8 @@ pub(crate) async fn accept_gateway_sockets(
             SocketKind::Https => Transport::Tls(tls.clone()),
             SocketKind::Tcp => Transport::Stream { sni: false },
             SocketKind::TlsPassthrough => Transport::Stream { sni: true },
+            // Served above.
+            SocketKind::Udp => continue,
         };
         loops.spawn(accept_loop(
             Listening {

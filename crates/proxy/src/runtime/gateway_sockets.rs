@@ -24,12 +24,21 @@ use crate::runtime::bind;
 pub(crate) struct NewSocket {
     /// The address it is bound to: what requests on it are routed by.
     pub(crate) addr: SocketAddr,
-    pub(crate) socket: std::net::TcpListener,
+    pub(crate) socket: Socket,
     /// What it speaks.
     pub(crate) kind: SocketKind,
     /// Cancelled when the socket is no longer wanted: its accept loop ends (connections
     /// already accepted finish).
     pub(crate) closed: CancellationToken,
+}
+
+/// A bound socket of either transport.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    /// HTTP, HTTPS, TCP and TLS listeners.
+    Tcp(std::net::TcpListener),
+    /// UDP listeners.
+    Udp(std::net::UdpSocket),
 }
 
 /// One bound address.
@@ -93,7 +102,15 @@ impl GatewaySockets {
             if state.bound.contains_key(&addr) {
                 continue;
             }
-            let sockets = match bind::bind_many(addr, state.accepters.len()) {
+            let count = state.accepters.len();
+            let bound = if kind == SocketKind::Udp {
+                bind::bind_many_udp(addr, count)
+                    .map(|all| all.into_iter().map(Socket::Udp).collect::<Vec<_>>())
+            } else {
+                bind::bind_many(addr, count)
+                    .map(|all| all.into_iter().map(Socket::Tcp).collect::<Vec<_>>())
+            };
+            let sockets = match bound {
                 Ok(sockets) => sockets,
                 Err(error) => {
                     warn!(%addr, %error, "Gateway socket cannot be bound");

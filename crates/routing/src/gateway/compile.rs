@@ -45,12 +45,14 @@ enum Proto {
     Tcp,
     /// TLS `Passthrough`: TLSRoutes by SNI; served only on a Gateway address of its own.
     TlsPassthrough,
+    /// UDPRoutes; served only on a Gateway address of its own.
+    Udp,
 }
 
 impl Proto {
     /// Whether its routes take whole connections (no HTTP).
     fn stream(self) -> bool {
-        matches!(self, Proto::Tcp | Proto::TlsPassthrough)
+        matches!(self, Proto::Tcp | Proto::TlsPassthrough | Proto::Udp)
     }
 
     /// The socket kind the proxy binds for it.
@@ -60,6 +62,7 @@ impl Proto {
             Proto::Https => SocketKind::Https,
             Proto::Tcp => SocketKind::Tcp,
             Proto::TlsPassthrough => SocketKind::TlsPassthrough,
+            Proto::Udp => SocketKind::Udp,
         }
     }
 
@@ -69,6 +72,7 @@ impl Proto {
             Proto::Http | Proto::Https => &[HTTP_ROUTE, GRPC_ROUTE],
             Proto::Tcp => &[TCP_ROUTE],
             Proto::TlsPassthrough => &[TLS_ROUTE],
+            Proto::Udp => &[UDP_ROUTE],
         }
     }
 }
@@ -122,6 +126,7 @@ const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
 const TCP_ROUTE: &str = "TCPRoute";
 const TLS_ROUTE: &str = "TLSRoute";
+const UDP_ROUTE: &str = "UDPRoute";
 
 /// A route of either kind as the compiler takes it: a GRPCRoute as its HTTPRoute
 /// (`grpc.rs`), with the problem its translation found.
@@ -319,10 +324,19 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 invalid,
             }
         });
+        let udp = self.inputs.udp_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: UDP_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
         let mut routes: Vec<RouteIn> = http
             .chain(grpc)
             .chain(tcp)
             .chain(tls)
+            .chain(udp)
             .filter(|r| self.watched(&r.route.metadata))
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
@@ -537,6 +551,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             "HTTPS" => Some(Proto::Https),
             "TCP" => Some(Proto::Tcp),
             "TLS" if tls_mode == "Passthrough" => Some(Proto::TlsPassthrough),
+            "UDP" => Some(Proto::Udp),
             _ => None,
         };
         let host = hostname::parse(spec.hostname.as_deref()).ok();
@@ -622,8 +637,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         )
                     } else {
                         format!(
-                            "protocol {:?} is not supported; sluice serves HTTP, HTTPS, TCP \
-                             and TLS (Passthrough)",
+                            "protocol {:?} is not supported; sluice serves HTTP, HTTPS, TCP, \
+                             TLS (Passthrough) and UDP",
                             spec.protocol
                         )
                     },
@@ -871,7 +886,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
 
         if let (Ok(rules), false) = (rules, served.is_empty()) {
-            if matches!(kind, TCP_ROUTE | TLS_ROUTE) {
+            if matches!(kind, TCP_ROUTE | TLS_ROUTE | UDP_ROUTE) {
                 self.add_streams(kind, route, specs, &served, backends, streams);
             } else {
                 self.add_rules(

@@ -1,4 +1,5 @@
-//! TCPRoute and TLSRoute: routes of whole connections. They attach to listeners exactly as
+//! TCPRoute, TLSRoute and UDPRoute: routes of whole connections (a UDP client's datagrams
+//! count as one). They attach to listeners exactly as
 //! HTTP routes do (parentRefs, allowedRoutes, hostnames, ReferenceGrants, statuses), so the
 //! compiler takes them in HTTPRoute form (one rule with its backendRefs) and, once
 //! attached, puts their backends in the socket's [`crate::rules::StreamRoutes`] instead of
@@ -9,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::types::{HttpRoute, HttpRouteRule, HttpRouteSpec, StreamRouteSpec};
 
-/// The HTTPRoute form of a TCPRoute or TLSRoute, and its problem if any (a sentence naming
+/// The HTTPRoute form of a TCPRoute, TLSRoute or UDPRoute, and its problem if any (a sentence naming
 /// the field): the CRD allows one rule, and sluice takes no more.
 pub(crate) fn as_http_route(
     metadata: &ObjectMeta,
@@ -17,7 +18,7 @@ pub(crate) fn as_http_route(
 ) -> (HttpRoute, Option<String>) {
     let problem = (spec.rules.len() > 1).then(|| {
         format!(
-            "spec.rules: {} rules; a TCPRoute or TLSRoute has one",
+            "spec.rules: {} rules; a TCPRoute, TLSRoute or UDPRoute has one",
             spec.rules.len()
         )
     });

@@ -63,6 +63,7 @@ serialize_object!(HttpRoute, metadata, spec; status);
 serialize_object!(GrpcRoute, metadata, spec; status);
 serialize_object!(TcpRoute, metadata, spec; status);
 serialize_object!(TlsRoute, metadata, spec; status);
+serialize_object!(UdpRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
 
 resource!(
@@ -105,6 +106,13 @@ resource!(
     "v1",
     "TLSRoute",
     "tlsroutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    UdpRoute,
+    "v1",
+    "UDPRoute",
+    "udproutes",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -412,7 +420,23 @@ pub struct TlsRoute {
     pub status: Option<serde_json::Value>,
 }
 
-/// The `spec` of `TCPRoute` and `TLSRoute` (which alone has `hostnames`).
+/// `UDPRoute`: the datagrams of each client of a UDP listener go to one endpoint of its
+/// backends, drawn by weight.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UdpRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The `spec` of `TCPRoute`, `TLSRoute` and `UDPRoute` (TLSRoute alone has `hostnames`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRouteSpec {
