@@ -31,7 +31,13 @@
 #                    `cargo build --release -p sluice-proxy --example bench_proxy` in a
 #                    worktree); adds the peer "sluice-base", so one run compares two builds
 #   SCENARIOS ["small big close tls tlsnew"]   small keep-alive GETs, 1 MiB responses, a new
-#                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request
+#                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request;
+#                    and the stream data paths (Gateway API TCPRoute, TLSRoute Passthrough;
+#                    nginx's stream module and haproxy's `mode tcp`): "tcp" and "tcpnew"
+#                    (keep-alive GETs / a new connection per request, piped), "passthrough"
+#                    and "passthroughnew" (TLS piped to the backend, which terminates it:
+#                    keep-alive / a TLS handshake per request). E.g.
+#                    SCENARIOS="tcp tcpnew passthrough passthroughnew" bench/proxy.sh
 set -euo pipefail
 
 WORKERS=${WORKERS:-1}
@@ -114,6 +120,11 @@ BACKEND_PORT=$(free_port)
 SLUICE_HTTP=$(free_port); SLUICE_HTTPS=$(free_port); SLUICE_ADMIN=$(free_port)
 NGINX_HTTP=$(free_port); NGINX_HTTPS=$(free_port)
 HAPROXY_HTTP=$(free_port); HAPROXY_HTTPS=$(free_port)
+# Stream scenarios: the backend's TLS port, and each peer's TCP and TLS-passthrough ports.
+BACKEND_TLS=$(free_port)
+SLUICE_TCP=$(free_port); SLUICE_PASS=$(free_port)
+NGINX_TCP=$(free_port); NGINX_PASS=$(free_port)
+HAPROXY_TCP=$(free_port); HAPROXY_PASS=$(free_port)
 
 mkdir -p "$TMP/www" "$TMP/backend" "$TMP/nginx"
 printf 'ok' >"$TMP/www/index"
@@ -153,6 +164,9 @@ $(nginx_temp_paths "$TMP/backend")
     default_type application/octet-stream;
     server {
         listen 127.0.0.1:$BACKEND_PORT reuseport backlog=4096;
+        listen 127.0.0.1:$BACKEND_TLS ssl reuseport backlog=4096;
+        ssl_certificate $TMP/cert.pem;
+        ssl_certificate_key $TMP/key.pem;
         location = / { return 200 "ok"; }
         location = /1m { root $TMP/www; }
     }
@@ -193,6 +207,15 @@ $(nginx_temp_paths "$TMP/nginx")
         }
     }
 }
+stream {
+    server { listen 127.0.0.1:$NGINX_TCP reuseport backlog=4096; proxy_pass 127.0.0.1:$BACKEND_PORT; }
+    # As a TLSRoute: the ClientHello is read (ssl_preread) before the connection is piped.
+    server {
+        listen 127.0.0.1:$NGINX_PASS reuseport backlog=4096;
+        ssl_preread on;
+        proxy_pass 127.0.0.1:$BACKEND_TLS;
+    }
+}
 EOF
 
 cat >"$TMP/haproxy.cfg" <<EOF
@@ -217,6 +240,23 @@ frontend fe
     default_backend be
 backend be
     server s1 127.0.0.1:$BACKEND_PORT
+frontend tcp
+    mode tcp
+    bind 127.0.0.1:$HAPROXY_TCP
+    default_backend be_tcp
+backend be_tcp
+    mode tcp
+    server s1 127.0.0.1:$BACKEND_PORT
+# As a TLSRoute: wait for the ClientHello (SNI routing reads it), then pipe.
+frontend passthrough
+    mode tcp
+    bind 127.0.0.1:$HAPROXY_PASS
+    tcp-request inspect-delay 5s
+    tcp-request content accept if { req_ssl_hello_type 1 }
+    default_backend be_tls
+backend be_tls
+    mode tcp
+    server s1 127.0.0.1:$BACKEND_TLS
 EOF
 
 wait_port() { # port [log file to show on failure]
@@ -246,6 +286,8 @@ start_peer() {
         "${ON_PROXY_CPUS[@]}" "$bin" --backend "127.0.0.1:$BACKEND_PORT" \
             --http-addr "127.0.0.1:$SLUICE_HTTP" --https-addr "127.0.0.1:$SLUICE_HTTPS" \
             --admin-addr "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" \
+            --tcp-listen "127.0.0.1:$SLUICE_TCP" --passthrough-listen "127.0.0.1:$SLUICE_PASS" \
+            --tls-backend "127.0.0.1:$BACKEND_TLS" \
             --http1-server "$server" --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
         PEER_PID=$!
         wait_port "$SLUICE_HTTP" "$TMP/sluice.log"; wait_port "$SLUICE_HTTPS"
@@ -274,6 +316,13 @@ peer_ports() {
     haproxy) echo "$HAPROXY_HTTP $HAPROXY_HTTPS" ;;
     esac
 }
+stream_ports() { # peer: its TCP and TLS-passthrough ports
+    case $1 in
+    sluice | sluice-hyper | sluice-base) echo "$SLUICE_TCP $SLUICE_PASS" ;;
+    nginx) echo "$NGINX_TCP $NGINX_PASS" ;;
+    haproxy) echo "$HAPROXY_TCP $HAPROXY_PASS" ;;
+    esac
+}
 
 for peer in $PEERS; do
     start_peer "$peer"
@@ -281,9 +330,12 @@ for peer in $PEERS; do
     body=$(curl -s "http://127.0.0.1:$http/")
     big=$(curl -s "http://127.0.0.1:$http/1m" | wc -c)
     tls=$(curl -sk "https://127.0.0.1:$https/")
+    read -r tcp pass < <(stream_ports "$peer")
+    piped=$(curl -s "http://127.0.0.1:$tcp/")
+    passed=$(curl -sk "https://127.0.0.1:$pass/")
     stop_peer
-    if [[ $body != ok || $big != 1048576 || $tls != ok ]]; then
-        log "$peer does not proxy correctly (body=$body big=$big tls=$tls)"
+    if [[ $body != ok || $big != 1048576 || $tls != ok || $piped != ok || $passed != ok ]]; then
+        log "$peer does not proxy correctly (body=$body big=$big tls=$tls tcp=$piped passthrough=$passed)"
         exit 1
     fi
 done
@@ -321,14 +373,19 @@ worker_requests() {
         awk -F'[{}" ]+' '/^sluice_worker_requests_total\{/ {print $3, $NF}' | sort -n | awk '{print $2}' | tr '\n' ' '
 }
 run_wrk() { # peer scenario round
-    local peer=$1 scenario=$2 round=$3 http https url conns=$CONNS extra=()
+    local peer=$1 scenario=$2 round=$3 http https tcp pass url conns=$CONNS extra=()
     read -r http https < <(peer_ports "$peer")
+    read -r tcp pass < <(stream_ports "$peer")
     case $scenario in
     small) url="http://127.0.0.1:$http/" ;;
     big) url="http://127.0.0.1:$http/1m"; conns=$BIG_CONNS ;;
     close) url="http://127.0.0.1:$http/"; extra=(-H "Connection: close") ;;
     tls) url="https://127.0.0.1:$https/" ;;
     tlsnew) url="https://127.0.0.1:$https/"; extra=(-H "Connection: close") ;;
+    tcp) url="http://127.0.0.1:$tcp/" ;;
+    tcpnew) url="http://127.0.0.1:$tcp/"; extra=(-H "Connection: close") ;;
+    passthrough) url="https://127.0.0.1:$pass/" ;;
+    passthroughnew) url="https://127.0.0.1:$pass/"; extra=(-H "Connection: close") ;;
     esac
     local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1 w0="" w1=""
     [[ $peer == sluice* && $WORKERS -gt 1 ]] && w0=$(worker_requests)
@@ -401,7 +458,7 @@ function median(v, key, c,    a, i, j, x) {
     if (!($2 in seen_p)) { seen_p[$2] = 1; order_p[++np] = $2 }
 }
 END {
-    printf "%-8s %-8s %10s %9s %9s %7s %6s %7s %9s %9s %9s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "us/req", "errors", "steal%", "rps s/x", "p99 s/x", "cpu s/x"
+    printf "%-14s %-8s %10s %9s %9s %7s %6s %7s %9s %9s %9s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "us/req", "errors", "steal%", "rps s/x", "p99 s/x", "cpu s/x"
     for (i = 1; i <= ns; i++) {
         s = order_s[i]
         ks = s SUBSEP "sluice"
@@ -416,7 +473,7 @@ END {
                 ratio_p = sprintf("%.2f", sp / b)
                 if (c > 0) ratio_c = sprintf("%.2f", sc / c)
             }
-            printf "%-8s %-8s %10.0f %9.3f %9.3f %7.2f %6d %7.1f %9s %9s %9s\n", s, p, r, a, b, c, err[k], steal[k] / n[k], ratio_r, ratio_p, ratio_c
+            printf "%-14s %-8s %10.0f %9.3f %9.3f %7.2f %6d %7.1f %9s %9s %9s\n", s, p, r, a, b, c, err[k], steal[k] / n[k], ratio_r, ratio_p, ratio_c
         }
     }
 }' "$RESULTS"

@@ -186,9 +186,10 @@ async fn tls_exchange(
     tls.write_all(line.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    let _ = tls.read_to_end(&mut out).await;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    // One answer (one small write on the backend's side: one TLS record).
+    let mut out = vec![0u8; 1024];
+    let n = tls.read(&mut out).await.map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out[..n]).into_owned())
 }
 
 /// Gateway API GATEWAY-TLS (TLSRouteSimpleSameNamespace, TLSRouteHostnameIntersection): a
@@ -318,6 +319,60 @@ async fn udp_route_relays_each_client_to_one_backend() {
             seen.len(),
             2,
             "both backends drawn for 24 clients: {seen:?}"
+        );
+        proxy.shutdown().await;
+    })
+    .await;
+}
+
+/// Gateway API TLSRouteModeTerminate and TLSRouteModeMixed (conformance
+/// TLSRouteTerminateSimpleSameNamespace, TLSRouteMixedTerminationSameNamespace): on one
+/// port, a `Terminate` listener's route ends TLS with the listener's certificate and pipes
+/// the plaintext, a `Passthrough` listener's route pipes the TLS untouched; the SNI says
+/// which.
+#[tokio::test]
+async fn tls_routes_terminate_or_pass_through_by_listener_on_one_port() {
+    init_tracing();
+    bounded(async {
+        let (plain, _plain) = line_echo("plain").await;
+        let (passed, passed_ca) = tls_backend("abc.example.com").await;
+        let (cert, key, listener_ca) = ca_and_leaf("tls.example.com");
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let mut inputs = inputs(&[
+            Route::new("plain.internal", "plain", vec![plain]).with_tls(cert, key),
+            Route::new("passed.internal", "passed", vec![passed]),
+        ]);
+        add_gateway(
+            &mut inputs,
+            json!({"addresses": [{"value": "127.87.0.4"}], "listeners": [
+                {"name": "term", "port": 18883, "protocol": "TLS", "hostname": "tls.example.com",
+                 "tls": {"mode": "Terminate", "certificateRefs": [{"name": "tls-0"}]}},
+                {"name": "pass", "port": 18883, "protocol": "TLS", "hostname": "abc.example.com",
+                 "tls": {"mode": "Passthrough"}}]}),
+            &[],
+        );
+        let route = |name: &str, section: &str, service: &str| {
+            tls_route(json!({
+                "metadata": {"namespace": NS, "name": name},
+                "spec": {"parentRefs": [{"name": "gw", "sectionName": section}],
+                         "rules": [{"backendRefs": [{"name": service, "port": 80}]}]}
+            }))
+        };
+        inputs.tls_routes = vec![
+            route("terminated", "term", "plain"),
+            route("passed", "pass", "passed"),
+        ];
+        proxy_table(&proxy, inputs);
+        let socket: SocketAddr = "127.87.0.4:18883".parse().unwrap();
+        // Terminated: the listener's certificate, and the backend sees the plaintext.
+        assert_eq!(
+            tls_exchange(socket, "tls.example.com", &listener_ca, "ping\n").await,
+            Ok("plain: ping\n".to_owned())
+        );
+        // Passed through: the backend's own certificate.
+        assert_eq!(
+            tls_exchange(socket, "abc.example.com", &passed_ca, "ping").await,
+            Ok("abc.example.com: ping".to_owned())
         );
         proxy.shutdown().await;
     })

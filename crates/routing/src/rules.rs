@@ -331,9 +331,10 @@ pub enum SocketKind {
     Https,
     /// `TCP`: each connection piped to a TCPRoute's backend.
     Tcp,
-    /// `TLS` with `mode: Passthrough`: each connection piped, by the SNI of its ClientHello,
-    /// to a TLSRoute's backend; the TLS bytes are not touched.
-    TlsPassthrough,
+    /// `TLS`: each connection piped, by the SNI of its ClientHello, to a TLSRoute's backend:
+    /// the TLS bytes untouched (`mode: Passthrough`), or TLS terminated here and the
+    /// plaintext piped (`mode: Terminate`); both modes may share a socket, by host name.
+    Tls,
     /// `UDP`: each client's datagrams relayed to a UDPRoute's backend.
     Udp,
 }
@@ -346,6 +347,9 @@ pub struct StreamTarget {
     pub split: Vec<crate::table::WeightedBackend>,
     /// The route.
     pub source: crate::refs::ObjectRef,
+    /// TLS is terminated here (a TLSRoute of a `Terminate` listener; the listener's
+    /// certificate is in the table's SNI maps); the backend gets the plaintext.
+    pub terminate: bool,
 }
 
 /// The stream routes of one socket, by SNI host name (a TCP socket has only `any`).
@@ -378,7 +382,7 @@ pub(crate) struct ListenerRoutes {
     pub rules: HostRules,
     /// The host names of the usable `HTTPS` listeners on this socket (`Any`: one without).
     pub tls_listeners: Vec<crate::host::HostPattern>,
-    /// TCPRoutes, TLSRoutes and UDPRoutes (a `Tcp`, `TlsPassthrough` or `Udp` socket).
+    /// TCPRoutes, TLSRoutes and UDPRoutes (a `Tcp`, `Tls` or `Udp` socket).
     pub streams: StreamRoutes,
 }
 

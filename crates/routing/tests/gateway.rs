@@ -1809,9 +1809,8 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
 }
 
 /// Gateway API GATEWAY-TCP / -TLS / -UDP statuses: a TCP listener takes TCPRoutes, a TLS
-/// Passthrough listener TLSRoutes and a UDP listener UDPRoutes (their `supportedKinds`); a TLS listener in
-/// Terminate mode is `Accepted=False` `UnsupportedValue` (conformance
-/// TLSRouteListenerTerminateNotSupported); a TCPRoute does not attach to an HTTP listener;
+/// listener (Passthrough or Terminate) TLSRoutes and a UDP listener UDPRoutes (their
+/// `supportedKinds`); a TCPRoute does not attach to an HTTP listener;
 /// a stream listener of a Gateway without an address of its own is not programmed (the
 /// shared listeners speak HTTP), and says how to give it one.
 #[test]
@@ -1859,9 +1858,16 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
     assert_eq!(kinds("tcp"), ["TCPRoute"]);
     assert_eq!(kinds("tls"), ["TLSRoute"]);
     assert_eq!(kinds("udp"), ["UDPRoute"]);
+    // TLS Terminate is served (TLSRouteModeTerminate); this one's certificate is missing.
+    assert_eq!(kinds("terminate"), ["TLSRoute"]);
     assert_eq!(
-        conditions(&by_name["terminate"].conditions)[0],
-        ("Accepted", false, "UnsupportedValue")
+        conditions(&by_name["terminate"].conditions),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", false, "Invalid"),
+            ("ResolvedRefs", false, "InvalidCertificateRef"),
+            ("Conflicted", false, "NoConflicts")
+        ]
     );
     assert_eq!(accepted(&out.gateway, "ok"), (true, "Accepted"));
     assert_eq!(accepted(&out.gateway, "pass"), (true, "Accepted"));
@@ -1898,10 +1904,7 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
             .map(|(_, k)| *k)
     };
     assert_eq!(kind_of(9000), Some(sluice_routing::SocketKind::Tcp));
-    assert_eq!(
-        kind_of(9443),
-        Some(sluice_routing::SocketKind::TlsPassthrough)
-    );
+    assert_eq!(kind_of(9443), Some(sluice_routing::SocketKind::Tls));
     assert_eq!(kind_of(5300), Some(sluice_routing::SocketKind::Udp));
     let tcp_socket = sockets.iter().find(|(a, _)| a.port() == 9000).unwrap().0;
     let tls_socket = sockets.iter().find(|(a, _)| a.port() == 9443).unwrap().0;

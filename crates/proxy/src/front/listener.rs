@@ -112,10 +112,11 @@ pub(crate) enum Transport {
     /// TLS terminated here.
     Tls(crate::front::tls::TlsConfigs),
     /// Whole connections piped to a stream route's backend (a Gateway `TCP` listener, or
-    /// `TLS` Passthrough when `sni`: routed by the ClientHello's server name).
+    /// `TLS` when `tls` is given: routed by the ClientHello's server name, and terminated
+    /// with these configurations where the route says so).
     Stream {
-        /// Routed by the SNI.
-        sni: bool,
+        /// Routed by the SNI; the configurations for routes that terminate TLS.
+        tls: Option<crate::front::tls::TlsConfigs>,
     },
 }
 
@@ -253,8 +254,10 @@ pub(crate) async fn accept_gateway_sockets(
         let transport = match new.kind {
             SocketKind::Http => Transport::Plain,
             SocketKind::Https => Transport::Tls(tls.clone()),
-            SocketKind::Tcp => Transport::Stream { sni: false },
-            SocketKind::TlsPassthrough => Transport::Stream { sni: true },
+            SocketKind::Tcp => Transport::Stream { tls: None },
+            SocketKind::Tls => Transport::Stream {
+                tls: Some(tls.clone()),
+            },
             // Served above.
             SocketKind::Udp => continue,
         };
@@ -356,14 +359,14 @@ async fn serve_connection(
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);
     match transport {
-        Transport::Stream { sni } => {
+        Transport::Stream { tls } => {
             let Some(socket) = ctx.gateway else { return };
             crate::front::stream::serve(
                 stream,
                 early,
                 &ctx,
                 socket,
-                sni,
+                tls.as_ref(),
                 protocols.handshake_timeout,
                 &phases,
             )
@@ -636,13 +639,13 @@ async fn sniff<T: AsyncRead + Unpin>(
 }
 
 /// An I/O stream with bytes already read from it put back in front.
-struct Prefixed<T> {
+pub(crate) struct Prefixed<T> {
     prefix: Bytes,
     inner: T,
 }
 
 impl<T> Prefixed<T> {
-    fn new(prefix: Bytes, inner: T) -> Self {
+    pub(crate) fn new(prefix: Bytes, inner: T) -> Self {
         Prefixed { prefix, inner }
     }
 }

@@ -1,7 +1,8 @@
-//! The connections of Gateway `TCP` and TLS `Passthrough` listeners: each is piped whole to
-//! an endpoint of its route's backend (TCPRoute; TLSRoute chosen by the SNI of the
-//! ClientHello, which is read, not consumed: the backend gets the TLS bytes as the client
-//! sent them). One atomic load of the routing table per connection; the backend is drawn
+//! The connections of Gateway `TCP` and `TLS` listeners: each is piped whole to an endpoint
+//! of its route's backend (TCPRoute; TLSRoute chosen by the SNI of the ClientHello, which is
+//! read, not consumed: in `Passthrough` mode the backend gets the TLS bytes as the client
+//! sent them, in `Terminate` mode TLS ends here with the listener's certificate and the
+//! backend gets the plaintext). One atomic load of the routing table per connection; the backend is drawn
 //! by weight as for HTTP routes, and the endpoint picked by the same balancer (a failed
 //! connect marks the endpoint down and the next is tried, three at most). Draining lets a
 //! piped connection run until the forced phase of shutdown.
@@ -10,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tracing::debug;
 
@@ -27,17 +28,18 @@ const CONNECT_TRIES: usize = 3;
 const MAX_HELLO: usize = 16 * 1024 + 5;
 
 /// Serves one connection of stream socket `socket`; `early`: what was read from the client
-/// already; `sni`: the route is chosen by the ClientHello's server name (TLS Passthrough).
+/// already; `tls`: the socket is a TLS listener, the route is chosen by the ClientHello's
+/// server name, and these configurations terminate TLS where the route says so.
 pub(crate) async fn serve(
     mut client: TcpStream,
     mut early: BytesMut,
     ctx: &ConnCtx,
     socket: SocketAddr,
-    sni: bool,
+    tls: Option<&crate::front::tls::TlsConfigs>,
     hello_timeout: Duration,
     phases: &Phases,
 ) {
-    let name = if sni {
+    let name = if tls.is_some() {
         let read = tokio::time::timeout(hello_timeout, server_name(&mut client, &mut early));
         match read.await {
             Ok(Ok(name)) => name,
@@ -58,6 +60,41 @@ pub(crate) async fn serve(
         debug!(peer = %ctx.peer, %socket, sni = ?name, "no route for the connection");
         return;
     };
+    match tls.filter(|_| target.terminate) {
+        None => pipe(client, &early, ctx, &snapshot, target, phases).await,
+        Some(configs) => {
+            // The ClientHello was read, not consumed: the handshake reads it again.
+            let prefixed = crate::front::listener::Prefixed::new(early.freeze(), client);
+            let handshake = async {
+                let start = tokio_rustls::LazyConfigAcceptor::new(
+                    rustls::server::Acceptor::default(),
+                    prefixed,
+                )
+                .await?;
+                let config = configs.for_hello(&start.client_hello());
+                start.into_stream(config).await
+            };
+            match tokio::time::timeout(hello_timeout, handshake).await {
+                Ok(Ok(terminated)) => {
+                    pipe(terminated, &[], ctx, &snapshot, target, phases).await;
+                }
+                Ok(Err(error)) => debug!(peer = %ctx.peer, %error, "TLS handshake failed"),
+                Err(_) => debug!(peer = %ctx.peer, "TLS handshake timed out"),
+            }
+        }
+    }
+}
+
+/// Pipes `client` (after `early`, bytes already read from it) to an endpoint of a backend
+/// of `target` drawn by weight, until either side closes or shutdown forces it.
+async fn pipe<C: AsyncRead + AsyncWrite + Unpin>(
+    mut client: C,
+    early: &[u8],
+    ctx: &ConnCtx,
+    snapshot: &crate::snapshot::Snapshot,
+    target: &sluice_routing::StreamTarget,
+    phases: &Phases,
+) {
     // An unusable reference, or every weight 0: the connection is refused (closed).
     let Some(drawn) = crate::pipeline::route::draw(&target.split).filter(|b| b.usable) else {
         return;
@@ -89,7 +126,7 @@ pub(crate) async fn serve(
     };
     let _ = upstream.set_nodelay(true);
     let piped = async {
-        upstream.write_all(&early).await?;
+        upstream.write_all(early).await?;
         tokio::io::copy_bidirectional(&mut client, &mut upstream).await
     };
     tokio::select! {

@@ -45,6 +45,9 @@ enum Proto {
     Tcp,
     /// TLS `Passthrough`: TLSRoutes by SNI; served only on a Gateway address of its own.
     TlsPassthrough,
+    /// TLS `Terminate`: TLSRoutes by SNI, TLS terminated with the listener's certificate;
+    /// served only on a Gateway address of its own.
+    TlsTerminate,
     /// UDPRoutes; served only on a Gateway address of its own.
     Udp,
 }
@@ -52,7 +55,10 @@ enum Proto {
 impl Proto {
     /// Whether its routes take whole connections (no HTTP).
     fn stream(self) -> bool {
-        matches!(self, Proto::Tcp | Proto::TlsPassthrough | Proto::Udp)
+        matches!(
+            self,
+            Proto::Tcp | Proto::TlsPassthrough | Proto::TlsTerminate | Proto::Udp
+        )
     }
 
     /// The socket kind the proxy binds for it.
@@ -61,7 +67,7 @@ impl Proto {
             Proto::Http => SocketKind::Http,
             Proto::Https => SocketKind::Https,
             Proto::Tcp => SocketKind::Tcp,
-            Proto::TlsPassthrough => SocketKind::TlsPassthrough,
+            Proto::TlsPassthrough | Proto::TlsTerminate => SocketKind::Tls,
             Proto::Udp => SocketKind::Udp,
         }
     }
@@ -71,7 +77,7 @@ impl Proto {
         match self {
             Proto::Http | Proto::Https => &[HTTP_ROUTE, GRPC_ROUTE],
             Proto::Tcp => &[TCP_ROUTE],
-            Proto::TlsPassthrough => &[TLS_ROUTE],
+            Proto::TlsPassthrough | Proto::TlsTerminate => &[TLS_ROUTE],
             Proto::Udp => &[UDP_ROUTE],
         }
     }
@@ -551,6 +557,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             "HTTPS" => Some(Proto::Https),
             "TCP" => Some(Proto::Tcp),
             "TLS" if tls_mode == "Passthrough" => Some(Proto::TlsPassthrough),
+            "TLS" if tls_mode == "Terminate" => Some(Proto::TlsTerminate),
             "UDP" => Some(Proto::Udp),
             _ => None,
         };
@@ -631,10 +638,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                         "UnsupportedProtocol"
                     },
                     if spec.protocol == "TLS" {
-                        format!(
-                            "protocol TLS with tls.mode {tls_mode} is not supported; sluice \
-                             serves TLS listeners in Passthrough mode"
-                        )
+                        format!("tls.mode {tls_mode:?} is not Passthrough or Terminate")
                     } else {
                         format!(
                             "protocol {:?} is not supported; sluice serves HTTP, HTTPS, TCP, \
@@ -652,7 +656,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     format!("hostname {:?} is not a DNS name or wildcard", spec.hostname),
                 )
             }
-            (Some(Proto::Https), Some(host)) => {
+            (Some(Proto::Https | Proto::TlsTerminate), Some(host)) => {
                 match self.listener_certificate(namespace, spec, loaded) {
                     Ok(cert) => {
                         certs.push((host.clone(), cert));
@@ -1124,9 +1128,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 entry: None,
             });
         }
-        let target = Arc::new(StreamTarget {
-            split,
-            source: object(kind, &route.metadata),
+        let source = object(kind, &route.metadata);
+        let targets = [false, true].map(|terminate| {
+            Arc::new(StreamTarget {
+                split: split.clone(),
+                source: source.clone(),
+                terminate,
+            })
         });
         for (site, _, host) in served {
             let Site::Own(addr, proto) = site else {
@@ -1136,7 +1144,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 continue;
             }
             let routes = streams.entry(*addr).or_default();
-            let new = || Arc::clone(&target);
+            let target = &targets[usize::from(*proto == Proto::TlsTerminate)];
+            let new = || Arc::clone(target);
             match host {
                 HostPattern::Exact(h) => {
                     routes.exact.entry(Key::new(h)).or_insert_with(new);
