@@ -78,6 +78,11 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v nginx >/dev/null || need+=(nginx-light)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v openssl >/dev/null || need+=(openssl)
+# nginx's stream module (the stream scenarios' nginx peer) is a module package on Debian.
+STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
+if command -v nginx >/dev/null && nginx -V 2>&1 | grep -q -- '--with-stream=dynamic' && [[ ! -f $STREAM_MODULE ]]; then
+    need+=(libnginx-mod-stream)
+fi
 if ((${#need[@]})); then
     log "installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -88,6 +93,15 @@ command -v wrk >/dev/null || { log "wrk is required"; exit 1; }
 command -v nginx >/dev/null || { log "nginx is required"; exit 1; }
 if ! command -v haproxy >/dev/null; then
     PEERS=${PEERS//haproxy/}
+fi
+# Whether nginx can be a stream peer: its stream module built in, or loadable.
+NGINX_STREAM=""
+LOAD_STREAM=""
+if nginx -V 2>&1 | grep -qE -- '--with-stream( |$)'; then
+    NGINX_STREAM=1
+elif [[ -f $STREAM_MODULE ]]; then
+    NGINX_STREAM=1
+    LOAD_STREAM="load_module $STREAM_MODULE;"
 fi
 
 log "building sluice (release)"
@@ -175,7 +189,21 @@ EOF
 
 # nginx as the reverse proxy, configured the way an ingress controller would: upstream
 # keep-alive, HTTP/1.1 upstream, the same X-Forwarded-* headers sluice sets.
+if [[ -n $NGINX_STREAM ]]; then
+    NGINX_STREAM_BLOCK="stream {
+    server { listen 127.0.0.1:$NGINX_TCP reuseport backlog=4096; proxy_pass 127.0.0.1:$BACKEND_PORT; }
+    # As a TLSRoute: the ClientHello is read (ssl_preread) before the connection is piped.
+    server {
+        listen 127.0.0.1:$NGINX_PASS reuseport backlog=4096;
+        ssl_preread on;
+        proxy_pass 127.0.0.1:$BACKEND_TLS;
+    }
+}"
+else
+    NGINX_STREAM_BLOCK=""
+fi
 cat >"$TMP/nginx/nginx.conf" <<EOF
+$LOAD_STREAM
 $(nginx_common "$TMP/nginx")
 worker_processes $WORKERS;
 events { worker_connections 8192; multi_accept on; }
@@ -207,15 +235,7 @@ $(nginx_temp_paths "$TMP/nginx")
         }
     }
 }
-stream {
-    server { listen 127.0.0.1:$NGINX_TCP reuseport backlog=4096; proxy_pass 127.0.0.1:$BACKEND_PORT; }
-    # As a TLSRoute: the ClientHello is read (ssl_preread) before the connection is piped.
-    server {
-        listen 127.0.0.1:$NGINX_PASS reuseport backlog=4096;
-        ssl_preread on;
-        proxy_pass 127.0.0.1:$BACKEND_TLS;
-    }
-}
+$NGINX_STREAM_BLOCK
 EOF
 
 cat >"$TMP/haproxy.cfg" <<EOF
@@ -330,9 +350,12 @@ for peer in $PEERS; do
     body=$(curl -s "http://127.0.0.1:$http/")
     big=$(curl -s "http://127.0.0.1:$http/1m" | wc -c)
     tls=$(curl -sk "https://127.0.0.1:$https/")
-    read -r tcp pass < <(stream_ports "$peer")
-    piped=$(curl -s "http://127.0.0.1:$tcp/")
-    passed=$(curl -sk "https://127.0.0.1:$pass/")
+    piped=ok passed=ok
+    if [[ $peer != nginx || -n $NGINX_STREAM ]]; then
+        read -r tcp pass < <(stream_ports "$peer")
+        piped=$(curl -s "http://127.0.0.1:$tcp/")
+        passed=$(curl -sk "https://127.0.0.1:$pass/")
+    fi
     stop_peer
     if [[ $body != ok || $big != 1048576 || $tls != ok || $piped != ok || $passed != ok ]]; then
         log "$peer does not proxy correctly (body=$body big=$big tls=$tls tcp=$piped passthrough=$passed)"
@@ -430,6 +453,9 @@ for scenario in $SCENARIOS; do
             order=$(echo $PEERS | tr ' ' '\n' | tac | tr '\n' ' ')
         fi
         for peer in $order; do
+            if [[ $peer == nginx && -z $NGINX_STREAM && $scenario == @(tcp|tcpnew|passthrough|passthroughnew) ]]; then
+                continue
+            fi
             start_peer "$peer"
             # A short warm-up: connections, pools, caches.
             "${ON_LOAD_CPUS[@]}" wrk -t 1 -c 4 -d 1s "http://127.0.0.1:$(peer_ports "$peer" | cut -d' ' -f1)/" >/dev/null 2>&1 || true
