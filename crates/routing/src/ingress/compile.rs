@@ -988,6 +988,7 @@ impl Entries<'_, '_> {
             split: Vec::new(),
             fixed_status: None,
             mirrors: Vec::new(),
+            rule: None,
         });
         self.index.insert(key, id);
         id
@@ -1064,6 +1065,7 @@ fn build_table(
             split: Vec::new(),
             fixed_status: None,
             mirrors: Vec::new(),
+            rule: None,
         });
         id
     });
