@@ -1,0 +1,248 @@
+//! The Helm chart installed for real: `helm install` of charts/sluice into the test cluster
+//! (the admin kubeconfig of the test control plane), the node agent running the pod as the
+//! chart says (image `sluice:VERSION` -> the workspace binary, args, env, the ServiceAccount
+//! token, probes), an Ingress served through it and the leader holding its Lease with the
+//! chart's namespaced Role; then `helm upgrade` with changed values (ingress-nginx's
+//! `controller.replicaCount` 1 -> 2 and a `controller.extraArgs` entry): both replicas run
+//! the new flag, its effect is seen (unmatched hosts go to the default backend instead of
+//! 404) and the Ingress is still served by each. Any RBAC refusal in a pod's log fails the
+//! test. `helm uninstall` removes the release.
+//!
+//! helm comes from `scripts/helm.sh` (built once into the test cache, pinned in tools/helm).
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, LogParams};
+use serde_json::json;
+use sluice_testenv::{AGENT_NODE_NAME, eventually};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+use support::{World, echo_deployment, get};
+
+/// The release's namespace and name (full name `edge-sluice`: apart from deploy/'s
+/// `sluice` objects that the test World applies).
+const NS: &str = "sluice-helm";
+const RELEASE: &str = "edge";
+const SELECTOR: &str = "app.kubernetes.io/instance=edge";
+/// The class the release serves (ingress-nginx's `controller.ingressClassResource.*`).
+const CLASS: &str = "helm-class";
+
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// Runs `bash scripts/helm.sh ARGS` (helm, built when missing) with the test cluster's
+/// kubeconfig; fails with helm's output.
+async fn helm(kubeconfig: PathBuf, args: Vec<String>) -> anyhow::Result<String> {
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new("bash")
+            .arg(root().join("scripts/helm.sh"))
+            .args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "helm {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await?
+}
+
+/// Names, IPs and args of the Ready release pods on the agent's Node, once there are
+/// exactly `n` and each has `arg` (when given).
+async fn ready_pods(
+    admin: &kube::Client,
+    n: usize,
+    arg: Option<&str>,
+) -> anyhow::Result<Vec<(String, IpAddr)>> {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    let found = eventually(
+        Duration::from_secs(90),
+        &format!("{n} Ready pods {SELECTOR} with {arg:?}"),
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await
+                .ok()?;
+            let mut ready = Vec::new();
+            for p in list.items {
+                let spec = p.spec.as_ref()?;
+                if p.metadata.deletion_timestamp.is_some()
+                    || spec.node_name.as_deref() != Some(AGENT_NODE_NAME)
+                {
+                    continue;
+                }
+                let args = spec.containers.first()?.args.clone().unwrap_or_default();
+                let status = p.status?;
+                let is_ready = status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                if is_ready && arg.is_none_or(|a| args.iter().any(|x| x == a)) {
+                    ready.push((p.metadata.name?, status.pod_ip?.parse().ok()?));
+                } else if is_ready {
+                    // An old replica still Ready: not yet rolled out.
+                    return None;
+                }
+            }
+            (ready.len() == n).then_some(ready)
+        },
+    )
+    .await;
+    if found.is_err() {
+        // Say why: each pod's phase, conditions and container states.
+        let list = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+        let states: Vec<String> = list
+            .items
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p.metadata.name.as_deref().unwrap_or("?"),
+                    serde_json::to_string(&p.status).unwrap_or_default()
+                )
+            })
+            .collect();
+        return found.map_err(|e| e.context(format!("pods: {states:#?}")));
+    }
+    found
+}
+
+/// Waits until `host` is answered by the echo Service through sluice at `addr`.
+async fn answers(addr: SocketAddr, host: &str) -> anyhow::Result<()> {
+    eventually(
+        Duration::from_secs(30),
+        &format!("{host} through sluice at {addr}"),
+        || async {
+            let r = get(addr, host, "/").await.ok()?;
+            (r.status == 200 && r.service() == "echo").then_some(())
+        },
+    )
+    .await
+}
+
+/// Fails on any RBAC refusal (`... is forbidden ...`) in the pod's log.
+async fn assert_not_refused(admin: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+    let log = pods.logs(name, &LogParams::default()).await?;
+    if let Some(line) = log.lines().find(|l| l.contains("forbidden")) {
+        anyhow::bail!("the chart's RBAC refused pod {NS}/{name} something:\n{line}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
+-> anyhow::Result<()> {
+    let w = World::new("helm").await?;
+    let admin = w.admin.clone();
+    w.cp.node_agent().await?;
+    let kubeconfig = w.cp.kubeconfig_path().to_path_buf();
+
+    w.service("echo").await?;
+    w.create(echo_deployment(1, 1)).await?;
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "echo"},
+        "spec": {"ingressClassName": CLASS, "rules": [{"host": "ingress.helm.test",
+            "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}}]},
+    }))
+    .await?;
+
+    let chart = root().join("charts/sluice").display().to_string();
+    let common = [
+        "--namespace",
+        NS,
+        "--set",
+        &format!("controller.ingressClassResource.name={CLASS}"),
+        "--set",
+        "controller.ingressClassResource.controllerValue=sluice.dev/helm",
+        "--set",
+        "controller.service.type=ClusterIP",
+        // No Gateway API CRDs on this cluster: never look for them.
+        "--set",
+        "gatewayAPI.enabled=false",
+    ]
+    .map(String::from);
+    let mut install: Vec<String> = ["install", RELEASE, &chart, "--create-namespace"]
+        .map(String::from)
+        .to_vec();
+    install.extend(common.iter().cloned());
+    helm(kubeconfig.clone(), install).await?;
+
+    let pods = ready_pods(&admin, 1, None).await?;
+    let (first, ip) = pods[0].clone();
+    answers(SocketAddr::new(ip, 80), "ingress.helm.test").await?;
+    // Nothing routes an unknown host yet: sluice's 404.
+    let r = get(SocketAddr::new(ip, 80), "unknown.helm.test", "/").await?;
+    assert_eq!(r.status, 404, "{r:?}");
+    // The leader holds the Lease the Role grants, in the release's namespace.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
+    eventually(
+        Duration::from_secs(30),
+        "the leader's Lease edge-sluice-leader",
+        || async {
+            let lease = leases.get_opt("edge-sluice-leader").await.ok()??;
+            (lease.spec?.holder_identity? == first).then_some(())
+        },
+    )
+    .await?;
+    assert_not_refused(&admin, &first).await?;
+
+    // helm upgrade: two replicas, and a flag that changes what an unmatched host gets.
+    let backend = format!("{}/echo", w.ns);
+    let mut upgrade: Vec<String> = ["upgrade", RELEASE, &chart].map(String::from).to_vec();
+    upgrade.extend(common.iter().cloned());
+    upgrade.extend([
+        "--set".to_string(),
+        "controller.replicaCount=2".to_string(),
+        "--set".to_string(),
+        format!("controller.extraArgs.default-backend-service={backend}"),
+    ]);
+    helm(kubeconfig.clone(), upgrade).await?;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
+    let spec_replicas = deployments
+        .get("edge-sluice")
+        .await?
+        .spec
+        .and_then(|s| s.replicas);
+    assert_eq!(spec_replicas, Some(2));
+    let flag = format!("--default-backend-service={backend}");
+    let replicas = ready_pods(&admin, 2, Some(&flag)).await?;
+    for (name, ip) in &replicas {
+        assert_ne!(*name, first, "the first pod was replaced");
+        let addr = SocketAddr::new(*ip, 80);
+        answers(addr, "ingress.helm.test").await?;
+        // The new flag at work: the unmatched host reaches the default backend now.
+        answers(addr, "unknown.helm.test").await?;
+        assert_not_refused(&admin, name).await?;
+    }
+    let history = helm(
+        kubeconfig.clone(),
+        ["history", RELEASE, "--namespace", NS]
+            .map(String::from)
+            .to_vec(),
+    )
+    .await?;
+    assert!(history.lines().count() >= 3, "two revisions: {history}");
+
+    helm(
+        kubeconfig,
+        ["uninstall", RELEASE, "--namespace", NS]
+            .map(String::from)
+            .to_vec(),
+    )
+    .await?;
+    assert!(deployments.get_opt("edge-sluice").await?.is_none());
+    Ok(())
+}
