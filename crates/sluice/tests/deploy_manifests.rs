@@ -313,3 +313,99 @@ async fn every_overlay_is_accepted_by_the_api_server() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// #33: the image builds from pinned bases (no floating tag such as `rust:1-bookworm` or
+/// `latest`), for amd64 and arm64 from the builder's own platform, and ships a stripped
+/// binary. The Dockerfile cannot be built here (no docker); this reads it.
+#[test]
+fn the_dockerfile_pins_its_bases_cross_compiles_and_strips() {
+    let text = std::fs::read_to_string(deploy_dir().join("../Dockerfile")).expect("Dockerfile");
+    // Continuation lines joined, comments dropped.
+    let joined = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("\\\n", " ");
+    let froms: Vec<Vec<&str>> = joined
+        .lines()
+        .filter(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(froms.len() >= 2, "a build stage and a runtime stage");
+    let mut stages = Vec::new();
+    for from in &froms {
+        let image = from
+            .iter()
+            .skip(1)
+            .find(|w| !w.starts_with("--"))
+            .expect("an image");
+        if stages.contains(image) {
+            continue; // an earlier stage, by name
+        }
+        if let Some(i) = from.iter().position(|w| w.eq_ignore_ascii_case("AS")) {
+            stages.push(from[i + 1]);
+        }
+        if image.contains("@sha256:") {
+            continue;
+        }
+        let (_, tag) = image
+            .rsplit_once(':')
+            .unwrap_or_else(|| panic!("`{image}` has no tag: it floats"));
+        // An exact version: at least MAJOR.MINOR (`1.95.0-bookworm`, `12.12-slim`), never
+        // `latest` or a major alone (`1-bookworm`).
+        let version: String = tag
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        assert!(
+            version.split('.').filter(|p| !p.is_empty()).count() >= 2,
+            "`{image}`: the tag `{tag}` floats; pin an exact version"
+        );
+    }
+    // The Rust of the build stage is at least the workspace's rust-version.
+    let rust = froms
+        .iter()
+        .flat_map(|f| f.iter())
+        .find_map(|w| w.strip_prefix("rust:"))
+        .expect("a rust: build stage");
+    let have: Vec<u32> = rust
+        .split(['-', '.'])
+        .take(2)
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let manifest = std::fs::read_to_string(deploy_dir().join("../Cargo.toml")).expect("Cargo.toml");
+    let need: Vec<u32> = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .expect("rust-version")
+        .trim_matches('"')
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert!(
+        have >= need,
+        "rust:{rust} is older than rust-version {need:?}"
+    );
+
+    // The build stage runs on the builder's platform and targets TARGETARCH amd64/arm64.
+    let build = &froms[0];
+    assert!(
+        build.contains(&"--platform=$BUILDPLATFORM"),
+        "the build stage cross-compiles: {build:?}"
+    );
+    assert!(joined.contains("ARG TARGETARCH"));
+    for (arch, triple) in [
+        ("amd64", "x86_64-unknown-linux-gnu"),
+        ("arm64", "aarch64-unknown-linux-gnu"),
+    ] {
+        assert!(
+            joined.contains(&format!("{arch}) triple={triple}")),
+            "{arch} -> {triple}"
+        );
+    }
+    // Stripped, and the file capability for ports 80/443 (see unprivileged_bind.rs).
+    assert!(joined.contains("CARGO_PROFILE_RELEASE_STRIP=symbols"));
+    assert!(joined.contains("setcap cap_net_bind_service=+ep /sluice"));
+    assert!(joined.contains("USER 65532:65532"));
+}
