@@ -268,6 +268,18 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
         },
     )
     .await?;
+    // Only the Role in sluice-system grants the Lease: the leader holds it there.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), SYSTEM);
+    eventually(
+        Duration::from_secs(30),
+        "the Lease sluice-leader held by the DaemonSet's pod",
+        || async {
+            let lease = leases.get_opt("sluice-leader").await.ok()??;
+            (lease.spec?.holder_identity? == name).then_some(())
+        },
+    )
+    .await?;
     let routes: Api<DynamicObject> = Api::namespaced_with(
         admin.clone(),
         &w.ns,
@@ -298,19 +310,26 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
     .await?;
     assert_not_refused(&admin, &name).await?;
 
-    let caught = eventually(
+    // (It has no Lease rights either, deploy/ grants those to `sluice` only: the refusal
+    // looked for is the cut verb's.)
+    eventually(
         Duration::from_secs(30),
-        "the cut ClusterRole's refusal in the log",
+        "the cut ClusterRole's refusal to list ingresses in the log",
         || async {
-            assert_not_refused(&admin, "sluice-cut")
-                .await
-                .err()
-                .map(|e| e.to_string())
-                .filter(|e| e.contains("lacks verb"))
+            let log = pods.logs("sluice-cut", &LogParams::default()).await.ok()?;
+            refusals(&log)
+                .iter()
+                .any(|(verb, resource, _)| verb == "list" && resource == "ingresses")
+                .then_some(())
         },
     )
     .await?;
-    assert!(caught.contains("lacks verb `list`"), "{caught}");
+    assert!(
+        assert_not_refused(&admin, "sluice-cut")
+            .await
+            .is_err_and(|e| e.to_string().contains("lacks verb")),
+        "a refusal fails the check"
+    );
     pods.delete("sluice-cut", &DeleteParams::default()).await?;
 
     // The Deployment overlay instead (two replicas on 8080).

@@ -177,7 +177,7 @@ fn overlays_pin_the_image_and_make_the_class_default_only_when_asked() {
     let docs = render("deployment");
     let svc = docs
         .iter()
-        .find(|d| kind(d) == "Service")
+        .find(|d| kind(d) == "Service" && d["metadata"]["name"].as_str() == Some("sluice"))
         .expect("a Service");
     assert_eq!(svc["spec"]["type"].as_str(), Some("LoadBalancer"));
 }
@@ -408,4 +408,131 @@ fn the_dockerfile_pins_its_bases_cross_compiles_and_strips() {
     assert!(joined.contains("CARGO_PROFILE_RELEASE_STRIP=symbols"));
     assert!(joined.contains("setcap cap_net_bind_service=+ep /sluice"));
     assert!(joined.contains("USER 65532:65532"));
+}
+
+fn find<'a>(docs: &'a [Value], k: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind(d) == k && d["metadata"]["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no {k} {name}"))
+}
+
+/// #33: what an operator expects of a production install, as ingress-nginx's chart offers
+/// it (`controller.minAvailable`, `controller.topologySpreadConstraints`/`affinity`,
+/// `controller.metrics.service`, `controller.image.seccompProfile`, its namespaced Lease
+/// Role): a PDB and spread for the Deployment, a metrics Service on the admin port, the
+/// runtime's seccomp profile, and Lease rights in sluice-system only.
+#[test]
+fn overlays_have_pdb_spread_metrics_seccomp_and_namespaced_lease_rights() {
+    for overlay in ["daemonset", "deployment"] {
+        let docs = render(overlay);
+        let w = workloads(&docs).next().expect("a workload");
+        let labels = &w["spec"]["template"]["metadata"]["labels"];
+        let c = &containers(w)[0];
+        assert_eq!(
+            c["securityContext"]["seccompProfile"]["type"].as_str(),
+            Some("RuntimeDefault"),
+            "{overlay}"
+        );
+
+        // The metrics Service reaches the admin port the controller listens on.
+        let metrics = find(&docs, "Service", "sluice-metrics");
+        let port = &metrics["spec"]["ports"][0];
+        assert_eq!(port["port"].as_u64(), Some(10254), "{overlay}");
+        let target = port["targetPort"].as_str().expect("a named targetPort");
+        let container_port = c["ports"]
+            .as_sequence()
+            .and_then(|ps| ps.iter().find(|p| p["name"].as_str() == Some(target)))
+            .and_then(|p| p["containerPort"].as_u64())
+            .unwrap_or_else(|| panic!("{overlay}: no container port {target}"));
+        assert!(
+            strings(&c["args"]).contains(&format!("--admin-addr=0.0.0.0:{container_port}")),
+            "{overlay}: the admin listener is on the metrics port"
+        );
+        for (k, v) in metrics["spec"]["selector"].as_mapping().expect("selector") {
+            assert_eq!(
+                &labels[k], v,
+                "{overlay}: the metrics Service selects the pods"
+            );
+        }
+
+        // No Lease rights cluster-wide; the Role names the default election Lease.
+        let cluster_role = find(&docs, "ClusterRole", "sluice");
+        for rule in cluster_role["rules"].as_sequence().expect("rules") {
+            assert!(
+                !strings(&rule["resources"]).contains(&"leases".to_string()),
+                "{overlay}: Lease rights cluster-wide: {rule:?}"
+            );
+        }
+        let role = find(&docs, "Role", "sluice-election");
+        assert_eq!(
+            role["metadata"]["namespace"].as_str(),
+            Some("sluice-system")
+        );
+        let named: Vec<String> = role["rules"]
+            .as_sequence()
+            .expect("rules")
+            .iter()
+            .flat_map(|r| strings(&r["resourceNames"]))
+            .collect();
+        assert_eq!(
+            named,
+            [sluice_controller::cluster::DEFAULT_ELECTION_ID],
+            "{overlay}"
+        );
+        let binding = find(&docs, "RoleBinding", "sluice-election");
+        assert_eq!(binding["subjects"][0]["name"].as_str(), Some("sluice"));
+        assert_eq!(binding["roleRef"]["kind"].as_str(), Some("Role"));
+        // The Lease's namespace is the pods' (POD_NAMESPACE from the downward API).
+        let env = c["env"].as_sequence().expect("env");
+        assert!(
+            env.iter()
+                .any(|e| e["name"].as_str() == Some("POD_NAMESPACE")
+                    && e["valueFrom"]["fieldRef"]["fieldPath"].as_str()
+                        == Some("metadata.namespace"))
+        );
+        assert_eq!(w["metadata"]["namespace"].as_str(), Some("sluice-system"));
+    }
+
+    // The Deployment: a PDB that leaves a replica through a drain, and replicas spread over
+    // nodes and zones.
+    let docs = render("deployment");
+    let w = workloads(&docs).next().expect("a Deployment");
+    let labels = &w["spec"]["template"]["metadata"]["labels"];
+    let replicas = w["spec"]["replicas"].as_u64().expect("replicas");
+    let pdb = find(&docs, "PodDisruptionBudget", "sluice");
+    let min = pdb["spec"]["minAvailable"].as_u64().expect("minAvailable");
+    assert!(
+        min >= 1 && min < replicas,
+        "minAvailable {min} of {replicas}"
+    );
+    for (k, v) in pdb["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .expect("selector")
+    {
+        assert_eq!(&labels[k], v, "the PDB selects the pods");
+    }
+    let pod = &w["spec"]["template"]["spec"];
+    let keys: Vec<&str> = pod["topologySpreadConstraints"]
+        .as_sequence()
+        .expect("topologySpreadConstraints")
+        .iter()
+        .filter_map(|t| t["topologyKey"].as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+    );
+    assert_eq!(
+        pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+            ["podAffinityTerm"]["topologyKey"]
+            .as_str(),
+        Some("kubernetes.io/hostname")
+    );
+    // The DaemonSet: one node's 80/443 at a time.
+    let docs = render("daemonset");
+    let ds = workloads(&docs).next().expect("a DaemonSet");
+    assert_eq!(
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].as_u64(),
+        Some(1)
+    );
 }
