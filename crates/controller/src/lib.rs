@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod client;
 pub mod cluster;
 pub mod control;
