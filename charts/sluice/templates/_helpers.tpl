@@ -55,3 +55,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "sluice.metricsService" -}}
 {{- if or .Values.controller.metrics.enabled .Values.controller.metrics.serviceMonitor.enabled -}}true{{- end -}}
 {{- end -}}
+
+{{- define "sluice.admissionName" -}}
+{{- printf "%s-admission" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sluice.admissionSecret" -}}
+{{- default (include "sluice.admissionName" .) .Values.controller.admissionWebhooks.secretName -}}
+{{- end -}}

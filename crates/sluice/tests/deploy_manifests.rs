@@ -31,9 +31,10 @@ struct ManagerCli {
 }
 
 /// Every overlay of deploy/overlays, and whether it makes sluice's class the default.
-const OVERLAYS: [(&str, bool); 4] = [
+const OVERLAYS: [(&str, bool); 5] = [
     ("daemonset", false),
     ("deployment", false),
+    ("webhook", false),
     ("ingress-manager", false),
     ("default-class", true),
 ];
@@ -307,6 +308,16 @@ async fn every_overlay_is_accepted_by_the_api_server() -> anyhow::Result<()> {
             .cloned()
             .collect();
         sluice_testenv::apply_yaml(&client, &to_yaml(&namespaces)).await?;
+        // cert-manager's kinds (the webhook overlay's) need its CRDs, which the test
+        // cluster does not have.
+        let docs: Vec<Value> = docs
+            .into_iter()
+            .filter(|d| {
+                !d["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("cert-manager.io/"))
+            })
+            .collect();
         sluice_testenv::validate_yaml(&client, &to_yaml(&docs))
             .await
             .map_err(|e| e.context(format!("deploy/overlays/{overlay}")))?;
@@ -535,4 +546,76 @@ fn overlays_have_pdb_spread_metrics_seccomp_and_namespaced_lease_rights() {
         ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].as_u64(),
         Some(1)
     );
+}
+
+/// The webhook overlay (as ingress-nginx's `controller.admissionWebhooks` with cert-manager):
+/// the Deployment overlay's flags unchanged plus the webhook's, the certificate cert-manager
+/// writes mounted where the flags read it, a Service to the webhook port, and the
+/// ValidatingWebhookConfiguration for Ingress CREATE/UPDATE with the CA injected from that
+/// certificate.
+#[test]
+fn the_webhook_overlay_wires_certificate_service_and_configuration() {
+    let plain = render("deployment");
+    let docs = render("webhook");
+    let base_args = strings(&containers(workloads(&plain).next().expect("Deployment"))[0]["args"]);
+    let w = workloads(&docs).next().expect("Deployment");
+    let c = &containers(w)[0];
+    let args = strings(&c["args"]);
+    assert_eq!(
+        args[..base_args.len()],
+        base_args[..],
+        "the webhook overlay repeats the Deployment overlay's args"
+    );
+    let argv = std::iter::once("sluice".to_string()).chain(
+        args.iter()
+            .skip(1)
+            .filter(|a| !a.starts_with("--log-format"))
+            .cloned(),
+    );
+    let cli = Cli::try_parse_from(argv).expect("flags");
+    let addr = cli.args.webhook_addr.expect("--webhook-addr");
+    let cert = cli.args.webhook_cert_file.expect("--webhook-cert-file");
+    let mount = c["volumeMounts"]
+        .as_sequence()
+        .and_then(|m| {
+            m.iter()
+                .find(|m| cert.starts_with(m["mountPath"].as_str().unwrap_or("-")))
+        })
+        .expect("the certificate's directory is mounted");
+    let volume = w["spec"]["template"]["spec"]["volumes"]
+        .as_sequence()
+        .and_then(|v| v.iter().find(|v| v["name"] == mount["name"]))
+        .expect("its volume");
+    let secret = volume["secret"]["secretName"].as_str().expect("a Secret");
+    let port = c["ports"]
+        .as_sequence()
+        .and_then(|ps| ps.iter().find(|p| p["name"].as_str() == Some("webhook")))
+        .and_then(|p| p["containerPort"].as_u64());
+    assert_eq!(port, Some(u64::from(addr.port())));
+
+    let certificate = find(&docs, "Certificate", "sluice-admission");
+    assert_eq!(certificate["spec"]["secretName"].as_str(), Some(secret));
+    let vwc = find(&docs, "ValidatingWebhookConfiguration", "sluice-admission");
+    assert_eq!(
+        vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].as_str(),
+        Some("sluice-system/sluice-admission")
+    );
+    let hook = &vwc["webhooks"][0];
+    let service_ref = &hook["clientConfig"]["service"];
+    assert_eq!(service_ref["path"].as_str(), Some("/validate"));
+    let name = service_ref["name"].as_str().expect("name");
+    let namespace = service_ref["namespace"].as_str().expect("namespace");
+    assert!(
+        strings(&certificate["spec"]["dnsNames"]).contains(&format!("{name}.{namespace}.svc")),
+        "the certificate names the Service"
+    );
+    let svc = find(&docs, "Service", name);
+    assert_eq!(svc["spec"]["ports"][0]["port"], service_ref["port"]);
+    assert_eq!(
+        svc["spec"]["ports"][0]["targetPort"].as_str(),
+        Some("webhook")
+    );
+    assert_eq!(strings(&hook["rules"][0]["resources"]), ["ingresses"]);
+    assert_eq!(hook["sideEffects"].as_str(), Some("None"));
+    assert_eq!(hook["failurePolicy"].as_str(), Some("Fail"));
 }

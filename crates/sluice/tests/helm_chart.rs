@@ -154,7 +154,7 @@ fn to_yaml(docs: &[&Value]) -> String {
 /// The values files a user would start from: the defaults, a hostNetwork DaemonSet, and a
 /// three-replica Deployment with metrics (ingress-nginx's `controller.kind`,
 /// `controller.hostNetwork`, `controller.replicaCount`, `controller.metrics.enabled`).
-const VARIANTS: [&[&str]; 3] = [
+const VARIANTS: [&[&str]; 4] = [
     &[],
     &[
         "controller.kind=DaemonSet",
@@ -165,6 +165,11 @@ const VARIANTS: [&[&str]; 3] = [
         "controller.replicaCount=3",
         "controller.metrics.enabled=true",
         "controller.ingressClassResource.default=true",
+    ],
+    // ingress-nginx's `controller.admissionWebhooks.enabled`, with a CA of one's own.
+    &[
+        "controller.admissionWebhooks.enabled=true",
+        "controller.admissionWebhooks.caBundle=Q0EgUEVN",
     ],
 ];
 
@@ -659,4 +664,106 @@ async fn every_rendering_is_accepted_by_the_api_server() -> anyhow::Result<()> {
             .map_err(|e| e.context(format!("helm template {variant:?}")))?;
     }
     Ok(())
+}
+
+/// ingress-nginx's `controller.admissionWebhooks.*`: the controller serves the webhook
+/// (`--webhook-addr` on `port`, the certificate from the mounted Secret), a Service reaches
+/// that port, and the ValidatingWebhookConfiguration sends Ingress CREATE/UPDATE there with
+/// the given failurePolicy; with `certManager.enabled`, cert-manager makes the Secret and
+/// injects the CA.
+#[test]
+fn admission_webhooks_values_wire_the_webhook_to_the_controller() {
+    let docs = render(&[], &[]);
+    assert!(of_kind(&docs, "ValidatingWebhookConfiguration").is_empty());
+    assert_eq!(parse(&docs).webhook_addr, None);
+
+    let docs = render(VARIANTS[3], &[]);
+    let parsed = parse(&docs);
+    assert_eq!(parsed.webhook_addr.map(|a| a.port()), Some(9443));
+    let cert = parsed.webhook_cert_file.expect("--webhook-cert-file");
+    let key = parsed.webhook_key_file.expect("--webhook-key-file");
+    let w = workload(&docs);
+    let c = container(w);
+    let mount = &c["volumeMounts"][0];
+    let dir = PathBuf::from(mount["mountPath"].as_str().expect("mountPath"));
+    assert_eq!(cert, dir.join("tls.crt"));
+    assert_eq!(key, dir.join("tls.key"));
+    let volume = &w["spec"]["template"]["spec"]["volumes"][0];
+    assert_eq!(volume["name"], mount["name"]);
+    assert_eq!(
+        volume["secret"]["secretName"].as_str(),
+        Some("rel-sluice-admission")
+    );
+    let webhook_port = c["ports"]
+        .as_sequence()
+        .and_then(|ps| ps.iter().find(|p| p["name"].as_str() == Some("webhook")))
+        .and_then(|p| p["containerPort"].as_u64());
+    assert_eq!(webhook_port, Some(9443));
+
+    let svc = of_kind(&docs, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"].as_str() == Some("rel-sluice-admission"))
+        .expect("the webhook Service");
+    assert_eq!(
+        svc["spec"]["ports"][0]["targetPort"].as_str(),
+        Some("webhook")
+    );
+    let vwc = one(&docs, "ValidatingWebhookConfiguration");
+    let hook = &vwc["webhooks"][0];
+    let client = &hook["clientConfig"];
+    assert_eq!(client["service"]["name"], svc["metadata"]["name"]);
+    assert_eq!(
+        client["service"]["namespace"].as_str(),
+        Some("sluice-system")
+    );
+    assert_eq!(client["service"]["path"].as_str(), Some("/validate"));
+    assert_eq!(client["service"]["port"], svc["spec"]["ports"][0]["port"]);
+    assert_eq!(client["caBundle"].as_str(), Some("Q0EgUEVN"));
+    assert_eq!(hook["failurePolicy"].as_str(), Some("Fail"));
+    assert_eq!(hook["sideEffects"].as_str(), Some("None"));
+    assert_eq!(strings(&hook["rules"][0]["resources"]), ["ingresses"]);
+    assert_eq!(
+        strings(&hook["rules"][0]["operations"]),
+        ["CREATE", "UPDATE"]
+    );
+
+    let docs = render(
+        &[
+            "controller.admissionWebhooks.enabled=true",
+            "controller.admissionWebhooks.certManager.enabled=true",
+            "controller.admissionWebhooks.failurePolicy=Ignore",
+        ],
+        &[],
+    );
+    let certificate = one(&docs, "Certificate");
+    assert_eq!(
+        certificate["spec"]["secretName"].as_str(),
+        Some("rel-sluice-admission")
+    );
+    assert!(
+        strings(&certificate["spec"]["dnsNames"])
+            .contains(&"rel-sluice-admission.sluice-system.svc".to_string())
+    );
+    one(&docs, "Issuer");
+    let vwc = one(&docs, "ValidatingWebhookConfiguration");
+    assert_eq!(
+        vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].as_str(),
+        Some("sluice-system/rel-sluice-admission")
+    );
+    assert_eq!(vwc["webhooks"][0]["failurePolicy"].as_str(), Some("Ignore"));
+
+    // Without a CA and without cert-manager there is nothing the API server could trust.
+    let chart = chart();
+    let (ok, _, err) = run_helm(&[
+        "template",
+        "rel",
+        chart.to_str().expect("UTF-8 path"),
+        "--set",
+        "controller.admissionWebhooks.enabled=true",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("certManager.enabled=true, or caBundle"),
+        "{err}"
+    );
 }
