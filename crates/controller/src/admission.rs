@@ -1,4 +1,7 @@
-//! Admission review of Ingresses (the validating webhook's decision, no I/O): the incoming
+//! Admission review of Ingresses and HTTPRoutes (the validating webhook's decision, no
+//! I/O). HTTPRoutes: compiled the same way, refused when the route is invalid in itself
+//! (`Accepted=False`, `UnsupportedValue`), the other False conditions of its status given as
+//! warnings. Ingresses: the incoming
 //! Ingress is compiled with the routing crate against the current objects, exactly as the
 //! controller would serve it, and refused when serving would drop part of it (an invalid
 //! path, host, backend or annotation value, a refused snippet, an access restriction that
@@ -13,6 +16,7 @@
 
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
+use sluice_routing::gateway::HttpRoute;
 use sluice_routing::{CompileOptions, Diagnostic, Inputs, Reason, compile};
 use std::sync::Arc;
 
@@ -92,6 +96,78 @@ pub fn review_ingress(
     verdict
 }
 
+/// An HTTPRoute's problems, as its `status.parents[].conditions` would say them: a
+/// condition that is False for a parent of ours, as `TYPE/REASON: message`.
+#[derive(Debug, Default, PartialEq)]
+pub struct RouteVerdict {
+    /// `Accepted=False` with `UnsupportedValue`: the route is invalid in itself (a rule or
+    /// host name the spec refuses) and is served nowhere.
+    pub refused: Vec<String>,
+    /// Everything else that is False (a Gateway that does not let it attach, a missing
+    /// backend or ReferenceGrant): objects created or changed later can mend those.
+    pub warnings: Vec<String>,
+}
+
+fn route_problems(
+    inputs: &Inputs,
+    options: &CompileOptions,
+    route: &HttpRoute,
+) -> Vec<(bool, String)> {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let mut inputs = inputs.clone();
+    inputs.http_routes.retain(|r| {
+        r.metadata.namespace.as_deref().unwrap_or("") != namespace
+            || r.metadata.name.as_deref().unwrap_or("") != name
+    });
+    inputs.http_routes.push(Arc::new(route.clone()));
+    let mut found = Vec::new();
+    for status in compile(&inputs, options).gateway.routes {
+        if status.object.namespace != namespace || status.object.name != name {
+            continue;
+        }
+        for parent in status.parents {
+            for c in parent.conditions.iter().filter(|c| !c.status) {
+                let refuses = c.type_ == "Accepted" && c.reason == "UnsupportedValue";
+                let line = format!(
+                    "{}/{}: HTTPRoute {namespace}/{name}, parent {}: {}",
+                    c.type_, c.reason, parent.parent_ref.name, c.message
+                );
+                if !found.iter().any(|(_, l)| *l == line) {
+                    found.push((refuses, line));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Reviews an HTTPRoute (with its stored version on UPDATE) against `inputs`. Routes that
+/// name no Gateway of ours are not judged.
+pub fn review_http_route(
+    inputs: &Inputs,
+    options: &CompileOptions,
+    route: &HttpRoute,
+    old: Option<&HttpRoute>,
+) -> RouteVerdict {
+    let before: Vec<String> = old
+        .map(|old| route_problems(inputs, options, old))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    let deleting = route.metadata.deletion_timestamp.is_some();
+    let mut verdict = RouteVerdict::default();
+    for (refuses, line) in route_problems(inputs, options, route) {
+        if refuses && !deleting && !before.contains(&line) {
+            verdict.refused.push(line);
+        } else {
+            verdict.warnings.push(line);
+        }
+    }
+    verdict
+}
+
 /// One line per diagnostic, as the Event says it: reason, field, message.
 fn line(d: &Diagnostic) -> String {
     format!("{}: {}", d.reason, d.message)
@@ -127,9 +203,43 @@ pub fn answer(review: &Value, inputs: &Inputs, options: &CompileOptions) -> Resu
     let is_ingress = kind["group"] == "networking.k8s.io"
         && kind["version"] == "v1"
         && kind["kind"] == "Ingress";
+    let is_route = kind["group"] == "gateway.networking.k8s.io" && kind["kind"] == "HTTPRoute";
     let operation = request["operation"].as_str().unwrap_or("");
-    if !is_ingress || !matches!(operation, "CREATE" | "UPDATE") {
+    if !(is_ingress || is_route) || !matches!(operation, "CREATE" | "UPDATE") {
         return Ok(respond(true, None, Vec::new()));
+    }
+    if is_route {
+        let mut route: HttpRoute = serde_json::from_value(request["object"].clone())
+            .map_err(|e| format!("request.object is not an HTTPRoute: {e}"))?;
+        if route.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+            route.metadata.namespace = request["namespace"].as_str().map(String::from);
+        }
+        if route.metadata.name.as_deref().unwrap_or("").is_empty() {
+            route.metadata.name = request["name"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .or_else(|| route.metadata.generate_name.clone());
+        }
+        let old: Option<HttpRoute> = match operation {
+            "UPDATE" => Some(
+                serde_json::from_value(request["oldObject"].clone())
+                    .map_err(|e| format!("request.oldObject is not an HTTPRoute: {e}"))?,
+            ),
+            _ => None,
+        };
+        let verdict = review_http_route(inputs, options, &route, old.as_ref());
+        if verdict.refused.is_empty() {
+            return Ok(respond(true, None, verdict.warnings));
+        }
+        return Ok(respond(
+            false,
+            Some(format!(
+                "sluice would not serve this HTTPRoute: {}",
+                verdict.refused.join("; ")
+            )),
+            verdict.warnings,
+        ));
     }
     let mut ingress: Ingress = serde_json::from_value(request["object"].clone())
         .map_err(|e| format!("request.object is not an Ingress: {e}"))?;
@@ -332,5 +442,72 @@ mod tests {
         )
         .expect("answer");
         assert_eq!(out["response"]["allowed"], false, "{out}");
+    }
+
+    fn gateway_inputs() -> Inputs {
+        let class: sluice_routing::gateway::GatewayClass = serde_json::from_value(json!({
+            "metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))
+        .expect("class");
+        let gateway: sluice_routing::gateway::Gateway = serde_json::from_value(json!({
+            "metadata": {"name": "edge", "namespace": "ns"},
+            "spec": {"gatewayClassName": "sluice",
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))
+        .expect("gateway");
+        Inputs {
+            gateway_classes: vec![Arc::new(class)],
+            gateways: vec![Arc::new(gateway)],
+            ..Inputs::default()
+        }
+    }
+
+    fn route_review(hostnames: Value) -> Value {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u-2",
+            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
+            "operation": "CREATE", "namespace": "ns", "name": "r",
+            "object": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "r", "namespace": "ns"},
+                "spec": {"parentRefs": [{"name": "edge"}], "hostnames": hostnames,
+                         "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}}})
+    }
+
+    /// An HTTPRoute invalid in itself (a host name the spec refuses) is refused with what
+    /// its Accepted condition would say; a missing backend is a warning (ResolvedRefs).
+    #[test]
+    fn an_invalid_http_route_is_refused_and_a_missing_backend_warned() {
+        let out = answer(
+            &route_review(json!(["bad_host!"])),
+            &gateway_inputs(),
+            &options(),
+        )
+        .expect("answer");
+        assert_eq!(out["response"]["allowed"], false, "{out}");
+        let message = out["response"]["status"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("Accepted/UnsupportedValue"), "{message}");
+        assert!(message.contains("spec.hostnames[0]"), "{message}");
+
+        let out = answer(
+            &route_review(json!(["web.test"])),
+            &gateway_inputs(),
+            &options(),
+        )
+        .expect("answer");
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+        let warnings = out["response"]["warnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.as_str().is_some_and(|w| w.starts_with("ResolvedRefs/"))),
+            "{warnings:?}"
+        );
+        // A route of no Gateway of ours: not judged.
+        let mut r = route_review(json!(["bad_host!"]));
+        r["request"]["object"]["spec"]["parentRefs"][0]["name"] = json!("elsewhere");
+        let out = answer(&r, &gateway_inputs(), &options()).expect("answer");
+        assert_eq!(out["response"]["allowed"], true, "{out}");
     }
 }

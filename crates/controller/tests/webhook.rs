@@ -4,7 +4,8 @@
 //! loopback (where the API server runs), and `kubectl apply` of an Ingress that sluice would
 //! not serve as written is refused with a message naming the field and the Event's reason;
 //! a good one is accepted, a conflict it would lose is refused naming the winner, a missing
-//! Service is a warning only, and other classes are left alone.
+//! Service is a warning only, and other classes are left alone. An HTTPRoute that sluice
+//! would not accept is refused too.
 
 mod support;
 mod tls_support;
@@ -78,8 +79,10 @@ fn ingress(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_apply_of_an_ingress_sluice_would_not_serve_is_refused() -> anyhow::Result<()> {
+async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refused() -> anyhow::Result<()> {
     let w = World::new("webhook").await?;
+    // The Gateway API kinds, watched from the start (`--gateway-api=auto` finds them).
+    support::gateway_crds::install_crds(&w).await?;
     w.service("web").await?;
     let dir = tempfile::tempdir()?;
     let (leaf, key, ca) = tls_support::ca_and_leaf(&["127.0.0.1"])?;
@@ -117,7 +120,9 @@ async fn kubectl_apply_of_an_ingress_sluice_would_not_serve_is_refused() -> anyh
             "clientConfig": {"url": format!("https://{addr}/validate"),
                              "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem)},
             "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]}],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]},
+                      {"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["httproutes"]}],
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.ns}},
             "failurePolicy": "Fail",
             "sideEffects": "None",
@@ -194,6 +199,59 @@ async fn kubectl_apply_of_an_ingress_sluice_would_not_serve_is_refused() -> anyh
     );
     let (ok, out) = kubectl_apply(&w, other, false).await;
     assert!(ok, "{out}");
+
+    // An HTTPRoute the CRD's schema lets through but sluice cannot serve (a regular
+    // expression that does not compile): refused with what its Accepted condition would
+    // say, naming the field.
+    let class = format!("gc-{}", w.ns);
+    w.create(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": class},
+        "spec": {"controllerName": "sluice.dev/gateway-controller"},
+    }))
+    .await?;
+    w.create(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge"},
+        "spec": {"gatewayClassName": class,
+                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+    }))
+    .await?;
+    let route = |name: &str, path: serde_json::Value| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": w.ns},
+            "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["route.webhook.test"],
+                     "rules": [{"matches": [{"path": path}],
+                                "backendRefs": [{"name": "web", "port": 80}]}]},
+        })
+    };
+    let bad_route = route(
+        "bad",
+        json!({"type": "RegularExpression", "value": "/(unclosed"}),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        // Once the controller has compiled the Gateway, the route is judged.
+        let (ok, out) = kubectl_apply(&w, bad_route.clone(), true).await;
+        if !ok && out.contains("denied the request") {
+            break out;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the webhook never refused the bad HTTPRoute: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(out.contains("Accepted/UnsupportedValue"), "{out}");
+    assert!(out.contains("spec.rules[0].matches[0].path.value"), "{out}");
+    let (ok, out) = kubectl_apply(
+        &w,
+        route("good", json!({"type": "PathPrefix", "value": "/"})),
+        false,
+    )
+    .await;
+    assert!(ok, "a good HTTPRoute is accepted: {out}");
 
     kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
         w.admin.clone(),
