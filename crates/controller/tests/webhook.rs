@@ -79,7 +79,8 @@ fn ingress(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refused() -> anyhow::Result<()> {
+async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refused()
+-> anyhow::Result<()> {
     let w = World::new("webhook").await?;
     // The Gateway API kinds, watched from the start (`--gateway-api=auto` finds them).
     support::gateway_crds::install_crds(&w).await?;

@@ -25,6 +25,14 @@ use tokio_util::sync::CancellationToken;
 /// a review carries the object and its old version).
 pub const MAX_BODY: usize = 8 << 20;
 
+/// How many reviews compile at once (the rest wait their turn).
+const COMPILES: usize = 2;
+
+fn compiles() -> &'static tokio::sync::Semaphore {
+    static SEMAPHORE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMPILES);
+    &SEMAPHORE
+}
+
 /// Time allowed for one connection's request (the API server's webhook timeout is at most
 /// 30 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -215,7 +223,21 @@ async fn handle(req: Request<Incoming>, rebuilder: &Rebuilder) -> Response<Full<
         }
     };
     let (inputs, options) = rebuilder.admission_inputs();
-    match crate::admission::answer(&review, &inputs, &options) {
+    // A review compiles every object of the cluster (twice for an UPDATE): on a blocking
+    // thread, never on the control runtime's, and at most COMPILES at a time so that a
+    // flood of reviews cannot starve the rebuilds.
+    let Ok(_permit) = compiles().acquire().await else {
+        return reply(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n", false);
+    };
+    let answered = tokio::task::spawn_blocking(move || {
+        let answer = crate::admission::answer(&review, &inputs, &options);
+        (review, answer)
+    })
+    .await;
+    let Ok((review, answered)) = answered else {
+        return reply(StatusCode::INTERNAL_SERVER_ERROR, "review failed\n", false);
+    };
+    match answered {
         Ok(answer) => {
             let allowed = answer["response"]["allowed"].as_bool().unwrap_or(false);
             if !allowed {
