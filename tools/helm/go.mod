@@ -1,6 +1,6 @@
 module sluice.invalid/helm
 
-go 1.26.8
+go 1.26.0
 
 require helm.sh/helm/v4 v4.3.1
 
