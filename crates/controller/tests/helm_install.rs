@@ -6,12 +6,17 @@
 //! `controller.replicaCount` 1 -> 2 and a `controller.extraArgs` entry): both replicas run
 //! the new flag, its effect is seen (unmatched hosts go to the default backend instead of
 //! 404) and the Ingress is still served by each. Any RBAC refusal in a pod's log fails the
-//! test. `helm uninstall` removes the release.
+//! test. The chart's admission webhook (ingress-nginx's `controller.admissionWebhooks.*`,
+//! with a Secret and caBundle of the test's own) is on: the API server reaches it through the
+//! chart's Service (at the pod's IP), and `kubectl apply` of an Ingress sluice would not serve
+//! is refused, before and after the upgrade. `helm uninstall` removes the release.
 //!
 //! helm comes from `scripts/helm.sh` (built once into the test cache, pinned in tools/helm).
 
 mod support;
+mod tls_support;
 
+use base64::Engine;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -140,6 +145,73 @@ async fn assert_not_refused(admin: &kube::Client, name: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// `kubectl apply` (a server-side dry run while waiting for the webhook to be reachable)
+/// of an Ingress of the release's class with an annotation value sluice cannot use: refused
+/// by the chart's webhook, naming the annotation. `real`: also a real apply at the end.
+async fn refuses_bad_ingress(w: &World, real: bool) -> anyhow::Result<()> {
+    let bad = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "bad", "namespace": w.ns,
+            "annotations": {"nginx.ingress.kubernetes.io/proxy-next-upstream": "http_418"}},
+        "spec": {"ingressClassName": CLASS, "rules": [{"host": "bad.helm.test",
+            "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}}]},
+    })
+    .to_string();
+    let kubeconfig = w.cp.kubeconfig_path().to_path_buf();
+    let apply = move |dry_run: bool| {
+        let (kubeconfig, bad) = (kubeconfig.clone(), bad.clone());
+        tokio::task::spawn_blocking(move || -> anyhow::Result<(bool, String)> {
+            use std::io::Write;
+            let mut cmd = std::process::Command::new("kubectl");
+            cmd.arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["apply", "-f", "-"]);
+            if dry_run {
+                cmd.arg("--dry-run=server");
+            }
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(bad.as_bytes())?;
+            }
+            let out = child.wait_with_output()?;
+            Ok((
+                out.status.success(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            ))
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = apply(true).await??;
+        if !ok && out.contains("denied the request") {
+            assert!(out.contains("proxy-next-upstream"), "{out}");
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the chart's webhook never refused the bad Ingress: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if real {
+        let (ok, out) = apply(false).await??;
+        anyhow::ensure!(
+            !ok && out.contains("InvalidAnnotation"),
+            "not refused: {out}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
 -> anyhow::Result<()> {
@@ -159,6 +231,29 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
     }))
     .await?;
 
+    // The webhook's serving certificate, for the chart's Service name, in the Secret the
+    // chart mounts (the pod waits for it, as with a kubelet).
+    let (leaf, key, ca) = tls_support::ca_and_leaf(&[&format!("edge-sluice-admission.{NS}.svc")])?;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let ca_pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        b64(ca.as_ref())
+    );
+    sluice_testenv::apply_yaml(
+        &admin,
+        &serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))?,
+    )
+    .await?;
+    sluice_testenv::apply_yaml(
+        &admin,
+        &serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "edge-sluice-admission", "namespace": NS},
+            "data": {"tls.crt": b64(leaf.as_bytes()), "tls.key": b64(key.as_bytes())}}))?,
+    )
+    .await?;
+
     let chart = root().join("charts/sluice").display().to_string();
     let common = [
         "--namespace",
@@ -172,6 +267,19 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
         // No Gateway API CRDs on this cluster: never look for them.
         "--set",
         "gatewayAPI.enabled=false",
+        "--set",
+        "controller.admissionWebhooks.enabled=true",
+        "--set",
+        &format!(
+            "controller.admissionWebhooks.caBundle={}",
+            b64(ca_pem.as_bytes())
+        ),
+        // Only this test's namespace (the API server is shared by the binary's tests).
+        "--set-json",
+        &format!(
+            "controller.admissionWebhooks.namespaceSelector={}",
+            json!({"matchLabels": {"kubernetes.io/metadata.name": w.ns}})
+        ),
     ]
     .map(String::from);
     let mut install: Vec<String> = ["install", RELEASE, &chart, "--create-namespace"]
@@ -198,6 +306,7 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
     )
     .await?;
     assert_not_refused(&admin, &first).await?;
+    refuses_bad_ingress(&w, true).await?;
 
     // helm upgrade: two replicas, and a flag that changes what an unmatched host gets.
     let backend = format!("{}/echo", w.ns);
@@ -227,6 +336,7 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
         answers(addr, "unknown.helm.test").await?;
         assert_not_refused(&admin, name).await?;
     }
+    refuses_bad_ingress(&w, false).await?;
     let history = helm(
         kubeconfig.clone(),
         ["history", RELEASE, "--namespace", NS]
