@@ -166,10 +166,12 @@ const VARIANTS: [&[&str]; 4] = [
         "controller.metrics.enabled=true",
         "controller.ingressClassResource.default=true",
     ],
-    // ingress-nginx's `controller.admissionWebhooks.enabled`, with a CA of one's own.
+    // ingress-nginx's `controller.admissionWebhooks.enabled`, with a CA of one's own, and
+    // `controller.autoscaling.enabled`.
     &[
         "controller.admissionWebhooks.enabled=true",
         "controller.admissionWebhooks.caBundle=Q0EgUEVN",
+        "controller.autoscaling.enabled=true",
     ],
 ];
 
@@ -767,4 +769,41 @@ fn admission_webhooks_values_wire_the_webhook_to_the_controller() {
         err.contains("certManager.enabled=true, or caBundle"),
         "{err}"
     );
+}
+
+/// ingress-nginx's `controller.autoscaling.*` (an HPA owns the replica count; the PDB follows
+/// minReplicas) and `controller.scope.*` (`--watch-namespace`, the release's by default).
+#[test]
+fn autoscaling_and_scope() {
+    let docs = render(
+        &[
+            "controller.autoscaling.enabled=true",
+            "controller.autoscaling.minReplicas=2",
+            "controller.autoscaling.maxReplicas=5",
+        ],
+        &[],
+    );
+    let w = workload(&docs);
+    assert!(w["spec"]["replicas"].is_null(), "the HPA sets replicas");
+    let hpa = one(&docs, "HorizontalPodAutoscaler");
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["name"], w["metadata"]["name"]);
+    assert_eq!(hpa["spec"]["minReplicas"].as_u64(), Some(2));
+    assert_eq!(hpa["spec"]["maxReplicas"].as_u64(), Some(5));
+    one(&docs, "PodDisruptionBudget");
+    assert!(of_kind(&render(&[], &[]), "HorizontalPodAutoscaler").is_empty());
+
+    assert_eq!(parse(&render(&[], &[])).watch_namespace, None);
+    let docs = render(&["controller.scope.enabled=true"], &[]);
+    assert_eq!(
+        parse(&docs).watch_namespace.as_deref(),
+        Some("sluice-system")
+    );
+    let docs = render(
+        &[
+            "controller.scope.enabled=true",
+            "controller.scope.namespace=apps",
+        ],
+        &[],
+    );
+    assert_eq!(parse(&docs).watch_namespace.as_deref(), Some("apps"));
 }
