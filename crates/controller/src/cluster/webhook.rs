@@ -53,23 +53,18 @@ fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 fn load(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let certs = rustls_pemfile::certs(&mut std::io::BufReader::new(
-        std::fs::File::open(cert)
-            .with_context(|| format!("--webhook-cert-file {}", cert.display()))?,
-    ))
-    .collect::<Result<Vec<_>, _>>()
-    .with_context(|| format!("--webhook-cert-file {}: not PEM", cert.display()))?;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("--webhook-cert-file {}", cert.display()))?;
     anyhow::ensure!(
         !certs.is_empty(),
         "--webhook-cert-file {}: no certificate in it",
         cert.display()
     );
-    let key = rustls_pemfile::private_key(&mut std::io::BufReader::new(
-        std::fs::File::open(key)
-            .with_context(|| format!("--webhook-key-file {}", key.display()))?,
-    ))
-    .with_context(|| format!("--webhook-key-file {}: not PEM", key.display()))?
-    .with_context(|| format!("--webhook-key-file {}: no private key in it", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("--webhook-key-file {}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -251,5 +246,30 @@ async fn handle(req: Request<Incoming>, rebuilder: &Rebuilder) -> Response<Full<
             reply(StatusCode::OK, answer.to_string(), true)
         }
         Err(error) => reply(StatusCode::BAD_REQUEST, format!("{error}\n"), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_certificate_files_are_named_with_their_flag() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let e = load(&cert, &key).expect_err("missing").to_string();
+        assert!(e.contains("--webhook-cert-file"), "{e}");
+        std::fs::write(&cert, "not PEM").expect("write");
+        std::fs::write(&key, "not PEM").expect("write");
+        let e = load(&cert, &key).expect_err("empty").to_string();
+        assert!(e.contains("no certificate"), "{e}");
+        let a = rcgen::generate_simple_self_signed(vec!["a.test".into()]).expect("cert");
+        let b = rcgen::generate_simple_self_signed(vec!["b.test".into()]).expect("cert");
+        std::fs::write(&cert, a.cert.pem()).expect("write");
+        std::fs::write(&key, b.signing_key.serialize_pem()).expect("write");
+        let e = format!("{:#}", load(&cert, &key).expect_err("mismatch"));
+        assert!(e.contains("do not match"), "{e}");
+        std::fs::write(&key, a.signing_key.serialize_pem()).expect("write");
+        assert!(load(&cert, &key).is_ok());
     }
 }
