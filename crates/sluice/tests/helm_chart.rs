@@ -807,3 +807,41 @@ fn autoscaling_and_scope() {
     );
     assert_eq!(parse(&docs).watch_namespace.as_deref(), Some("apps"));
 }
+
+/// The chart grants what deploy/ grants (deploy_install.rs proves deploy/'s rules enough by
+/// running under them): the same ClusterRole rules, the Lease aside. A kind added to one and
+/// not the other fails here.
+#[test]
+fn the_charts_cluster_role_is_deploys() {
+    let rbac = std::fs::read_to_string(root().join("deploy/base/rbac.yaml")).expect("rbac.yaml");
+    let deploy: Vec<Value> = yaml_serde::Deserializer::from_str(&rbac)
+        .map(serde::Deserialize::deserialize)
+        .collect::<Result<_, _>>()
+        .expect("deploy/base/rbac.yaml");
+    let rules = |role: &Value| -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {
+        let mut rules: Vec<_> = role["rules"]
+            .as_sequence()
+            .expect("rules")
+            .iter()
+            .map(|r| {
+                let mut sorted = |v: &Value| {
+                    let mut s = strings(v);
+                    s.sort();
+                    s
+                };
+                (
+                    sorted(&r["apiGroups"]),
+                    sorted(&r["resources"]),
+                    sorted(&r["verbs"]),
+                )
+            })
+            .collect();
+        rules.sort();
+        rules
+    };
+    let docs = render(&[], &[]);
+    assert_eq!(
+        rules(one(&docs, "ClusterRole")),
+        rules(one(&deploy, "ClusterRole"))
+    );
+}

@@ -54,6 +54,9 @@ pub(crate) struct Retries<'r> {
     stale_allowance: u8,
     excluded: [usize; MAX_ATTEMPTS],
     excluded_len: usize,
+    /// A try failed in a way that counts (not a stale pooled connection): the next one
+    /// waits for the rules' backoff.
+    backoff_due: bool,
 }
 
 impl<'r> Retries<'r> {
@@ -68,6 +71,7 @@ impl<'r> Retries<'r> {
             stale_allowance: STALE_ALLOWANCE,
             excluded: [usize::MAX; MAX_ATTEMPTS],
             excluded_len: 0,
+            backoff_due: false,
         }
     }
 
@@ -77,6 +81,14 @@ impl<'r> Retries<'r> {
             self.attempt += 1;
             self.attempt
         })
+    }
+
+    /// The wait before the try about to start (Gateway API `retry.backoff`): after a try
+    /// that failed, not before the first or after a stale pooled connection.
+    pub(crate) fn backoff(&mut self) -> Option<std::time::Duration> {
+        std::mem::take(&mut self.backoff_due)
+            .then_some(self.retry.backoff)
+            .flatten()
     }
 
     /// The endpoints this request skips.
@@ -92,6 +104,7 @@ impl<'r> Retries<'r> {
             && self.retry.statuses.binary_search(&status).is_ok();
         if again {
             self.skip(index, endpoints);
+            self.backoff_due = true;
         }
         again
     }
@@ -113,6 +126,7 @@ impl<'r> Retries<'r> {
                 // endpoint (at most `tries`) failed.
                 self.excluded[self.excluded_len] = index;
                 self.excluded_len += 1;
+                self.backoff_due = true;
                 return if connect_failed(backend, index, now_ms, error, self.retry) {
                     Ok(())
                 } else {
@@ -166,6 +180,7 @@ impl<'r> Retries<'r> {
             return Err(GiveUp::BadGateway);
         }
         self.skip(index, endpoints);
+        self.backoff_due = true;
         Ok(())
     }
 
@@ -237,6 +252,7 @@ mod tests {
             statuses: vec![502, 503],
             non_idempotent: false,
             tries,
+            backoff: None,
         }
     }
 
