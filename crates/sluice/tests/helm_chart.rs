@@ -824,7 +824,7 @@ fn the_charts_cluster_role_is_deploys() {
             .expect("rules")
             .iter()
             .map(|r| {
-                let mut sorted = |v: &Value| {
+                let sorted = |v: &Value| {
                     let mut s = strings(v);
                     s.sort();
                     s
