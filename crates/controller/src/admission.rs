@@ -1,5 +1,5 @@
-//! Admission review of Ingresses and HTTPRoutes (the validating webhook's decision, no
-//! I/O). HTTPRoutes: compiled the same way, refused when the route is invalid in itself
+//! Admission review of Ingresses, HTTPRoutes and GRPCRoutes (the validating webhook's
+//! decision, no I/O). Routes: compiled the same way, refused when the route is invalid in itself
 //! (`Accepted=False`, `UnsupportedValue`), the other False conditions of its status given as
 //! warnings. Ingresses: the incoming
 //! Ingress is compiled with the routing crate against the current objects, exactly as the
@@ -15,8 +15,9 @@
 //! can still be edited (and its finalizers removed) without mending that first.
 
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
-use sluice_routing::gateway::HttpRoute;
+use sluice_routing::gateway::{GrpcRoute, HttpRoute};
 use sluice_routing::{CompileOptions, Diagnostic, Inputs, Reason, compile};
 use std::sync::Arc;
 
@@ -108,29 +109,93 @@ pub struct RouteVerdict {
     pub warnings: Vec<String>,
 }
 
-fn route_problems(
-    inputs: &Inputs,
-    options: &CompileOptions,
-    route: &HttpRoute,
-) -> Vec<(bool, String)> {
-    let namespace = route.metadata.namespace.clone().unwrap_or_default();
-    let name = route.metadata.name.clone().unwrap_or_default();
+/// A route of the kinds the webhook reviews.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// `gateway.networking.k8s.io` HTTPRoute.
+    Http(HttpRoute),
+    /// `gateway.networking.k8s.io` GRPCRoute.
+    Grpc(GrpcRoute),
+}
+
+impl Route {
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Route::Http(r) => &r.metadata,
+            Route::Grpc(r) => &r.metadata,
+        }
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Route::Http(r) => &mut r.metadata,
+            Route::Grpc(r) => &mut r.metadata,
+        }
+    }
+
+    /// The kind, as the compiler names it in statuses.
+    fn kind(&self) -> &'static str {
+        match self {
+            Route::Http(_) => "HTTPRoute",
+            Route::Grpc(_) => "GRPCRoute",
+        }
+    }
+
+    /// `inputs` with this route in place of its namesake.
+    fn put_into(&self, inputs: &mut Inputs) {
+        let (namespace, name) = (
+            self.meta().namespace.as_deref().unwrap_or(""),
+            self.meta().name.as_deref().unwrap_or(""),
+        );
+        let other = |m: &ObjectMeta| {
+            m.namespace.as_deref().unwrap_or("") != namespace
+                || m.name.as_deref().unwrap_or("") != name
+        };
+        match self {
+            Route::Http(r) => {
+                inputs.http_routes.retain(|x| other(&x.metadata));
+                inputs.http_routes.push(Arc::new(r.clone()));
+            }
+            Route::Grpc(r) => {
+                inputs.grpc_routes.retain(|x| other(&x.metadata));
+                inputs.grpc_routes.push(Arc::new(r.clone()));
+            }
+        }
+    }
+
+    /// Parses `request.object` (or `oldObject`) of the kind `kind` names.
+    fn parse(kind: &str, v: &Value) -> Result<Route, String> {
+        match kind {
+            "HTTPRoute" => serde_json::from_value(v.clone())
+                .map(Route::Http)
+                .map_err(|e| format!("not an HTTPRoute: {e}")),
+            "GRPCRoute" => serde_json::from_value(v.clone())
+                .map(Route::Grpc)
+                .map_err(|e| format!("not a GRPCRoute: {e}")),
+            other => Err(format!("{other} is not a route kind reviewed here")),
+        }
+    }
+}
+
+fn route_problems(inputs: &Inputs, options: &CompileOptions, route: &Route) -> Vec<(bool, String)> {
+    let namespace = route.meta().namespace.clone().unwrap_or_default();
+    let name = route.meta().name.clone().unwrap_or_default();
+    let kind = route.kind();
     let mut inputs = inputs.clone();
-    inputs.http_routes.retain(|r| {
-        r.metadata.namespace.as_deref().unwrap_or("") != namespace
-            || r.metadata.name.as_deref().unwrap_or("") != name
-    });
-    inputs.http_routes.push(Arc::new(route.clone()));
+    route.put_into(&mut inputs);
     let mut found = Vec::new();
     for status in compile(&inputs, options).gateway.routes {
-        if status.object.namespace != namespace || status.object.name != name {
+        if status.object.kind != kind
+            || status.object.namespace != namespace
+            || status.object.name != name
+        {
             continue;
         }
         for parent in status.parents {
             for c in parent.conditions.iter().filter(|c| !c.status) {
                 let refuses = c.type_ == "Accepted" && c.reason == "UnsupportedValue";
                 let line = format!(
-                    "{}/{}: HTTPRoute {namespace}/{name}, parent {}: {}",
+                    "{}/{}: {kind} {namespace}/{name}, parent {}: {}",
                     c.type_, c.reason, parent.parent_ref.name, c.message
                 );
                 if !found.iter().any(|(_, l)| *l == line) {
@@ -142,13 +207,13 @@ fn route_problems(
     found
 }
 
-/// Reviews an HTTPRoute (with its stored version on UPDATE) against `inputs`. Routes that
-/// name no Gateway of ours are not judged.
-pub fn review_http_route(
+/// Reviews an HTTPRoute or GRPCRoute (with its stored version on UPDATE) against `inputs`.
+/// Routes that name no Gateway of ours are not judged.
+pub fn review_route(
     inputs: &Inputs,
     options: &CompileOptions,
-    route: &HttpRoute,
-    old: Option<&HttpRoute>,
+    route: &Route,
+    old: Option<&Route>,
 ) -> RouteVerdict {
     let before: Vec<String> = old
         .map(|old| route_problems(inputs, options, old))
@@ -156,7 +221,7 @@ pub fn review_http_route(
         .into_iter()
         .map(|(_, line)| line)
         .collect();
-    let deleting = route.metadata.deletion_timestamp.is_some();
+    let deleting = route.meta().deletion_timestamp.is_some();
     let mut verdict = RouteVerdict::default();
     for (refuses, line) in route_problems(inputs, options, route) {
         if refuses && !deleting && !before.contains(&line) {
@@ -203,39 +268,42 @@ pub fn answer(review: &Value, inputs: &Inputs, options: &CompileOptions) -> Resu
     let is_ingress = kind["group"] == "networking.k8s.io"
         && kind["version"] == "v1"
         && kind["kind"] == "Ingress";
-    let is_route = kind["group"] == "gateway.networking.k8s.io" && kind["kind"] == "HTTPRoute";
+    let route_kind = kind["kind"].as_str().unwrap_or("");
+    let is_route = kind["group"] == "gateway.networking.k8s.io"
+        && matches!(route_kind, "HTTPRoute" | "GRPCRoute");
     let operation = request["operation"].as_str().unwrap_or("");
     if !(is_ingress || is_route) || !matches!(operation, "CREATE" | "UPDATE") {
         return Ok(respond(true, None, Vec::new()));
     }
     if is_route {
-        let mut route: HttpRoute = serde_json::from_value(request["object"].clone())
-            .map_err(|e| format!("request.object is not an HTTPRoute: {e}"))?;
-        if route.metadata.namespace.as_deref().unwrap_or("").is_empty() {
-            route.metadata.namespace = request["namespace"].as_str().map(String::from);
+        let mut route = Route::parse(route_kind, &request["object"])
+            .map_err(|e| format!("request.object: {e}"))?;
+        let meta = route.meta_mut();
+        if meta.namespace.as_deref().unwrap_or("").is_empty() {
+            meta.namespace = request["namespace"].as_str().map(String::from);
         }
-        if route.metadata.name.as_deref().unwrap_or("").is_empty() {
-            route.metadata.name = request["name"]
+        if meta.name.as_deref().unwrap_or("").is_empty() {
+            meta.name = request["name"]
                 .as_str()
                 .filter(|n| !n.is_empty())
                 .map(String::from)
-                .or_else(|| route.metadata.generate_name.clone());
+                .or_else(|| meta.generate_name.clone());
         }
-        let old: Option<HttpRoute> = match operation {
+        let old = match operation {
             "UPDATE" => Some(
-                serde_json::from_value(request["oldObject"].clone())
-                    .map_err(|e| format!("request.oldObject is not an HTTPRoute: {e}"))?,
+                Route::parse(route_kind, &request["oldObject"])
+                    .map_err(|e| format!("request.oldObject: {e}"))?,
             ),
             _ => None,
         };
-        let verdict = review_http_route(inputs, options, &route, old.as_ref());
+        let verdict = review_route(inputs, options, &route, old.as_ref());
         if verdict.refused.is_empty() {
             return Ok(respond(true, None, verdict.warnings));
         }
         return Ok(respond(
             false,
             Some(format!(
-                "sluice would not serve this HTTPRoute: {}",
+                "sluice would not serve this {route_kind}: {}",
                 verdict.refused.join("; ")
             )),
             verdict.warnings,
@@ -508,6 +576,28 @@ mod tests {
         let mut r = route_review(json!(["bad_host!"]));
         r["request"]["object"]["spec"]["parentRefs"][0]["name"] = json!("elsewhere");
         let out = answer(&r, &gateway_inputs(), &options()).expect("answer");
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+    }
+
+    /// GRPCRoutes of sluice's Gateways are judged the same way (and apart from an HTTPRoute
+    /// of the same name).
+    #[test]
+    fn an_invalid_grpc_route_is_refused() {
+        let grpc = |hostnames: Value| {
+            let mut r = route_review(hostnames);
+            r["request"]["kind"]["kind"] = json!("GRPCRoute");
+            r["request"]["object"]["kind"] = json!("GRPCRoute");
+            r
+        };
+        let out =
+            answer(&grpc(json!(["bad_host!"])), &gateway_inputs(), &options()).expect("answer");
+        assert_eq!(out["response"]["allowed"], false, "{out}");
+        let message = out["response"]["status"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("this GRPCRoute"), "{message}");
+        assert!(message.contains("GRPCRoute ns/r"), "{message}");
+        assert!(message.contains("spec.hostnames[0]"), "{message}");
+        let out =
+            answer(&grpc(json!(["web.test"])), &gateway_inputs(), &options()).expect("answer");
         assert_eq!(out["response"]["allowed"], true, "{out}");
     }
 }

@@ -616,7 +616,10 @@ fn the_webhook_overlay_wires_certificate_service_and_configuration() {
         Some("webhook")
     );
     assert_eq!(strings(&hook["rules"][0]["resources"]), ["ingresses"]);
-    assert_eq!(strings(&hook["rules"][1]["resources"]), ["httproutes"]);
+    assert_eq!(
+        strings(&hook["rules"][1]["resources"]),
+        ["httproutes", "grpcroutes"]
+    );
     assert_eq!(hook["sideEffects"].as_str(), Some("None"));
     assert_eq!(hook["failurePolicy"].as_str(), Some("Fail"));
 }

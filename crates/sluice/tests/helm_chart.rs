@@ -724,7 +724,10 @@ fn admission_webhooks_values_wire_the_webhook_to_the_controller() {
     assert_eq!(hook["failurePolicy"].as_str(), Some("Fail"));
     assert_eq!(hook["sideEffects"].as_str(), Some("None"));
     assert_eq!(strings(&hook["rules"][0]["resources"]), ["ingresses"]);
-    assert_eq!(strings(&hook["rules"][1]["resources"]), ["httproutes"]);
+    assert_eq!(
+        strings(&hook["rules"][1]["resources"]),
+        ["httproutes", "grpcroutes"]
+    );
     assert_eq!(
         strings(&hook["rules"][0]["operations"]),
         ["CREATE", "UPDATE"]
