@@ -5,7 +5,9 @@
 //! chart's namespaced Role; then `helm upgrade` with changed values (ingress-nginx's
 //! `controller.replicaCount` 1 -> 2 and a `controller.extraArgs` entry): both replicas run
 //! the new flag, its effect is seen (unmatched hosts go to the default backend instead of
-//! 404) and the Ingress is still served by each. Any RBAC refusal in a pod's log fails the
+//! 404) and the Ingress is still served by each; a second upgrade to a hostNetwork DaemonSet
+//! (`controller.kind`, `controller.hostNetwork`) serves it on port 80 and publishes the
+//! node's address. Any RBAC refusal in a pod's log fails the
 //! test. The chart's admission webhook (ingress-nginx's `controller.admissionWebhooks.*`,
 //! with a Secret and caBundle of the test's own) is on: the API server reaches it through the
 //! chart's Service (at the pod's IP), and `kubectl apply` of an Ingress sluice would not serve
@@ -345,6 +347,51 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
     )
     .await?;
     assert!(history.lines().count() >= 3, "two revisions: {history}");
+
+    // ingress-nginx's `controller.kind=DaemonSet` with `controller.hostNetwork`: the upgrade
+    // replaces the Deployment by a DaemonSet on the node's port 80 (the pod's IP stands for
+    // the node's here), which publishes the node's address in the Ingress status.
+    let mut to_daemonset: Vec<String> = ["upgrade", RELEASE, &chart].map(String::from).to_vec();
+    to_daemonset.extend(common.iter().cloned());
+    to_daemonset.extend(
+        [
+            "--set",
+            "controller.kind=DaemonSet",
+            "--set",
+            "controller.hostNetwork=true",
+            "--set",
+            "controller.service.enabled=false",
+        ]
+        .map(String::from),
+    );
+    helm(kubeconfig.clone(), to_daemonset).await?;
+    let daemon = ready_pods(&admin, 1, Some("--publish-status-address=$(HOST_IP)")).await?;
+    let (name, ip) = daemon[0].clone();
+    answers(SocketAddr::new(ip, 80), "ingress.helm.test").await?;
+    assert!(deployments.get_opt("edge-sluice").await?.is_none());
+    let host_ip = Api::<Pod>::namespaced(admin.clone(), NS)
+        .get(&name)
+        .await?
+        .status
+        .and_then(|s| s.host_ip)
+        .unwrap_or_default();
+    let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> = w.api();
+    eventually(
+        Duration::from_secs(30),
+        "the node's address in the Ingress status",
+        || async {
+            let lb = ingresses
+                .get("echo")
+                .await
+                .ok()?
+                .status?
+                .load_balancer?
+                .ingress?;
+            (lb.first()?.ip.as_deref() == Some(host_ip.as_str())).then_some(())
+        },
+    )
+    .await?;
+    assert_not_refused(&admin, &name).await?;
 
     helm(
         kubeconfig,
