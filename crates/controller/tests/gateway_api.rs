@@ -928,7 +928,8 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
 /// Only the Lease holder writes Gateway API status. Two replicas publish different
 /// addresses, so `status.addresses` says who wrote: the leader's address, and it stays
 /// (the other replica never overwrites it); after the leader stops, the other takes over
-/// and its address replaces it.
+/// and its address replaces it. `sluice_leader` says which replica leads (#33;
+/// ingress-nginx: `nginx_ingress_controller_leader_election_status`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_gateway_status() -> anyhow::Result<()> {
     use k8s_openapi::api::coordination::v1::Lease;
@@ -975,10 +976,26 @@ async fn only_the_leader_writes_gateway_status() -> anyhow::Result<()> {
         "a non-leader wrote status"
     );
     assert_eq!(holder().await.as_deref(), Some("r1"));
+    let leader_metric = |admin| async move {
+        let answer = send(admin, "GET", "localhost", "/metrics", &[])
+            .await
+            .ok()?;
+        answer
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("sluice_leader "))
+            .map(str::to_owned)
+    };
+    assert_eq!(leader_metric(r1.admin).await.as_deref(), Some("1"));
+    assert_eq!(leader_metric(r2.admin).await.as_deref(), Some("0"));
 
     r1.stop().await?;
     sluice_testenv::eventually(Duration::from_secs(20), "r2 leads and writes", || async {
         (holder().await? == "r2" && published().await? == "192.0.2.2").then_some(())
+    })
+    .await?;
+    sluice_testenv::eventually(Duration::from_secs(10), "r2 reports leading", || async {
+        (leader_metric(r2.admin).await? == "1").then_some(())
     })
     .await?;
     r2.stop().await

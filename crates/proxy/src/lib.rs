@@ -137,6 +137,7 @@ pub use config::{
 pub use front::tls::DEFAULT_CERT_NAME;
 pub use observe::control_info::{Explainer, Warning};
 pub use observe::log_filter::log_filter;
+pub use observe::metrics::LeaderStatus;
 pub use runtime::gateway_sockets::BindFailures;
 pub use serve::admin::Readiness;
 pub use snapshot::TableHandle;
@@ -268,6 +269,12 @@ impl Proxy {
     /// metrics here before the proxy is bound.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
+    }
+
+    /// Registers `sluice_leader` (for a replica that takes part in leader election) and
+    /// returns its handle.
+    pub fn leader_status(&mut self) -> observe::metrics::LeaderStatus {
+        observe::metrics::LeaderStatus::register(&mut self.registry)
     }
 
     /// The self-signed certificate presented for unknown or absent SNI names while the

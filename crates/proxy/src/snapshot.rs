@@ -353,6 +353,9 @@ impl TableHandle {
         shared.metrics.rebuilds.inc();
         shared.metrics.rebuild_duration.observe(build_time);
         shared.metrics.generation.inc();
+        shared
+            .metrics
+            .set_certificates(certificate_expiries(&shared.current.load().table));
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -389,6 +392,25 @@ impl TableHandle {
     pub fn backend_count(&self) -> usize {
         self.shared.current.load().backends.len()
     }
+}
+
+/// Each certificate of `table` with when it expires, for the expiry gauges (one that cannot
+/// be read is left out: the dashboard shows why).
+fn certificate_expiries(
+    table: &sluice_routing::RouteTable,
+) -> Vec<(crate::observe::metrics::CertificateLabels, i64)> {
+    table
+        .certificates()
+        .filter_map(|cert| {
+            let leaf = crate::observe::certificate::leaf(cert).ok()?;
+            let labels = crate::observe::metrics::CertificateLabels {
+                namespace: cert.secret.namespace.clone(),
+                secret: cert.secret.name.clone(),
+                host: leaf.names.first().cloned().unwrap_or_default(),
+            };
+            Some((labels, leaf.not_after))
+        })
+        .collect()
 }
 
 #[cfg(test)]

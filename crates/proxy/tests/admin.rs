@@ -329,3 +329,41 @@ async fn redirect_only_rules_raise_no_endpoint_warning_and_name_no_service() {
     })
     .await;
 }
+
+/// #33: the metrics ingress-nginx users alert on have their sluice counterpart: the build's
+/// version (`nginx_ingress_controller_build_info`) and each served certificate's expiry by
+/// Secret and host (`nginx_ingress_controller_ssl_expire_time_seconds`), which follows the
+/// table: a certificate no longer served leaves the metrics.
+#[tokio::test]
+async fn build_info_and_certificate_expiry_are_exported() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let (cert, key, _) = ca_and_leaf("secure.example");
+        let proxy = TestProxy::start(sluice_proxy::ProxyArgs::loopback()).await;
+        proxy.route(&[Route::new("secure.example", "web", vec![web.addr()]).with_tls(cert, key)]);
+        let build = format!("sluice_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        let expiry =
+            "sluice_ssl_certificate_expiry_timestamp_seconds{namespace=\"default\",secret=\"tls-0\",host=\"secure.example\"} ";
+        let text = metrics_with(proxy.admin, &[&build, expiry]).await;
+        let line = text.lines().find(|l| l.starts_with(expiry)).unwrap_or_default();
+        let not_after: i64 = line[expiry.len()..].trim().parse().expect("a timestamp");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert!(not_after > now, "{line}");
+        // The certificate is no longer served: its series goes.
+        proxy.route(&[Route::new("plain.example", "web", vec![web.addr()])]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, text) = admin_get(proxy.admin, "/metrics").await;
+            if !text.contains(expiry) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "still exported:\n{text}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}

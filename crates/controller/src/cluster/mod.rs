@@ -240,7 +240,8 @@ impl Controller {
         )?;
         // Checked before anything starts: a timing that cannot work is a usage error.
         let election_timing = args.election.config()?;
-        let proxy = Proxy::new(args.proxy.clone())?;
+        let mut proxy = Proxy::new(args.proxy.clone())?;
+        let leader_status = proxy.leader_status();
         let readiness = proxy.readiness();
         let (informers, rebuilder) = control
             .run(start_informers(
@@ -279,7 +280,10 @@ impl Controller {
             .run(start_loops(
                 args.clone(),
                 client,
-                election,
+                Leadership {
+                    elector: election,
+                    status: leader_status,
+                },
                 publish,
                 informers.clone(),
                 rebuilder.clone(),
@@ -433,10 +437,17 @@ async fn start_informers(
 }
 
 /// On the control runtime: the rebuild loop, leader election, the status and Events loops.
+/// This replica's part in leader election: the elector, and the `sluice_leader` gauge that
+/// follows it.
+struct Leadership {
+    elector: LeaderElector,
+    status: sluice_proxy::LeaderStatus,
+}
+
 async fn start_loops(
     args: ControllerArgs,
     client: kube::Client,
-    election: LeaderElector,
+    leadership: Leadership,
     publish: Publish,
     informers: IngressInformers,
     rebuilder: Arc<Rebuilder>,
@@ -447,9 +458,25 @@ async fn start_loops(
         let r = rebuilder.clone();
         tasks.push(tokio::spawn(async move { r.run().await }));
     }
+    let Leadership {
+        elector: election,
+        status: leader_status,
+    } = leadership;
     let identity = election.lock().identity().to_string();
     let (leading, election_task) = election.spawn(stop.clone());
     tasks.push(election_task);
+    {
+        // `sluice_leader` follows the election.
+        let mut leading = leading.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                leader_status.set(*leading.borrow_and_update());
+                if leading.changed().await.is_err() {
+                    break;
+                }
+            }
+        }));
+    }
 
     let writer = StatusWriter::new(
         client.clone(),

@@ -16,6 +16,7 @@ pub(crate) mod hyper_service;
 pub(crate) mod listener;
 #[cfg(test)]
 mod parser_fuzz;
+pub(crate) mod prefixed;
 pub(crate) mod proxy_protocol;
 pub(crate) mod response_out;
 pub(crate) mod side_wake;

@@ -64,7 +64,7 @@ pub(crate) async fn serve(
         None => pipe(client, &early, ctx, &snapshot, target, phases).await,
         Some(configs) => {
             // The ClientHello was read, not consumed: the handshake reads it again.
-            let prefixed = crate::front::listener::Prefixed::new(early.freeze(), client);
+            let prefixed = crate::front::prefixed::Prefixed::new(early.freeze(), client);
             let handshake = async {
                 let start = tokio_rustls::LazyConfigAcceptor::new(
                     rustls::server::Acceptor::default(),

@@ -195,6 +195,49 @@ pub(crate) struct Metrics {
     unrouted: Arc<RouteMetrics>,
     /// `sluice_mirror_requests_total`, indexed by [`MirrorResult`].
     mirror_requests: [Counter; 4],
+    /// `sluice_ssl_certificate_expiry_timestamp_seconds`: each certificate of the table
+    /// being served, set on every swap.
+    certificate_expiry: Family<CertificateLabels, Gauge>,
+}
+
+/// `sluice_leader`: 1 while this replica holds the leader Lease (ingress-nginx:
+/// `nginx_ingress_controller_leader_election_status`). Registered by the controller only.
+#[derive(Clone, Debug, Default)]
+pub struct LeaderStatus(Gauge);
+
+impl LeaderStatus {
+    /// Registers the gauge (0 until set) in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> LeaderStatus {
+        let status = LeaderStatus::default();
+        registry.register(
+            "sluice_leader",
+            "1 while this replica holds the leader Lease (writes status and Events), else 0",
+            status.0.clone(),
+        );
+        status
+    }
+
+    /// Whether this replica leads now.
+    pub fn set(&self, leading: bool) {
+        self.0.set(i64::from(leading));
+    }
+}
+
+/// The label of `sluice_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// Labels of a certificate's expiry: its Secret.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CertificateLabels {
+    /// The Secret's namespace.
+    pub(crate) namespace: String,
+    /// The Secret's name (ingress-nginx's `secret_name`).
+    pub(crate) secret: String,
+    /// The leaf's first DNS name (its common name when it has none).
+    pub(crate) host: String,
 }
 
 impl Metrics {
@@ -304,8 +347,27 @@ impl Metrics {
              dropped: too many in flight, skipped: a body or no endpoint)",
             mirrors,
         );
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the version of the sluice build (ingress-nginx: nginx_ingress_controller_build_info)",
+            build,
+        );
+        let certificate_expiry: Family<CertificateLabels, Gauge> = Family::default();
+        registry.register(
+            "ssl_certificate_expiry_timestamp_seconds",
+            "When each certificate of the routing table expires (Unix time), by Secret and \
+             host (ingress-nginx: nginx_ingress_controller_ssl_expire_time_seconds)",
+            certificate_expiry.clone(),
+        );
         let unrouted = Arc::new(RouteMetrics::new(&families, "", "", String::new()));
         Arc::new(Metrics {
+            certificate_expiry,
             mirror_requests,
             families,
             rebuilds,
@@ -316,6 +378,17 @@ impl Metrics {
             connections_active,
             unrouted,
         })
+    }
+
+    /// Sets the expiry gauges to the certificates of a table being swapped in (those of
+    /// certificates no longer served are removed).
+    pub(crate) fn set_certificates(&self, expiries: Vec<(CertificateLabels, i64)>) {
+        self.certificate_expiry.clear();
+        for (labels, not_after) in expiries {
+            self.certificate_expiry
+                .get_or_create(&labels)
+                .set(not_after);
+        }
     }
 
     /// Counts one mirror copy's fate.

@@ -3,6 +3,7 @@
 //! view of the table (`control_info`: `explain`, warnings) and the log filter.
 
 pub(crate) mod access_log;
+pub(crate) mod certificate;
 pub(crate) mod control_info;
 pub(crate) mod log_filter;
 pub(crate) mod metrics;

@@ -228,31 +228,11 @@ pub(crate) fn status(shared: &TableShared, history: &History) -> Value {
 /// A certificate's names and expiry, read from its leaf.
 fn certificate(cert: &TlsCertificate, now: SystemTime) -> Value {
     let secret = format!("{}/{}", cert.secret.namespace, cert.secret.name);
-    let Some(leaf) = cert.cert_chain.first() else {
-        return json!({"secret": secret, "error": "no certificate"});
+    let leaf = match crate::observe::certificate::leaf(cert) {
+        Ok(leaf) => leaf,
+        Err(error) => return json!({"secret": secret, "error": error}),
     };
-    let parsed = match x509_parser::parse_x509_certificate(leaf.as_ref()) {
-        Ok((_, parsed)) => parsed,
-        Err(error) => return json!({"secret": secret, "error": error.to_string()}),
-    };
-    let mut names: Vec<String> = Vec::new();
-    if let Ok(Some(san)) = parsed.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
-                names.push((*dns).to_owned());
-            }
-        }
-    }
-    if names.is_empty()
-        && let Some(cn) = parsed
-            .subject()
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-    {
-        names.push(cn.to_owned());
-    }
-    let not_after = parsed.validity().not_after.timestamp();
+    let (names, not_after) = (leaf.names, leaf.not_after);
     let now_unix = now
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
