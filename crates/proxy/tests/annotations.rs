@@ -19,6 +19,46 @@ const NGINX: &str = "nginx.ingress.kubernetes.io/";
 const SHAPES: [(&str, &str, &str); 2] =
     [("own loop GET", "GET", ""), ("hyper POST", "POST", "x=1")];
 
+/// Every front end: [`SHAPES`] (HTTP/1.1) and HTTP/2 (h2c with prior knowledge, a GET).
+const FRONT_ENDS: [(&str, &str, &str); 3] = [SHAPES[0], SHAPES[1], ("h2c GET", H2, "")];
+
+/// The method of [`FRONT_ENDS`] that stands for a GET over HTTP/2.
+const H2: &str = "H2";
+
+/// [`request`], and over HTTP/2 when `method` is [`H2`] (`:authority` is `host`).
+async fn request_any(
+    proxy: &TestProxy,
+    (method, body): (&str, &str),
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    if method != H2 {
+        return request(proxy, (method, body), host, path, headers).await;
+    }
+    let stream = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2c handshake");
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut builder = Request::builder()
+        .method("GET")
+        .uri(format!("http://{host}{path}"));
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(Full::new(Bytes::new())).unwrap();
+    let response = sender.send_request(request).await.expect("h2 response");
+    let answer = collect(response).await;
+    connection.abort();
+    answer
+}
+
 /// Sends `method path` with `Host: host`, extra `headers` and `body`.
 async fn request(
     proxy: &TestProxy,
@@ -1231,6 +1271,191 @@ async fn limit_connections_counts_requests_in_progress() {
         assert_eq!(second.await.unwrap(), 200);
         let got = request(&proxy, ("GET", ""), "conn.example.com", "/", &[]).await;
         assert_eq!(got.status, 200, "the count was given back");
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Ingress Path Matching": an ImplementationSpecific path without regex
+/// is written as nginx's `location /foo`, a string prefix, and the longest location wins
+/// (Prefix `/foo` is `location /foo/`).
+#[tokio::test]
+async fn ingress_path_matching_implementation_specific_is_a_string_prefix() {
+    init_tracing();
+    bounded(async {
+        let specific = echo("specific", "s-0").await;
+        let prefix = echo("prefix", "p-0").await;
+        let root = echo("root", "r-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            Route::new("is.example.com", "specific", vec![specific.addr()])
+                .with_path("/foo")
+                .with_path_type("ImplementationSpecific"),
+            Route::new("is.example.com", "prefix", vec![prefix.addr()]).with_path("/foo/bar"),
+            Route::new("is.example.com", "root", vec![root.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for (path, want) in [
+                ("/foo", "specific"),
+                ("/foobar", "specific"),
+                ("/foo/x", "specific"),
+                ("/foo/bar", "prefix"),
+                ("/foo/bar/x", "prefix"),
+                ("/foo/barx", "specific"),
+                ("/fo", "root"),
+            ] {
+                let got = request_any(&proxy, (method, body), "is.example.com", path, &[]).await;
+                assert_eq!(got.status, 200, "{label} {path}");
+                assert_eq!(got.report().service, want, "{label} {path}");
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Ingress Path Matching" and `rewrite-target`: a rewrite on one
+/// Ingress makes every path of its host a case-insensitive regex, without `use-regex`,
+/// unless the target equals the path (ingress-nginx's `needsRewrite`).
+#[tokio::test]
+async fn ingress_path_matching_rewrite_target_alone_makes_the_hosts_paths_regexes() {
+    init_tracing();
+    bounded(async {
+        let rewritten = echo("rewritten", "w-0").await;
+        let plain = echo("plain", "p-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("rw.example.com", "rewritten", vec![rewritten.addr()])
+                    .with_path("/app(/|$)(.*)"),
+                &[("rewrite-target", "/$2")],
+            ),
+            Route::new("rw.example.com", "plain", vec![plain.addr()]).with_path("/api"),
+            // Target equal to the path: no rewrite, so no regex host.
+            annotated(
+                Route::new("same.example.com", "rewritten", vec![rewritten.addr()])
+                    .with_path("/app"),
+                &[("rewrite-target", "/app")],
+            ),
+            Route::new("same.example.com", "plain", vec![plain.addr()]).with_path("/api"),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/app/x", &[]).await;
+            assert_eq!(
+                (got.report().service.as_str(), got.report().path.as_str()),
+                ("rewritten", "/x"),
+                "{label}"
+            );
+            // The other Ingress's Prefix /api is the regex ^/api, case-insensitive.
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/APIX", &[]).await;
+            assert_eq!(got.report().service, "plain", "{label}");
+            let got = request_any(&proxy, (method, body), "same.example.com", "/APIX", &[]).await;
+            assert_eq!(got.status, 404, "{label}: Prefix /api stays whole-segment");
+            let got = request_any(&proxy, (method, body), "same.example.com", "/api/x", &[]).await;
+            assert_eq!(got.report().service, "plain", "{label}");
+        }
+    })
+    .await;
+}
+
+/// nginx `location` (`proxy_pass` with a location ending in `/`: "a permanent redirect with
+/// the code 301 will be returned to the requested URI with the slash appended"), which
+/// ingress-nginx does for Exact and Prefix paths ending in `/`: only with
+/// `--ingress-nginx-compat`; by default the Ingress spec holds (Exact `/exact/` does not
+/// match `/exact`, Prefix `/my-path/` serves `/my-path`). Never for regex paths.
+#[tokio::test]
+async fn ingress_path_matching_trailing_slash_301_only_with_ingress_nginx_compat() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let root = echo("root", "root-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            Route::new("slash.example.com", "web", vec![web.addr()]).with_path("/my-path/"),
+            Route::new("slash.example.com", "web", vec![web.addr()])
+                .with_path("/exact/")
+                .with_path_type("Exact"),
+            Route::new("slash.example.com", "root", vec![root.addr()]),
+            annotated(
+                Route::new("regex.example.com", "web", vec![web.addr()]).with_path("/my-path/"),
+                &[("use-regex", "true")],
+            ),
+            Route::new("regex.example.com", "root", vec![root.addr()]),
+        ];
+        let install = |compat: bool| {
+            let options = CompileOptions {
+                ingress_nginx_compat: compat,
+                ..CompileOptions::default()
+            };
+            let compiled = compile(&inputs(&routes), &options);
+            // Named whatever the setting, for `sluice migrate`.
+            let named: Vec<(String, String)> = compiled
+                .trailing_slash_redirects
+                .iter()
+                .map(|r| (r.host.clone(), r.path.clone()))
+                .collect();
+            assert_eq!(
+                named,
+                [
+                    ("slash.example.com".to_owned(), "/my-path".to_owned()),
+                    ("slash.example.com".to_owned(), "/exact".to_owned()),
+                ]
+            );
+            proxy
+                .table
+                .update(compiled.table, std::time::Duration::from_millis(1));
+        };
+        install(false);
+        for (label, method, body) in FRONT_ENDS {
+            let got =
+                request_any(&proxy, (method, body), "slash.example.com", "/my-path", &[]).await;
+            assert_eq!(
+                (got.status.as_u16(), got.report().service.as_str()),
+                (200, "web"),
+                "{label}"
+            );
+            let got = request_any(&proxy, (method, body), "slash.example.com", "/exact", &[]).await;
+            assert_eq!(
+                got.report().service,
+                "root",
+                "{label}: Exact /exact/ is not /exact"
+            );
+        }
+        install(true);
+        for (label, method, body) in FRONT_ENDS {
+            let host = "slash.example.com:8080";
+            let got = request_any(&proxy, (method, body), host, "/my-path?a=1", &[]).await;
+            assert_eq!(got.status, 301, "{label}");
+            assert_eq!(
+                got.headers["location"], "http://slash.example.com/my-path/?a=1",
+                "{label}"
+            );
+            let got = request_any(&proxy, (method, body), host, "/exact", &[]).await;
+            assert_eq!(got.status, 301, "{label}");
+            assert_eq!(
+                got.headers["location"], "http://slash.example.com/exact/",
+                "{label}"
+            );
+            // The paths themselves, and others, are served as before.
+            for (path, want) in [
+                ("/my-path/", "web"),
+                ("/exact/", "web"),
+                ("/my-pathx", "root"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(
+                    (got.status.as_u16(), got.report().service.as_str()),
+                    (200, want),
+                    "{label} {path}"
+                );
+            }
+            // A regex location never redirects.
+            let got =
+                request_any(&proxy, (method, body), "regex.example.com", "/my-path", &[]).await;
+            assert_eq!(
+                (got.status.as_u16(), got.report().service.as_str()),
+                (200, "root"),
+                "{label}"
+            );
+        }
     })
     .await;
 }

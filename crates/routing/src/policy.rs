@@ -34,6 +34,10 @@ pub struct Policy {
     /// sluice does not implement, or one whose value is invalid): every request answers 503,
     /// as ingress-nginx answers a location it marked denied. Checked before everything else.
     pub fail_closed: bool,
+    /// ingress-nginx's trailing-slash redirect (`--ingress-nginx-compat`): every request
+    /// answers 301 to its path with `/` appended (query kept), before anything else, as
+    /// nginx answers a request one `/` short of a `proxy_pass` location's name.
+    pub trailing_slash_redirect: bool,
     /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
     /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
     pub https_redirect: Option<u16>,
@@ -295,6 +299,9 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        if self.trailing_slash_redirect {
+            out.push("301 to the path with a trailing slash (--ingress-nginx-compat)".to_owned());
+        }
         if !self.allow.is_empty() {
             out.push(format!("allow only {}", list(&self.allow)));
         }

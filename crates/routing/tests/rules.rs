@@ -156,7 +156,10 @@ fn exact_and_prefix_paths() {
             ("h", "/trailing/x", Some("ns/trailing:80")),
             ("h", "/trailingx", Some("ns/nopath:80")),
             ("h", "/impl/x", Some("ns/impl:80")),
-            ("h", "/implx", Some("ns/nopath:80")),
+            // ImplementationSpecific: nginx's `location /impl`, a string prefix
+            // (ingress-nginx docs, "Ingress Path Matching").
+            ("h", "/implx", Some("ns/impl:80")),
+            ("h", "/imp", Some("ns/nopath:80")),
             // An empty path in the rule means "/"; an empty request path counts as "/".
             ("h", "/", Some("ns/nopath:80")),
             ("h", "", Some("ns/nopath:80")),
@@ -320,15 +323,24 @@ fn conflict_is_same_host_path_and_effective_type() {
         let conflicts = find(&out.diagnostics, "ConflictLost").len();
         (out.table, conflicts)
     };
-    // Prefix "/p" and ImplementationSpecific "/p/" are the same rule here.
+    // Prefix "/p" and "/p/" are the same rule.
     let (t, n) = table_and_diags(
         path("/p", "Prefix", "old", 80),
-        path("/p/", "ImplementationSpecific", "new", 80),
+        path("/p/", "Prefix", "new", 80),
     );
     assert_eq!(
         (routed(&t, "h", "/p").as_deref(), n),
         (Some("ns/old:80"), 1)
     );
+    // ImplementationSpecific "/p" is a string prefix (nginx `location /p`), not Prefix
+    // "/p" (`location /p/`): two rules, the longer location wins.
+    let (t, n) = table_and_diags(
+        path("/p", "Prefix", "old", 80),
+        path("/p", "ImplementationSpecific", "new", 80),
+    );
+    assert_eq!(n, 0);
+    assert_eq!(routed(&t, "h", "/p/x").as_deref(), Some("ns/old:80"));
+    assert_eq!(routed(&t, "h", "/px").as_deref(), Some("ns/new:80"));
     // Exact and Prefix of the same path are distinct rules: no conflict.
     let (t, n) = table_and_diags(
         path("/p", "Prefix", "old", 80),
@@ -1303,7 +1315,7 @@ fn routes_listing() {
             " Prefix /p/q ns/t:80",
             "*.a.io Prefix / ns/t:80",
             "b.io Exact / ns/s:80",
-            "b.io Prefix /x ns/s:80",
+            "b.io ImplementationSpecific /x/ ns/s:80",
         ]
     );
 }

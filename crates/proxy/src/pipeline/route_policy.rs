@@ -1,7 +1,8 @@
 //! The policy stage: what a route's compiled [`Policy`] says about a request before it goes
 //! upstream (answer it here, or let it through), and what it adds to the response.
 //!
-//! Pure: request facts in, a verdict out. The order is ingress-nginx's: a route closed because
+//! Pure: request facts in, a verdict out. The order is ingress-nginx's: nginx's trailing-slash
+//! 301 (`--ingress-nginx-compat`), a route closed because
 //! an access annotation cannot be honoured (503), source ranges (403),
 //! the HTTPS redirect, a configured redirect, (Gateway API `RequestRedirect`), the app root
 //! (302), then a CORS preflight answered by the proxy (204).
@@ -93,6 +94,23 @@ pub(crate) fn within_limits(
 
 /// Decides whether the proxy answers the request itself (`Some`) or lets it through.
 pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
+    // `--ingress-nginx-compat`: nginx's 301 for a request one `/` short of a location
+    // (`auto_redirect`), chosen with the location, before any phase of it runs. The Location
+    // is absolute without a port, as ingress-nginx's `port_in_redirect off` writes it.
+    if policy.trailing_slash_redirect {
+        let scheme = if request.tls { "https" } else { "http" };
+        let host = host_without_port(request.host);
+        let query = request
+            .target
+            .split_once('?')
+            .map_or(String::new(), |(_, q)| format!("?{q}"));
+        let path = sluice_routing::escape_path(request.path);
+        let location = format!("{scheme}://{host}{path}/{query}");
+        return Some(match HeaderValue::try_from(location) {
+            Ok(location) => Answer::redirect(301, location),
+            Err(_) => Answer::status(StatusCode::BAD_REQUEST),
+        });
+    }
     // An access restriction sluice cannot honour: closed to everyone (ingress-nginx's 503
     // for a denied location).
     if policy.fail_closed {

@@ -57,6 +57,23 @@ pub struct Compiled {
     /// Conditions for the Gateway API objects of ours (GatewayClasses, Gateways,
     /// HTTPRoutes), for the controller's status writer.
     pub gateway: crate::gateway::GatewayStatuses,
+    /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
+    /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
+    /// the table answers them so): what `sluice migrate` names. Sorted.
+    pub trailing_slash_redirects: Vec<TrailingSlashRedirect>,
+}
+
+/// A request path ingress-nginx answers with 301 to the same path with `/` appended: nginx
+/// does so for a request one `/` short of a location that ends in `/` and passes to a
+/// backend, when no location has the request's path as its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TrailingSlashRedirect {
+    /// The Ingress whose path `{path}/` makes the location.
+    pub ingress: ObjectRef,
+    /// The rule's host as written (`""` for none).
+    pub host: String,
+    /// The request path answered with 301 (without the trailing slash).
+    pub path: String,
 }
 
 /// Compiles the cluster state into a routing table. Pure, total (never panics) and
@@ -113,19 +130,33 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                 .map(annotations::parse)
         })
         .collect();
+    // A rewrite counts where its target differs from the path (ingress-nginx's
+    // `needsRewrite`); `use-regex` counts for every rule of the Ingress.
     let regex_hosts: HashSet<HostPattern> = ingresses
         .iter()
         .zip(&parsed)
-        .filter(|(_, p)| {
-            p.as_ref()
-                .is_some_and(|p| p.use_regex || p.rewrite_target.is_some())
+        .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+        .flat_map(|(i, p)| {
+            let rules = i.spec.and_then(|s| s.rules.as_ref()).into_iter().flatten();
+            rules.filter(move |rule| {
+                p.use_regex
+                    || p.rewrite_target.as_deref().is_some_and(|target| {
+                        rule.http.iter().flat_map(|h| h.paths.iter()).any(|path| {
+                            path.path
+                                .as_deref()
+                                .filter(|p| !p.is_empty())
+                                .unwrap_or("/")
+                                != target
+                        })
+                    })
+            })
         })
-        .flat_map(|(i, _)| i.spec.and_then(|s| s.rules.as_ref()).into_iter().flatten())
         .filter_map(|rule| parse_rule_host(rule.host.as_deref()).ok())
         .collect();
 
     let mut compiler = Compiler {
         parsed,
+        locations: HashMap::new(),
         regex_hosts,
         regexes: HashMap::new(),
         services: &services,
@@ -153,6 +184,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         compiler.ingress(index, ingress);
     }
     compiler.orphan_canaries();
+    let slash_redirects = compiler.trailing_slash_redirects();
     let Compiler {
         mut diagnostics,
         routes,
@@ -196,7 +228,18 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
     };
-    let mut table = build_table(routes, canaries, default_backend, certs, slots, entries);
+    let compat = options
+        .ingress_nginx_compat
+        .then_some(slash_redirects.as_slice());
+    let mut table = build_table(
+        routes,
+        canaries,
+        default_backend,
+        certs,
+        slots,
+        entries,
+        compat,
+    );
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
     }
@@ -215,6 +258,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
             &b.message,
         ))
     });
+    let mut trailing_slash_redirects: Vec<TrailingSlashRedirect> = slash_redirects
+        .into_iter()
+        .map(|r| TrailingSlashRedirect {
+            ingress: ingresses[r.claim.owner].object.clone(),
+            host: r.host.to_string(),
+            path: r.path,
+        })
+        .collect();
+    trailing_slash_redirects.sort();
     let mut ours: Vec<ObjectRef> = ingresses.into_iter().map(|i| i.object).collect();
     ours.sort();
     ours.dedup();
@@ -224,7 +276,48 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         ours,
         flag_diagnostics,
         gateway,
+        trailing_slash_redirects,
     }
+}
+
+/// A trailing-slash redirect found by [`Compiler::trailing_slash_redirects`].
+struct SlashRedirect {
+    host: HostPattern,
+    /// The request path answered with 301.
+    path: String,
+    /// The claim of the rule whose location ends in `/`.
+    claim: Claim,
+}
+
+/// The names of the nginx locations ingress-nginx writes for a rule path of a host without
+/// regex paths (`controller/location.go` `updateServerLocations`, `template.go`
+/// `buildLocation`): Exact `P` is `= P`; Prefix `P` is `P/` (`P` when it ends in `/`)
+/// and `= P`; ImplementationSpecific `P` is `P`.
+fn nginx_location_names(kind: PathKind, written: &str) -> Vec<String> {
+    match kind {
+        PathKind::Exact | PathKind::StringPrefix => vec![written.to_owned()],
+        PathKind::Prefix if written == "/" || written.ends_with('/') => vec![written.to_owned()],
+        PathKind::Prefix => vec![written.to_owned(), format!("{written}/")],
+        PathKind::Regex => Vec::new(),
+    }
+}
+
+/// The request paths nginx redirects given a host's location names, each with the index of
+/// the location (in `names`) that causes it: nginx's static location tree answers a
+/// request one byte short of a name ending in `/` with 301 (`auto_redirect`, set for
+/// `proxy_pass` locations) unless a location has the request path as its name.
+fn slash_redirect_paths(names: &[String]) -> Vec<(String, usize)> {
+    let all: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let Some(short) = name.strip_suffix('/').filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        if !all.contains(short) && !out.iter().any(|(p, _)| p == short) {
+            out.push((short.to_owned(), index));
+        }
+    }
+    out
 }
 
 /// Where requests no rule claims go, and the object that said so (the Ingress with the
@@ -400,6 +493,9 @@ type Routes = HashMap<HostPattern, BTreeMap<RulePath, Claim>>;
 struct Compiler<'c, 'a> {
     /// Per Ingress: its parsed annotations, taken when the Ingress is walked.
     parsed: Vec<Option<annotations::Parsed>>,
+    /// Per host: the nginx location names of its claimed paths, with their claims, in
+    /// claim order (for ingress-nginx's trailing-slash redirect).
+    locations: HashMap<HostPattern, Vec<(String, Claim)>>,
     /// Hosts whose Prefix paths are regular expressions.
     regex_hosts: HashSet<HostPattern>,
     /// Compiled regex rule paths, by pattern.
@@ -674,8 +770,36 @@ impl<'a> Compiler<'_, 'a> {
             return;
         }
         if let Some(slot) = self.slot(index, key, || format!("{}.backend", field())) {
-            claims.insert(rule_path, Claim { owner: index, slot });
+            let claim = Claim { owner: index, slot };
+            let written = match path.path.as_deref() {
+                None | Some("") => "/",
+                Some(p) => p,
+            };
+            let names = nginx_location_names(rule_path.kind, written);
+            let locations = self.locations.entry(host.clone()).or_default();
+            locations.extend(names.into_iter().map(|name| (name, claim)));
+            claims.insert(rule_path, claim);
         }
+    }
+
+    /// ingress-nginx's trailing-slash redirects of every host without regex paths (nginx
+    /// writes every path of a regex host as a regex location, which never redirects).
+    fn trailing_slash_redirects(&self) -> Vec<SlashRedirect> {
+        let mut out = Vec::new();
+        for (host, locations) in &self.locations {
+            if self.regex_hosts.contains(host) {
+                continue;
+            }
+            let names: Vec<String> = locations.iter().map(|(n, _)| n.clone()).collect();
+            for (path, index) in slash_redirect_paths(&names) {
+                out.push(SlashRedirect {
+                    host: host.clone(),
+                    path,
+                    claim: locations[index].1,
+                });
+            }
+        }
+        out
     }
 
     /// The rule path and Service port of `spec.rules[ri].http.paths[pi]`, or `None` after
@@ -1001,6 +1125,7 @@ fn build_table(
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
     entry_inputs: EntryInputs<'_, '_>,
+    slash_redirects: Option<&[SlashRedirect]>,
 ) -> RouteTable {
     // Backend ids in ServiceRef order, so that they do not depend on input order; only
     // slots that some claim uses become backends.
@@ -1071,6 +1196,7 @@ fn build_table(
         default_backend: default_entry,
         ..RouteTable::default()
     };
+    let mut slash_policy: Option<Arc<Policy>> = None;
     table.exact_hosts.reserve(routes.len());
     table.exact_certs.reserve(certs.len());
     for (host, paths) in routes {
@@ -1084,12 +1210,44 @@ fn build_table(
             let cond = match path.kind {
                 PathKind::Exact => PathCond::Exact(path.key.clone()),
                 PathKind::Prefix => PathCond::Prefix(path.key.clone()),
+                PathKind::StringPrefix => PathCond::StringPrefix(path.key.clone()),
                 PathKind::Regex => PathCond::Regex(path.key.clone()),
             };
             builder.push(
                 cond,
                 Precedence::in_order(index),
                 Candidate::path_only(entry),
+            );
+        }
+        // `--ingress-nginx-compat`: the redirected paths as Exact rules (no rule has such a
+        // path, or there would be no redirect) whose entry answers the 301.
+        for redirect in slash_redirects
+            .into_iter()
+            .flatten()
+            .filter(|r| r.host == host)
+        {
+            let claim = redirect.claim;
+            let id = entries.entries.len() as u32;
+            entries.entries.push(RouteEntry {
+                backend: Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]),
+                policy: Arc::clone(slash_policy.get_or_insert_with(|| {
+                    Arc::new(Policy {
+                        trailing_slash_redirect: true,
+                        ..Policy::default()
+                    })
+                })),
+                source: entries.inputs.ingresses[claim.owner].object.clone(),
+                rewrite: None,
+                fallback: None,
+                canary: None,
+                split: Vec::new(),
+                fixed_status: None,
+                mirrors: Vec::new(),
+            });
+            builder.push(
+                PathCond::Exact(redirect.path.clone()),
+                Precedence::in_order(usize::MAX),
+                Candidate::path_only(id),
             );
         }
         let matcher = builder.build(&entries.inputs.regexes);
@@ -1122,4 +1280,57 @@ fn build_table(
     table.entries = entries.entries;
     table.backends = entries.backends;
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// nginx's static location tree (`ngx_http_core_find_static_location`): a request one
+    /// byte short of a location name ending in `/` gets 301 (`auto_redirect`) unless some
+    /// location has the request's path as its name; ingress-nginx's locations per path type
+    /// (`updateServerLocations`).
+    #[test]
+    fn trailing_slash_redirects_follow_nginx_locations() {
+        use PathKind::*;
+        let redirects = |paths: &[(PathKind, &str)]| -> Vec<String> {
+            let names: Vec<String> = paths
+                .iter()
+                .flat_map(|(kind, path)| nginx_location_names(*kind, path))
+                .collect();
+            let mut out: Vec<String> = slash_redirect_paths(&names)
+                .into_iter()
+                .map(|(path, _)| path)
+                .collect();
+            out.sort();
+            out
+        };
+        let none: Vec<String> = Vec::new();
+        assert_eq!(redirects(&[(Prefix, "/my-path/")]), ["/my-path"]);
+        assert_eq!(redirects(&[(Exact, "/my-path/")]), ["/my-path"]);
+        assert_eq!(redirects(&[(StringPrefix, "/my-path/")]), ["/my-path"]);
+        // Prefix without slash: `location /p/` and `= /p`, so /p is served.
+        assert_eq!(redirects(&[(Prefix, "/p")]), none);
+        assert_eq!(redirects(&[(Prefix, "/")]), none);
+        assert_eq!(redirects(&[(Exact, "/")]), none);
+        // Any location named /a covers the request /a.
+        for kind in [Exact, Prefix, StringPrefix] {
+            assert_eq!(
+                redirects(&[(Prefix, "/a/"), (kind, "/a")]),
+                none,
+                "{kind:?}"
+            );
+            assert_eq!(redirects(&[(kind, "/a"), (Exact, "/a/")]), none, "{kind:?}");
+        }
+        assert_eq!(
+            redirects(&[(StringPrefix, "/a"), (Prefix, "/a/b/")]),
+            ["/a/b"]
+        );
+        assert_eq!(redirects(&[(Prefix, "/a/"), (Exact, "/a/")]), ["/a"]);
+        assert_eq!(redirects(&[(Regex, "/a/")]), none);
+        assert_eq!(
+            nginx_location_names(Prefix, "/p"),
+            ["/p".to_owned(), "/p/".to_owned()]
+        );
+    }
 }
