@@ -1001,7 +1001,9 @@ mod tests {
         assert!(
             i.problems[0]
                 .detail
-                .contains("basic and digest authentication")
+                .contains("auth-type: basic without auth-secret"),
+            "{}",
+            i.problems[0].detail
         );
         assert!(
             i.problems[1].detail.contains("sluice.dev/response-headers"),

@@ -1459,3 +1459,211 @@ async fn ingress_path_matching_trailing_slash_301_only_with_ingress_nginx_compat
     })
     .await;
 }
+
+/// `Authorization: Basic` for `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+/// An Opaque Secret in the test namespace with these string values.
+fn opaque_secret(
+    name: &str,
+    data: &[(&str, &str)],
+) -> std::sync::Arc<k8s_openapi::api::core::v1::Secret> {
+    let data: std::collections::BTreeMap<&str, &str> = data.iter().copied().collect();
+    std::sync::Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": NS},
+            "stringData": data,
+        }))
+        .unwrap(),
+    )
+}
+
+/// ingress-nginx docs, "Authentication" (`auth-type: basic`, `auth-secret`,
+/// `auth-secret-type`, `auth-realm`), nginx `auth_basic` / `auth_basic_user_file`: 401 with
+/// the realm's challenge without valid credentials, the hash schemes `htpasswd` writes
+/// (`$apr1$` by default, bcrypt `$2y$` with -B, `{SHA}` with -s), `auth-map`, and the
+/// `Authorization` field never reaches the backend. A Secret that cannot be read closes the
+/// route (503), never opens it.
+#[tokio::test]
+async fn authentication_basic_auth_from_a_secret() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let auth = |secret: &str| {
+            vec![
+                ("auth-type", "basic".to_owned()),
+                ("auth-secret", secret.to_owned()),
+                ("auth-realm", "Authentication Required - foo".to_owned()),
+            ]
+        };
+        let route = |host: &str, annotations: &[(&str, String)]| {
+            let pairs: Vec<(&str, &str)> =
+                annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            annotated(Route::new(host, "web", vec![web.addr()]), &pairs)
+        };
+        let mut map = auth("users-map");
+        map.push(("auth-secret-type", "auth-map".to_owned()));
+        let routes = [
+            route("file.example.com", &auth("basic-auth")),
+            route("map.example.com", &map),
+            route("missing.example.com", &auth("no-such-secret")),
+        ];
+        let mut objects = inputs(&routes);
+        objects.secrets.push(opaque_secret(
+            "basic-auth",
+            &[(
+                "auth",
+                "# htpasswd -c auth foo\n\
+                 foo:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n\
+                 sha:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n\
+                 odd:$9$not-a-scheme\n",
+            )],
+        ));
+        objects.secrets.push(opaque_secret(
+            "users-map",
+            &[(
+                "bcrypt",
+                "$2y$05$bvIG6Nmid91Mu9RcmmWZfO5HJIMCT8riNW0hEp8f6/FuA2/mHZFpe",
+            )],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        let closed: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.reason == Reason::FailedClosed)
+            .collect();
+        assert_eq!(closed.len(), 1, "{:?}", compiled.diagnostics);
+        assert!(
+            closed[0].message.contains("no-such-secret not found"),
+            "{}",
+            closed[0].message
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+
+        let challenge = "Basic realm=\"Authentication Required - foo\"";
+        for (label, method, body) in FRONT_ENDS {
+            let shape = (method, body);
+            for (host, credentials) in [
+                ("file.example.com", None),
+                ("file.example.com", Some(basic("foo", "wrong"))),
+                ("file.example.com", Some(basic("nobody", "password"))),
+                ("file.example.com", Some("Bearer token".to_owned())),
+                ("map.example.com", Some(basic("foo", "password"))),
+                ("map.example.com", Some(basic("bcrypt", "Password"))),
+            ] {
+                let headers: Vec<(&str, &str)> = credentials
+                    .iter()
+                    .map(|c| ("authorization", c.as_str()))
+                    .collect();
+                let got = request_any(&proxy, shape, host, "/", &headers).await;
+                assert_eq!(got.status, 401, "{label} {host} {credentials:?}");
+                assert_eq!(got.headers["www-authenticate"], challenge, "{label} {host}");
+            }
+            for (host, user) in [
+                ("file.example.com", "foo"),
+                ("file.example.com", "sha"),
+                ("map.example.com", "bcrypt"),
+            ] {
+                let credentials = basic(user, "password");
+                let headers = [("authorization", credentials.as_str())];
+                let got = request_any(&proxy, shape, host, "/x", &headers).await;
+                assert_eq!(got.status, 200, "{label} {host} {user}");
+                let report = got.report();
+                assert!(
+                    !report.headers.contains_key("authorization"),
+                    "{label}: the credentials reach the backend: {:?}",
+                    report.headers
+                );
+            }
+            // A hash of no scheme: nginx's 500, not 200.
+            let credentials = basic("odd", "password");
+            let headers = [("authorization", credentials.as_str())];
+            let got = request_any(&proxy, shape, "file.example.com", "/", &headers).await;
+            assert_eq!(got.status, 500, "{label}");
+            // No Secret: closed, whatever the credentials.
+            let credentials = basic("foo", "password");
+            let headers = [("authorization", credentials.as_str())];
+            let got = request_any(&proxy, shape, "missing.example.com", "/", &headers).await;
+            assert_eq!(got.status, 503, "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx's `satisfy` annotation (nginx `satisfy any|all`) with
+/// `whitelist-source-range` and basic authentication: `any` lets a client of the range in
+/// without credentials and one outside it in with them; `all` wants both (403 outside the
+/// range, whatever the credentials).
+#[tokio::test]
+async fn satisfy_any_or_all_with_source_ranges_and_basic_auth() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let route = |host: &str, range: &str, satisfy: &str| {
+            annotated(
+                Route::new(host, "web", vec![web.addr()]),
+                &[
+                    ("auth-type", "basic"),
+                    ("auth-secret", "basic-auth"),
+                    ("whitelist-source-range", range),
+                    ("satisfy", satisfy),
+                ],
+            )
+        };
+        let routes = [
+            route("any-inside.example.com", "127.0.0.0/8", "any"),
+            route("any-outside.example.com", "10.0.0.0/8", "any"),
+            route("all-inside.example.com", "127.0.0.0/8", "all"),
+            route("all-outside.example.com", "10.0.0.0/8", "all"),
+        ];
+        let mut objects = inputs(&routes);
+        objects.secrets.push(opaque_secret(
+            "basic-auth",
+            &[("auth", "foo:{PLAIN}password\n")],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        assert!(
+            compiled
+                .diagnostics
+                .iter()
+                .all(|d| d.reason != Reason::FailedClosed),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let good = basic("foo", "password");
+        let bad = basic("foo", "nope");
+        for (label, method, body) in FRONT_ENDS {
+            for (host, credentials, want) in [
+                ("any-inside.example.com", None, 200),
+                ("any-inside.example.com", Some(&bad), 200),
+                ("any-outside.example.com", None, 401),
+                ("any-outside.example.com", Some(&bad), 401),
+                ("any-outside.example.com", Some(&good), 200),
+                ("all-inside.example.com", None, 401),
+                ("all-inside.example.com", Some(&good), 200),
+                ("all-outside.example.com", Some(&good), 403),
+                ("all-outside.example.com", None, 403),
+            ] {
+                let headers: Vec<(&str, &str)> = credentials
+                    .iter()
+                    .map(|c| ("authorization", c.as_str()))
+                    .collect();
+                let got = request_any(&proxy, (method, body), host, "/", &headers).await;
+                assert_eq!(got.status, want, "{label} {host} {credentials:?}");
+            }
+        }
+    })
+    .await;
+}

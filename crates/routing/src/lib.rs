@@ -110,6 +110,7 @@ mod diagnostic;
 mod explain;
 pub mod gateway;
 mod host;
+mod htpasswd;
 mod ingress;
 mod inputs;
 mod key;
@@ -130,6 +131,7 @@ pub use explain::{
     Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,
 };
 pub use host::normalize_request_host;
+pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
@@ -140,8 +142,8 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Affinity, AffinityMode, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream, OriginPattern,
-    PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
+    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream,
+    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

@@ -89,6 +89,13 @@ pub struct Policy {
     /// External authentication (`auth-url`, `auth-method`, `auth-signin`,
     /// `auth-response-headers`, ...).
     pub auth: Option<ExternalAuth>,
+    /// Basic authentication from a Secret (`auth-type: basic`, `auth-secret`,
+    /// `auth-secret-type`, `auth-realm`).
+    pub basic_auth: Option<Arc<BasicAuth>>,
+    /// `satisfy: any`: a client inside the source ranges needs no authentication, and one
+    /// outside them gets in with valid authentication (nginx `satisfy any`); default
+    /// (`all`): both must pass.
+    pub satisfy_any: bool,
     /// Endpoint choice (`load-balance`); `None`: sluice's default, the fewer requests in
     /// flight of two random endpoints.
     pub load_balance: Option<LoadBalance>,
@@ -388,6 +395,16 @@ impl Policy {
         if let Some(auth) = &self.auth {
             out.push(format!("external auth {} {}", auth.method, auth.url));
         }
+        if let Some(basic) = &self.basic_auth {
+            out.push(format!(
+                "basic auth, {} user(s) of {}",
+                basic.users.len(),
+                basic.secret
+            ));
+        }
+        if self.satisfy_any {
+            out.push("satisfy any (source range or authentication)".to_owned());
+        }
         if let Some(balance) = &self.load_balance {
             out.push(format!("load-balance {balance:?}"));
         }
@@ -569,6 +586,21 @@ pub enum HashBy {
     Path,
     /// `$host`: the host.
     Host,
+}
+
+/// nginx's `auth_basic` with `auth_basic_user_file`, as ingress-nginx writes it for
+/// `auth-type: basic`: a request without valid credentials gets 401 with
+/// `WWW-Authenticate: Basic realm="<auth-realm>"`; a valid one goes upstream without its
+/// `Authorization` field (`proxy_set_header Authorization ""`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    /// The `WWW-Authenticate` value of a 401.
+    pub challenge: HeaderValue,
+    /// The users (`auth-secret`: its `auth` key as an htpasswd file, or with `auth-secret-type:
+    /// auth-map` one user per key).
+    pub users: crate::htpasswd::Htpasswd,
+    /// The Secret they come from.
+    pub secret: crate::ObjectRef,
 }
 
 /// `auth-url` and its companions.

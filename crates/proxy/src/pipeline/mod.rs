@@ -10,7 +10,8 @@
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward.
-//! 4. `auth`: the external auth service (`auth-url`), when the route has one.
+//! 4. `basic_auth` and `auth`: basic authentication from a Secret, and the external auth
+//!    service (`auth-url`), when the route has them.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
 //!    endpoint; `http::header_policy` decides which fields cross, both directions); `mirror`
 //!    sends copies.
@@ -22,6 +23,7 @@
 pub(crate) mod admit;
 pub(crate) mod affinity;
 pub(crate) mod auth;
+pub(crate) mod basic_auth;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod mirror;
@@ -177,9 +179,21 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     done.limit_slot = limit_slot;
 
-    // 4. External authentication.
+    // 4. Authentication: basic, then external. With `satisfy: any`, a client the source
+    // ranges allow needs neither (`route_policy::answer` left the ranges to this step).
     let mut auth_fields = Vec::new();
-    if let Some(external) = &route_policy.auth {
+    let range_suffices =
+        route_policy.satisfy_any && route_policy::source_range_allows(route_policy, facts.client);
+    if let Some(basic) = route_policy.basic_auth.as_ref().filter(|_| !range_suffices) {
+        match Box::pin(basic_auth::check(basic, request.field(b"authorization"))).await {
+            basic_auth::Verdict::Allow => {
+                auth_fields.push((http::header::AUTHORIZATION, HeaderValue::from_static("")));
+            }
+            basic_auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
+            basic_auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
+        }
+    }
+    if let Some(external) = route_policy.auth.as_ref().filter(|_| !range_suffices) {
         let original = auth::Original {
             method: request.method(),
             fields: request.fields(),
@@ -190,7 +204,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         };
         // Boxed: a rare branch, kept out of every request's future.
         match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {
-            auth::Verdict::Allow(fields) => auth_fields = fields,
+            auth::Verdict::Allow(fields) => auth_fields.extend(fields),
             auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
             auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
         }

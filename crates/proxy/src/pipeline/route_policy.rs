@@ -92,6 +92,15 @@ pub(crate) fn within_limits(
     }
 }
 
+/// Whether the source ranges admit `client` on their own, for nginx's `satisfy any`: an
+/// allow list holds it and no deny entry does (a deny list alone admits nobody outright:
+/// nginx's access module then declines, and authentication must pass).
+pub(crate) fn source_range_allows(policy: &Policy, client: IpAddr) -> bool {
+    !policy.allow.is_empty()
+        && policy.allow.iter().any(|net| net.contains(client))
+        && !policy.deny.iter().any(|net| net.contains(client))
+}
+
 /// Decides whether the proxy answers the request itself (`Some`) or lets it through.
 pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     // `--ingress-nginx-compat`: nginx's 301 for a request one `/` short of a location
@@ -117,8 +126,12 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
         return Some(Answer::status(StatusCode::SERVICE_UNAVAILABLE));
     }
     // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
-    if policy.deny.iter().any(|net| net.contains(request.client))
-        || (!policy.allow.is_empty() && !policy.allow.iter().any(|n| n.contains(request.client)))
+    // With `satisfy: any` and authentication, the authentication step decides instead.
+    let any_of = policy.satisfy_any && (policy.basic_auth.is_some() || policy.auth.is_some());
+    if !any_of
+        && (policy.deny.iter().any(|net| net.contains(request.client))
+            || (!policy.allow.is_empty()
+                && !policy.allow.iter().any(|n| n.contains(request.client))))
     {
         return Some(Answer::status(StatusCode::FORBIDDEN));
     }

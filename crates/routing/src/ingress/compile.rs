@@ -614,6 +614,9 @@ impl<'a> Compiler<'_, 'a> {
         if let Some((namespace, name)) = parsed.ssl_secret.take() {
             self.upstream_secret(index, namespace, name, &mut parsed.policy);
         }
+        if let Some(spec) = parsed.basic_auth.take() {
+            self.basic_auth_secret(index, spec, &mut parsed.policy);
+        }
         let plain = if parsed.policy == Policy::default() {
             Arc::clone(&self.no_policy)
         } else {
@@ -671,6 +674,100 @@ impl<'a> Compiler<'_, 'a> {
             Err(why) => {
                 let detail = format!("Secret {namespace}/{name} is not usable: {why}");
                 self.diag(index, field, Reason::TlsSecretInvalid, detail);
+            }
+        }
+    }
+
+    /// Reads the users of `auth-secret` into [`Policy::basic_auth`]. A Secret that is
+    /// missing, in another namespace, without the `auth` key (`auth-file`) or without any
+    /// user closes the routes (503) with a `FailedClosed` diagnostic, as ingress-nginx
+    /// denies the location; users whose hash no scheme reads get a warning (nginx answers
+    /// them 500).
+    fn basic_auth_secret(
+        &mut self,
+        index: usize,
+        spec: annotations::basic_auth::BasicAuthSpec,
+        policy: &mut Policy,
+    ) {
+        use annotations::basic_auth::SecretType;
+        let ingress = &self.ingresses[index];
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let namespace = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| ingress.namespace.to_owned());
+        let name = spec.name.as_str();
+        let closed = format!("; {}", annotations::fail_closed::CLOSED);
+        let problem = if namespace != ingress.namespace {
+            Err(format!(
+                "Secret {namespace}/{name} is in another namespace than the Ingress: not                  allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+            ))
+        } else {
+            match self.secrets.get(&(namespace.as_str(), name)) {
+                None => Err(format!("Secret {namespace}/{name} not found")),
+                Some(secret) => {
+                    let users = match spec.secret_type {
+                        SecretType::File => crate::tls::secret_value(secret, "auth")
+                            .map(|text| {
+                                crate::htpasswd::Htpasswd::parse(&String::from_utf8_lossy(text))
+                            })
+                            .ok_or_else(|| {
+                                format!(
+                                    "Secret {namespace}/{name} has no key auth (an htpasswd file)"
+                                )
+                            }),
+                        SecretType::Map => {
+                            let data = secret.data.iter().flatten().map(|(k, v)| {
+                                (k.clone(), String::from_utf8_lossy(&v.0).into_owned())
+                            });
+                            let strings = secret
+                                .string_data
+                                .iter()
+                                .flatten()
+                                .map(|(k, v)| (k.clone(), v.clone()));
+                            let entries: BTreeMap<String, String> = data.chain(strings).collect();
+                            Ok(crate::htpasswd::Htpasswd::from_map(
+                                entries.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                            ))
+                        }
+                    };
+                    users.and_then(|users| {
+                        if users.is_empty() {
+                            Err(format!("Secret {namespace}/{name} lists no user"))
+                        } else {
+                            Ok(users)
+                        }
+                    })
+                }
+            }
+        };
+        match problem {
+            Ok(users) => {
+                let unknown = users.unknown_schemes();
+                if !unknown.is_empty() {
+                    let detail = format!(
+                        "Secret {namespace}/{name}: the password hash of {} is of no scheme \
+                         nginx reads ($apr1$, $2y$, $1$, $5$, $6$, DES, {{SHA}}, {{SSHA}}, \
+                         {{PLAIN}}); they get 500, as in nginx",
+                        unknown.join(", ")
+                    );
+                    self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                }
+                let Some(challenge) = annotations::basic_auth::challenge(&spec.realm) else {
+                    policy.fail_closed = true;
+                    let detail = format!("auth-realm is not a header value{closed}");
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                };
+                policy.basic_auth = Some(Arc::new(crate::policy::BasicAuth {
+                    challenge,
+                    users,
+                    secret: ObjectRef::secret(namespace, name),
+                }));
+            }
+            Err(why) => {
+                policy.fail_closed = true;
+                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
             }
         }
     }

@@ -25,6 +25,7 @@ use http::{HeaderName, HeaderValue, Uri};
 
 pub(crate) mod affinity;
 pub(crate) mod auth;
+pub(crate) mod basic_auth;
 pub(crate) mod canary;
 mod cors;
 pub(crate) mod fail_closed;
@@ -35,6 +36,7 @@ mod upstream;
 
 use affinity::affinity;
 use auth::external_auth;
+use basic_auth::{BasicAuthSpec, basic_auth};
 use canary::canary;
 
 use crate::table::CanaryRule;
@@ -126,6 +128,10 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-response-headers",
     "auth-request-redirect",
     "satisfy",
+    "auth-type",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-realm",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -189,6 +195,9 @@ pub(crate) struct Parsed {
     /// `canary: "true"`: this Ingress is the canary of the Ingress with the same host and
     /// path, chosen by these rules.
     pub canary: Option<CanaryRule>,
+    /// `auth-type: basic` and its Secret, which the compiler resolves into
+    /// [`Policy::basic_auth`].
+    pub basic_auth: Option<BasicAuthSpec>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -293,7 +302,8 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
-    unenforced_access(&mut cx, !policy.allow.is_empty(), policy.auth.is_some());
+    let basic_auth = basic_auth(&mut cx);
+    policy.satisfy_any = unenforced_access(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
         "ewma" => Ok(LoadBalance::Ewma),
@@ -332,6 +342,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         force_ssl_redirect,
         ssl_secret,
         canary,
+        basic_auth,
         problems,
     };
     (parsed, applied)
@@ -502,7 +513,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         }
         "preserve-trailing-slash" => "not supported yet",
         "service-upstream" => "not supported yet; sluice always balances over endpoints",
-        "satisfy" => "not supported yet",
         "connection-proxy-header" => "not supported yet",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
@@ -523,10 +533,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         _ if starts("auth-tls-") => {
             "client certificate authentication is not supported yet (has no effect without \
              auth-tls-secret, which closes the route)"
-        }
-        "auth-secret-type" | "auth-realm" => {
-            "basic authentication is not supported yet (has no effect without auth-type or \
-             auth-secret, which close the route); use auth-url"
         }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
         "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
