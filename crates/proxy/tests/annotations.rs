@@ -1667,3 +1667,124 @@ async fn satisfy_any_or_all_with_source_ranges_and_basic_auth() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Server Alias": the aliases are more names of the host's server, so
+/// every path of the host (from every Ingress on it) answers under them; an alias that is
+/// the host of an Ingress rule keeps its own rules.
+#[tokio::test]
+async fn server_alias_serves_the_hosts_rules_under_more_names() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let api = echo("api", "api-0").await;
+        let taken = echo("taken", "taken-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            annotated(
+                Route::new("main.example.com", "web", vec![web.addr()]),
+                &[(
+                    "server-alias",
+                    "other.example.com, *.wild.example, taken.example.com",
+                )],
+            ),
+            // Another Ingress on the same host: its path is served under the aliases too.
+            Route::new("main.example.com", "api", vec![api.addr()]).with_path("/api"),
+            Route::new("taken.example.com", "taken", vec![taken.addr()]),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        let ignored: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.field.contains("server-alias"))
+            .collect();
+        assert_eq!(ignored.len(), 1, "{:?}", compiled.diagnostics);
+        assert!(
+            ignored[0].message.contains("taken.example.com"),
+            "{}",
+            ignored[0].message
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, want) in [
+                ("main.example.com", "/", "web"),
+                ("other.example.com", "/x", "web"),
+                ("OTHER.example.com:8080", "/api/v1", "api"),
+                ("a.wild.example", "/api", "api"),
+                ("taken.example.com", "/", "taken"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 200, "{label} {host}{path}");
+                assert_eq!(got.report().service, want, "{label} {host}{path}");
+            }
+            let got = request_any(&proxy, (method, body), "unlisted.example.com", "/", &[]).await;
+            assert_eq!(got.status, 404, "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Redirect from/to www": `www.` + host redirects to a host without
+/// `www.`, and the bare name to a `www.` host, with ingress-nginx's 308 (its
+/// `http-redirect-code`), the request URI without its final `/` (`ngx_srv_redirect.lua`);
+/// a name that has rules of its own keeps them.
+#[tokio::test]
+async fn redirect_from_to_www_is_308_to_the_rule_host() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let other = echo("other", "other-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let www = [("from-to-www-redirect", "true")];
+        let routes = [
+            annotated(
+                Route::new("shop.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            annotated(
+                Route::new("www.blog.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            annotated(
+                Route::new("kept.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            Route::new("www.kept.example.com", "other", vec![other.addr()]),
+        ];
+        proxy.route(&routes);
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, location) in [
+                (
+                    "www.shop.example.com:8080",
+                    "/a/b?x=1",
+                    "http://shop.example.com:8080/a/b?x=1",
+                ),
+                ("www.shop.example.com", "/a/", "http://shop.example.com/a"),
+                ("www.shop.example.com", "/", "http://shop.example.com"),
+                (
+                    "blog.example.com",
+                    "/post",
+                    "http://www.blog.example.com/post",
+                ),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 308, "{label} {host}{path}");
+                assert_eq!(got.headers["location"], location, "{label} {host}{path}");
+            }
+            for (host, want) in [
+                ("shop.example.com", "web"),
+                ("www.blog.example.com", "web"),
+                ("www.kept.example.com", "other"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, "/", &[]).await;
+                assert_eq!(
+                    (got.status.as_u16(), got.report().service.as_str()),
+                    (200, want),
+                    "{label} {host}"
+                );
+            }
+        }
+    })
+    .await;
+}

@@ -38,6 +38,10 @@ pub struct Policy {
     /// answers 301 to its path with `/` appended (query kept), before anything else, as
     /// nginx answers a request one `/` short of a `proxy_pass` location's name.
     pub trailing_slash_redirect: bool,
+    /// `from-to-www-redirect`: this route is the `www.` twin of a host (or the bare name of
+    /// a `www.` host) and answers every request with 308 to that host, as ingress-nginx's
+    /// redirect server does (`$scheme://<host><port><request URI without a final />`).
+    pub www_redirect: Option<String>,
     /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
     /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
     pub https_redirect: Option<u16>,
@@ -306,6 +310,9 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        if let Some(host) = &self.www_redirect {
+            out.push(format!("308 to {host} (from-to-www-redirect)"));
+        }
         if self.trailing_slash_redirect {
             out.push("301 to the path with a trailing slash (--ingress-nginx-compat)".to_owned());
         }

@@ -1402,3 +1402,40 @@ fn table_is_send_and_sync() {
     assert_send_sync::<sluice_routing::Compiled>();
     assert_send_sync::<Inputs>();
 }
+
+/// ingress-nginx `configureCertificates`: a server alias and the name of a from/to-www
+/// redirect are served with their host's certificate (unless they have one of their own),
+/// so `https://www.shop.example/` can redirect without a certificate error; plain HTTP to
+/// an alias of a TLS host is redirected to HTTPS as the host is (one server).
+#[test]
+fn aliases_and_www_names_borrow_the_hosts_certificate() {
+    let spec = json!({
+        "ingressClassName": "sluice",
+        "tls": [{"hosts": ["shop.example"], "secretName": "shop"}],
+        "rules": [rule("shop.example", vec![path("/", "Prefix", "s", 80)])],
+    });
+    let annotations = json!({
+        "nginx.ingress.kubernetes.io/server-alias": "store.example",
+        "nginx.ingress.kubernetes.io/from-to-www-redirect": "true",
+    });
+    let mut inp = inputs(vec![raw_ingress("ns", "ing", Some(1), annotations, spec)]);
+    inp.services.push(service("ns", "s", &[(None, 80)]));
+    inp.secrets
+        .push(tls_secret("ns", "shop", CERT_PEM, PKCS8_PEM));
+    let out = run(&inp);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let t = &out.table;
+    for sni in ["shop.example", "store.example", "www.shop.example"] {
+        assert_eq!(
+            t.certificate(sni).map(|c| c.secret.name.as_str()),
+            Some("shop"),
+            "{sni}"
+        );
+    }
+    assert!(t.certificate("www.store.example").is_none());
+    let alias = t.route("store.example", "/x").unwrap();
+    assert_eq!(alias.policy.https_redirect, Some(308));
+    assert_eq!(alias.backend.service.name, "s");
+    let www = t.route("www.shop.example", "/x").unwrap();
+    assert_eq!(www.policy.www_redirect.as_deref(), Some("shop.example"));
+}

@@ -106,6 +106,24 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     // `--ingress-nginx-compat`: nginx's 301 for a request one `/` short of a location
     // (`auto_redirect`), chosen with the location, before any phase of it runs. The Location
     // is absolute without a port, as ingress-nginx's `port_in_redirect off` writes it.
+    if let Some(to) = &policy.www_redirect {
+        // ingress-nginx's from/to-www server: `return 308 $redirect_to`, built by
+        // `ngx_srv_redirect.lua` as scheme, host, port, and the request URI without its last
+        // `/`. The port is the one the client named (ingress-nginx's listens on 80 and 443).
+        let scheme = if request.tls { "https" } else { "http" };
+        let port = request
+            .host
+            .rsplit_once(':')
+            .filter(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or("", |(_, port)| port);
+        let colon = if port.is_empty() { "" } else { ":" };
+        let uri = request.target.strip_suffix('/').unwrap_or(request.target);
+        let location = format!("{scheme}://{to}{colon}{port}{uri}");
+        return Some(match HeaderValue::try_from(location) {
+            Ok(location) => Answer::redirect(308, location),
+            Err(_) => Answer::status(StatusCode::BAD_REQUEST),
+        });
+    }
     if policy.trailing_slash_redirect {
         let scheme = if request.tls { "https" } else { "http" };
         let host = host_without_port(request.host);

@@ -157,6 +157,8 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     let mut compiler = Compiler {
         parsed,
         locations: HashMap::new(),
+        alias_claims: Vec::new(),
+        www_claims: Vec::new(),
         regex_hosts,
         regexes: HashMap::new(),
         services: &services,
@@ -185,6 +187,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     }
     compiler.orphan_canaries();
     let slash_redirects = compiler.trailing_slash_redirects();
+    let mut extra_names = compiler.extra_names();
     let Compiler {
         mut diagnostics,
         routes,
@@ -228,9 +231,9 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
     };
-    let compat = options
-        .ingress_nginx_compat
-        .then_some(slash_redirects.as_slice());
+    if options.ingress_nginx_compat {
+        extra_names.slash_redirects = slash_redirects.clone();
+    }
     let mut table = build_table(
         routes,
         canaries,
@@ -238,7 +241,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         certs,
         slots,
         entries,
-        compat,
+        extra_names,
     );
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
@@ -280,7 +283,32 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     }
 }
 
+/// The names `server-alias` and `from-to-www-redirect` add ([`Compiler::extra_names`]).
+#[derive(Default)]
+struct ExtraNames {
+    /// Alias -> (its host, the Ingress that named it).
+    aliases: HashMap<HostPattern, (HostPattern, usize)>,
+    /// Redirecting name -> (the host it redirects to, the Ingress that asked).
+    www: HashMap<HostPattern, (HostPattern, usize)>,
+    /// The trailing-slash redirects to answer (`--ingress-nginx-compat`).
+    slash_redirects: Vec<SlashRedirect>,
+}
+
+/// Puts a host's rule set into the table.
+fn insert_rule_set(table: &mut RouteTable, host: HostPattern, set: crate::rules::RuleSet) {
+    match host {
+        HostPattern::Exact(h) => {
+            table.exact_hosts.insert(Key::new(&h), set);
+        }
+        HostPattern::Wildcard(s) => {
+            table.wildcard_hosts.insert(Key::new(&s), set);
+        }
+        HostPattern::Any => table.any_host = Some(set),
+    }
+}
+
 /// A trailing-slash redirect found by [`Compiler::trailing_slash_redirects`].
+#[derive(Clone)]
 struct SlashRedirect {
     host: HostPattern,
     /// The request path answered with 301.
@@ -496,6 +524,10 @@ struct Compiler<'c, 'a> {
     /// Per host: the nginx location names of its claimed paths, with their claims, in
     /// claim order (for ingress-nginx's trailing-slash redirect).
     locations: HashMap<HostPattern, Vec<(String, Claim)>>,
+    /// `server-alias` claims: host, the Ingress (the oldest with aliases wins), aliases.
+    alias_claims: Vec<(HostPattern, usize, Vec<HostPattern>)>,
+    /// `from-to-www-redirect`: rule hosts and the Ingress asking, oldest first.
+    www_claims: Vec<(HostPattern, usize)>,
     /// Hosts whose Prefix paths are regular expressions.
     regex_hosts: HashSet<HostPattern>,
     /// Compiled regex rule paths, by pattern.
@@ -542,6 +574,10 @@ struct IngressPolicy {
     fallback: Option<usize>,
     /// `canary: "true"`: the rules of this canary Ingress.
     canary: Option<Arc<CanaryRule>>,
+    /// `server-alias`.
+    server_alias: Vec<HostPattern>,
+    /// `from-to-www-redirect`.
+    from_to_www: bool,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -595,6 +631,8 @@ impl<'a> Compiler<'_, 'a> {
                 rewrite_target: None,
                 fallback: None,
                 canary: None,
+                server_alias: Vec::new(),
+                from_to_www: false,
             });
             return;
         };
@@ -633,6 +671,8 @@ impl<'a> Compiler<'_, 'a> {
             rewrite_target: parsed.rewrite_target,
             fallback,
             canary: parsed.canary.map(Arc::new),
+            server_alias: parsed.server_alias,
+            from_to_www: parsed.from_to_www,
         });
     }
 
@@ -833,11 +873,97 @@ impl<'a> Compiler<'_, 'a> {
             for (pi, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 self.path(index, namespace, &host, &mut claims, (ri, pi), path);
             }
+            self.host_names(index, &host);
             self.routes.insert(host, claims);
         }
         for (ti, tls) in spec.tls.iter().flatten().enumerate() {
             self.tls(index, namespace, ti, tls);
         }
+    }
+
+    /// Records the `server-alias` and `from-to-www-redirect` of Ingress `index` for a rule
+    /// host: the oldest Ingress of a host with aliases sets them (ingress-nginx: "Aliases
+    /// already configured for server"); host-less rules take no alias.
+    fn host_names(&mut self, index: usize, host: &HostPattern) {
+        if *host == HostPattern::Any {
+            return;
+        }
+        let policy = &self.policies[index];
+        let (aliases, www) = (policy.server_alias.clone(), policy.from_to_www);
+        if www {
+            self.www_claims.push((host.clone(), index));
+        }
+        if aliases.is_empty() {
+            return;
+        }
+        match self.alias_claims.iter().find(|(h, _, _)| h == host) {
+            Some((_, owner, _)) if *owner == index => {}
+            Some((_, owner, _)) => {
+                let winner = self.ingresses[*owner].object.clone();
+                let detail = format!(
+                    "host {host} already has the server-alias of {winner}; these aliases are \
+                     ignored, as in ingress-nginx"
+                );
+                let field = self.annotation_field(index, "server-alias");
+                self.diag(index, field, Reason::ConflictLost { winner }, detail);
+            }
+            None => self.alias_claims.push((host.clone(), index, aliases)),
+        }
+    }
+
+    /// `metadata.annotations[<key>]` for the key of `name` the Ingress has (its
+    /// `sluice.dev/` form when it has both).
+    fn annotation_field(&self, index: usize, name: &str) -> String {
+        let ingress = &self.ingresses[index];
+        let key = [annotations::SLUICE_PREFIX, annotations::NGINX_PREFIX]
+            .iter()
+            .map(|prefix| format!("{prefix}{name}"))
+            .find(|key| ingress.annotations.is_some_and(|a| a.contains_key(key)))
+            .unwrap_or_else(|| format!("{}{name}", annotations::NGINX_PREFIX));
+        format!("metadata.annotations[{key}]")
+    }
+
+    /// The names `server-alias` and `from-to-www-redirect` add, once every rule host is
+    /// known. A name that is the host of some rule keeps its own rules (ingress-nginx: the
+    /// alias or the redirect is skipped); an alias claimed twice goes to the older claim.
+    fn extra_names(&mut self) -> ExtraNames {
+        let mut extra = ExtraNames::default();
+        for (host, owner, aliases) in std::mem::take(&mut self.alias_claims) {
+            for alias in aliases {
+                if alias == host {
+                    continue;
+                }
+                let field = self.annotation_field(owner, "server-alias");
+                if self.routes.contains_key(&alias) {
+                    let detail = format!(
+                        "alias {alias} is the host of an Ingress rule, whose rules it keeps \
+                         (ingress-nginx ignores such an alias too)"
+                    );
+                    self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                } else if let Some((other, _)) = extra.aliases.get(&alias) {
+                    let detail = format!("alias {alias} is already an alias of host {other}");
+                    self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                } else {
+                    extra.aliases.insert(alias, (host.clone(), owner));
+                }
+            }
+        }
+        for (host, owner) in std::mem::take(&mut self.www_claims) {
+            let Some(from) = annotations::hosts::www_counterpart(&host) else {
+                continue;
+            };
+            if self.routes.contains_key(&from) || extra.aliases.contains_key(&from) {
+                let field = self.annotation_field(owner, "from-to-www-redirect");
+                let detail = format!(
+                    "{from} is the host of an Ingress rule (or an alias), whose rules it keeps: \
+                     no redirect to {host} (ingress-nginx skips it too)"
+                );
+                self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                continue;
+            }
+            extra.www.entry(from).or_insert((host, owner));
+        }
+        extra
     }
 
     /// One `spec.rules[ri].http.paths[pi]`: validate, then claim unless an older claim exists.
@@ -1222,7 +1348,7 @@ fn build_table(
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
     entry_inputs: EntryInputs<'_, '_>,
-    slash_redirects: Option<&[SlashRedirect]>,
+    extra_names: ExtraNames,
 ) -> RouteTable {
     // Backend ids in ServiceRef order, so that they do not depend on input order; only
     // slots that some claim uses become backends.
@@ -1296,9 +1422,49 @@ fn build_table(
     let mut slash_policy: Option<Arc<Policy>> = None;
     table.exact_hosts.reserve(routes.len());
     table.exact_certs.reserve(certs.len());
+    let mut aliases_of: HashMap<&HostPattern, Vec<&HostPattern>> = HashMap::new();
+    for (alias, (host, _)) in &extra_names.aliases {
+        aliases_of.entry(host).or_default().push(alias);
+    }
+    for (host, paths) in &routes {
+        // `from-to-www-redirect`: the other name answers 308 to this host, with the backend
+        // of the host's first path for the books (no request reaches it).
+        let Some(claim) = paths.values().next() else {
+            continue;
+        };
+        for (from, (_, owner)) in extra_names.www.iter().filter(|(_, (h, _))| h == host) {
+            let HostPattern::Exact(to) = host else {
+                continue;
+            };
+            let id = entries.entries.len() as u32;
+            entries.entries.push(RouteEntry {
+                backend: Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]),
+                policy: Arc::new(Policy {
+                    www_redirect: Some(to.clone()),
+                    ..Policy::default()
+                }),
+                source: entries.inputs.ingresses[*owner].object.clone(),
+                rewrite: None,
+                fallback: None,
+                canary: None,
+                split: Vec::new(),
+                fixed_status: None,
+                mirrors: Vec::new(),
+            });
+            let mut builder = RuleSetBuilder::default();
+            builder.push(
+                PathCond::Prefix(String::new()),
+                Precedence::in_order(0),
+                Candidate::path_only(id),
+            );
+            let set = builder.build(&entries.inputs.regexes);
+            insert_rule_set(&mut table, from.clone(), set);
+        }
+    }
     for (host, paths) in routes {
         // Lowered into the rule form Gateway API routes use: a path, no other condition.
         let mut builder = RuleSetBuilder::default();
+        let mut lowered: Vec<(PathCond, Precedence, u32)> = Vec::new();
         let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (index, (path, claim)) in paths.iter().enumerate() {
             let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
@@ -1310,6 +1476,7 @@ fn build_table(
                 PathKind::StringPrefix => PathCond::StringPrefix(path.key.clone()),
                 PathKind::Regex => PathCond::Regex(path.key.clone()),
             };
+            lowered.push((cond.clone(), Precedence::in_order(index), entry));
             builder.push(
                 cond,
                 Precedence::in_order(index),
@@ -1318,9 +1485,9 @@ fn build_table(
         }
         // `--ingress-nginx-compat`: the redirected paths as Exact rules (no rule has such a
         // path, or there would be no redirect) whose entry answers the 301.
-        for redirect in slash_redirects
-            .into_iter()
-            .flatten()
+        for redirect in extra_names
+            .slash_redirects
+            .iter()
             .filter(|r| r.host == host)
         {
             let claim = redirect.claim;
@@ -1341,6 +1508,11 @@ fn build_table(
                 fixed_status: None,
                 mirrors: Vec::new(),
             });
+            lowered.push((
+                PathCond::Exact(redirect.path.clone()),
+                Precedence::in_order(usize::MAX),
+                id,
+            ));
             builder.push(
                 PathCond::Exact(redirect.path.clone()),
                 Precedence::in_order(usize::MAX),
@@ -1348,14 +1520,39 @@ fn build_table(
             );
         }
         let matcher = builder.build(&entries.inputs.regexes);
-        match host {
+        // `server-alias`: the same rules under each alias (one server, more names).
+        for alias in aliases_of.get(&host).into_iter().flatten() {
+            let mut builder = RuleSetBuilder::default();
+            for (cond, precedence, entry) in &lowered {
+                builder.push(
+                    cond.clone(),
+                    precedence.clone(),
+                    Candidate::path_only(*entry),
+                );
+            }
+            let set = builder.build(&entries.inputs.regexes);
+            insert_rule_set(&mut table, (*alias).clone(), set);
+        }
+        insert_rule_set(&mut table, host, matcher);
+    }
+    // An alias and a redirecting name are served with their host's certificate unless
+    // they have one of their own.
+    let borrowed: Vec<(HostPattern, Arc<TlsCertificate>)> = extra_names
+        .aliases
+        .iter()
+        .chain(&extra_names.www)
+        .filter(|(name, _)| !certs.contains_key(*name))
+        .filter_map(|(name, (host, _))| Some((name.clone(), certs.get(host)?.cert.clone())))
+        .collect();
+    for (name, cert) in borrowed {
+        match name {
             HostPattern::Exact(h) => {
-                table.exact_hosts.insert(Key::new(&h), matcher);
+                table.exact_certs.insert(Key::new(&h), cert);
             }
             HostPattern::Wildcard(s) => {
-                table.wildcard_hosts.insert(Key::new(&s), matcher);
+                table.wildcard_certs.insert(Key::new(&s), cert);
             }
-            HostPattern::Any => table.any_host = Some(matcher),
+            HostPattern::Any => {}
         }
     }
     let mut in_use: BTreeMap<ObjectRef, Arc<TlsCertificate>> = BTreeMap::new();

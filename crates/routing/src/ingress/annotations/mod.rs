@@ -29,6 +29,7 @@ pub(crate) mod basic_auth;
 pub(crate) mod canary;
 mod cors;
 pub(crate) mod fail_closed;
+pub(crate) mod hosts;
 mod rate_limit;
 mod redirect;
 mod source_range;
@@ -132,6 +133,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-secret",
     "auth-secret-type",
     "auth-realm",
+    "server-alias",
+    "from-to-www-redirect",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -198,6 +201,11 @@ pub(crate) struct Parsed {
     /// `auth-type: basic` and its Secret, which the compiler resolves into
     /// [`Policy::basic_auth`].
     pub basic_auth: Option<BasicAuthSpec>,
+    /// `server-alias`: more names for the hosts of this Ingress's rules.
+    pub server_alias: Vec<crate::host::HostPattern>,
+    /// `from-to-www-redirect` (default false): the `www.` twin of each rule host (or the
+    /// bare name of a `www.` host) redirects to it.
+    pub from_to_www: bool,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -269,6 +277,14 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         })
         .unwrap_or(false);
     let rewrite_target = cx.value("rewrite-target", parse_rewrite_target);
+    let server_alias = cx
+        .value("server-alias", hosts::parse_server_alias)
+        .unwrap_or_default();
+    let from_to_www = cx
+        .value("from-to-www-redirect", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; from-to-www-redirect stays false"))
+        })
+        .unwrap_or(false);
 
     policy.redirect = redirect(&mut cx);
     policy.app_root = cx.value("app-root", parse_app_root);
@@ -343,6 +359,8 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         ssl_secret,
         canary,
         basic_auth,
+        server_alias,
+        from_to_www,
         problems,
     };
     (parsed, applied)
@@ -502,10 +520,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
         "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
-        "from-to-www-redirect" => {
-            "not supported yet; add a rule for the other host with permanent-redirect"
-        }
-        "server-alias" => "list every host as a rule of the Ingress",
         "disable-proxy-intercept-errors" => "not supported yet",
         "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
