@@ -1788,3 +1788,81 @@ async fn redirect_from_to_www_is_308_to_the_rule_host() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Proxy redirect", "Proxy cookie domain", "Proxy cookie path" (nginx
+/// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`): the upstream's
+/// `Location`, `Refresh` and `Set-Cookie` reach the client rewritten; other fields and
+/// other values pass as they came.
+#[tokio::test]
+async fn proxy_redirect_and_proxy_cookie_rewrite_the_upstreams_answer() {
+    init_tracing();
+    bounded(async {
+        let app = test_server(
+            |_request: http::Request<hyper::body::Incoming>| async move {
+                http::Response::builder()
+                    .status(302)
+                    .header("location", "http://app.internal:8080/login?next=/")
+                    .header("refresh", "3; url=http://app.internal:8080/later")
+                    .header(
+                        "set-cookie",
+                        "sid=1; Domain=app.internal; Path=/app/a; HttpOnly",
+                    )
+                    .header("set-cookie", "other=2; Domain=elsewhere.example; Path=/b")
+                    .header("x-kept", "http://app.internal:8080/")
+                    .body(Full::new(Bytes::new()))
+                    .unwrap()
+            },
+        )
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("rw.example.com", "app", vec![app.addr]),
+                &[
+                    ("proxy-redirect-from", "http://app.internal:8080/"),
+                    ("proxy-redirect-to", "https://rw.example.com/"),
+                    ("proxy-cookie-domain", "app.internal rw.example.com"),
+                    ("proxy-cookie-path", "/app/ /"),
+                ],
+            ),
+            Route::new("plain.example.com", "app", vec![app.addr]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/", &[]).await;
+            assert_eq!(got.status, 302, "{label}");
+            let all = |name: &str| -> Vec<String> {
+                got.headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .collect()
+            };
+            assert_eq!(
+                all("location"),
+                ["https://rw.example.com/login?next=/"],
+                "{label}"
+            );
+            assert_eq!(
+                all("refresh"),
+                ["3; url=https://rw.example.com/later"],
+                "{label}"
+            );
+            assert_eq!(
+                all("set-cookie"),
+                [
+                    "sid=1; Domain=rw.example.com; Path=/a; HttpOnly",
+                    "other=2; Domain=elsewhere.example; Path=/b",
+                ],
+                "{label}"
+            );
+            assert_eq!(all("x-kept"), ["http://app.internal:8080/"], "{label}");
+            // Without the annotations: as the upstream sent them.
+            let got = request_any(&proxy, (method, body), "plain.example.com", "/", &[]).await;
+            assert_eq!(
+                got.headers["location"], "http://app.internal:8080/login?next=/",
+                "{label}"
+            );
+        }
+    })
+    .await;
+}

@@ -143,7 +143,7 @@ pub use inputs::{
 };
 pub use policy::{
     Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream,
-    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
+    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect, ResponseRewrites,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

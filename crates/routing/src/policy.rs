@@ -96,6 +96,11 @@ pub struct Policy {
     /// Basic authentication from a Secret (`auth-type: basic`, `auth-secret`,
     /// `auth-secret-type`, `auth-realm`).
     pub basic_auth: Option<Arc<BasicAuth>>,
+    /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` fields
+    /// (`proxy-redirect-from`/`-to`, `proxy-cookie-domain`, `proxy-cookie-path`).
+    pub response_rewrites: Option<Arc<ResponseRewrites>>,
+    /// `enable-access-log: "false"`: the route's requests are not written to the access log.
+    pub access_log_off: bool,
     /// `satisfy: any`: a client inside the source ranges needs no authentication, and one
     /// outside them gets in with valid authentication (nginx `satisfy any`); default
     /// (`all`): both must pass.
@@ -409,6 +414,21 @@ impl Policy {
                 basic.secret
             ));
         }
+        if let Some(rewrites) = &self.response_rewrites {
+            let pairs = [
+                ("proxy_redirect", &rewrites.redirect),
+                ("proxy_cookie_domain", &rewrites.cookie_domain),
+                ("proxy_cookie_path", &rewrites.cookie_path),
+            ];
+            for (directive, pair) in pairs {
+                if let Some((from, to)) = pair {
+                    out.push(format!("{directive} {from} {to}"));
+                }
+            }
+        }
+        if self.access_log_off {
+            out.push("no access log".to_owned());
+        }
         if self.satisfy_any {
             out.push("satisfy any (source range or authentication)".to_owned());
         }
@@ -595,6 +615,106 @@ pub enum HashBy {
     Host,
 }
 
+/// nginx's `proxy_redirect`, `proxy_cookie_domain` and `proxy_cookie_path` with one
+/// (from, to) pair each, as ingress-nginx writes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseRewrites {
+    /// `proxy_redirect from to`: a `Location` (or the `url=` of a `Refresh`) starting with
+    /// `from` (case-sensitive) gets `to` instead of that prefix.
+    pub redirect: Option<(String, String)>,
+    /// `proxy_cookie_domain domain replacement`: a `Set-Cookie` `domain` attribute equal to
+    /// `domain` (case-insensitive, a leading dot aside) becomes `replacement`.
+    pub cookie_domain: Option<(String, String)>,
+    /// `proxy_cookie_path path replacement`: a `Set-Cookie` `path` attribute starting with
+    /// `path` (case-sensitive) gets `replacement` instead of that prefix.
+    pub cookie_path: Option<(String, String)>,
+}
+
+impl ResponseRewrites {
+    /// The new value of response field `name` (lower-case or any case) with `value`, when a
+    /// rewrite changes it; `None` leaves the field as it is.
+    pub fn rewrite(&self, name: &[u8], value: &[u8]) -> Option<Vec<u8>> {
+        if name.eq_ignore_ascii_case(b"location") {
+            let (from, to) = self.redirect.as_ref()?;
+            let rest = value.strip_prefix(from.as_bytes())?;
+            return Some([to.as_bytes(), rest].concat());
+        }
+        if name.eq_ignore_ascii_case(b"refresh") {
+            let (from, to) = self.redirect.as_ref()?;
+            let at = find_ignore_case(value, b"url=")? + 4;
+            let rest = value[at..].strip_prefix(from.as_bytes())?;
+            return Some([&value[..at], to.as_bytes(), rest].concat());
+        }
+        if name.eq_ignore_ascii_case(b"set-cookie")
+            && (self.cookie_domain.is_some() || self.cookie_path.is_some())
+        {
+            return self.rewrite_cookie(value);
+        }
+        None
+    }
+
+    /// `Set-Cookie`: its `domain` and `path` attributes (the first of each).
+    fn rewrite_cookie(&self, value: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Vec<u8> = Vec::with_capacity(value.len() + 16);
+        let mut changed = false;
+        let (mut domain_seen, mut path_seen) = (false, false);
+        for (index, part) in value.split(|&b| b == b';').enumerate() {
+            if index > 0 {
+                out.push(b';');
+            }
+            let trimmed = part.trim_ascii_start();
+            let lead = &part[..part.len() - trimmed.len()];
+            let attribute = |name: &[u8]| {
+                (index > 0
+                    && trimmed.len() > name.len()
+                    && trimmed[..name.len()].eq_ignore_ascii_case(name))
+                .then(|| &trimmed[name.len()..])
+            };
+            if let (Some(v), Some((domain, replacement)), false) =
+                (attribute(b"domain="), &self.cookie_domain, domain_seen)
+            {
+                domain_seen = true;
+                let (dot, bare) = match v.strip_prefix(b".") {
+                    Some(bare) => (&b"."[..], bare),
+                    None => (&b""[..], v),
+                };
+                let want = domain.strip_prefix('.').unwrap_or(domain);
+                let bare_trimmed = bare.trim_ascii_end();
+                if bare_trimmed.eq_ignore_ascii_case(want.as_bytes()) {
+                    out.extend_from_slice(lead);
+                    out.extend_from_slice(&trimmed[..7]);
+                    out.extend_from_slice(dot);
+                    out.extend_from_slice(replacement.as_bytes());
+                    out.extend_from_slice(&bare[bare_trimmed.len()..]);
+                    changed = true;
+                    continue;
+                }
+            } else if let (Some(v), Some((path, replacement)), false) =
+                (attribute(b"path="), &self.cookie_path, path_seen)
+            {
+                path_seen = true;
+                if let Some(rest) = v.strip_prefix(path.as_bytes()) {
+                    out.extend_from_slice(lead);
+                    out.extend_from_slice(&trimmed[..5]);
+                    out.extend_from_slice(replacement.as_bytes());
+                    out.extend_from_slice(rest);
+                    changed = true;
+                    continue;
+                }
+            }
+            out.extend_from_slice(part);
+        }
+        changed.then_some(out)
+    }
+}
+
+/// Where `needle` (ASCII) first occurs in `haystack`, ignoring case.
+fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+}
+
 /// nginx's `auth_basic` with `auth_basic_user_file`, as ingress-nginx writes it for
 /// `auth-type: basic`: a request without valid credentials gets 401 with
 /// `WWW-Authenticate: Basic realm="<auth-realm>"`; a valid one goes upstream without its
@@ -769,6 +889,63 @@ mod tests {
             ..auth("x")
         };
         assert_eq!(none.signin_location("https", "h", "/"), None);
+    }
+
+    /// nginx `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
+    #[test]
+    fn response_rewrites_follow_nginx_proxy_redirect_and_proxy_cookie() {
+        let rw = ResponseRewrites {
+            redirect: Some((
+                "http://app.internal:8080/".into(),
+                "https://app.example/".into(),
+            )),
+            cookie_domain: Some(("localhost".into(), "example.org".into())),
+            cookie_path: Some(("/two/".into(), "/".into())),
+        };
+        let got = |name: &str, value: &str| {
+            rw.rewrite(name.as_bytes(), value.as_bytes())
+                .map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(
+            got("Location", "http://app.internal:8080/login?x=1").as_deref(),
+            Some("https://app.example/login?x=1")
+        );
+        assert_eq!(got("location", "http://other/").as_deref(), None);
+        assert_eq!(
+            got("location", "HTTP://app.internal:8080/").as_deref(),
+            None
+        );
+        assert_eq!(
+            got("refresh", "5; URL=http://app.internal:8080/next").as_deref(),
+            Some("5; URL=https://app.example/next")
+        );
+        assert_eq!(got("refresh", "5").as_deref(), None);
+        assert_eq!(
+            got(
+                "set-cookie",
+                "a=1; Domain=LocalHost; Path=/two/some/uri/; HttpOnly"
+            )
+            .as_deref(),
+            Some("a=1; Domain=example.org; Path=/some/uri/; HttpOnly")
+        );
+        assert_eq!(
+            got("Set-Cookie", "a=1; domain=.localhost").as_deref(),
+            Some("a=1; domain=.example.org")
+        );
+        // The cookie's own value is no attribute; other domains and paths stay.
+        assert_eq!(
+            got("set-cookie", "domain=localhost; path=/one/").as_deref(),
+            None
+        );
+        assert_eq!(
+            got("set-cookie", "a=1; domain=localhost.evil").as_deref(),
+            None
+        );
+        assert_eq!(got("x-other", "domain=localhost").as_deref(), None);
+        assert_eq!(
+            ResponseRewrites::default().rewrite(b"location", b"/x"),
+            None
+        );
     }
 
     #[test]

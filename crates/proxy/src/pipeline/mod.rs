@@ -154,6 +154,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
+    if route_policy.access_log_off {
+        // `enable-access-log: "false"`.
+        done.log = None;
+    }
 
     // 3. The route's own answers, rewrite, limits.
     let cors = route_policy.cors.is_some();

@@ -32,6 +32,7 @@ pub(crate) mod fail_closed;
 pub(crate) mod hosts;
 mod rate_limit;
 mod redirect;
+mod response;
 mod source_range;
 mod upstream;
 
@@ -135,6 +136,11 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-realm",
     "server-alias",
     "from-to-www-redirect",
+    "proxy-redirect-from",
+    "proxy-redirect-to",
+    "proxy-cookie-domain",
+    "proxy-cookie-path",
+    "enable-access-log",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -319,6 +325,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
     let basic_auth = basic_auth(&mut cx);
+    response::response(&mut cx, &mut policy);
     policy.satisfy_any = unenforced_access(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
@@ -532,7 +539,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is not part of sluice"
         }
-        "enable-access-log" | "enable-rewrite-log" => "not supported yet",
+        "enable-rewrite-log" => "not supported yet",
         "proxy-buffering"
         | "proxy-request-buffering"
         | "proxy-buffer-size"
@@ -555,9 +562,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         }
         "proxy-next-upstream-timeout" => {
             "not supported yet; --upstream-header-timeout bounds a request"
-        }
-        _ if starts("proxy-cookie-") || starts("proxy-redirect-") => {
-            "rewriting upstream cookies and redirects is not supported yet"
         }
         _ if starts("mirror-") => "request mirroring is not supported yet",
         _ if starts("opentelemetry") || name == "enable-opentelemetry" => {

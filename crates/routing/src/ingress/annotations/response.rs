@@ -1,0 +1,172 @@
+//! What the proxy does to the upstream's response head and the access log for a route
+//! (ingress-nginx docs "Proxy redirect", "Proxy cookie domain", "Proxy cookie path",
+//! "Enable Access Log"): nginx's `proxy_redirect`, `proxy_cookie_domain`,
+//! `proxy_cookie_path` and `access_log off`.
+
+use super::*;
+
+use crate::policy::ResponseRewrites;
+
+/// ingress-nginx's `cookieDomainRegex` characters.
+fn cookie_token(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~/:".contains(&b))
+}
+
+/// `proxy-cookie-domain` / `proxy-cookie-path`: `off` or two tokens (from, to).
+fn parse_pair(value: &str) -> Result<Option<(String, String)>, String> {
+    let value = value.trim();
+    if value == "off" {
+        return Ok(None);
+    }
+    let tokens: Vec<&str> = value.split_whitespace().collect();
+    match tokens[..] {
+        [from, _] if from.starts_with('~') => Err(format!(
+            "{}: nginx regular expressions (~) are not supported; give the text to replace",
+            shown(value)
+        )),
+        [from, to] if cookie_token(from) && cookie_token(to) => {
+            Ok(Some((from.to_owned(), to.to_owned())))
+        }
+        _ => Err(format!(
+            "value {} is not off or two tokens (what to replace, and with what) of letters, \
+             digits and -._~/:",
+            shown(value)
+        )),
+    }
+}
+
+/// A `proxy-redirect-*` value: one token without spaces.
+fn parse_redirect_token(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.is_empty() || value.contains(char::is_whitespace) || value.contains('$') {
+        return Err(format!(
+            "value {} is not one string without spaces (nginx variables are not expanded)",
+            shown(value)
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// The response rewrites and `enable-access-log`; `None` when nothing is rewritten.
+pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
+    let mut rewrites = ResponseRewrites::default();
+    // ingress-nginx: `off` and `default` for from leave nginx's default (no rewrite for
+    // its `proxy_pass` without URI); otherwise both are needed.
+    let from = cx.take("proxy-redirect-from");
+    let to = cx.take("proxy-redirect-to");
+    match (from, to) {
+        (None, None) => {}
+        (Some(from), to) if matches!(from.value.trim(), "off" | "default") => {
+            cx.applied(from);
+            if let Some(to) = to {
+                cx.invalid(
+                    to,
+                    "has no effect while proxy-redirect-from is off or default",
+                );
+            }
+        }
+        (Some(from), Some(to)) if to.value.trim() == "off" => {
+            cx.applied(to);
+            cx.invalid(from, "has no effect while proxy-redirect-to is off");
+        }
+        (Some(from), Some(to)) => {
+            match (
+                parse_redirect_token(from.value),
+                parse_redirect_token(to.value),
+            ) {
+                (Ok(f), Ok(t)) => {
+                    cx.applied(from);
+                    cx.applied(to);
+                    rewrites.redirect = Some((f, t));
+                }
+                (f, t) => {
+                    for (entry, result) in [(from, f), (to, t)] {
+                        match result {
+                            Ok(_) => cx.invalid(entry, "has no effect: its partner is invalid"),
+                            Err(why) => cx.invalid(entry, why),
+                        }
+                    }
+                }
+            }
+        }
+        (Some(only), None) => cx.invalid(only, "has no effect without proxy-redirect-to"),
+        (None, Some(only)) => cx.invalid(only, "has no effect without proxy-redirect-from"),
+    }
+    rewrites.cookie_domain = cx.value("proxy-cookie-domain", parse_pair).flatten();
+    rewrites.cookie_path = cx.value("proxy-cookie-path", parse_pair).flatten();
+    if rewrites != ResponseRewrites::default() {
+        policy.response_rewrites = Some(Arc::new(rewrites));
+    }
+    policy.access_log_off = !cx
+        .value("enable-access-log", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
+        })
+        .unwrap_or(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(annotations: &[(&str, &str)]) -> Parsed {
+        let map: BTreeMap<String, String> = annotations
+            .iter()
+            .map(|(k, v)| (format!("{NGINX_PREFIX}{k}"), (*v).to_owned()))
+            .collect();
+        parse(&map)
+    }
+
+    /// ingress-nginx docs, "Proxy redirect", "Proxy cookie domain", "Proxy cookie path",
+    /// "Enable Access Log": values and defaults.
+    #[test]
+    fn response_annotations_with_ingress_nginx_defaults() {
+        let parsed = with(&[
+            ("proxy-redirect-from", "http://internal/"),
+            ("proxy-redirect-to", "https://example.com/"),
+            ("proxy-cookie-domain", "localhost example.org"),
+            ("proxy-cookie-path", "/two/ /"),
+            ("enable-access-log", "false"),
+        ]);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let rw = parsed.policy.response_rewrites.as_deref().unwrap();
+        assert_eq!(
+            rw.redirect,
+            Some(("http://internal/".into(), "https://example.com/".into()))
+        );
+        assert_eq!(
+            rw.cookie_domain,
+            Some(("localhost".into(), "example.org".into()))
+        );
+        assert_eq!(rw.cookie_path, Some(("/two/".into(), "/".into())));
+        assert!(parsed.policy.access_log_off);
+
+        for off in [
+            &[("proxy-redirect-from", "off")][..],
+            &[("proxy-redirect-from", "default")],
+            &[("proxy-cookie-domain", "off"), ("proxy-cookie-path", "off")],
+            &[("enable-access-log", "true")],
+        ] {
+            let parsed = with(off);
+            assert!(parsed.problems.is_empty(), "{off:?}: {:?}", parsed.problems);
+            assert_eq!(parsed.policy, Policy::default(), "{off:?}");
+        }
+        for bad in [
+            &[("proxy-redirect-from", "http://a/")][..],
+            &[("proxy-redirect-to", "http://a/")],
+            &[("proxy-redirect-from", "a b"), ("proxy-redirect-to", "c")],
+            &[("proxy-redirect-from", "a"), ("proxy-redirect-to", "off")],
+            &[("proxy-cookie-domain", "localhost")],
+            &[("proxy-cookie-domain", "~^(.+)\\.internal$ $1.example")],
+            &[("proxy-cookie-path", "/a /b /c")],
+            &[("enable-access-log", "no")],
+        ] {
+            let parsed = with(bad);
+            assert!(!parsed.problems.is_empty(), "{bad:?}");
+            assert!(parsed.policy.response_rewrites.is_none(), "{bad:?}");
+            assert!(!parsed.policy.access_log_off, "{bad:?}");
+        }
+    }
+}
