@@ -1866,3 +1866,35 @@ async fn proxy_redirect_and_proxy_cookie_rewrite_the_upstreams_answer() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Connection proxy header": the `Connection` field the upstream gets
+/// is the annotation's (nginx `proxy_set_header Connection <value>`), whatever the client
+/// sent; without it the client's never crosses (hop-by-hop).
+#[tokio::test]
+async fn connection_proxy_header_sets_the_upstream_connection_field() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("conn.example.com", "web", vec![web.addr()]),
+                &[("connection-proxy-header", "keep-alive")],
+            ),
+            Route::new("plain.example.com", "web", vec![web.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "conn.example.com", "/", &[]).await;
+            let report = got.report();
+            assert_eq!(
+                report.headers.get("connection").map(String::as_str),
+                Some("keep-alive"),
+                "{label}: {:?}",
+                report.headers
+            );
+            let got = request_any(&proxy, (method, body), "plain.example.com", "/", &[]).await;
+            assert_eq!(got.report().headers.get("connection"), None, "{label}");
+        }
+    })
+    .await;
+}

@@ -101,6 +101,10 @@ pub struct Policy {
     pub response_rewrites: Option<Arc<ResponseRewrites>>,
     /// `enable-access-log: "false"`: the route's requests are not written to the access log.
     pub access_log_off: bool,
+    /// `connection-proxy-header`: the `Connection` field sent upstream (nginx
+    /// `proxy_set_header Connection <value>`), instead of none (or `upgrade` for a
+    /// WebSocket).
+    pub connection_header: Option<HeaderValue>,
     /// `satisfy: any`: a client inside the source ranges needs no authentication, and one
     /// outside them gets in with valid authentication (nginx `satisfy any`); default
     /// (`all`): both must pass.
@@ -425,6 +429,12 @@ impl Policy {
                     out.push(format!("{directive} {from} {to}"));
                 }
             }
+        }
+        if let Some(connection) = &self.connection_header {
+            out.push(format!(
+                "Connection: {} upstream",
+                String::from_utf8_lossy(connection.as_bytes())
+            ));
         }
         if self.access_log_off {
             out.push("no access log".to_owned());

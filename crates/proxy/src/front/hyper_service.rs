@@ -115,6 +115,7 @@ impl<'a> RequestView<'a> for &'a HyperRequest {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
             add: &[],
             remove: &[],
         }

@@ -381,6 +381,9 @@ pub(crate) struct UpstreamRequest<'a, F> {
     /// `X-Forwarded-Prefix` the route sets (a client's is believed only from a trusted
     /// proxy, and only when the route sets none).
     pub(crate) forwarded_prefix: Option<&'a HeaderValue>,
+    /// The `Connection` the route sends (`connection-proxy-header`) instead of the proxy's
+    /// (none, or `upgrade` for a WebSocket).
+    pub(crate) connection: Option<&'a HeaderValue>,
 }
 
 impl<'a, F> UpstreamRequest<'a, F> {
@@ -400,6 +403,7 @@ impl<'a, F> UpstreamRequest<'a, F> {
             remove: self.remove,
             vhost: self.vhost,
             forwarded_prefix: self.forwarded_prefix,
+            connection: self.connection,
         }
     }
 }
@@ -604,7 +608,11 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
         }
         out.extend_from_slice(policy.via.as_bytes());
     });
-    if request.websocket {
+    if let Some(connection) = request.connection {
+        // ingress-nginx `connection-proxy-header`: `proxy_set_header Connection <value>`
+        // replaces its `$connection_upgrade`.
+        out.field(b"connection", connection.as_bytes());
+    } else if request.websocket {
         out.field(b"connection", b"upgrade");
     }
     match request.framing {
@@ -736,6 +744,7 @@ mod tests {
                 forwarded_prefix: self.prefix.as_ref(),
                 add: &self.add,
                 remove: &self.remove,
+                connection: None,
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();

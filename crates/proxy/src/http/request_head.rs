@@ -161,6 +161,7 @@ impl PlainHead {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
             add: &[],
             remove: &[],
         }
@@ -546,6 +547,7 @@ mod tests {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
             add: &[],
             remove: &[],
         };

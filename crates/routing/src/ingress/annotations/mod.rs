@@ -141,6 +141,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-cookie-domain",
     "proxy-cookie-path",
     "enable-access-log",
+    "connection-proxy-header",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -534,7 +535,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         }
         "preserve-trailing-slash" => "not supported yet",
         "service-upstream" => "not supported yet; sluice always balances over endpoints",
-        "connection-proxy-header" => "not supported yet",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is not part of sluice"

@@ -50,7 +50,26 @@ fn parse_redirect_token(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
-/// The response rewrites and `enable-access-log`; `None` when nothing is rewritten.
+/// `connection-proxy-header`: `Connection` tokens (`keep-alive`, `close`, `upgrade`, ...).
+fn parse_connection(value: &str) -> Result<HeaderValue, String> {
+    let value = value.trim();
+    let tokens_ok = !value.is_empty()
+        && value.split(',').map(str::trim).all(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    match HeaderValue::from_str(value) {
+        Ok(header) if tokens_ok => Ok(header),
+        _ => Err(format!(
+            "value {} is not a list of Connection tokens (keep-alive, close, upgrade, ...)",
+            shown(value)
+        )),
+    }
+}
+
+/// The response rewrites, `connection-proxy-header` and `enable-access-log`.
 pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
     let mut rewrites = ResponseRewrites::default();
     // ingress-nginx: `off` and `default` for from leave nginx's default (no rewrite for
@@ -100,6 +119,7 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
     if rewrites != ResponseRewrites::default() {
         policy.response_rewrites = Some(Arc::new(rewrites));
     }
+    policy.connection_header = cx.value("connection-proxy-header", parse_connection);
     policy.access_log_off = !cx
         .value("enable-access-log", |v| {
             parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
@@ -129,8 +149,13 @@ mod tests {
             ("proxy-cookie-domain", "localhost example.org"),
             ("proxy-cookie-path", "/two/ /"),
             ("enable-access-log", "false"),
+            ("connection-proxy-header", "keep-alive"),
         ]);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(
+            parsed.policy.connection_header,
+            Some(HeaderValue::from_static("keep-alive"))
+        );
         let rw = parsed.policy.response_rewrites.as_deref().unwrap();
         assert_eq!(
             rw.redirect,
@@ -162,6 +187,9 @@ mod tests {
             &[("proxy-cookie-domain", "~^(.+)\\.internal$ $1.example")],
             &[("proxy-cookie-path", "/a /b /c")],
             &[("enable-access-log", "no")],
+            &[("connection-proxy-header", "keep alive")],
+            &[("connection-proxy-header", "")],
+            &[("connection-proxy-header", "close\r\nx: y")],
         ] {
             let parsed = with(bad);
             assert!(!parsed.problems.is_empty(), "{bad:?}");
