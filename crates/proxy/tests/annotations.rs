@@ -1898,3 +1898,77 @@ async fn connection_proxy_header_sets_the_upstream_connection_field() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Proxy buffering" (`proxy-request-buffering`, nginx
+/// `proxy_request_buffering on`): the whole body is read before the upstream is asked, so a
+/// chunked upload reaches it with its `Content-Length`, and one over `proxy-body-size` is
+/// refused (413) without the upstream ever seeing it. Without it the body streams through
+/// as it came (chunked).
+#[tokio::test]
+async fn proxy_request_buffering_reads_the_body_before_the_upstream_sees_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    init_tracing();
+    bounded(async {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        let app = test_server(move |request: http::Request<hyper::body::Incoming>| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let framing = match (
+                    request.headers().get("content-length"),
+                    request.headers().get("transfer-encoding"),
+                ) {
+                    (Some(length), None) => format!("length {}", length.to_str().unwrap()),
+                    (None, Some(coding)) => format!("coding {}", coding.to_str().unwrap()),
+                    other => format!("{other:?}"),
+                };
+                let body = http_body_util::BodyExt::collect(request.into_body())
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                let text = format!("{framing}; {}", String::from_utf8_lossy(&body));
+                http::Response::new(Full::new(Bytes::from(text)))
+            }
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("buffered.example.com", "app", vec![app.addr]),
+                &[("proxy-request-buffering", "on")],
+            ),
+            annotated(
+                Route::new("small.example.com", "app", vec![app.addr]),
+                &[("proxy-request-buffering", "on"), ("proxy-body-size", "8")],
+            ),
+            Route::new("streamed.example.com", "app", vec![app.addr]),
+        ]);
+        // A chunked upload in two pieces, the second after a pause.
+        let upload = |host: &'static str| async move {
+            let mut tcp = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+            let head = format!(
+                "POST /up HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\
+                 Connection: close\r\n\r\n5\r\nhello\r\n"
+            );
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tcp.write_all(b"6\r\n world\r\n0\r\n\r\n").await.unwrap();
+            let mut answer = Vec::new();
+            let _ = tcp.read_to_end(&mut answer).await;
+            String::from_utf8_lossy(&answer).into_owned()
+        };
+        let answer = upload("buffered.example.com").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("length 11; hello world"), "{answer}");
+        let answer = upload("streamed.example.com").await;
+        assert!(answer.ends_with("coding chunked; hello world"), "{answer}");
+        let before = seen.load(Ordering::SeqCst);
+        let answer = upload("small.example.com").await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert_eq!(seen.load(Ordering::SeqCst), before, "the upstream saw it");
+    })
+    .await;
+}

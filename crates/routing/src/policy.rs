@@ -101,6 +101,9 @@ pub struct Policy {
     pub response_rewrites: Option<Arc<ResponseRewrites>>,
     /// `enable-access-log: "false"`: the route's requests are not written to the access log.
     pub access_log_off: bool,
+    /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
+    /// is asked, and sent with its `Content-Length` (else it streams through).
+    pub request_buffering: bool,
     /// `connection-proxy-header`: the `Connection` field sent upstream (nginx
     /// `proxy_set_header Connection <value>`), instead of none (or `upgrade` for a
     /// WebSocket).
@@ -435,6 +438,9 @@ impl Policy {
                 "Connection: {} upstream",
                 String::from_utf8_lossy(connection.as_bytes())
             ));
+        }
+        if self.request_buffering {
+            out.push("request body buffered".to_owned());
         }
         if self.access_log_off {
             out.push("no access log".to_owned());

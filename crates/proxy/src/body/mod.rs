@@ -52,6 +52,9 @@ pub(crate) enum RequestBody {
         /// upstream was not asking for more does not count).
         stall: StallTimer,
     },
+    /// The whole body, read before the upstream was asked (ingress-nginx
+    /// `proxy-request-buffering: "on"`); taken when sent.
+    Buffered(Option<Bytes>),
 }
 
 impl RequestBody {
@@ -77,6 +80,7 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Buffered(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             RequestBody::Streaming {
                 inner,
                 remaining,
@@ -112,6 +116,7 @@ impl Body for RequestBody {
     fn is_end_stream(&self) -> bool {
         match self {
             RequestBody::Empty => true,
+            RequestBody::Buffered(bytes) => bytes.is_none(),
             RequestBody::Streaming { inner, .. } => inner.is_end_stream(),
         }
     }
@@ -119,6 +124,9 @@ impl Body for RequestBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Buffered(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
             RequestBody::Streaming { inner, .. } => inner.size_hint(),
         }
     }

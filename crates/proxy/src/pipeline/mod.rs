@@ -220,7 +220,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         Some(limit) => Some(limit),
         None => shared.body_limit,
     };
-    let body = match body {
+    let mut body = match body {
         Some(body) if body.size_hint().lower() > body_limit.unwrap_or(u64::MAX) => {
             return (done, Reply::Page(StatusCode::PAYLOAD_TOO_LARGE));
         }
@@ -229,6 +229,28 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
         _ => RequestBody::Empty,
     };
+    // `proxy-request-buffering: "on"`: the whole body is read (within the body limit and
+    // the client body timeout) before the upstream is asked, and sent with its length.
+    let mut buffered = None;
+    if route_policy.request_buffering && matches!(body, RequestBody::Streaming { .. }) {
+        match Box::pin(http_body_util::BodyExt::collect(body)).await {
+            Ok(collected) => {
+                let bytes = collected.to_bytes();
+                buffered = Some(bytes.len() as u64);
+                body = RequestBody::Buffered(Some(bytes));
+            }
+            Err(error) => {
+                let status = if error.is::<crate::body::BodyTooLarge>() {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                } else if error.is::<crate::body::ClientBodyTimeout>() {
+                    StatusCode::REQUEST_TIMEOUT
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                return (done, Reply::Page(status));
+            }
+        }
+    }
     let request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
     let balancer = &done.snapshot.backends[id].balancer;
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
@@ -244,7 +266,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         set: &request_set,
         prefer: preference.endpoint,
     };
-    let outgoing = sending.request(request, body);
+    let mut outgoing = sending.request(request, body);
+    if let Some(length) = buffered {
+        outgoing.head.framing = crate::http::header_policy::Framing::Length(length);
+    }
     let upstreams = &route_policy::upstreams(&shared.upstreams, route_policy);
     let header_timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
     if !route_entry.mirrors.is_empty() {

@@ -142,6 +142,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-cookie-path",
     "enable-access-log",
     "connection-proxy-header",
+    "proxy-request-buffering",
+    "proxy-buffering",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -540,9 +542,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
             "ModSecurity is not part of sluice"
         }
         "enable-rewrite-log" => "not supported yet",
-        "proxy-buffering"
-        | "proxy-request-buffering"
-        | "proxy-buffer-size"
+        "proxy-buffer-size"
         | "proxy-buffers-number"
         | "proxy-busy-buffers-size"
         | "proxy-max-temp-file-size"

@@ -50,6 +50,15 @@ fn parse_redirect_token(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
+/// nginx's `on` / `off`.
+fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("value {} is not on or off", shown(other))),
+    }
+}
+
 /// `connection-proxy-header`: `Connection` tokens (`keep-alive`, `close`, `upgrade`, ...).
 fn parse_connection(value: &str) -> Result<HeaderValue, String> {
     let value = value.trim();
@@ -120,6 +129,23 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
         policy.response_rewrites = Some(Arc::new(rewrites));
     }
     policy.connection_header = cx.value("connection-proxy-header", parse_connection);
+    policy.request_buffering = cx
+        .value("proxy-request-buffering", parse_on_off)
+        .unwrap_or(false);
+    // `proxy-buffering: "off"` (ingress-nginx's default) is what sluice does: the response
+    // streams to the client. `on` (read it all from the upstream first) is not implemented.
+    if let Some(entry) = cx.take("proxy-buffering") {
+        match entry.value.trim() {
+            "off" => cx.applied(entry),
+            "on" => cx.report(
+                entry,
+                Reason::UnsupportedAnnotation,
+                "not supported by sluice: responses stream to the client (proxy-buffering \
+                 off, ingress-nginx's default)",
+            ),
+            other => cx.invalid(entry, format!("value {} is not on or off", shown(other))),
+        }
+    }
     policy.access_log_off = !cx
         .value("enable-access-log", |v| {
             parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
@@ -150,7 +176,10 @@ mod tests {
             ("proxy-cookie-path", "/two/ /"),
             ("enable-access-log", "false"),
             ("connection-proxy-header", "keep-alive"),
+            ("proxy-request-buffering", "on"),
+            ("proxy-buffering", "off"),
         ]);
+        assert!(parsed.policy.request_buffering);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         assert_eq!(
             parsed.policy.connection_header,
@@ -189,6 +218,8 @@ mod tests {
             &[("enable-access-log", "no")],
             &[("connection-proxy-header", "keep alive")],
             &[("connection-proxy-header", "")],
+            &[("proxy-request-buffering", "yes")],
+            &[("proxy-buffering", "on")],
             &[("connection-proxy-header", "close\r\nx: y")],
         ] {
             let parsed = with(bad);
