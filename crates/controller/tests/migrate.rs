@@ -502,6 +502,13 @@ fn readme_lists_every_supported_annotation() {
             "README table lists {key}, which sluice does not support"
         );
     }
+    // The count the section states (ingress-nginx's keys: all but the two sluice.dev/ ones).
+    let count = supported_annotations().len() - 2;
+    let stated = format!("sluice honours **{count} ingress-nginx annotations**");
+    assert!(
+        section.contains(&stated),
+        "README does not say \"{stated}\" (the count of supported_annotations())"
+    );
 }
 
 /// #33: a `kubectl get ingress -A -o yaml` dump (`kind: List`) is read as its items, in a

@@ -430,6 +430,50 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any password and salt: the apr1 hash sluice computes verifies that password and
+        /// no other; `{SHA}` and `{PLAIN}` likewise; credentials survive the Basic encoding.
+        #[test]
+        fn hashes_verify_exactly_their_password(
+            password in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            other in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            salt in "[./0-9A-Za-z]{0,8}",
+            user in "[^:\\r\\n#]{1,12}",
+        ) {
+            let apr1 = md5_crypt(&password, salt.as_bytes(), b"$apr1$");
+            let parsed = PasswordHash::parse(&apr1);
+            proptest::prop_assert_eq!(parsed.verify(&password), Check::Valid);
+            let sha = format!(
+                "{{SHA}}{}",
+                base64::engine::general_purpose::STANDARD.encode(Sha1::digest(&password))
+            );
+            let sha = PasswordHash::parse(&sha);
+            proptest::prop_assert_eq!(sha.verify(&password), Check::Valid);
+            if other != password {
+                proptest::prop_assert_eq!(parsed.verify(&other), Check::Invalid);
+                proptest::prop_assert_eq!(sha.verify(&other), Check::Invalid);
+            }
+            if let Ok(text) = std::str::from_utf8(&password)
+                && !text.contains(['\r', '\n', ':'])
+            {
+                let file = Htpasswd::parse(&format!("{user}:{{PLAIN}}{text}\n"));
+                proptest::prop_assert_eq!(file.check(&user, &password), Check::Valid);
+                proptest::prop_assert_eq!(file.check(&format!("{user}x"), &password), Check::Invalid);
+            }
+            let mut plain = user.clone().into_bytes();
+            plain.push(b':');
+            plain.extend_from_slice(&password);
+            let header = format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(&plain)
+            );
+            proptest::prop_assert_eq!(
+                basic_credentials(header.as_bytes()),
+                Some((user.clone(), password.clone()))
+            );
+        }
+    }
+
     #[test]
     fn malformed_base64_schemes_are_unknown_not_open() {
         for hash in ["{SHA}not base64!", "{SHA}c2hvcnQ=", "{SSHA}AAAA"] {
