@@ -1972,3 +1972,65 @@ async fn proxy_request_buffering_reads_the_body_before_the_upstream_sees_it() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Proxy HTTP version" (nginx `proxy_http_version`): `1.0` speaks
+/// HTTP/1.0 to the upstream, a chunked upload arriving there with its `Content-Length`
+/// (HTTP/1.0 has no chunked coding); the default stays HTTP/1.1.
+#[tokio::test]
+async fn proxy_http_version_1_0_towards_the_upstream() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    init_tracing();
+    bounded(async {
+        let app = test_server(|request: http::Request<hyper::body::Incoming>| async move {
+            let version = format!("{:?}", request.version());
+            let length = request
+                .headers()
+                .get("content-length")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = http_body_util::BodyExt::collect(request.into_body())
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let text = format!("{version} {length:?} {}", String::from_utf8_lossy(&body));
+            http::Response::new(Full::new(Bytes::from(text)))
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("old.example.com", "app", vec![app.addr]),
+                &[("proxy-http-version", "1.0")],
+            ),
+            Route::new("new.example.com", "app", vec![app.addr]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for _ in 0..2 {
+                let got = request_any(&proxy, (method, body), "old.example.com", "/", &[]).await;
+                assert_eq!(got.status, 200, "{label}");
+                assert!(
+                    got.text().starts_with("HTTP/1.0 "),
+                    "{label}: {}",
+                    got.text()
+                );
+            }
+            let got = request_any(&proxy, (method, body), "new.example.com", "/", &[]).await;
+            assert!(
+                got.text().starts_with("HTTP/1.1 "),
+                "{label}: {}",
+                got.text()
+            );
+        }
+        let mut tcp = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+        tcp.write_all(
+            b"POST / HTTP/1.1\r\nHost: old.example.com\r\nTransfer-Encoding: chunked\r\n\
+              Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut answer = Vec::new();
+        let _ = tcp.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.ends_with("HTTP/1.0 Some(\"5\") hello"), "{answer}");
+    })
+    .await;
+}

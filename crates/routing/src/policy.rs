@@ -104,6 +104,10 @@ pub struct Policy {
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
+    /// `proxy-http-version: "1.0"`: HTTP/1.0 towards an HTTP/1.x upstream (nginx
+    /// `proxy_http_version 1.0`): no connection reuse unless the upstream offers it, a body
+    /// read whole and sent with its length.
+    pub upstream_http10: bool,
     /// `connection-proxy-header`: the `Connection` field sent upstream (nginx
     /// `proxy_set_header Connection <value>`), instead of none (or `upgrade` for a
     /// WebSocket).
@@ -438,6 +442,9 @@ impl Policy {
                 "Connection: {} upstream",
                 String::from_utf8_lossy(connection.as_bytes())
             ));
+        }
+        if self.upstream_http10 {
+            out.push("HTTP/1.0 upstream".to_owned());
         }
         if self.request_buffering {
             out.push("request body buffered".to_owned());

@@ -116,6 +116,7 @@ impl<'a> RequestView<'a> for &'a HyperRequest {
             vhost: None,
             forwarded_prefix: None,
             connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         }

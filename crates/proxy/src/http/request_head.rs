@@ -162,6 +162,7 @@ impl PlainHead {
             vhost: None,
             forwarded_prefix: None,
             connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         }
@@ -548,6 +549,7 @@ mod tests {
             vhost: None,
             forwarded_prefix: None,
             connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         };

@@ -232,7 +232,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     // `proxy-request-buffering: "on"`: the whole body is read (within the body limit and
     // the client body timeout) before the upstream is asked, and sent with its length.
     let mut buffered = None;
-    if route_policy.request_buffering && matches!(body, RequestBody::Streaming { .. }) {
+    // HTTP/1.0 towards the upstream (`proxy-http-version`) has no chunked coding: nginx
+    // buffers the body then too.
+    let buffer = route_policy.request_buffering || route_policy.upstream_http10;
+    if buffer && matches!(body, RequestBody::Streaming { .. }) {
         match Box::pin(http_body_util::BodyExt::collect(body)).await {
             Ok(collected) => {
                 let bytes = collected.to_bytes();

@@ -144,6 +144,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "connection-proxy-header",
     "proxy-request-buffering",
     "proxy-buffering",
+    "proxy-http-version",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -547,7 +548,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         | "proxy-busy-buffers-size"
         | "proxy-max-temp-file-size"
         | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
-        "proxy-http-version" => "not supported yet",
         "affinity-canary-behavior" | "session-cookie-conditional-samesite-none" => {
             "not supported yet"
         }

@@ -129,6 +129,16 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
         policy.response_rewrites = Some(Arc::new(rewrites));
     }
     policy.connection_header = cx.value("connection-proxy-header", parse_connection);
+    policy.upstream_http10 = cx
+        .value("proxy-http-version", |v| match v.trim() {
+            "1.0" => Ok(true),
+            "1.1" => Ok(false),
+            other => Err(format!(
+                "value {} is not 1.0 or 1.1; 1.1 is used",
+                shown(other)
+            )),
+        })
+        .unwrap_or(false);
     policy.request_buffering = cx
         .value("proxy-request-buffering", parse_on_off)
         .unwrap_or(false);
@@ -178,8 +188,10 @@ mod tests {
             ("connection-proxy-header", "keep-alive"),
             ("proxy-request-buffering", "on"),
             ("proxy-buffering", "off"),
+            ("proxy-http-version", "1.0"),
         ]);
         assert!(parsed.policy.request_buffering);
+        assert!(parsed.policy.upstream_http10);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         assert_eq!(
             parsed.policy.connection_header,
@@ -202,6 +214,7 @@ mod tests {
             &[("proxy-redirect-from", "default")],
             &[("proxy-cookie-domain", "off"), ("proxy-cookie-path", "off")],
             &[("enable-access-log", "true")],
+            &[("proxy-http-version", "1.1")],
         ] {
             let parsed = with(off);
             assert!(parsed.problems.is_empty(), "{off:?}: {:?}", parsed.problems);
@@ -220,6 +233,7 @@ mod tests {
             &[("connection-proxy-header", "")],
             &[("proxy-request-buffering", "yes")],
             &[("proxy-buffering", "on")],
+            &[("proxy-http-version", "2")],
             &[("connection-proxy-header", "close\r\nx: y")],
         ] {
             let parsed = with(bad);
