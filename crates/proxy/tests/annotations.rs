@@ -391,7 +391,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         &[
             ("configuration-snippet", "more_set_headers \"X: y\";"),
             ("proxy-body-size", "12x"),
-            ("limit-rate", "10"),
+            ("enable-rewrite-log", "true"),
         ],
     );
     let compiled = compile(&inputs(&[route]), &CompileOptions::default());
@@ -416,7 +416,10 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         "{reasons:?}"
     );
     assert!(
-        reasons.contains(&(field("limit-rate").as_str(), &Reason::UnsupportedAnnotation)),
+        reasons.contains(&(
+            field("enable-rewrite-log").as_str(),
+            &Reason::UnsupportedAnnotation
+        )),
         "{reasons:?}"
     );
     // The rest of the Ingress keeps working.
@@ -2031,6 +2034,59 @@ async fn proxy_http_version_1_0_towards_the_upstream() {
         let _ = tcp.read_to_end(&mut answer).await;
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.ends_with("HTTP/1.0 Some(\"5\") hello"), "{answer}");
+    })
+    .await;
+}
+
+/// ingress-nginx's `limit-rate` and `limit-rate-after` (kilobytes; nginx `limit_rate`,
+/// `limit_rate_after`): the first kilobyte leaves at once, the next two at 1 KB/s, so the
+/// body takes about two seconds, whole; without them it is at once.
+#[tokio::test]
+async fn limit_rate_paces_the_response_after_limit_rate_after() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("slow.example.com", "web", vec![web.addr()]),
+                &[("limit-rate", "1"), ("limit-rate-after", "1")],
+            ),
+            Route::new("fast.example.com", "web", vec![web.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let started = std::time::Instant::now();
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "slow.example.com",
+                "/bytes/3072",
+                &[],
+            )
+            .await;
+            let took = started.elapsed();
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.body.len(), 3072, "{label}");
+            assert!(
+                took >= std::time::Duration::from_millis(1500)
+                    && took < std::time::Duration::from_secs(10),
+                "{label}: 2 KB at 1 KB/s took {took:?}"
+            );
+            let started = std::time::Instant::now();
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "fast.example.com",
+                "/bytes/3072",
+                &[],
+            )
+            .await;
+            assert_eq!(got.body.len(), 3072, "{label}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_millis(1000),
+                "{label}"
+            );
+        }
     })
     .await;
 }

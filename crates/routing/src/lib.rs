@@ -142,8 +142,9 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream,
-    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect, ResponseRewrites,
+    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LimitRate, LoadBalance,
+    NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
+    ResponseRewrites,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

@@ -104,6 +104,8 @@ pub struct Policy {
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
+    /// Response bandwidth per request (`limit-rate`, `limit-rate-after`).
+    pub limit_rate: Option<LimitRate>,
     /// `proxy-http-version: "1.0"`: HTTP/1.0 towards an HTTP/1.x upstream (nginx
     /// `proxy_http_version 1.0`): no connection reuse unless the upstream offers it, a body
     /// read whole and sent with its length.
@@ -443,6 +445,12 @@ impl Policy {
                 String::from_utf8_lossy(connection.as_bytes())
             ));
         }
+        if let Some(limit) = &self.limit_rate {
+            out.push(format!(
+                "response {} bytes/s after {} bytes",
+                limit.bytes_per_second, limit.after
+            ));
+        }
         if self.upstream_http10 {
             out.push("HTTP/1.0 upstream".to_owned());
         }
@@ -636,6 +644,35 @@ pub enum HashBy {
     Path,
     /// `$host`: the host.
     Host,
+}
+
+/// nginx's `limit_rate` and `limit_rate_after` (ingress-nginx's `limit-rate` and
+/// `limit-rate-after`, in kilobytes): a response body goes to the client at most this fast
+/// once its first `after` bytes are out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitRate {
+    /// Bytes per second (> 0).
+    pub bytes_per_second: u64,
+    /// Bytes sent before the limit applies.
+    pub after: u64,
+}
+
+impl LimitRate {
+    /// How long to wait before sending more, `elapsed` after the body started with `sent`
+    /// bytes out: `None` while within the rate.
+    pub fn delay(&self, sent: u64, elapsed: Duration) -> Option<Duration> {
+        let limited = sent.checked_sub(self.after).filter(|n| *n > 0)?;
+        let due = Duration::from_secs_f64(limited as f64 / self.bytes_per_second.max(1) as f64);
+        due.checked_sub(elapsed).filter(|d| !d.is_zero())
+    }
+
+    /// The most written at once: a tenth of a second's worth (at least 1 byte), so a large
+    /// piece of body does not leave in one burst.
+    pub fn piece(&self) -> usize {
+        usize::try_from(self.bytes_per_second / 10)
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
 }
 
 /// nginx's `proxy_redirect`, `proxy_cookie_domain` and `proxy_cookie_path` with one
@@ -912,6 +949,29 @@ mod tests {
             ..auth("x")
         };
         assert_eq!(none.signin_location("https", "h", "/"), None);
+    }
+
+    /// nginx `limit_rate` / `limit_rate_after`.
+    #[test]
+    fn limit_rate_delays_what_is_ahead_of_the_rate() {
+        let limit = LimitRate {
+            bytes_per_second: 1000,
+            after: 500,
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(limit.delay(400, ms(0)), None, "within limit-rate-after");
+        assert_eq!(limit.delay(500, ms(0)), None);
+        assert_eq!(limit.delay(1500, ms(0)), Some(ms(1000)));
+        assert_eq!(limit.delay(1500, ms(400)), Some(ms(600)));
+        assert_eq!(limit.delay(1500, ms(1000)), None);
+        assert_eq!(limit.delay(1500, ms(5000)), None);
+        assert_eq!(limit.piece(), 100);
+        let slow = LimitRate {
+            bytes_per_second: 1,
+            after: 0,
+        };
+        assert_eq!(slow.piece(), 1);
+        assert_eq!(slow.delay(3, ms(0)), Some(ms(3000)));
     }
 
     /// nginx `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.

@@ -145,6 +145,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-request-buffering",
     "proxy-buffering",
     "proxy-http-version",
+    "limit-rate",
+    "limit-rate-after",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -556,7 +558,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
              auth-tls-secret, which closes the route)"
         }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
-        "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
         }

@@ -129,6 +129,41 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
         policy.response_rewrites = Some(Arc::new(rewrites));
     }
     policy.connection_header = cx.value("connection-proxy-header", parse_connection);
+    // `limit-rate` (KB/s, 0: none) and `limit-rate-after` (KB), as ingress-nginx writes
+    // `limit_rate <n>k` and `limit_rate_after <n>k`.
+    let kilobytes = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("value {} is not a whole number of kilobytes", shown(v)))
+    };
+    let rate = cx.value("limit-rate", kilobytes);
+    let after = cx.take("limit-rate-after");
+    match rate.filter(|r| *r > 0) {
+        Some(rate) => {
+            let after = match after {
+                None => 0,
+                Some(entry) => match kilobytes(entry.value) {
+                    Ok(after) => {
+                        cx.applied(entry);
+                        after
+                    }
+                    Err(why) => {
+                        cx.invalid(entry, format!("{why}; 0 is used"));
+                        0
+                    }
+                },
+            };
+            policy.limit_rate = Some(crate::policy::LimitRate {
+                bytes_per_second: rate.saturating_mul(1024),
+                after: after.saturating_mul(1024),
+            });
+        }
+        None => {
+            if let Some(entry) = after {
+                cx.invalid(entry, "has no effect without limit-rate");
+            }
+        }
+    }
     policy.upstream_http10 = cx
         .value("proxy-http-version", |v| match v.trim() {
             "1.0" => Ok(true),
@@ -189,7 +224,16 @@ mod tests {
             ("proxy-request-buffering", "on"),
             ("proxy-buffering", "off"),
             ("proxy-http-version", "1.0"),
+            ("limit-rate", "100"),
+            ("limit-rate-after", "10"),
         ]);
+        assert_eq!(
+            parsed.policy.limit_rate,
+            Some(crate::policy::LimitRate {
+                bytes_per_second: 102_400,
+                after: 10_240
+            })
+        );
         assert!(parsed.policy.request_buffering);
         assert!(parsed.policy.upstream_http10);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
@@ -215,6 +259,7 @@ mod tests {
             &[("proxy-cookie-domain", "off"), ("proxy-cookie-path", "off")],
             &[("enable-access-log", "true")],
             &[("proxy-http-version", "1.1")],
+            &[("limit-rate", "0")],
         ] {
             let parsed = with(off);
             assert!(parsed.problems.is_empty(), "{off:?}: {:?}", parsed.problems);
@@ -234,6 +279,8 @@ mod tests {
             &[("proxy-request-buffering", "yes")],
             &[("proxy-buffering", "on")],
             &[("proxy-http-version", "2")],
+            &[("limit-rate", "fast")],
+            &[("limit-rate-after", "10")],
             &[("connection-proxy-header", "close\r\nx: y")],
         ] {
             let parsed = with(bad);

@@ -81,11 +81,11 @@ fn sluice_prefix_wins_silently_over_nginx() {
     assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
     // Also for unsupported keys: only the winning key is reported.
     let parsed = parse(&map(&[
-        (&nginx("limit-rate"), "5"),
-        (&sluice("limit-rate"), "5"),
+        (&nginx("enable-rewrite-log"), "true"),
+        (&sluice("enable-rewrite-log"), "true"),
     ]));
     assert_eq!(parsed.problems.len(), 1);
-    assert_eq!(parsed.problems[0].annotation, sluice("limit-rate"));
+    assert_eq!(parsed.problems[0].annotation, sluice("enable-rewrite-log"));
 }
 
 #[test]
@@ -824,8 +824,8 @@ fn snippets_are_refused() {
 fn unknown_keys_are_reported_as_unsupported() {
     for (name, detail) in [
         (
-            "limit-rate",
-            "not supported by sluice: response bandwidth limits",
+            "enable-rewrite-log",
+            "not supported by sluice: not supported yet",
         ),
         (
             "auth-cache-key",
