@@ -2090,3 +2090,139 @@ async fn limit_rate_paces_the_response_after_limit_rate_after() {
     })
     .await;
 }
+
+/// A mirror stand-in: records each request head it gets (lower-cased) and answers 200.
+async fn mirror_recorder() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&heads);
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let seen = std::sync::Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                seen.lock().unwrap().push(head);
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// ingress-nginx docs, "Mirror" (nginx `mirror`): every request of the Ingress is copied
+/// to `mirror-target`'s Service with the request's URI and, as Host, the target's host (or
+/// `mirror-host`); the client gets the primary's answer. Requests with a body are not
+/// copied by sluice (`mirror-request-body: off` is honoured, `on` gets an Event).
+#[tokio::test]
+async fn mirror_target_copies_requests_to_a_service() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let (shadow, heads) = mirror_recorder().await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            annotated(
+                Route::new("mirrored.example.com", "web", vec![web.addr()]),
+                &[(
+                    "mirror-target",
+                    "http://shadow.default.svc.cluster.local$request_uri",
+                )],
+            ),
+            annotated(
+                Route::new("hosted.example.com", "web", vec![web.addr()]).with_path("/h"),
+                &[
+                    ("mirror-target", "http://shadow$request_uri"),
+                    ("mirror-host", "test.env.com"),
+                    ("mirror-request-body", "off"),
+                ],
+            ),
+            // The Service the copies go to.
+            Route::new("shadow.example.com", "shadow", vec![shadow]),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let wait_for = |n: usize| {
+            let heads = std::sync::Arc::clone(&heads);
+            async move {
+                for _ in 0..200 {
+                    if heads.lock().unwrap().len() >= n {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                heads.lock().unwrap().clone()
+            }
+        };
+        let mut expected = 0;
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "mirrored.example.com",
+                "/m?x=1",
+                &[],
+            )
+            .await;
+            assert_eq!(
+                got.report().service,
+                "web",
+                "{label}: the client gets the primary"
+            );
+            if !body.is_empty() {
+                // A request with a body is not copied.
+                continue;
+            }
+            expected += 1;
+            let seen = wait_for(expected).await;
+            assert_eq!(seen.len(), expected, "{label}: {seen:?}");
+            let last = &seen[expected - 1];
+            assert!(
+                last.starts_with("get /m?x=1 http/1.1\r\n"),
+                "{label}: {last}"
+            );
+            assert!(
+                last.contains("\r\nhost: shadow.default.svc.cluster.local\r\n"),
+                "{label}: {last}"
+            );
+            let got = request_any(&proxy, (method, body), "hosted.example.com", "/h/1", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+            expected += 1;
+            let seen = wait_for(expected).await;
+            let last = &seen[expected - 1];
+            assert!(last.starts_with("get /h/1 http/1.1\r\n"), "{label}: {last}");
+            assert!(
+                last.contains("\r\nhost: test.env.com\r\n"),
+                "{label}: {last}"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(
+            heads.lock().unwrap().len(),
+            expected,
+            "the POST was not copied"
+        );
+    })
+    .await;
+}

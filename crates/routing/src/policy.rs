@@ -104,6 +104,9 @@ pub struct Policy {
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
+    /// The Host of the copies a route's mirrors get (`mirror-target`'s host or
+    /// `mirror-host`); `None`: the client's (Gateway API `RequestMirror`).
+    pub mirror_host: Option<HeaderValue>,
     /// Response bandwidth per request (`limit-rate`, `limit-rate-after`).
     pub limit_rate: Option<LimitRate>,
     /// `proxy-http-version: "1.0"`: HTTP/1.0 towards an HTTP/1.x upstream (nginx

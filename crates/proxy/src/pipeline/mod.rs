@@ -282,6 +282,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             metrics: &shared.metrics,
             connect_timeout: upstreams.connect_timeout,
             deadline: header_timeout,
+            host: route_policy.mirror_host.as_ref(),
         };
         mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
     }

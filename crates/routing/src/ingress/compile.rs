@@ -34,7 +34,7 @@ use crate::policy::Policy;
 use crate::protocol;
 use crate::refs::Age;
 use crate::rules::{Candidate, PathCond, Precedence, RuleSetBuilder};
-use crate::table::{Canary, CanaryRule};
+use crate::table::{Canary, CanaryRule, Mirror};
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{
@@ -578,6 +578,8 @@ struct IngressPolicy {
     server_alias: Vec<HostPattern>,
     /// `from-to-www-redirect`.
     from_to_www: bool,
+    /// The slot of `mirror-target`'s Service.
+    mirror: Option<usize>,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -633,6 +635,7 @@ impl<'a> Compiler<'_, 'a> {
                 canary: None,
                 server_alias: Vec::new(),
                 from_to_www: false,
+                mirror: None,
             });
             return;
         };
@@ -655,6 +658,10 @@ impl<'a> Compiler<'_, 'a> {
         if let Some(spec) = parsed.basic_auth.take() {
             self.basic_auth_secret(index, spec, &mut parsed.policy);
         }
+        let mirror = parsed
+            .mirror
+            .take()
+            .and_then(|spec| self.mirror_slot(index, spec));
         let plain = if parsed.policy == Policy::default() {
             Arc::clone(&self.no_policy)
         } else {
@@ -673,7 +680,34 @@ impl<'a> Compiler<'_, 'a> {
             canary: parsed.canary.map(Arc::new),
             server_alias: parsed.server_alias,
             from_to_www: parsed.from_to_www,
+            mirror,
         });
+    }
+
+    /// The backend slot of `mirror-target`'s Service port (in the Ingress's namespace
+    /// unless the URL names another).
+    fn mirror_slot(
+        &mut self,
+        index: usize,
+        spec: annotations::mirror::MirrorSpec,
+    ) -> Option<usize> {
+        let field = self.annotation_field(index, "mirror-target");
+        let ingress = &self.ingresses[index];
+        let namespace = spec.namespace.as_deref().unwrap_or(ingress.namespace);
+        let Some((namespace, name)) = self.services.service_key(namespace, &spec.name) else {
+            let detail = format!(
+                "Service {namespace}/{} not found; no copies are sent",
+                spec.name
+            );
+            self.diag(index, field, Reason::ServiceNotFound, detail);
+            return None;
+        };
+        let key = BackendKey {
+            namespace,
+            name,
+            port: PortKey::Number(spec.port),
+        };
+        self.slot(index, key, || field)
     }
 
     /// Fills the certificates of `proxy-ssl-secret` into the policy's upstream TLS. A
@@ -1334,7 +1368,16 @@ impl Entries<'_, '_> {
             }),
             split: Vec::new(),
             fixed_status: None,
-            mirrors: Vec::new(),
+            // `mirror-target`: every request copied (ingress-nginx mirrors them all).
+            mirrors: owner_policy
+                .mirror
+                .map(|slot| Mirror {
+                    backend: Arc::clone(&self.backends[self.id_of[slot] as usize]),
+                    numerator: 1,
+                    denominator: 1,
+                })
+                .into_iter()
+                .collect(),
         });
         self.index.insert(key, id);
         id
@@ -1363,6 +1406,9 @@ fn build_table(
         used[default.slot] = true;
     }
     for slot in entry_inputs.policies.iter().filter_map(|p| p.fallback) {
+        used[slot] = true;
+    }
+    for slot in entry_inputs.policies.iter().filter_map(|p| p.mirror) {
         used[slot] = true;
     }
     let mut order: Vec<usize> = (0..slots.len()).filter(|&s| used[s]).collect();

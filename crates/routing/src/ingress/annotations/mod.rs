@@ -30,6 +30,7 @@ pub(crate) mod canary;
 mod cors;
 pub(crate) mod fail_closed;
 pub(crate) mod hosts;
+pub(crate) mod mirror;
 mod rate_limit;
 mod redirect;
 mod response;
@@ -147,6 +148,9 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-http-version",
     "limit-rate",
     "limit-rate-after",
+    "mirror-target",
+    "mirror-host",
+    "mirror-request-body",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -218,6 +222,8 @@ pub(crate) struct Parsed {
     /// `from-to-www-redirect` (default false): the `www.` twin of each rule host (or the
     /// bare name of a `www.` host) redirects to it.
     pub from_to_www: bool,
+    /// `mirror-target` (with `mirror-host`): the Service copies of the requests go to.
+    pub mirror: Option<mirror::MirrorSpec>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -332,6 +338,8 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.auth = external_auth(&mut cx);
     let basic_auth = basic_auth(&mut cx);
     response::response(&mut cx, &mut policy);
+    let mirror = mirror::mirror(&mut cx);
+    policy.mirror_host = mirror.as_ref().map(|m| m.host.clone());
     policy.satisfy_any = unenforced_access(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
@@ -374,6 +382,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         basic_auth,
         server_alias,
         from_to_www,
+        mirror,
         problems,
     };
     (parsed, applied)
@@ -564,7 +573,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "proxy-next-upstream-timeout" => {
             "not supported yet; --upstream-header-timeout bounds a request"
         }
-        _ if starts("mirror-") => "request mirroring is not supported yet",
         _ if starts("opentelemetry") || name == "enable-opentelemetry" => {
             "tracing is not supported yet"
         }
