@@ -2226,3 +2226,50 @@ async fn mirror_target_copies_requests_to_a_service() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "Preserve trailing slash" (`lua_ingress.lua`'s HTTPS redirect): the
+/// redirect drops the request URI's final `/` unless `preserve-trailing-slash: "true"`.
+#[tokio::test]
+async fn preserve_trailing_slash_in_the_https_redirect() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("strip.example.com", "web", vec![web.addr()]),
+                &[("force-ssl-redirect", "true")],
+            ),
+            annotated(
+                Route::new("keep.example.com", "web", vec![web.addr()]),
+                &[
+                    ("force-ssl-redirect", "true"),
+                    ("preserve-trailing-slash", "true"),
+                ],
+            ),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, location) in [
+                (
+                    "strip.example.com",
+                    "/dir/",
+                    "https://strip.example.com/dir",
+                ),
+                (
+                    "strip.example.com",
+                    "/dir/?a=b/",
+                    "https://strip.example.com/dir/?a=b",
+                ),
+                ("strip.example.com", "/", "https://strip.example.com"),
+                ("strip.example.com", "/x", "https://strip.example.com/x"),
+                ("keep.example.com", "/dir/", "https://keep.example.com/dir/"),
+                ("keep.example.com", "/", "https://keep.example.com/"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 308, "{label} {host}{path}");
+                assert_eq!(got.headers["location"], location, "{label} {host}{path}");
+            }
+        }
+    })
+    .await;
+}

@@ -45,6 +45,9 @@ pub struct Policy {
     /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
     /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
     pub https_redirect: Option<u16>,
+    /// `preserve-trailing-slash: "true"`: the HTTPS redirect keeps a request URI's final
+    /// `/`, which ingress-nginx's `lua_ingress.lua` drops by default.
+    pub preserve_trailing_slash: bool,
     /// Every request is redirected here (`permanent-redirect`, `temporal-redirect`).
     pub redirect: Option<Redirect>,
     /// Requests for `/` are redirected here with 302 (`app-root`).

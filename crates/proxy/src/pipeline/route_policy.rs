@@ -156,9 +156,14 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     if let Some(code) = policy.https_redirect
         && !request.tls
     {
-        // ingress-nginx: `return 308 https://$redirect_host$request_uri` (host without port).
+        // ingress-nginx: `return 308 https://$redirect_host$request_uri` (host without port),
+        // the URI's final `/` dropped unless `preserve-trailing-slash` (`lua_ingress.lua`).
         let host = host_without_port(request.host);
-        let location = format!("https://{host}{}", request.target);
+        let target = match policy.preserve_trailing_slash {
+            true => request.target,
+            false => request.target.strip_suffix('/').unwrap_or(request.target),
+        };
+        let location = format!("https://{host}{target}");
         if let Ok(location) = HeaderValue::try_from(location) {
             return Some(Answer::redirect(code, location));
         }

@@ -151,6 +151,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "mirror-target",
     "mirror-host",
     "mirror-request-body",
+    "preserve-trailing-slash",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -283,6 +284,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
             parse_bool(v).map_err(|e| format!("{e}; ssl-redirect stays true"))
         })
         .unwrap_or(true);
+    policy.preserve_trailing_slash = cx
+        .value("preserve-trailing-slash", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; preserve-trailing-slash stays false"))
+        })
+        .unwrap_or(false);
     let force_ssl_redirect = cx
         .value("force-ssl-redirect", |v| {
             parse_bool(v).map_err(|e| format!("{e}; force-ssl-redirect stays false"))
@@ -547,7 +553,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
         }
-        "preserve-trailing-slash" => "not supported yet",
         "service-upstream" => "not supported yet; sluice always balances over endpoints",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
