@@ -541,6 +541,14 @@ async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_htt
                     ("custom-http-errors", "404,503"),
                 ],
             ),
+            annotated(
+                Route::new("through.example.com", "web", vec![web.addr()]),
+                &[
+                    ("default-backend", "errors"),
+                    ("custom-http-errors", "404,503"),
+                    ("disable-proxy-intercept-errors", "true"),
+                ],
+            ),
             // Makes the `errors` Service exist.
             Route::new("errors.example.com", "errors", vec![errors.addr()]),
         ]);
@@ -579,6 +587,18 @@ async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_htt
             )
             .await;
             assert_eq!(got.status, 418, "{label}");
+            assert_eq!(got.report().service, "web", "{label}");
+            // ingress-nginx's `disable-proxy-intercept-errors`: no `proxy_intercept_errors`,
+            // the upstream's 404 passes through.
+            let got = request(
+                &proxy,
+                (method, body),
+                "through.example.com",
+                "/status/404",
+                &[],
+            )
+            .await;
+            assert_eq!(got.status, 404, "{label}");
             assert_eq!(got.report().service, "web", "{label}");
         }
     })

@@ -152,6 +152,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "mirror-host",
     "mirror-request-body",
     "preserve-trailing-slash",
+    "disable-proxy-intercept-errors",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -334,6 +335,16 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.custom_http_errors = cx
         .value("custom-http-errors", parse_status_list)
         .unwrap_or_default();
+    // ingress-nginx writes `proxy_intercept_errors on` only for `custom-http-errors` without
+    // `disable-proxy-intercept-errors`: with it, upstream errors pass through.
+    let no_intercept = cx
+        .value("disable-proxy-intercept-errors", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; disable-proxy-intercept-errors stays false"))
+        })
+        .unwrap_or(false);
+    if no_intercept {
+        policy.custom_http_errors.clear();
+    }
 
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
@@ -548,7 +559,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
         "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
-        "disable-proxy-intercept-errors" => "not supported yet",
         "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"

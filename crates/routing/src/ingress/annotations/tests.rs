@@ -840,10 +840,6 @@ fn unknown_keys_are_reported_as_unsupported() {
             "not supported by sluice: TLS settings towards backends",
         ),
         (
-            "disable-proxy-intercept-errors",
-            "not supported by sluice: not supported yet",
-        ),
-        (
             "custom-headers",
             "not supported by sluice: use sluice.dev/response-headers",
         ),
