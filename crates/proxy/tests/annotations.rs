@@ -2293,3 +2293,53 @@ async fn preserve_trailing_slash_in_the_https_redirect() {
     })
     .await;
 }
+
+/// ingress-nginx's `proxy-next-upstream-timeout` (nginx `proxy_next_upstream_timeout`):
+/// once the limit has passed since the first try began, no next endpoint is tried. An
+/// upstream answering 502 after 600 ms with `http_502` retries: three tries without the
+/// limit, two with one second.
+#[tokio::test]
+async fn proxy_next_upstream_timeout_stops_the_retries() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    init_tracing();
+    bounded(async {
+        let tries = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&tries);
+        let slow = test_server(move |_request: http::Request<hyper::body::Incoming>| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+                http::Response::builder()
+                    .status(502)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap()
+            }
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let retry = [("proxy-next-upstream", "error timeout http_502")];
+        proxy.route(&[
+            annotated(
+                Route::new("limited.example.com", "slow", vec![slow.addr]),
+                &{
+                    let mut a = retry.to_vec();
+                    a.push(("proxy-next-upstream-timeout", "1"));
+                    a
+                },
+            ),
+            annotated(
+                Route::new("unlimited.example.com", "slow", vec![slow.addr]),
+                &retry,
+            ),
+        ]);
+        for (host, want) in [("unlimited.example.com", 3), ("limited.example.com", 2)] {
+            tries.store(0, Ordering::SeqCst);
+            let got = request_any(&proxy, ("GET", ""), host, "/", &[]).await;
+            assert_eq!(got.status, 502, "{host}");
+            assert_eq!(tries.load(Ordering::SeqCst), want, "{host}");
+        }
+    })
+    .await;
+}

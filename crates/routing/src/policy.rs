@@ -320,6 +320,9 @@ pub struct NextUpstream {
     pub non_idempotent: bool,
     /// `proxy-next-upstream-tries`: endpoints tried at most (nginx's default 3).
     pub tries: u8,
+    /// `proxy-next-upstream-timeout`: no next endpoint is tried once this long has passed
+    /// since the first try began (nginx `proxy_next_upstream_timeout`); `None`: no limit.
+    pub time_limit: Option<Duration>,
 }
 
 impl Policy {
@@ -528,6 +531,7 @@ impl Default for NextUpstream {
             statuses: Vec::new(),
             non_idempotent: false,
             tries: 3,
+            time_limit: None,
         }
     }
 }

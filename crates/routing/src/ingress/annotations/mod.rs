@@ -153,6 +153,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "mirror-request-body",
     "preserve-trailing-slash",
     "disable-proxy-intercept-errors",
+    "proxy-next-upstream-timeout",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -331,6 +332,15 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     }
     if let Some(tries) = cx.value("proxy-next-upstream-tries", parse_tries) {
         policy.next_upstream.tries = tries;
+    }
+    // Whole seconds (ingress-nginx's) or a duration; 0: no limit, nginx's default.
+    if let Some(limit) = cx.value("proxy-next-upstream-timeout", |v| {
+        if v.trim() == "0" {
+            return Ok(None);
+        }
+        parse_duration(v).map(Some)
+    }) {
+        policy.next_upstream.time_limit = limit;
     }
     policy.custom_http_errors = cx
         .value("custom-http-errors", parse_status_list)
@@ -584,9 +594,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
-        }
-        "proxy-next-upstream-timeout" => {
-            "not supported yet; --upstream-header-timeout bounds a request"
         }
         _ if starts("opentelemetry") || name == "enable-opentelemetry" => {
             "tracing is not supported yet"
