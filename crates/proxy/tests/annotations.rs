@@ -2343,3 +2343,55 @@ async fn proxy_next_upstream_timeout_stops_the_retries() {
     })
     .await;
 }
+
+/// ingress-nginx's `session-cookie-conditional-samesite-none` (`util/same_site.lua`): the
+/// affinity cookie's `SameSite=None` is left out for clients known to reject it (Chrome 51
+/// to 66, iOS 12, Safari on macOS 10.14) and kept for the others; without the annotation it
+/// is always there.
+#[tokio::test]
+async fn session_cookie_conditional_samesite_none_by_user_agent() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let sticky = [
+            ("affinity", "cookie"),
+            ("session-cookie-samesite", "None"),
+            ("session-cookie-secure", "true"),
+        ];
+        proxy.route(&[
+            annotated(Route::new("cond.example.com", "web", vec![web.addr()]), &{
+                let mut a = sticky.to_vec();
+                a.push(("session-cookie-conditional-samesite-none", "true"));
+                a
+            }),
+            annotated(
+                Route::new("always.example.com", "web", vec![web.addr()]),
+                &sticky,
+            ),
+        ]);
+        let old_chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                          Chrome/66.0.3359.181 Safari/537.36";
+        let new_chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                          Chrome/120.0.0.0 Safari/537.36";
+        for (label, method, body) in FRONT_ENDS {
+            for (host, agent, samesite) in [
+                ("cond.example.com", old_chrome, false),
+                ("cond.example.com", new_chrome, true),
+                ("always.example.com", old_chrome, true),
+            ] {
+                let got =
+                    request_any(&proxy, (method, body), host, "/", &[("user-agent", agent)]).await;
+                let cookie = got.headers["set-cookie"].to_str().unwrap().to_owned();
+                assert!(cookie.starts_with("INGRESSCOOKIE="), "{label}: {cookie}");
+                assert!(cookie.contains("; Secure"), "{label}: {cookie}");
+                assert_eq!(
+                    cookie.contains("; SameSite=None"),
+                    samesite,
+                    "{label} {host} {agent}: {cookie}"
+                );
+            }
+        }
+    })
+    .await;
+}

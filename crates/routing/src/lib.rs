@@ -144,7 +144,7 @@ pub use inputs::{
 pub use policy::{
     Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LimitRate, LoadBalance,
     NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
-    ResponseRewrites,
+    ResponseRewrites, same_site_none_compatible,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

@@ -626,6 +626,25 @@ pub struct Affinity {
     pub mode: AffinityMode,
     /// `session-cookie-change-on-failure`: a failed endpoint gets a new cookie.
     pub change_on_failure: bool,
+    /// `session-cookie-conditional-samesite-none`: `SameSite=None` is left out for clients
+    /// that reject such cookies ([`same_site_none_compatible`]).
+    pub conditional_samesite_none: bool,
+}
+
+/// Whether a client with this `User-Agent` accepts `SameSite=None` cookies: ingress-nginx's
+/// `util/same_site.lua`, after Chromium's list of incompatible clients (Chrome 40 to 69,
+/// iOS 12, Safari on macOS 10.14).
+pub fn same_site_none_compatible(user_agent: Option<&[u8]>) -> bool {
+    let Some(agent) = user_agent else {
+        return true;
+    };
+    let has = |needle: &[u8]| agent.windows(needle.len()).any(|w| w == needle);
+    !(has(b"Chrome/4")
+        || has(b"Chrome/5")
+        || has(b"Chrome/6")
+        || has(b"CPU iPhone OS 12")
+        || has(b"iPad; CPU OS 12")
+        || (has(b"Macintosh") && has(b"Intel Mac OS X 10_14") && has(b"Safari") && !has(b"Chrome")))
 }
 
 /// How a cookie maps to an endpoint.
@@ -1039,6 +1058,37 @@ mod tests {
             ResponseRewrites::default().rewrite(b"location", b"/x"),
             None
         );
+    }
+
+    /// ingress-nginx `util/same_site.lua` (`same_site_none_compatible`).
+    #[test]
+    fn same_site_none_compatibility_by_user_agent() {
+        let incompatible = [
+            "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/51.0.2704.103 Safari/537.36",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/66.0.3359.181 Safari/537.36",
+            "Mozilla/5.0 (Linux) Chrome/49.0.2623.112",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 12_1 like Mac OS X) AppleWebKit/605.1.15",
+            "Mozilla/5.0 (iPad; CPU OS 12_4 like Mac OS X) AppleWebKit/605.1.15",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_14_6) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/12.1.2 Safari/605.1.15",
+        ];
+        for agent in incompatible {
+            assert!(
+                !same_site_none_compatible(Some(agent.as_bytes())),
+                "{agent}"
+            );
+        }
+        let compatible = [
+            "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_14_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 Version/17.0 Safari/605.1.15",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)",
+            "curl/8.5.0",
+            "",
+        ];
+        for agent in compatible {
+            assert!(same_site_none_compatible(Some(agent.as_bytes())), "{agent}");
+        }
+        assert!(same_site_none_compatible(None));
     }
 
     #[test]

@@ -154,6 +154,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "preserve-trailing-slash",
     "disable-proxy-intercept-errors",
     "proxy-next-upstream-timeout",
+    "session-cookie-conditional-samesite-none",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -584,9 +585,7 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         | "proxy-busy-buffers-size"
         | "proxy-max-temp-file-size"
         | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
-        "affinity-canary-behavior" | "session-cookie-conditional-samesite-none" => {
-            "not supported yet"
-        }
+        "affinity-canary-behavior" => "not supported yet",
         _ if starts("auth-tls-") => {
             "client certificate authentication is not supported yet (has no effect without \
              auth-tls-secret, which closes the route)"
