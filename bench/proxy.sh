@@ -31,7 +31,13 @@
 #                    `cargo build --release -p sluice-proxy --example bench_proxy` in a
 #                    worktree); adds the peer "sluice-base", so one run compares two builds
 #   SCENARIOS ["small big close tls tlsnew"]   small keep-alive GETs, 1 MiB responses, a new
-#                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request
+#                    connection per request, TLS 1.3 keep-alive, a TLS handshake per request;
+#                    and the stream data paths (Gateway API TCPRoute, TLSRoute Passthrough;
+#                    nginx's stream module and haproxy's `mode tcp`): "tcp" and "tcpnew"
+#                    (keep-alive GETs / a new connection per request, piped), "passthrough"
+#                    and "passthroughnew" (TLS piped to the backend, which terminates it:
+#                    keep-alive / a TLS handshake per request). E.g.
+#                    SCENARIOS="tcp tcpnew passthrough passthroughnew" bench/proxy.sh
 set -euo pipefail
 
 WORKERS=${WORKERS:-1}
@@ -72,6 +78,11 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v nginx >/dev/null || need+=(nginx-light)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v openssl >/dev/null || need+=(openssl)
+# nginx's stream module (the stream scenarios' nginx peer) is a module package on Debian.
+STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
+if command -v nginx >/dev/null && nginx -V 2>&1 | grep -q -- '--with-stream=dynamic' && [[ ! -f $STREAM_MODULE ]]; then
+    need+=(libnginx-mod-stream)
+fi
 if ((${#need[@]})); then
     log "installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -82,6 +93,15 @@ command -v wrk >/dev/null || { log "wrk is required"; exit 1; }
 command -v nginx >/dev/null || { log "nginx is required"; exit 1; }
 if ! command -v haproxy >/dev/null; then
     PEERS=${PEERS//haproxy/}
+fi
+# Whether nginx can be a stream peer: its stream module built in, or loadable.
+NGINX_STREAM=""
+LOAD_STREAM=""
+if nginx -V 2>&1 | grep -qE -- '--with-stream( |$)'; then
+    NGINX_STREAM=1
+elif [[ -f $STREAM_MODULE ]]; then
+    NGINX_STREAM=1
+    LOAD_STREAM="load_module $STREAM_MODULE;"
 fi
 
 log "building sluice (release)"
@@ -114,6 +134,11 @@ BACKEND_PORT=$(free_port)
 SLUICE_HTTP=$(free_port); SLUICE_HTTPS=$(free_port); SLUICE_ADMIN=$(free_port)
 NGINX_HTTP=$(free_port); NGINX_HTTPS=$(free_port)
 HAPROXY_HTTP=$(free_port); HAPROXY_HTTPS=$(free_port)
+# Stream scenarios: the backend's TLS port, and each peer's TCP and TLS-passthrough ports.
+BACKEND_TLS=$(free_port)
+SLUICE_TCP=$(free_port); SLUICE_PASS=$(free_port)
+NGINX_TCP=$(free_port); NGINX_PASS=$(free_port)
+HAPROXY_TCP=$(free_port); HAPROXY_PASS=$(free_port)
 
 mkdir -p "$TMP/www" "$TMP/backend" "$TMP/nginx"
 printf 'ok' >"$TMP/www/index"
@@ -153,6 +178,9 @@ $(nginx_temp_paths "$TMP/backend")
     default_type application/octet-stream;
     server {
         listen 127.0.0.1:$BACKEND_PORT reuseport backlog=4096;
+        listen 127.0.0.1:$BACKEND_TLS ssl reuseport backlog=4096;
+        ssl_certificate $TMP/cert.pem;
+        ssl_certificate_key $TMP/key.pem;
         location = / { return 200 "ok"; }
         location = /1m { root $TMP/www; }
     }
@@ -161,7 +189,21 @@ EOF
 
 # nginx as the reverse proxy, configured the way an ingress controller would: upstream
 # keep-alive, HTTP/1.1 upstream, the same X-Forwarded-* headers sluice sets.
+if [[ -n $NGINX_STREAM ]]; then
+    NGINX_STREAM_BLOCK="stream {
+    server { listen 127.0.0.1:$NGINX_TCP reuseport backlog=4096; proxy_pass 127.0.0.1:$BACKEND_PORT; }
+    # As a TLSRoute: the ClientHello is read (ssl_preread) before the connection is piped.
+    server {
+        listen 127.0.0.1:$NGINX_PASS reuseport backlog=4096;
+        ssl_preread on;
+        proxy_pass 127.0.0.1:$BACKEND_TLS;
+    }
+}"
+else
+    NGINX_STREAM_BLOCK=""
+fi
 cat >"$TMP/nginx/nginx.conf" <<EOF
+$LOAD_STREAM
 $(nginx_common "$TMP/nginx")
 worker_processes $WORKERS;
 events { worker_connections 8192; multi_accept on; }
@@ -193,6 +235,7 @@ $(nginx_temp_paths "$TMP/nginx")
         }
     }
 }
+$NGINX_STREAM_BLOCK
 EOF
 
 cat >"$TMP/haproxy.cfg" <<EOF
@@ -217,6 +260,23 @@ frontend fe
     default_backend be
 backend be
     server s1 127.0.0.1:$BACKEND_PORT
+frontend tcp
+    mode tcp
+    bind 127.0.0.1:$HAPROXY_TCP
+    default_backend be_tcp
+backend be_tcp
+    mode tcp
+    server s1 127.0.0.1:$BACKEND_PORT
+# As a TLSRoute: wait for the ClientHello (SNI routing reads it), then pipe.
+frontend passthrough
+    mode tcp
+    bind 127.0.0.1:$HAPROXY_PASS
+    tcp-request inspect-delay 5s
+    tcp-request content accept if { req_ssl_hello_type 1 }
+    default_backend be_tls
+backend be_tls
+    mode tcp
+    server s1 127.0.0.1:$BACKEND_TLS
 EOF
 
 wait_port() { # port [log file to show on failure]
@@ -246,6 +306,8 @@ start_peer() {
         "${ON_PROXY_CPUS[@]}" "$bin" --backend "127.0.0.1:$BACKEND_PORT" \
             --http-addr "127.0.0.1:$SLUICE_HTTP" --https-addr "127.0.0.1:$SLUICE_HTTPS" \
             --admin-addr "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" \
+            --tcp-listen "127.0.0.1:$SLUICE_TCP" --passthrough-listen "127.0.0.1:$SLUICE_PASS" \
+            --tls-backend "127.0.0.1:$BACKEND_TLS" \
             --http1-server "$server" --drain-timeout 1s >"$TMP/sluice.log" 2>&1 &
         PEER_PID=$!
         wait_port "$SLUICE_HTTP" "$TMP/sluice.log"; wait_port "$SLUICE_HTTPS"
@@ -274,6 +336,13 @@ peer_ports() {
     haproxy) echo "$HAPROXY_HTTP $HAPROXY_HTTPS" ;;
     esac
 }
+stream_ports() { # peer: its TCP and TLS-passthrough ports
+    case $1 in
+    sluice | sluice-hyper | sluice-base) echo "$SLUICE_TCP $SLUICE_PASS" ;;
+    nginx) echo "$NGINX_TCP $NGINX_PASS" ;;
+    haproxy) echo "$HAPROXY_TCP $HAPROXY_PASS" ;;
+    esac
+}
 
 for peer in $PEERS; do
     start_peer "$peer"
@@ -281,9 +350,15 @@ for peer in $PEERS; do
     body=$(curl -s "http://127.0.0.1:$http/")
     big=$(curl -s "http://127.0.0.1:$http/1m" | wc -c)
     tls=$(curl -sk "https://127.0.0.1:$https/")
+    piped=ok passed=ok
+    if [[ $peer != nginx || -n $NGINX_STREAM ]]; then
+        read -r tcp pass < <(stream_ports "$peer")
+        piped=$(curl -s "http://127.0.0.1:$tcp/")
+        passed=$(curl -sk "https://127.0.0.1:$pass/")
+    fi
     stop_peer
-    if [[ $body != ok || $big != 1048576 || $tls != ok ]]; then
-        log "$peer does not proxy correctly (body=$body big=$big tls=$tls)"
+    if [[ $body != ok || $big != 1048576 || $tls != ok || $piped != ok || $passed != ok ]]; then
+        log "$peer does not proxy correctly (body=$body big=$big tls=$tls tcp=$piped passthrough=$passed)"
         exit 1
     fi
 done
@@ -321,14 +396,19 @@ worker_requests() {
         awk -F'[{}" ]+' '/^sluice_worker_requests_total\{/ {print $3, $NF}' | sort -n | awk '{print $2}' | tr '\n' ' '
 }
 run_wrk() { # peer scenario round
-    local peer=$1 scenario=$2 round=$3 http https url conns=$CONNS extra=()
+    local peer=$1 scenario=$2 round=$3 http https tcp pass url conns=$CONNS extra=()
     read -r http https < <(peer_ports "$peer")
+    read -r tcp pass < <(stream_ports "$peer")
     case $scenario in
     small) url="http://127.0.0.1:$http/" ;;
     big) url="http://127.0.0.1:$http/1m"; conns=$BIG_CONNS ;;
     close) url="http://127.0.0.1:$http/"; extra=(-H "Connection: close") ;;
     tls) url="https://127.0.0.1:$https/" ;;
     tlsnew) url="https://127.0.0.1:$https/"; extra=(-H "Connection: close") ;;
+    tcp) url="http://127.0.0.1:$tcp/" ;;
+    tcpnew) url="http://127.0.0.1:$tcp/"; extra=(-H "Connection: close") ;;
+    passthrough) url="https://127.0.0.1:$pass/" ;;
+    passthroughnew) url="https://127.0.0.1:$pass/"; extra=(-H "Connection: close") ;;
     esac
     local out="$TMP/wrk-$peer-$scenario-$round.txt" t0 s0 t1 s1 steal c0 c1 w0="" w1=""
     [[ $peer == sluice* && $WORKERS -gt 1 ]] && w0=$(worker_requests)
@@ -373,6 +453,9 @@ for scenario in $SCENARIOS; do
             order=$(echo $PEERS | tr ' ' '\n' | tac | tr '\n' ' ')
         fi
         for peer in $order; do
+            if [[ $peer == nginx && -z $NGINX_STREAM && $scenario == @(tcp|tcpnew|passthrough|passthroughnew) ]]; then
+                continue
+            fi
             start_peer "$peer"
             # A short warm-up: connections, pools, caches.
             "${ON_LOAD_CPUS[@]}" wrk -t 1 -c 4 -d 1s "http://127.0.0.1:$(peer_ports "$peer" | cut -d' ' -f1)/" >/dev/null 2>&1 || true
@@ -401,7 +484,7 @@ function median(v, key, c,    a, i, j, x) {
     if (!($2 in seen_p)) { seen_p[$2] = 1; order_p[++np] = $2 }
 }
 END {
-    printf "%-8s %-8s %10s %9s %9s %7s %6s %7s %9s %9s %9s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "us/req", "errors", "steal%", "rps s/x", "p99 s/x", "cpu s/x"
+    printf "%-14s %-8s %10s %9s %9s %7s %6s %7s %9s %9s %9s\n", "scenario", "peer", "req/s", "p50 ms", "p99 ms", "us/req", "errors", "steal%", "rps s/x", "p99 s/x", "cpu s/x"
     for (i = 1; i <= ns; i++) {
         s = order_s[i]
         ks = s SUBSEP "sluice"
@@ -416,7 +499,7 @@ END {
                 ratio_p = sprintf("%.2f", sp / b)
                 if (c > 0) ratio_c = sprintf("%.2f", sc / c)
             }
-            printf "%-8s %-8s %10.0f %9.3f %9.3f %7.2f %6d %7.1f %9s %9s %9s\n", s, p, r, a, b, c, err[k], steal[k] / n[k], ratio_r, ratio_p, ratio_c
+            printf "%-14s %-8s %10.0f %9.3f %9.3f %7.2f %6d %7.1f %9s %9s %9s\n", s, p, r, a, b, c, err[k], steal[k] / n[k], ratio_r, ratio_p, ratio_c
         }
     }
 }' "$RESULTS"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance, the
-# version in conformance/go.mod, the same as the CRDs in deploy/gateway-api), profile
-# GATEWAY-HTTP, against sluice on the test cluster of crates/testenv, and writes the report.
+# version in conformance/go.mod, the same as the CRDs in deploy/gateway-api), profiles
+# GATEWAY-HTTP, -GRPC, -TCP, -TLS and -UDP, against sluice on the test cluster of crates/testenv, and writes the report.
 #
 #   scripts/conformance.sh                   the whole profile; report into conformance/reports/
 #   scripts/conformance.sh --run-test NAME   one test (e.g. HTTPRouteSimpleSameNamespace);
@@ -10,6 +10,11 @@
 #                                            claim features by flag instead of reading the
 #                                            GatewayClass (to try one before claiming it)
 #   scripts/conformance.sh --report FILE     the report there instead
+#   scripts/conformance.sh --channel standard
+#                                            the standard-channel CRDs instead of the
+#                                            experimental ones (their superset, the default:
+#                                            HTTPRoute retry and other extended features are
+#                                            experimental fields in this version)
 #   scripts/conformance.sh --build           build only
 #   scripts/conformance.sh ... -- FLAGS      more flags for the suite (-debug, -skip-tests=...)
 #
@@ -23,15 +28,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-run_test="" features="" build_only="" report="" suite_flags=()
+run_test="" features="" build_only="" report="" channel=experimental suite_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-test) run_test=$2; shift 2 ;;
     --supported-features) features=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
+    --channel) channel=$2; shift 2 ;;
     --build) build_only=1; shift ;;
     --) shift; suite_flags=("$@"); break ;;
-    *) echo "usage: scripts/conformance.sh [--run-test NAME] [--supported-features A,B] [--report FILE] [--build] [-- SUITE-FLAGS]" >&2; exit 2 ;;
+    *) echo "usage: scripts/conformance.sh [--run-test NAME] [--supported-features A,B] [--report FILE] [--channel standard|experimental] [--build] [-- SUITE-FLAGS]" >&2; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -46,7 +52,8 @@ export GOCACHE=$CACHE/gocache GOMODCACHE=$CACHE/gomod GOPATH=$CACHE/gopath CGO_E
 GWAPI=$(cd conformance && go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api)
 # Downloaded when the module cache lacks it (the CRDs are read from there).
 GWDIR=$(cd conformance && go mod download -json sigs.k8s.io/gateway-api | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-[ -d "$GWDIR/config/crd/standard" ] || { log "sigs.k8s.io/gateway-api $GWAPI: no CRDs in the module cache"; exit 1; }
+case "$channel" in standard|experimental) ;; *) log "--channel: $channel is not standard or experimental"; exit 2 ;; esac
+[ -d "$GWDIR/config/crd/$channel" ] || { log "sigs.k8s.io/gateway-api $GWAPI: no $channel CRDs in the module cache"; exit 1; }
 BIN=$CACHE/gateway-api-$GWAPI/bin
 
 # Rebuilt when the module or the repo's Go sources change; otherwise nothing to do.
@@ -79,7 +86,7 @@ URL=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # node has (loopback, outside the pool) and one it has not (TEST-NET-1: binding it fails, no
 # request goes there).
 POOL=${SLUICE_CONFORMANCE_POOL:-127.28.0.0/24}
-args=(--suite "$BIN/conformance.test" --crds "$GWDIR/config/crd/standard" --out "$OUT"
+args=(--suite "$BIN/conformance.test" --crds "$GWDIR/config/crd/$channel" --out "$OUT"
   --address-pool "$POOL")
 if [ -n "$report" ]; then
   report=$(realpath -m "$report")
@@ -88,12 +95,12 @@ elif [ -n "$run_test" ] || [ -n "$features" ]; then
   report=$OUT/report.yaml
 else
   # Upstream's layout: conformance/reports/<api version>/<project>/<channel>-<version>-<mode>-report.yaml
-  report=$ROOT/conformance/reports/$GWAPI/sluice/standard-$VERSION-default-report.yaml
+  report=$ROOT/conformance/reports/$GWAPI/sluice/$channel-$VERSION-default-report.yaml
   mkdir -p "$(dirname "$report")"
 fi
 args+=(--report "$report")
 [ -z "$run_test" ] || args+=(--run-test "$run_test")
-flags=(-conformance-profiles=GATEWAY-HTTP -organization=sluice -project=sluice "-url=$URL"
+flags=(-conformance-profiles=GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TCP,GATEWAY-TLS,GATEWAY-UDP -organization=sluice -project=sluice "-url=$URL"
   "-version=$VERSION" "-contact=$URL/issues"
   "-usable-address=${SLUICE_CONFORMANCE_USABLE:-127.28.1.1}" -unusable-address=192.0.2.1)
 [ -z "$features" ] || flags+=("-supported-features=$features")
@@ -106,5 +113,5 @@ set -e
 pass=$(grep -c '^    --- PASS: TestConformance/' "$OUT/suite.log" || true)
 fail=$(grep -c '^    --- FAIL: TestConformance/' "$OUT/suite.log" || true)
 skip=$(grep -c '^    --- SKIP: TestConformance/' "$OUT/suite.log" || true)
-log "$pass passed, $fail failed, $skip skipped (features not claimed, or not in GATEWAY-HTTP) in $(( $(date +%s) - t0 ))s; report: $report"
+log "$pass passed, $fail failed, $skip skipped (features not claimed, or not in these profiles) in $(( $(date +%s) - t0 ))s; report: $report"
 exit "$rc"

@@ -23,7 +23,7 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
 
-# The Gateway API conformance suite, GATEWAY-HTTP with the features sluice claims (under a
+# The Gateway API conformance suite, GATEWAY-HTTP, -GRPC, -TCP, -TLS and -UDP with the features sluice claims (under a
 # minute warm); the report goes to the target dir, not into the checkout.
 bash scripts/conformance.sh --report "${CARGO_TARGET_DIR:-target}/conformance/report.yaml"
 

@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
-use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use sluice_routing::gateway::{
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use sluice_routing::{ExplainRequest, Inputs};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -173,6 +175,10 @@ fn from_manifests(
             _ if is::<GatewayClass>(kind) => push(value, &mut inputs.gateway_classes),
             _ if is::<Gateway>(kind) => push(value, &mut inputs.gateways),
             _ if is::<HttpRoute>(kind) => push(value, &mut inputs.http_routes),
+            _ if is::<GrpcRoute>(kind) => push(value, &mut inputs.grpc_routes),
+            _ if is::<TcpRoute>(kind) => push(value, &mut inputs.tcp_routes),
+            _ if is::<TlsRoute>(kind) => push(value, &mut inputs.tls_routes),
+            _ if is::<UdpRoute>(kind) => push(value, &mut inputs.udp_routes),
             _ if is::<ReferenceGrant>(kind) => push(value, &mut inputs.reference_grants),
             _ if is::<Namespace>(kind) => push(value, &mut inputs.namespaces),
             _ => Ok(()),

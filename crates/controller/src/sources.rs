@@ -14,7 +14,9 @@ use sluice_informer::{
     wait_for_cache_sync,
 };
 use sluice_routing::Inputs;
-use sluice_routing::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use sluice_routing::gateway::{
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -60,10 +62,31 @@ pub struct GatewayInformers {
     pub gateways: SharedIndexInformer<Gateway>,
     /// gateway.networking.k8s.io/v1 HTTPRoute.
     pub routes: SharedIndexInformer<HttpRoute>,
+    /// gateway.networking.k8s.io/v1 GRPCRoute.
+    pub grpc_routes: SharedIndexInformer<GrpcRoute>,
+    /// gateway.networking.k8s.io/v1 TCPRoute, where the cluster serves it.
+    pub tcp_routes: Option<SharedIndexInformer<TcpRoute>>,
+    /// gateway.networking.k8s.io/v1 TLSRoute, where the cluster serves it.
+    pub tls_routes: Option<SharedIndexInformer<TlsRoute>>,
+    /// gateway.networking.k8s.io/v1 UDPRoute, where the cluster serves it.
+    pub udp_routes: Option<SharedIndexInformer<UdpRoute>>,
     /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
     pub grants: SharedIndexInformer<ReferenceGrant>,
     /// core/v1 Namespace (cluster-scoped; only labels are read).
     pub namespaces: SharedIndexInformer<Namespace>,
+}
+
+/// The Gateway API route kinds a cluster may lack: v1 TCPRoute, TLSRoute and UDPRoute are in the
+/// standard channel since Gateway API v1.6; older CRDs have them in the experimental
+/// channel only, at other versions. Without them, the other kinds are watched alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OptionalKinds {
+    /// v1 TCPRoute is served.
+    pub tcp_route: bool,
+    /// v1 TLSRoute is served.
+    pub tls_route: bool,
+    /// v1 UDPRoute is served.
+    pub udp_route: bool,
 }
 
 /// `Api<K>` in `ns`, or in every namespace.
@@ -79,26 +102,51 @@ where
 
 impl GatewayInformers {
     /// The Gateway API informers of `factory`'s cluster, in `namespace` or everywhere.
-    fn from_cluster(factory: &SharedInformerFactory, namespace: Option<&str>) -> Self {
+    fn from_cluster(
+        factory: &SharedInformerFactory,
+        namespace: Option<&str>,
+        optional: OptionalKinds,
+    ) -> Self {
         let client = factory.client();
         let all = ListOptions::default();
         GatewayInformers {
+            tcp_routes: optional
+                .tcp_route
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
+            tls_routes: optional
+                .tls_route
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
+            udp_routes: optional
+                .udp_route
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            grpc_routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             grants: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all)),
         }
     }
 
-    fn handles(&self) -> [Arc<dyn InformerHandle>; 5] {
-        [
+    fn handles(&self) -> Vec<Arc<dyn InformerHandle>> {
+        let mut all: Vec<Arc<dyn InformerHandle>> = vec![
             Arc::new(self.classes.clone()),
             Arc::new(self.gateways.clone()),
             Arc::new(self.routes.clone()),
+            Arc::new(self.grpc_routes.clone()),
             Arc::new(self.grants.clone()),
             Arc::new(self.namespaces.clone()),
-        ]
+        ];
+        if let Some(i) = &self.tcp_routes {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &self.tls_routes {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &self.udp_routes {
+            all.push(Arc::new(i.clone()));
+        }
+        all
     }
 }
 
@@ -142,6 +190,10 @@ pub fn manifest_kinds() -> Kinds {
         .with::<GatewayClass>()
         .with::<Gateway>()
         .with::<HttpRoute>()
+        .with::<GrpcRoute>()
+        .with::<TcpRoute>()
+        .with::<TlsRoute>()
+        .with::<UdpRoute>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
         // The standard channel serves these at both versions, with one schema.
@@ -199,13 +251,18 @@ impl IngressInformers {
     /// Starts watching the Gateway API kinds (their CRDs were installed after this process
     /// started): the informers get every [`IngressInformers::on_change`] callback and start.
     /// False, and nothing done, when they are watched already.
-    pub fn add_gateway(&self, factory: &SharedInformerFactory, namespace: Option<&str>) -> bool {
+    pub fn add_gateway(
+        &self,
+        factory: &SharedInformerFactory,
+        namespace: Option<&str>,
+        optional: OptionalKinds,
+    ) -> bool {
         // Under the lock `on_change` takes: each callback is registered exactly once, here
         // or there.
         let callbacks = self.changed.lock().unwrap_or_else(|e| e.into_inner());
         if self
             .gateway
-            .set(GatewayInformers::from_cluster(factory, namespace))
+            .set(GatewayInformers::from_cluster(factory, namespace, optional))
             .is_err()
         {
             return false;
@@ -248,6 +305,10 @@ impl IngressInformers {
                 classes: SharedIndexInformer::new(dir.source::<GatewayClass>(), None),
                 gateways: SharedIndexInformer::new(dir.source::<Gateway>(), None),
                 routes: SharedIndexInformer::new(dir.source::<HttpRoute>(), None),
+                grpc_routes: SharedIndexInformer::new(dir.source::<GrpcRoute>(), None),
+                tcp_routes: Some(SharedIndexInformer::new(dir.source::<TcpRoute>(), None)),
+                tls_routes: Some(SharedIndexInformer::new(dir.source::<TlsRoute>(), None)),
+                udp_routes: Some(SharedIndexInformer::new(dir.source::<UdpRoute>(), None)),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
             }),
@@ -257,11 +318,12 @@ impl IngressInformers {
     /// Informers from `factory`'s cluster, in `namespace` or everywhere. Secrets are narrowed
     /// to `type=kubernetes.io/tls` by a field selector, so others never reach this process.
     /// Endpoints come from EndpointSlices (discovery.k8s.io/v1, served since Kubernetes 1.21).
-    /// `gateway_api`: also watch the Gateway API kinds (the cluster serves their CRDs).
+    /// `gateway_api`: also watch the Gateway API kinds (the cluster serves their CRDs),
+    /// with the optional ones it serves.
     pub fn from_cluster(
         factory: &SharedInformerFactory,
         namespace: Option<&str>,
-        gateway_api: bool,
+        gateway_api: Option<OptionalKinds>,
     ) -> Self {
         let client = factory.client().clone();
         let all = ListOptions::default();
@@ -291,7 +353,7 @@ impl IngressInformers {
                 ),
                 projection::secret,
             ),
-            gateway_api.then(|| GatewayInformers::from_cluster(factory, namespace)),
+            gateway_api.map(|kinds| GatewayInformers::from_cluster(factory, namespace, kinds)),
         );
         informers.all.push(Arc::new(opaque.clone()));
         informers.opaque_secrets = Some(opaque);
@@ -385,6 +447,25 @@ impl IngressInformers {
             http_routes: self
                 .gateway()
                 .map(|g| g.routes.store().list())
+                .unwrap_or_default(),
+            grpc_routes: self
+                .gateway()
+                .map(|g| g.grpc_routes.store().list())
+                .unwrap_or_default(),
+            tcp_routes: self
+                .gateway()
+                .and_then(|g| g.tcp_routes.as_ref())
+                .map(|i| i.store().list())
+                .unwrap_or_default(),
+            tls_routes: self
+                .gateway()
+                .and_then(|g| g.tls_routes.as_ref())
+                .map(|i| i.store().list())
+                .unwrap_or_default(),
+            udp_routes: self
+                .gateway()
+                .and_then(|g| g.udp_routes.as_ref())
+                .map(|i| i.store().list())
                 .unwrap_or_default(),
             reference_grants: self
                 .gateway()

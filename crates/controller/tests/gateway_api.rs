@@ -391,7 +391,8 @@ async fn statuses_and_traffic_for_a_simple_route() -> anyhow::Result<()> {
     );
     assert_eq!(
         gateway["listeners"][0]["supportedKinds"],
-        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+               {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}])
     );
     let class = classes.get(&gw.class).await?;
     let accepted = condition(
@@ -859,7 +860,11 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
     )
     .await?;
     let factory = sluice_informer::SharedInformerFactory::new(gw.world.admin.clone());
-    let informers = IngressInformers::from_cluster(&factory, Some(&gw.world.ns), true);
+    let informers = IngressInformers::from_cluster(
+        &factory,
+        Some(&gw.world.ns),
+        Some(sluice_controller::cluster::optional_gateway_kinds(&gw.world.admin).await),
+    );
     informers.start();
     anyhow::ensure!(
         informers.wait_for_sync(Duration::from_secs(30)).await,

@@ -28,7 +28,7 @@ async fn cached_services_are_projected_to_what_routing_reads() -> anyhow::Result
     services.create(&PostParams::default(), &svc).await?;
 
     let factory = SharedInformerFactory::new(cp.client());
-    let informers = IngressInformers::from_cluster(&factory, Some(&ns), false);
+    let informers = IngressInformers::from_cluster(&factory, Some(&ns), None);
     informers.start();
     let synced = informers.wait_for_sync(Duration::from_secs(60)).await;
     assert!(synced, "not synced: {:?}", informers.unsynced());

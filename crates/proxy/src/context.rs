@@ -64,6 +64,9 @@ pub(crate) struct ConnCtx {
     /// The Gateway socket it connected to (see `RequestInfo::listener`); `None`: a shared
     /// listener.
     pub(crate) gateway: Option<SocketAddr>,
+    /// The TLS server name the client asked for, kept on a Gateway socket (where a request
+    /// for another listener's host is misdirected).
+    pub(crate) sni: Option<Box<str>>,
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

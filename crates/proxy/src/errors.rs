@@ -32,6 +32,7 @@ pub(crate) fn page_for(status: StatusCode) -> &'static str {
         405 => page!("405 Not Allowed"),
         408 => page!("408 Request Time-out"),
         413 => page!("413 Request Entity Too Large"),
+        421 => page!("421 Misdirected Request"),
         431 => page!("431 Request Header Fields Too Large"),
         500 => page!("500 Internal Server Error"),
         502 => page!("502 Bad Gateway"),

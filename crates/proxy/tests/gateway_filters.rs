@@ -104,6 +104,7 @@ fn weighted(backend: &Arc<Backend>, weight: u32, usable: bool) -> WeightedBacken
         backend: Arc::clone(backend),
         weight,
         usable,
+        entry: None,
     }
 }
 

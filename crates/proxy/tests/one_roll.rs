@@ -110,6 +110,7 @@ async fn gateway_api_weighted_split_to_an_h2c_service_is_drawn_once() {
                         backend: Arc::clone(&backends[*name]),
                         weight: 1,
                         usable: true,
+                        entry: None,
                     })
                     .collect();
             }

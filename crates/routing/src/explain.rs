@@ -302,7 +302,7 @@ fn answer(
         return Answer::NotFound;
     };
     let entry = table.entry(found);
-    if entry.source.kind == "HTTPRoute" {
+    if matches!(entry.source.kind, "HTTPRoute" | "GRPCRoute") {
         let route = table
             .routes_with_entries()
             .into_iter()

@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
-use crate::gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway::{
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use crate::refs::ObjectRef;
 
 /// The cluster objects a table is compiled from, typically a snapshot of the informer caches.
@@ -31,6 +33,14 @@ pub struct Inputs {
     pub gateways: Vec<Arc<Gateway>>,
     /// Gateway API HTTPRoutes.
     pub http_routes: Vec<Arc<HttpRoute>>,
+    /// Gateway API GRPCRoutes.
+    pub grpc_routes: Vec<Arc<GrpcRoute>>,
+    /// Gateway API TCPRoutes.
+    pub tcp_routes: Vec<Arc<TcpRoute>>,
+    /// Gateway API TLSRoutes.
+    pub tls_routes: Vec<Arc<TlsRoute>>,
+    /// Gateway API UDPRoutes.
+    pub udp_routes: Vec<Arc<UdpRoute>>,
     /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is

@@ -150,6 +150,7 @@ pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};
+pub use rules::{SocketKind, StreamTarget};
 pub use table::{
     Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend,
 };

@@ -323,6 +323,8 @@ pub struct NextUpstream {
     /// `proxy-next-upstream-timeout`: no next endpoint is tried once this long has passed
     /// since the first try began (nginx `proxy_next_upstream_timeout`); `None`: no limit.
     pub time_limit: Option<Duration>,
+    /// Gateway API `retry.backoff`: the wait before a try that repeats a failed one.
+    pub backoff: Option<std::time::Duration>,
 }
 
 impl Policy {
@@ -532,6 +534,7 @@ impl Default for NextUpstream {
             non_idempotent: false,
             tries: 3,
             time_limit: None,
+            backoff: None,
         }
     }
 }
@@ -551,10 +554,14 @@ pub struct Redirect {
 pub struct Cors {
     /// Origins allowed (`cors-allow-origin`, default `*`).
     pub origins: Vec<OriginPattern>,
-    /// `Access-Control-Allow-Methods` (`cors-allow-methods`).
-    pub allow_methods: HeaderValue,
-    /// `Access-Control-Allow-Headers` (`cors-allow-headers`).
-    pub allow_headers: HeaderValue,
+    /// `Access-Control-Allow-Methods` (`cors-allow-methods`; Gateway API `allowMethods`).
+    /// `*` with credentials answers a preflight with the method it asks for, since
+    /// browsers read `*` literally on a request with credentials (Fetch standard, CORS
+    /// protocol).
+    pub allow_methods: Option<HeaderValue>,
+    /// `Access-Control-Allow-Headers` (`cors-allow-headers`; Gateway API `allowHeaders`),
+    /// `*` as for the methods.
+    pub allow_headers: Option<HeaderValue>,
     /// `Access-Control-Expose-Headers` (`cors-expose-headers`), if any.
     pub expose_headers: Option<HeaderValue>,
     /// `Access-Control-Allow-Credentials: true` (`cors-allow-credentials`, default true).
@@ -580,6 +587,51 @@ pub enum OriginPattern {
 }
 
 impl OriginPattern {
+    /// One origin: `*`, `null`, `scheme://host[:port]` or `scheme://*.domain[:port]` (any
+    /// alphabetic scheme, as ingress-nginx), lowercased.
+    pub fn parse(item: &str) -> Option<OriginPattern> {
+        if item == "*" {
+            return Some(OriginPattern::Any);
+        }
+        let lower = item.to_ascii_lowercase();
+        if lower == "null" {
+            return Some(OriginPattern::Exact(lower));
+        }
+        let (scheme, rest) = lower.split_once("://")?;
+        if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase()) {
+            return None;
+        }
+        let (wildcard, host_port) = match rest.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
+        let (host, port) = match host_port.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        };
+        let host_ok = !host.is_empty()
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
+        let port_ok = port.is_none_or(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok()
+        });
+        if !host_ok || !port_ok {
+            return None;
+        }
+        Some(if wildcard {
+            OriginPattern::Wildcard {
+                scheme: format!("{scheme}://"),
+                suffix: format!(".{host_port}"),
+            }
+        } else {
+            OriginPattern::Exact(lower)
+        })
+    }
+
     /// Whether `origin` (an `Origin` request header) is allowed by this entry.
     pub fn allows(&self, origin: &str) -> bool {
         match self {
@@ -597,6 +649,28 @@ impl OriginPattern {
 }
 
 impl Cors {
+    /// The `Access-Control-Allow-Methods` value for a preflight asking for `asked`
+    /// (`Access-Control-Request-Method`).
+    pub fn allow_methods_for(&self, asked: Option<&[u8]>) -> Option<HeaderValue> {
+        self.wildcard_answer(self.allow_methods.as_ref()?, asked)
+    }
+
+    /// The `Access-Control-Allow-Headers` value for a preflight asking for `asked`
+    /// (`Access-Control-Request-Headers`).
+    pub fn allow_headers_for(&self, asked: Option<&[u8]>) -> Option<HeaderValue> {
+        self.wildcard_answer(self.allow_headers.as_ref()?, asked)
+    }
+
+    fn wildcard_answer(&self, allowed: &HeaderValue, asked: Option<&[u8]>) -> Option<HeaderValue> {
+        if allowed.as_bytes() == b"*"
+            && self.allow_credentials
+            && let Some(asked) = asked.and_then(|a| HeaderValue::from_bytes(a).ok())
+        {
+            return Some(asked);
+        }
+        Some(allowed.clone())
+    }
+
     /// The `Access-Control-Allow-Origin` value for a request from `origin`: the origin
     /// itself when listed (or `*` when any origin is allowed without credentials), `None`
     /// when it is not allowed.
@@ -1128,8 +1202,8 @@ mod tests {
     fn allow_origin_echoes_the_origin_when_credentials_are_allowed() {
         let mut cors = Cors {
             origins: vec![OriginPattern::Any],
-            allow_methods: HeaderValue::from_static("GET"),
-            allow_headers: HeaderValue::from_static("X"),
+            allow_methods: Some(HeaderValue::from_static("GET")),
+            allow_headers: Some(HeaderValue::from_static("X")),
             expose_headers: None,
             allow_credentials: true,
             max_age: 1,

@@ -352,12 +352,97 @@ pub(crate) struct GatewayRoutes {
     pub listeners: FastMap<std::net::SocketAddr, ListenerRoutes>,
 }
 
+/// What a Gateway socket speaks: the listener protocol of the listeners on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SocketKind {
+    /// `HTTP`: HTTP routes.
+    #[default]
+    Http,
+    /// `HTTPS`: TLS terminated, then HTTP routes.
+    Https,
+    /// `TCP`: each connection piped to a TCPRoute's backend.
+    Tcp,
+    /// `TLS`: each connection piped, by the SNI of its ClientHello, to a TLSRoute's backend:
+    /// the TLS bytes untouched (`mode: Passthrough`), or TLS terminated here and the
+    /// plaintext piped (`mode: Terminate`); both modes may share a socket, by host name.
+    Tls,
+    /// `UDP`: each client's datagrams relayed to a UDPRoute's backend.
+    Udp,
+}
+
+/// Where the connections of a stream route (TCPRoute, TLSRoute) go.
+#[derive(Debug)]
+pub struct StreamTarget {
+    /// The backends, by weight (at least one entry; an unusable one refuses the
+    /// connections drawn for it).
+    pub split: Vec<crate::table::WeightedBackend>,
+    /// The route.
+    pub source: crate::refs::ObjectRef,
+    /// TLS is terminated here (a TLSRoute of a `Terminate` listener; the listener's
+    /// certificate is in the table's SNI maps); the backend gets the plaintext.
+    pub terminate: bool,
+}
+
+/// The stream routes of one socket, by SNI host name (a TCP socket has only `any`).
+#[derive(Debug, Default)]
+pub(crate) struct StreamRoutes {
+    pub exact: FastMap<Key, std::sync::Arc<StreamTarget>>,
+    /// `*.suffix`, keyed by `suffix`; covers one or more labels.
+    pub wildcard: FastMap<Key, std::sync::Arc<StreamTarget>>,
+    pub any: Option<std::sync::Arc<StreamTarget>>,
+}
+
+impl StreamRoutes {
+    /// The target for canonical `host` (an SNI; `None`: the ClientHello named none):
+    /// exact, then the most specific wildcard, then the route without a host name.
+    pub(crate) fn target(&self, host: Option<&str>) -> Option<&StreamTarget> {
+        let named = host.and_then(|host| {
+            self.exact.get(host).or_else(|| {
+                crate::host::wildcard_suffixes(host).find_map(|suffix| self.wildcard.get(suffix))
+            })
+        });
+        named.or(self.any.as_ref()).map(|t| &**t)
+    }
+}
+
 /// The routes of one socket of a Gateway's own.
 #[derive(Debug, Default)]
 pub(crate) struct ListenerRoutes {
-    /// An `HTTPS` listener (TLS is terminated on the socket).
-    pub https: bool,
+    /// What the socket speaks.
+    pub kind: SocketKind,
     pub rules: HostRules,
+    /// The host names of the usable `HTTPS` listeners on this socket (`Any`: one without).
+    pub tls_listeners: Vec<crate::host::HostPattern>,
+    /// TCPRoutes, TLSRoutes and UDPRoutes (a `Tcp`, `Tls` or `Udp` socket).
+    pub streams: StreamRoutes,
+}
+
+impl ListenerRoutes {
+    /// The listener of this socket a name falls under: an exact host name, else the most
+    /// specific wildcard (one or more labels), else the listener without a host name.
+    fn listener_for(&self, name: &str) -> Option<&crate::host::HostPattern> {
+        use crate::host::HostPattern;
+        self.tls_listeners
+            .iter()
+            .find(|l| matches!(l, HostPattern::Exact(h) if h == name))
+            .or_else(|| {
+                crate::host::wildcard_suffixes(name).find_map(|suffix| {
+                    self.tls_listeners
+                        .iter()
+                        .find(|l| matches!(l, HostPattern::Wildcard(s) if s == suffix))
+                })
+            })
+            .or_else(|| self.tls_listeners.iter().find(|l| **l == HostPattern::Any))
+    }
+
+    /// Whether a request for canonical `host` on a TLS connection whose SNI was `sni`
+    /// (canonical) belongs to another listener than the connection's (Gateway API
+    /// `GatewayHTTPSListenerDetectMisdirectedRequests`: answered 421, RFC 9110 15.5.20).
+    pub(crate) fn misdirected(&self, sni: &str, host: &str) -> bool {
+        self.kind == SocketKind::Https
+            && sni != host
+            && self.listener_for(sni) != self.listener_for(host)
+    }
 }
 
 /// Whether a Prefix rule with matcher key `key` (its path without the trailing slash, `""`

@@ -101,6 +101,10 @@ pub struct WeightedBackend {
     /// `false` when the reference is invalid (unknown Service or kind, not permitted
     /// across namespaces): requests drawn for it get 500, as the spec says.
     pub usable: bool,
+    /// The entry (index) whose policy applies to requests drawn for this backend, when the
+    /// `backendRef` has filters of its own (the rule's entry with them applied); `None`:
+    /// the rule's entry.
+    pub entry: Option<usize>,
 }
 
 /// A `RequestMirror` target: `numerator / denominator` of requests are copied.
@@ -279,6 +283,21 @@ impl RouteTable {
         self.lookup(request.host, request.path, Some(request))
     }
 
+    /// Whether a request for `host` that arrived on Gateway socket `socket` over TLS with
+    /// SNI `sni` belongs to another `HTTPS` listener of that socket than the one the SNI
+    /// chose: the request is answered 421 Misdirected Request (Gateway API
+    /// `GatewayHTTPSListenerDetectMisdirectedRequests`).
+    pub fn misdirected(&self, socket: std::net::SocketAddr, sni: &str, host: &str) -> bool {
+        let Some(routes) = self.gateway.as_ref().and_then(|g| g.listeners.get(&socket)) else {
+            return false;
+        };
+        let mut sni_buf = [0u8; 256];
+        let mut host_buf = [0u8; 256];
+        let sni = normalize_request_host_in(sni, &mut sni_buf);
+        let host = normalize_request_host_in(host, &mut host_buf);
+        routes.misdirected(&sni, &host)
+    }
+
     /// The rule set that owns requests for canonical `host`, and what answers when none of
     /// its rules matches (`None`: 404). Most specific first, the Gateway's rules before the
     /// Ingress's at each step (Gateway wildcards cover one or more labels, Ingress ones
@@ -328,16 +347,30 @@ impl RouteTable {
         ((id as usize) < self.entries.len()).then_some(id as usize)
     }
 
-    /// The sockets Gateways with addresses of their own are served on, each with whether it
-    /// terminates TLS (an `HTTPS` listener): what the proxy binds besides its own listeners.
-    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, bool)> {
-        let mut out: Vec<(std::net::SocketAddr, bool)> = self
+    /// The sockets Gateways with addresses of their own are served on, each with what it
+    /// speaks: what the proxy binds besides its own listeners.
+    pub fn gateway_sockets(&self) -> Vec<(std::net::SocketAddr, crate::rules::SocketKind)> {
+        let mut out: Vec<(std::net::SocketAddr, crate::rules::SocketKind)> = self
             .gateway
             .as_ref()
-            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.https)).collect())
+            .map(|g| g.listeners.iter().map(|(a, l)| (*a, l.kind)).collect())
             .unwrap_or_default();
         out.sort();
         out
+    }
+
+    /// Where a connection to stream socket `socket` (a TCP or TLS `Passthrough` listener)
+    /// goes: the TCPRoute of the socket, or the TLSRoute for the ClientHello's `sni`.
+    /// `None`: no route (the connection is closed).
+    pub fn stream_target(
+        &self,
+        socket: std::net::SocketAddr,
+        sni: Option<&str>,
+    ) -> Option<&crate::rules::StreamTarget> {
+        let routes = self.gateway.as_ref()?.listeners.get(&socket)?;
+        let mut buf = [0u8; 256];
+        let sni = sni.map(|sni| normalize_request_host_in(sni, &mut buf));
+        routes.streams.target(sni.as_deref())
     }
 
     /// The same table with every entry passed through `change`: for tests and tools that

@@ -1,4 +1,4 @@
-//! Gateway API compiled into the route table: the GATEWAY-HTTP conformance scenarios that
+//! Gateway API compiled into the route table: the GATEWAY-HTTP and GATEWAY-GRPC conformance scenarios that
 //! are a pure function of the objects (class, listeners, attachment, host name
 //! intersection, match precedence, backends and filters), and the statuses they produce.
 //! The same scenarios run end to end against a real API server in the controller's tests.
@@ -242,7 +242,7 @@ fn listener_conditions_and_attached_routes() {
             "gw",
             json!([
                 http_listener("http", None),
-                {"name": "tcp", "port": 9000, "protocol": "TCP"},
+                {"name": "sctp", "port": 9000, "protocol": "SCTP"},
                 {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
                  "tls": {"certificateRefs": [{"name": "missing"}]}},
                 {"name": "kinds", "port": 8080, "protocol": "HTTP",
@@ -267,7 +267,7 @@ fn listener_conditions_and_attached_routes() {
     let out = compiled(&inputs);
     let gw = &out.gateway.gateways[0];
     assert_eq!(gw.gateway.generation, Some(2));
-    // One listener (tcp) is not Accepted, others are: Accepted True, ListenersNotValid
+    // One listener (sctp) is not Accepted, others are: Accepted True, ListenersNotValid
     // (Gateway API conformance GatewayListenerUnsupportedProtocol).
     assert_eq!(
         conditions(&gw.gateway.conditions),
@@ -280,10 +280,10 @@ fn listener_conditions_and_attached_routes() {
     assert_eq!(by_name["http"].attached_routes, 2);
     assert_eq!(by_name["http"].supported_kinds[0].kind, "HTTPRoute");
     assert_eq!(
-        conditions(&by_name["tcp"].conditions)[0],
+        conditions(&by_name["sctp"].conditions)[0],
         ("Accepted", false, "UnsupportedProtocol")
     );
-    assert!(by_name["tcp"].supported_kinds.is_empty());
+    assert!(by_name["sctp"].supported_kinds.is_empty());
     assert_eq!(
         conditions(&by_name["https"].conditions)[2],
         ("ResolvedRefs", false, "InvalidCertificateRef")
@@ -293,7 +293,7 @@ fn listener_conditions_and_attached_routes() {
         ("ResolvedRefs", false, "InvalidRouteKinds")
     );
     assert!(by_name["kinds"].supported_kinds.is_empty());
-    for l in ["tcp", "kinds"] {
+    for l in ["sctp", "kinds"] {
         assert_eq!(by_name[l].attached_routes, 0, "{l}");
     }
     // Accepted with an unresolved certificate: route `a` attaches (and is counted) but is
@@ -1519,10 +1519,22 @@ fn gateways_with_addresses_of_their_own_answer_only_their_routes() {
     assert_eq!(
         t.gateway_sockets(),
         [
-            ("127.1.0.1:80".parse().unwrap(), false),
-            ("127.1.0.2:80".parse().unwrap(), false),
-            ("127.1.0.2:8080".parse().unwrap(), false),
-            ("192.0.2.7:80".parse().unwrap(), false),
+            (
+                "127.1.0.1:80".parse().unwrap(),
+                sluice_routing::SocketKind::Http
+            ),
+            (
+                "127.1.0.2:80".parse().unwrap(),
+                sluice_routing::SocketKind::Http
+            ),
+            (
+                "127.1.0.2:8080".parse().unwrap(),
+                sluice_routing::SocketKind::Http
+            ),
+            (
+                "192.0.2.7:80".parse().unwrap(),
+                sluice_routing::SocketKind::Http
+            ),
         ]
     );
     let shop = || get("shop.example", "/");
@@ -1674,4 +1686,243 @@ fn listeners_isolate_their_host_names() {
             "{host}{path}"
         );
     }
+}
+
+/// Gateway API GRPCRoute (GATEWAY-GRPC): a call is `POST /<service>/<method>` and is
+/// routed by its method match and headers exactly like an HTTPRoute's path and headers; its
+/// backends are spoken to in gRPC; HTTP listeners take both kinds unless `allowedRoutes`
+/// narrows them, and a listener that allows only HTTPRoute refuses a GRPCRoute
+/// (`NotAllowedByListeners`).
+#[test]
+fn grpc_routes_route_calls_by_service_method_and_headers() {
+    let mut inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([
+                http_listener("http", None),
+                {"name": "http-only", "port": 8080, "protocol": "HTTP",
+                 "allowedRoutes": {"kinds": [{"kind": "HTTPRoute"}]}},
+            ]),
+        )],
+        vec![],
+    );
+    let grpc = |name: &str, age: u32, spec: Value| -> Arc<sluice_routing::gateway::GrpcRoute> {
+        from(
+            json!({"metadata": {"namespace": "default", "name": name, "generation": 1,
+            "creationTimestamp": ts(age)}, "spec": spec}),
+        )
+    };
+    inputs.grpc_routes = vec![
+        grpc(
+            "echo",
+            1,
+            json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "hostnames": ["grpc.example"],
+                "rules": [
+                    {"matches": [{"method": {"service": "pkg.Echo", "method": "Echo"}}],
+                     "backendRefs": [backend("web", 80)]},
+                    {"matches": [{"method": {"service": "pkg.Echo"},
+                                  "headers": [{"name": "version", "value": "two"}]}],
+                     "backendRefs": [backend("v2", 80)]},
+                    {"matches": [{"method": {"type": "RegularExpression", "service": "pkg\\.Ad.*"}}],
+                     "backendRefs": [backend("api", 80)]}]}),
+        ),
+        grpc(
+            "refused",
+            2,
+            json!({"parentRefs": [{"name": "gw", "sectionName": "http-only"}],
+                "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+    ];
+    let out = compiled(&inputs);
+    let post = |target: &'static str| get("grpc.example", target).method("POST");
+    let table = &out.table;
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/Echo")).as_deref(),
+        Some("echo->web")
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/EchoTwo").header("version", "two")).as_deref(),
+        Some("echo->v2")
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Echo/EchoTwo")),
+        None,
+        "no rule: 404"
+    );
+    assert_eq!(
+        answer(table, &post("/pkg.Admin/Get")).as_deref(),
+        Some("echo->api")
+    );
+    assert_eq!(answer(table, &post("/other.Echo/Echo")), None);
+    let id = table
+        .route_request(&RequestInfo {
+            listener: None,
+            https: false,
+            host: "grpc.example",
+            path: "/pkg.Echo/Echo",
+            query: "",
+            method: "POST",
+            headers: &Headers(Vec::new()),
+        })
+        .expect("routed");
+    assert_eq!(table.entry(id).source.kind, "GRPCRoute");
+    assert_eq!(
+        table.entry(id).policy.protocol,
+        Some(sluice_routing::UpstreamProtocol::Grpc),
+        "gRPC to the backend"
+    );
+
+    let gw = &out.gateway.gateways[0];
+    let by_name: HashMap<&str, _> = gw.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
+    let kinds = |l: &str| -> Vec<String> {
+        by_name[l]
+            .supported_kinds
+            .iter()
+            .map(|k| k.kind.clone())
+            .collect()
+    };
+    assert_eq!(kinds("http"), ["HTTPRoute", "GRPCRoute"]);
+    assert_eq!(kinds("http-only"), ["HTTPRoute"]);
+    assert_eq!(by_name["http"].attached_routes, 1);
+    assert_eq!(accepted(&out.gateway, "echo"), (true, "Accepted"));
+    assert_eq!(route_status(&out.gateway, "echo").object.kind, "GRPCRoute");
+    assert_eq!(
+        accepted(&out.gateway, "refused"),
+        (false, "NotAllowedByListeners")
+    );
+
+    // A method match that cannot be compiled refuses the route, naming the field.
+    inputs.grpc_routes = vec![grpc(
+        "bad",
+        3,
+        json!({"parentRefs": [{"name": "gw"}], "rules": [{"matches": [
+            {"method": {"type": "RegularExpression", "method": "("}}]}]}),
+    )];
+    let out = compiled(&inputs);
+    assert_eq!(accepted(&out.gateway, "bad"), (false, "UnsupportedValue"));
+    let message = &route_status(&out.gateway, "bad").parents[0].conditions[0].message;
+    assert!(
+        message.starts_with("spec.rules[0].matches[0].method: method"),
+        "{message}"
+    );
+}
+
+/// Gateway API GATEWAY-TCP / -TLS / -UDP statuses: a TCP listener takes TCPRoutes, a TLS
+/// listener (Passthrough or Terminate) TLSRoutes and a UDP listener UDPRoutes (their
+/// `supportedKinds`); a TCPRoute does not attach to an HTTP listener;
+/// a stream listener of a Gateway without an address of its own is not programmed (the
+/// shared listeners speak HTTP), and says how to give it one.
+#[test]
+fn tcp_and_tls_listeners_take_their_route_kinds() {
+    let listeners = json!([
+        http_listener("http", None),
+        {"name": "tcp", "port": 9000, "protocol": "TCP"},
+        {"name": "tls", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+        {"name": "udp", "port": 5300, "protocol": "UDP"},
+        {"name": "terminate", "port": 9444, "protocol": "TLS",
+         "tls": {"certificateRefs": [{"name": "missing"}]}},
+    ]);
+    let mut inputs = world(vec![gateway("default", "gw", listeners)], vec![]);
+    let tcp = |name: &str, section: &str, rules: Value| -> Arc<sluice_routing::gateway::TcpRoute> {
+        from(
+            json!({"metadata": {"namespace": "default", "name": name, "generation": 1},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": section}], "rules": rules}}),
+        )
+    };
+    let one = json!([{"backendRefs": [backend("web", 80)]}]);
+    inputs.tcp_routes = vec![
+        tcp("ok", "tcp", one.clone()),
+        tcp("on-http", "http", one.clone()),
+        tcp(
+            "two-rules",
+            "tcp",
+            json!([{"backendRefs": [backend("web", 80)]}, {"backendRefs": [backend("api", 80)]}]),
+        ),
+    ];
+    inputs.tls_routes = vec![from(
+        json!({"metadata": {"namespace": "default", "name": "pass"},
+        "spec": {"parentRefs": [{"name": "gw", "sectionName": "tls"}], "hostnames": ["a.example"],
+                 "rules": [{"backendRefs": [backend("web", 80)]}]}}),
+    )];
+    let out = compiled(&inputs);
+    let gw = &out.gateway.gateways[0];
+    let by_name: HashMap<&str, _> = gw.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
+    let kinds = |l: &str| -> Vec<String> {
+        by_name[l]
+            .supported_kinds
+            .iter()
+            .map(|k| k.kind.clone())
+            .collect()
+    };
+    assert_eq!(kinds("tcp"), ["TCPRoute"]);
+    assert_eq!(kinds("tls"), ["TLSRoute"]);
+    assert_eq!(kinds("udp"), ["UDPRoute"]);
+    // TLS Terminate is served (TLSRouteModeTerminate); this one's certificate is missing.
+    assert_eq!(kinds("terminate"), ["TLSRoute"]);
+    assert_eq!(
+        conditions(&by_name["terminate"].conditions),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", false, "Invalid"),
+            ("ResolvedRefs", false, "InvalidCertificateRef"),
+            ("Conflicted", false, "NoConflicts")
+        ]
+    );
+    assert_eq!(accepted(&out.gateway, "ok"), (true, "Accepted"));
+    assert_eq!(accepted(&out.gateway, "pass"), (true, "Accepted"));
+    assert_eq!(
+        accepted(&out.gateway, "on-http"),
+        (false, "NotAllowedByListeners")
+    );
+    assert_eq!(
+        accepted(&out.gateway, "two-rules"),
+        (false, "UnsupportedValue")
+    );
+    assert_eq!(route_status(&out.gateway, "ok").object.kind, "TCPRoute");
+    // No pool and no spec.addresses: the stream listeners are not programmed.
+    let programmed = &by_name["tcp"].conditions[1];
+    assert_eq!((programmed.type_, programmed.status), ("Programmed", false));
+    assert!(
+        programmed.message.contains("--gateway-address-pool"),
+        "{}",
+        programmed.message
+    );
+    assert!(out.table.gateway_sockets().is_empty());
+
+    // With an address: bound as stream sockets, and the routes found by socket and SNI.
+    let options = sluice_routing::CompileOptions {
+        gateway_address_pool: Some("127.1.0.0/30".parse().unwrap()),
+        ..Default::default()
+    };
+    let out = compile(&inputs, &options);
+    let sockets = out.table.gateway_sockets();
+    let kind_of = |port: u16| {
+        sockets
+            .iter()
+            .find(|(a, _)| a.port() == port)
+            .map(|(_, k)| *k)
+    };
+    assert_eq!(kind_of(9000), Some(sluice_routing::SocketKind::Tcp));
+    assert_eq!(kind_of(9443), Some(sluice_routing::SocketKind::Tls));
+    assert_eq!(kind_of(5300), Some(sluice_routing::SocketKind::Udp));
+    let tcp_socket = sockets.iter().find(|(a, _)| a.port() == 9000).unwrap().0;
+    let tls_socket = sockets.iter().find(|(a, _)| a.port() == 9443).unwrap().0;
+    let target = out
+        .table
+        .stream_target(tcp_socket, None)
+        .expect("TCP route");
+    assert_eq!(target.source.name, "ok");
+    assert_eq!(target.split[0].backend.service.name, "web");
+    assert!(
+        out.table
+            .stream_target(tls_socket, Some("A.Example"))
+            .is_some()
+    );
+    assert!(
+        out.table
+            .stream_target(tls_socket, Some("b.example"))
+            .is_none()
+    );
+    assert!(out.table.stream_target(tls_socket, None).is_none());
 }

@@ -1345,6 +1345,10 @@ fn empty_and_skeletal_objects_never_panic() {
         gateway_classes: vec![Arc::new(Default::default())],
         gateways: vec![Arc::new(Default::default())],
         http_routes: vec![Arc::new(Default::default())],
+        grpc_routes: vec![Arc::new(Default::default())],
+        tcp_routes: vec![Arc::new(Default::default())],
+        tls_routes: vec![Arc::new(Default::default())],
+        udp_routes: vec![Arc::new(Default::default())],
         reference_grants: vec![Arc::new(Default::default())],
         namespaces: vec![Arc::new(Default::default())],
     };

@@ -12,9 +12,10 @@
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
-    Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, HttpRoute, ObjectStatus,
-    RouteStatus,
+    Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute, HttpRoute,
+    ObjectStatus, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
 };
 
 use crate::sources::GatewayInformers;
@@ -67,8 +68,12 @@ pub fn conditions_json(
 /// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
+    "GRPCRouteNamedRouteRule",
     "Gateway",
+    "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "GatewayStaticAddresses",
     "HTTPRoute",
@@ -77,7 +82,9 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoute308RedirectStatusCode",
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
@@ -92,8 +99,16 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
+    "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
+    "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
+    "UDPRoute",
 ];
 
 /// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
@@ -267,6 +282,30 @@ impl WithStatus for HttpRoute {
     }
 }
 
+impl WithStatus for GrpcRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for TcpRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for TlsRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
+impl WithStatus for UdpRoute {
+    fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
+    }
+}
+
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored
 /// entry would never equal the one computed, so every round would write again and lose
@@ -349,45 +388,114 @@ impl GatewayStatusWriter {
                 .await,
             );
         }
+        // Each kind's routes: written, then our entries taken out of those the compiler
+        // no longer lists (no parentRef names a Gateway of ours any more), leaving others'.
+        let of = |kind: &str| -> Vec<&RouteStatus> {
+            statuses
+                .routes
+                .iter()
+                .filter(|r| r.object.kind == kind)
+                .collect()
+        };
+        let informers = &self.informers;
+        tally(
+            self.route_statuses(&informers.routes, "HTTPRoute", &of("HTTPRoute"), &now)
+                .await,
+        );
+        tally(
+            self.route_statuses(&informers.grpc_routes, "GRPCRoute", &of("GRPCRoute"), &now)
+                .await,
+        );
+        if let Some(informer) = &informers.tcp_routes {
+            tally(
+                self.route_statuses(informer, "TCPRoute", &of("TCPRoute"), &now)
+                    .await,
+            );
+        }
+        if let Some(informer) = &informers.tls_routes {
+            tally(
+                self.route_statuses(informer, "TLSRoute", &of("TLSRoute"), &now)
+                    .await,
+            );
+        }
+        if let Some(informer) = &informers.udp_routes {
+            tally(
+                self.route_statuses(informer, "UDPRoute", &of("UDPRoute"), &now)
+                    .await,
+            );
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
+    }
+
+    /// Writes the statuses of `routes` (all of kind `kind`, cached in `informer`), and
+    /// removes our `parents` entries from the other routes of the kind that still carry
+    /// them. The number written.
+    async fn route_statuses<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        kind: &'static str,
+        routes: &[&RouteStatus],
+        now: &str,
+    ) -> anyhow::Result<usize>
+    where
+        K: WithStatus
+            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let mut written = 0;
+        let mut first_error = None;
+        let mut tally = |result: anyhow::Result<usize>| match result {
+            Ok(n) => written += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
         let mut listed = std::collections::HashSet::new();
-        for route in &statuses.routes {
+        for route in routes {
             let object = &route.object;
             let key = format!("{}/{}", object.namespace, object.name);
             listed.insert(key.clone());
-            let Some(current) = self.informers.routes.store().get_by_key(&key) else {
+            let Some(current) = informer.store().get_by_key(&key) else {
                 continue;
             };
-            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &object.namespace);
+            let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(route, old, &self.controller_name, &now)
+                    route_status(route, old, &self.controller_name, now)
                 })
                 .await,
             );
         }
-        // Routes the compiler no longer lists (no parentRef names a Gateway of ours any
-        // more) still carry our old entries: take them out, leaving others' as they are.
-        for current in self.informers.routes.store().list() {
-            let namespace = current.metadata.namespace.clone().unwrap_or_default();
-            let name = current.metadata.name.clone().unwrap_or_default();
+        for current in informer.store().list() {
+            let meta = current.meta();
+            let namespace = meta.namespace.clone().unwrap_or_default();
+            let name = meta.name.clone().unwrap_or_default();
             if listed.contains(&format!("{namespace}/{name}"))
-                || !has_parents_of(current.status.as_ref(), &self.controller_name)
+                || !has_parents_of(current.status(), &self.controller_name)
             {
                 continue;
             }
             let none = RouteStatus {
                 object: sluice_routing::ObjectRef {
-                    kind: "HTTPRoute",
+                    kind,
                     namespace: namespace.clone(),
                     name,
                 },
-                generation: current.metadata.generation,
+                generation: meta.generation,
                 parents: Vec::new(),
             };
-            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), &namespace);
+            let api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(&none, old, &self.controller_name, &now)
+                    route_status(&none, old, &self.controller_name, now)
                 })
                 .await,
             );
@@ -637,7 +745,7 @@ mod tests {
             generation: Some(1),
             conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
         };
-        let old = json!({"supportedFeatures": [{"name": "TLSRoute"}]});
+        let old = json!({"supportedFeatures": [{"name": "SomethingOld"}]});
         let out = class_status(&class, Some(&old), "t1");
         let names: Vec<&str> = out["supportedFeatures"]
             .as_array()
@@ -646,7 +754,7 @@ mod tests {
             .filter_map(|f| f["name"].as_str())
             .collect();
         assert_eq!(names, SUPPORTED_FEATURES);
-        assert!(names.contains(&"HTTPRoute") && !names.contains(&"TLSRoute"));
+        assert!(names.contains(&"HTTPRoute") && !names.contains(&"SomethingOld"));
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
     }
 

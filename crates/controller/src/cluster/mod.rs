@@ -125,11 +125,30 @@ pub async fn gateway_api_served(client: &kube::Client) -> anyhow::Result<bool> {
         })
     };
     let v1 = kinds(client, "gateway.networking.k8s.io/v1").await?;
-    if !has(&v1, &["GatewayClass", "Gateway", "HTTPRoute"]) {
+    // GRPCRoute is in v1 since Gateway API v1.1 (2024).
+    if !has(&v1, &["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute"]) {
         return Ok(false);
     }
     let v1beta1 = kinds(client, "gateway.networking.k8s.io/v1beta1").await?;
     Ok(has(&v1beta1, &["ReferenceGrant"]))
+}
+
+/// The optional Gateway API route kinds the cluster serves at v1 (see
+/// [`crate::sources::OptionalKinds`]).
+pub async fn optional_gateway_kinds(client: &kube::Client) -> crate::sources::OptionalKinds {
+    let list = client
+        .list_api_group_resources("gateway.networking.k8s.io/v1")
+        .await
+        .ok();
+    let has = |kind: &str| {
+        list.as_ref()
+            .is_some_and(|l| l.resources.iter().any(|r| r.kind == kind))
+    };
+    crate::sources::OptionalKinds {
+        tcp_route: has("TCPRoute"),
+        tls_route: has("TLSRoute"),
+        udp_route: has("UDPRoute"),
+    }
 }
 
 /// The Kubernetes minor versions (1.x) sluice's tests run against.
@@ -326,7 +345,7 @@ async fn start_informers(
             if !served && wanted == GatewayApi::On {
                 anyhow::bail!(
                     "--gateway-api=on, but the cluster does not serve the Gateway API CRDs \
-                     (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute and \
+                     (gateway.networking.k8s.io/v1 GatewayClass, Gateway, HTTPRoute, GRPCRoute and \
                      v1beta1 ReferenceGrant): install them (deploy/gateway-api/)"
                 );
             }
@@ -337,10 +356,15 @@ async fn start_informers(
             served
         }
     };
-    tracing::info!(gateway_api, namespace = ?args.watch_namespace, "watching");
+    let optional = if gateway_api {
+        Some(optional_gateway_kinds(&client).await)
+    } else {
+        None
+    };
+    tracing::info!(gateway_api, ?optional, namespace = ?args.watch_namespace, "watching");
     let factory = SharedInformerFactory::new(client);
     let informers =
-        IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), gateway_api);
+        IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), optional);
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
         args.defaults
@@ -441,8 +465,9 @@ async fn watch_for_gateway_api(
         }
     }
     tracing::info!("{GATEWAY_API_NOW_SERVED}");
+    let optional = optional_gateway_kinds(&client).await;
     let factory = SharedInformerFactory::new(client);
-    if !informers.add_gateway(&factory, args.watch_namespace.as_deref()) {
+    if !informers.add_gateway(&factory, args.watch_namespace.as_deref(), optional) {
         return;
     }
     if !informers.wait_for_sync(args.sync_timeout).await {

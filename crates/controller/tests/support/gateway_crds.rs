@@ -4,16 +4,20 @@ use std::time::Duration;
 
 use super::World;
 
-const CRDS: [&str; 4] = [
+const CRDS: [&str; 8] = [
     include_str!("../../../../deploy/gateway-api/gatewayclasses.yaml"),
     include_str!("../../../../deploy/gateway-api/gateways.yaml"),
     include_str!("../../../../deploy/gateway-api/httproutes.yaml"),
+    include_str!("../../../../deploy/gateway-api/grpcroutes.yaml"),
+    include_str!("../../../../deploy/gateway-api/tcproutes.yaml"),
+    include_str!("../../../../deploy/gateway-api/tlsroutes.yaml"),
+    include_str!("../../../../deploy/gateway-api/udproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/referencegrants.yaml"),
 ];
 
 static CRDS_INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 
-/// Installs the four CRDs once per test binary and waits until discovery serves them.
+/// Installs the CRDs once per test binary and waits until discovery serves them.
 pub async fn install_crds(world: &World) -> anyhow::Result<()> {
     CRDS_INSTALLED
         .get_or_try_init(|| async {

@@ -18,6 +18,7 @@ use bytes::{Buf as _, Bytes, BytesMut};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use sluice_routing::SocketKind;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -110,6 +111,13 @@ pub(crate) enum Transport {
     Plain,
     /// TLS terminated here.
     Tls(crate::front::tls::TlsConfigs),
+    /// Whole connections piped to a stream route's backend (a Gateway `TCP` listener, or
+    /// `TLS` when `tls` is given: routed by the ClientHello's server name, and terminated
+    /// with these configurations where the route says so).
+    Stream {
+        /// Routed by the SNI; the configurations for routes that terminate TLS.
+        tls: Option<crate::front::tls::TlsConfigs>,
+    },
 }
 
 /// A listening socket and what arrives on it.
@@ -213,10 +221,29 @@ pub(crate) async fn accept_gateway_sockets(
             new = new_sockets.recv() => new,
         };
         let Some(new) = new else { break };
-        let listener = match new
-            .socket
+        let socket = match new.socket {
+            crate::runtime::gateway_sockets::Socket::Tcp(socket) => socket,
+            crate::runtime::gateway_sockets::Socket::Udp(socket) => {
+                match tokio::net::UdpSocket::from_std(socket) {
+                    Ok(socket) => {
+                        loops.spawn(crate::front::datagram::serve(
+                            socket,
+                            new.addr,
+                            Arc::clone(&shared),
+                            new.closed,
+                            phases.clone(),
+                        ));
+                    }
+                    Err(error) => {
+                        warn!(addr = %new.addr, %error, "Gateway socket cannot be served")
+                    }
+                }
+                continue;
+            }
+        };
+        let listener = match socket
             .set_nonblocking(true)
-            .and_then(|()| TcpListener::from_std(new.socket))
+            .and_then(|()| TcpListener::from_std(socket))
         {
             Ok(listener) => listener,
             Err(error) => {
@@ -224,10 +251,15 @@ pub(crate) async fn accept_gateway_sockets(
                 continue;
             }
         };
-        let transport = if new.https {
-            Transport::Tls(tls.clone())
-        } else {
-            Transport::Plain
+        let transport = match new.kind {
+            SocketKind::Http => Transport::Plain,
+            SocketKind::Https => Transport::Tls(tls.clone()),
+            SocketKind::Tcp => Transport::Stream { tls: None },
+            SocketKind::Tls => Transport::Stream {
+                tls: Some(tls.clone()),
+            },
+            // Served above.
+            SocketKind::Udp => continue,
         };
         loops.spawn(accept_loop(
             Listening {
@@ -316,17 +348,32 @@ async fn serve_connection(
         return;
     };
     let trusted = client.shared.policy.trusts(peer.ip());
-    let ctx = Arc::new(ConnCtx {
+    let mut ctx = ConnCtx {
         shared: client.shared,
         peer,
         forwarded: Forwarded::new(peer.ip(), client.tls, client.local_port, trusted),
         tls: client.tls,
         gateway: client.gateway,
-    });
+        sni: None,
+    };
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);
     match transport {
+        Transport::Stream { tls } => {
+            let Some(socket) = ctx.gateway else { return };
+            crate::front::stream::serve(
+                stream,
+                early,
+                &ctx,
+                socket,
+                tls.as_ref(),
+                protocols.handshake_timeout,
+                &phases,
+            )
+            .await;
+        }
         Transport::Plain => {
+            let ctx = Arc::new(ctx);
             let mut io = ActivityIo::new(stream, Arc::clone(&activity), send_timeout);
             let first = tokio::time::timeout(protocols.handshake_timeout, sniff(&mut io, early));
             let sniffed = tokio::select! {
@@ -388,6 +435,10 @@ async fn serve_connection(
                 }
             };
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            if ctx.gateway.is_some() {
+                ctx.sni = tls.get_ref().1.server_name().map(Box::from);
+            }
+            let ctx = Arc::new(ctx);
             let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {
                 serve_http(
@@ -588,13 +639,13 @@ async fn sniff<T: AsyncRead + Unpin>(
 }
 
 /// An I/O stream with bytes already read from it put back in front.
-struct Prefixed<T> {
+pub(crate) struct Prefixed<T> {
     prefix: Bytes,
     inner: T,
 }
 
 impl<T> Prefixed<T> {
-    fn new(prefix: Bytes, inner: T) -> Self {
+    pub(crate) fn new(prefix: Bytes, inner: T) -> Self {
         Prefixed { prefix, inner }
     }
 }

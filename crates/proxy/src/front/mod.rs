@@ -10,6 +10,7 @@
 //! `side_wake` polls a connection's drain and idle watchers without polling them per wake.
 
 pub(crate) mod activity;
+pub(crate) mod datagram;
 pub(crate) mod http1;
 pub(crate) mod hyper_service;
 pub(crate) mod listener;
@@ -18,5 +19,6 @@ mod parser_fuzz;
 pub(crate) mod proxy_protocol;
 pub(crate) mod response_out;
 pub(crate) mod side_wake;
+pub(crate) mod stream;
 pub(crate) mod tls;
 pub(crate) mod websocket;

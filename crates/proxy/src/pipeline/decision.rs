@@ -52,6 +52,7 @@ pub(crate) fn destination(
 ) -> Result<(usize, usize, Option<u16>), StatusCode> {
     let (backend, entry, fixed) = match routed {
         Routed::NotFound => return Err(StatusCode::NOT_FOUND),
+        Routed::Misdirected => return Err(StatusCode::MISDIRECTED_REQUEST),
         // As nginx, whose `return`s, redirects and access rules run before `proxy_pass`
         // finds no upstream: the route's own answers first, then 503.
         Routed::NoEndpoints { backend, entry } => (backend, entry, Some(503)),

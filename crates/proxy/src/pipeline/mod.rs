@@ -89,7 +89,14 @@ pub(crate) fn arrive<'r, V: RequestView<'r>>(
     let routing = routing.unwrap_or_else(|| {
         let snapshot = ctx.shared.table.snapshot();
         let normalized = path.as_deref().unwrap_or("/");
-        let routed = route::lookup(&snapshot, request, normalized, ctx.tls, ctx.gateway);
+        let routed = route::lookup(
+            &snapshot,
+            request,
+            normalized,
+            ctx.tls,
+            ctx.gateway,
+            ctx.sni.as_deref(),
+        );
         Routing { snapshot, routed }
     });
     Arrived { path, routing }
@@ -170,7 +177,12 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         client: ctx.peer.ip(),
         // Only a CORS route looks at these: no field walk per request otherwise.
         origin: cors.then(|| request.field(b"origin")).flatten(),
-        preflight: cors && request.field(b"access-control-request-method").is_some(),
+        asked_method: cors
+            .then(|| request.field(b"access-control-request-method"))
+            .flatten(),
+        asked_headers: cors
+            .then(|| request.field(b"access-control-request-headers"))
+            .flatten(),
     };
     let Forward {
         limit_slot,

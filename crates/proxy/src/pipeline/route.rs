@@ -13,6 +13,9 @@ use crate::snapshot::{Snapshot, SnapshotRef};
 pub(crate) enum Routed {
     /// No rule matches and there is no default backend (404).
     NotFound,
+    /// The request is for a host of another `HTTPS` listener than the one its TLS
+    /// connection's SNI chose (421, Gateway API).
+    Misdirected,
     /// The backend has no ready endpoint (503).
     NoEndpoints {
         /// Backend index.
@@ -115,11 +118,12 @@ fn split(route: &RouteEntry, entry: usize) -> Routed {
         },
         Some(target) if target.backend.endpoints.is_empty() => Routed::NoEndpoints {
             backend: target.backend.id,
-            entry,
+            entry: target.entry.unwrap_or(entry),
         },
+        // A backendRef with filters of its own has an entry of its own.
         Some(target) => Routed::Backend {
             backend: target.backend.id,
-            entry,
+            entry: target.entry.unwrap_or(entry),
         },
         // Every weight 0: the spec's 500.
         None => Routed::Status {
@@ -131,7 +135,7 @@ fn split(route: &RouteEntry, entry: usize) -> Routed {
 }
 
 /// One of `split` drawn by weight; `None` when the weights sum to 0.
-fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
+pub(crate) fn draw(split: &[WeightedBackend]) -> Option<&WeightedBackend> {
     let total: u64 = split.iter().map(|target| u64::from(target.weight)).sum();
     if total == 0 {
         return None;
@@ -157,7 +161,13 @@ pub(crate) fn lookup<'a, V: RequestView<'a>>(
     path: &str,
     tls: bool,
     gateway: Option<std::net::SocketAddr>,
+    sni: Option<&str>,
 ) -> Routed {
+    if let (Some(socket), Some(sni)) = (gateway, sni)
+        && snapshot.table.misdirected(socket, sni, request.host())
+    {
+        return Routed::Misdirected;
+    }
     let info = RequestInfo {
         listener: gateway,
         https: tls,
@@ -236,6 +246,7 @@ mod tests {
                 }),
                 weight,
                 usable: true,
+                entry: None,
             })
             .collect()
     }

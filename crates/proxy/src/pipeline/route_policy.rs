@@ -36,8 +36,10 @@ pub(crate) struct Request<'a> {
     pub(crate) client: IpAddr,
     /// The `Origin` field, if any.
     pub(crate) origin: Option<&'a [u8]>,
-    /// An `Access-Control-Request-Method` field is present.
-    pub(crate) preflight: bool,
+    /// The `Access-Control-Request-Method` field: a CORS preflight when present.
+    pub(crate) asked_method: Option<&'a [u8]>,
+    /// The `Access-Control-Request-Headers` field of a preflight.
+    pub(crate) asked_headers: Option<&'a [u8]>,
 }
 
 /// An answer the proxy gives itself.
@@ -190,12 +192,12 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     }
     if let Some(cors) = &policy.cors
         && request.method == b"OPTIONS"
-        && request.preflight
+        && request.asked_method.is_some()
     {
         // ingress-nginx answers every OPTIONS of a CORS location with 204 and the CORS
         // fields; a preflight from an origin not allowed gets no Allow-Origin.
         let mut answer = Answer::status(StatusCode::NO_CONTENT);
-        answer.fields = cors_fields(policy, request.origin);
+        answer.fields = cors_fields(policy, request.origin, Some(request));
         answer
             .fields
             .push((ACCESS_CONTROL_MAX_AGE, HeaderValue::from(cors.max_age)));
@@ -210,14 +212,19 @@ pub(crate) fn response_fields(
     policy: &Policy,
     origin: Option<&[u8]>,
 ) -> Vec<(HeaderName, HeaderValue)> {
-    let mut fields = cors_fields(policy, origin);
+    let mut fields = cors_fields(policy, origin, None);
     fields.extend(policy.response_headers.iter().cloned());
     fields
 }
 
 /// The CORS fields for a request from `origin` (none when CORS is off or the origin is
-/// not allowed).
-fn cors_fields(policy: &Policy, origin: Option<&[u8]>) -> Vec<(HeaderName, HeaderValue)> {
+/// not allowed); `preflight`: what a preflight asks for, answered where the policy allows
+/// `*` with credentials.
+fn cors_fields(
+    policy: &Policy,
+    origin: Option<&[u8]>,
+    preflight: Option<&Request<'_>>,
+) -> Vec<(HeaderName, HeaderValue)> {
     let (Some(cors), Some(origin)) = (&policy.cors, origin) else {
         return Vec::new();
     };
@@ -228,11 +235,13 @@ fn cors_fields(policy: &Policy, origin: Option<&[u8]>) -> Vec<(HeaderName, Heade
     else {
         return Vec::new();
     };
-    let mut fields = vec![
-        (ACCESS_CONTROL_ALLOW_ORIGIN, allowed),
-        (ACCESS_CONTROL_ALLOW_METHODS, cors.allow_methods.clone()),
-        (ACCESS_CONTROL_ALLOW_HEADERS, cors.allow_headers.clone()),
-    ];
+    let mut fields = vec![(ACCESS_CONTROL_ALLOW_ORIGIN, allowed)];
+    if let Some(methods) = cors.allow_methods_for(preflight.and_then(|p| p.asked_method)) {
+        fields.push((ACCESS_CONTROL_ALLOW_METHODS, methods));
+    }
+    if let Some(headers) = cors.allow_headers_for(preflight.and_then(|p| p.asked_headers)) {
+        fields.push((ACCESS_CONTROL_ALLOW_HEADERS, headers));
+    }
     if cors.allow_credentials {
         fields.push((
             ACCESS_CONTROL_ALLOW_CREDENTIALS,
@@ -396,7 +405,8 @@ mod tests {
             target: "/a?x=1",
             client: "10.0.0.7".parse().unwrap(),
             origin: None,
-            preflight: false,
+            asked_method: None,
+            asked_headers: None,
         }
     }
 
@@ -548,8 +558,8 @@ mod tests {
         let policy = Policy {
             cors: Some(Cors {
                 origins: vec![OriginPattern::Exact("https://app.example".into())],
-                allow_methods: HeaderValue::from_static("GET, POST"),
-                allow_headers: HeaderValue::from_static("X-A"),
+                allow_methods: Some(HeaderValue::from_static("GET, POST")),
+                allow_headers: Some(HeaderValue::from_static("X-A")),
                 expose_headers: None,
                 allow_credentials: true,
                 max_age: 600,
@@ -559,7 +569,7 @@ mod tests {
         let preflight = Request {
             method: b"OPTIONS",
             origin: Some(b"https://app.example"),
-            preflight: true,
+            asked_method: Some(b"POST"),
             ..request()
         };
         let got = answer(&policy, &preflight).unwrap();

@@ -76,3 +76,34 @@ fn listen(socket: TcpSocket, addr: SocketAddr) -> io::Result<std::net::TcpListen
     let listener = socket.listen(BACKLOG)?;
     listener.into_std()
 }
+
+/// Binds `count` UDP sockets on `addr` with `SO_REUSEPORT` (the kernel keeps each client's
+/// datagrams on one of them), for Gateway `UDP` listeners; after the same check as
+/// [`bind_many`] that no other process holds the port.
+pub(crate) fn bind_many_udp(
+    addr: SocketAddr,
+    count: usize,
+) -> io::Result<Vec<std::net::UdpSocket>> {
+    std::net::UdpSocket::bind(addr).map_err(|error| {
+        if error.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{addr} (UDP) is already in use by another process (another sluice?)"),
+            )
+        } else {
+            error
+        }
+    })?;
+    (0..count.max(1))
+        .map(|_| {
+            let domain = socket2::Domain::for_address(addr);
+            let socket =
+                socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+            socket.set_reuse_address(true)?;
+            socket.set_reuse_port(true)?;
+            socket.set_nonblocking(true)?;
+            socket.bind(&addr.into())?;
+            Ok(socket.into())
+        })
+        .collect()
+}

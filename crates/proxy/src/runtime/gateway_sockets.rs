@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
+use sluice_routing::SocketKind;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -23,18 +24,27 @@ use crate::runtime::bind;
 pub(crate) struct NewSocket {
     /// The address it is bound to: what requests on it are routed by.
     pub(crate) addr: SocketAddr,
-    pub(crate) socket: std::net::TcpListener,
-    /// Terminates TLS (a Gateway `HTTPS` listener).
-    pub(crate) https: bool,
+    pub(crate) socket: Socket,
+    /// What it speaks.
+    pub(crate) kind: SocketKind,
     /// Cancelled when the socket is no longer wanted: its accept loop ends (connections
     /// already accepted finish).
     pub(crate) closed: CancellationToken,
 }
 
+/// A bound socket of either transport.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    /// HTTP, HTTPS, TCP and TLS listeners.
+    Tcp(std::net::TcpListener),
+    /// UDP listeners.
+    Udp(std::net::UdpSocket),
+}
+
 /// One bound address.
 #[derive(Debug)]
 struct Bound {
-    https: bool,
+    kind: SocketKind,
     closed: CancellationToken,
 }
 
@@ -73,14 +83,14 @@ impl GatewaySockets {
         )
     }
 
-    /// Binds what `wanted` (address, terminates TLS) names and is not bound yet, closes
+    /// Binds what `wanted` (address, what it speaks) names and is not bound yet, closes
     /// what is bound and no longer wanted; returns what could not be bound. A socket that
     /// failed is tried again on the next call.
-    pub(crate) fn reconcile(&self, wanted: &[(SocketAddr, bool)]) -> BindFailures {
+    pub(crate) fn reconcile(&self, wanted: &[(SocketAddr, SocketKind)]) -> BindFailures {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let wanted: BTreeMap<SocketAddr, bool> = wanted.iter().copied().collect();
+        let wanted: BTreeMap<SocketAddr, SocketKind> = wanted.iter().copied().collect();
         state.bound.retain(|addr, bound| {
-            let keep = wanted.get(addr) == Some(&bound.https);
+            let keep = wanted.get(addr) == Some(&bound.kind);
             if !keep {
                 info!(%addr, "Gateway socket closed");
                 bound.closed.cancel();
@@ -88,11 +98,19 @@ impl GatewaySockets {
             keep
         });
         let mut failures = BindFailures::new();
-        for (addr, https) in wanted {
+        for (addr, kind) in wanted {
             if state.bound.contains_key(&addr) {
                 continue;
             }
-            let sockets = match bind::bind_many(addr, state.accepters.len()) {
+            let count = state.accepters.len();
+            let bound = if kind == SocketKind::Udp {
+                bind::bind_many_udp(addr, count)
+                    .map(|all| all.into_iter().map(Socket::Udp).collect::<Vec<_>>())
+            } else {
+                bind::bind_many(addr, count)
+                    .map(|all| all.into_iter().map(Socket::Tcp).collect::<Vec<_>>())
+            };
+            let sockets = match bound {
                 Ok(sockets) => sockets,
                 Err(error) => {
                     warn!(%addr, %error, "Gateway socket cannot be bound");
@@ -118,12 +136,12 @@ impl GatewaySockets {
                 let _ = accepter.send(NewSocket {
                     addr,
                     socket,
-                    https,
+                    kind,
                     closed: closed.clone(),
                 });
             }
-            info!(%addr, https, "Gateway socket bound");
-            state.bound.insert(addr, Bound { https, closed });
+            info!(%addr, ?kind, "Gateway socket bound");
+            state.bound.insert(addr, Bound { kind, closed });
         }
         failures
     }

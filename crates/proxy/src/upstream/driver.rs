@@ -132,7 +132,13 @@ async fn tries<T: Transport>(
     let bodiless = matches!(body, RequestBody::Empty);
     let mut retries = Retries::new(outgoing.retry, outgoing.idempotent, bodiless);
     let mut body = Some(body);
-    while let Some(chosen) = outgoing.next_endpoint(backend, &mut retries) {
+    loop {
+        if let Some(wait) = retries.backoff() {
+            tokio::time::sleep(wait).await;
+        }
+        let Some(chosen) = outgoing.next_endpoint(backend, &mut retries) else {
+            break;
+        };
         let Chosen {
             mut in_flight,
             index,

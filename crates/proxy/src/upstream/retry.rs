@@ -56,6 +56,9 @@ pub(crate) struct Retries<'r> {
     excluded_len: usize,
     /// When the first try began (`proxy-next-upstream-timeout` counts from it).
     started: Option<std::time::Instant>,
+    /// A try failed in a way that counts (not a stale pooled connection): the next one
+    /// waits for the rules' backoff.
+    backoff_due: bool,
 }
 
 impl<'r> Retries<'r> {
@@ -71,6 +74,7 @@ impl<'r> Retries<'r> {
             excluded: [usize::MAX; MAX_ATTEMPTS],
             excluded_len: 0,
             started: None,
+            backoff_due: false,
         }
     }
 
@@ -94,6 +98,14 @@ impl<'r> Retries<'r> {
         })
     }
 
+    /// The wait before the try about to start (Gateway API `retry.backoff`): after a try
+    /// that failed, not before the first or after a stale pooled connection.
+    pub(crate) fn backoff(&mut self) -> Option<std::time::Duration> {
+        std::mem::take(&mut self.backoff_due)
+            .then_some(self.retry.backoff)
+            .flatten()
+    }
+
     /// The endpoints this request skips.
     pub(crate) fn tried(&self) -> &[usize] {
         &self.excluded[..self.excluded_len]
@@ -108,6 +120,7 @@ impl<'r> Retries<'r> {
             && !self.out_of_time();
         if again {
             self.skip(index, endpoints);
+            self.backoff_due = true;
         }
         again
     }
@@ -129,6 +142,7 @@ impl<'r> Retries<'r> {
                 // endpoint (at most `tries`) failed.
                 self.excluded[self.excluded_len] = index;
                 self.excluded_len += 1;
+                self.backoff_due = true;
                 return if connect_failed(backend, index, now_ms, error, self.retry) {
                     Ok(())
                 } else {
@@ -182,6 +196,7 @@ impl<'r> Retries<'r> {
             return Err(GiveUp::BadGateway);
         }
         self.skip(index, endpoints);
+        self.backoff_due = true;
         Ok(())
     }
 
@@ -254,6 +269,7 @@ mod tests {
             non_idempotent: false,
             tries,
             time_limit: None,
+            backoff: None,
         }
     }
 

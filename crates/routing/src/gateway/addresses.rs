@@ -116,10 +116,12 @@ pub(crate) enum Assigned {
 }
 
 /// `spec.addresses[]` as sluice can serve them: IP addresses (`type` `IPAddress`, the
-/// default). A hostname or a named address cannot be bound by a proxy
-/// (Gateway API: `UnsupportedAddress`).
-fn requested(gateway: &Gateway) -> Result<Vec<IpAddr>, (&'static str, String)> {
+/// default), and how many entries have no value (Gateway API `GatewayAddressEmpty`: the
+/// implementation assigns one, here from the pool). A hostname or a named address cannot
+/// be bound by a proxy (Gateway API: `UnsupportedAddress`).
+fn requested(gateway: &Gateway) -> Result<(Vec<IpAddr>, usize), (&'static str, String)> {
     let mut out = Vec::new();
+    let mut empty = 0;
     for (i, address) in gateway.spec.addresses.iter().enumerate() {
         let kind = address
             .get("type")
@@ -134,6 +136,10 @@ fn requested(gateway: &Gateway) -> Result<Vec<IpAddr>, (&'static str, String)> {
                 ),
             ));
         }
+        if value.is_empty() {
+            empty += 1;
+            continue;
+        }
         match value.parse::<IpAddr>() {
             Ok(ip) => out.push(ip),
             Err(_) => {
@@ -144,7 +150,7 @@ fn requested(gateway: &Gateway) -> Result<Vec<IpAddr>, (&'static str, String)> {
             }
         }
     }
-    Ok(out)
+    Ok((out, empty))
 }
 
 /// The IP addresses a Gateway's `status.addresses` named when last written.
@@ -163,65 +169,96 @@ fn previous(gateway: &Gateway) -> Vec<IpAddr> {
 }
 
 /// Assigns addresses to `gateways`, given oldest first (an address two Gateways ask for
-/// goes to the older). Requested addresses are taken first; then each Gateway without any
-/// keeps the pool address its status names, if still free; then the rest get the pool's
-/// first free addresses in order.
+/// goes to the older). Requested addresses are taken first; then each Gateway that needs
+/// pool addresses (it names none, or has entries without a value) keeps those its status
+/// names, if still free; then the rest get the pool's first free addresses in order.
 pub(crate) fn assign(gateways: &[&Gateway], pool: Option<&AddressPool>) -> Vec<Assigned> {
     let mut out: Vec<Option<Assigned>> = vec![None; gateways.len()];
+    // Per Gateway: the addresses it has so far, and how many more the pool must give.
+    let mut have: Vec<Vec<IpAddr>> = vec![Vec::new(); gateways.len()];
+    let mut need: Vec<usize> = vec![0; gateways.len()];
     // Address -> the Gateway (index) holding it.
     let mut taken: BTreeMap<IpAddr, usize> = BTreeMap::new();
     for (g, gateway) in gateways.iter().enumerate() {
         if gateway.spec.addresses.is_empty() {
+            need[g] = 1;
             continue;
         }
-        out[g] = Some(match requested(gateway) {
-            Err((reason, message)) => Assigned::Failed { reason, message },
-            Ok(ips) => match ips.iter().find_map(|ip| taken.get(ip).map(|h| (ip, *h))) {
-                Some((ip, holder)) => Assigned::Failed {
-                    reason: "AddressNotAssigned",
-                    message: format!(
-                        "spec.addresses: {ip} is already the address of Gateway {}",
-                        name(gateways[holder])
-                    ),
-                },
+        match requested(gateway) {
+            Err((reason, message)) => out[g] = Some(Assigned::Failed { reason, message }),
+            Ok((ips, empty)) => match ips.iter().find_map(|ip| taken.get(ip).map(|h| (ip, *h))) {
+                Some((ip, holder)) => {
+                    out[g] = Some(Assigned::Failed {
+                        reason: "AddressNotAssigned",
+                        message: format!(
+                            "spec.addresses: {ip} is already the address of Gateway {}",
+                            name(gateways[holder])
+                        ),
+                    });
+                }
                 None => {
                     for ip in &ips {
                         taken.insert(*ip, g);
                     }
-                    Assigned::Own(ips)
+                    have[g] = ips;
+                    need[g] = empty;
+                    if empty > 0 && pool.is_none() {
+                        out[g] = Some(Assigned::Failed {
+                            reason: "AddressNotAssigned",
+                            message: "spec.addresses: an entry without a value asks for an \
+                                      address, and no --gateway-address-pool is configured to \
+                                      assign one from"
+                                .to_owned(),
+                        });
+                    }
                 }
             },
-        });
+        }
     }
     let Some(pool) = pool else {
         return out
             .into_iter()
-            .map(|a| a.unwrap_or(Assigned::Shared))
+            .zip(have)
+            .map(|(a, ips)| {
+                a.unwrap_or(if ips.is_empty() {
+                    Assigned::Shared
+                } else {
+                    Assigned::Own(ips)
+                })
+            })
             .collect();
     };
     for (g, gateway) in gateways.iter().enumerate() {
-        if out[g].is_some() {
+        if out[g].is_some() || need[g] == 0 {
             continue;
         }
-        if let Some(ip) = previous(gateway)
-            .into_iter()
-            .find(|ip| pool.contains(*ip) && !taken.contains_key(ip))
-        {
-            taken.insert(ip, g);
-            out[g] = Some(Assigned::Own(vec![ip]));
+        for ip in previous(gateway) {
+            if need[g] > 0 && pool.contains(ip) && !taken.contains_key(&ip) {
+                taken.insert(ip, g);
+                have[g].push(ip);
+                need[g] -= 1;
+            }
         }
     }
     let mut free = pool.addresses().filter(|ip| !taken.contains_key(ip));
     out.into_iter()
-        .map(|a| match a {
-            Some(a) => a,
-            None => match free.next() {
-                Some(ip) => Assigned::Own(vec![ip]),
-                None => Assigned::Failed {
-                    reason: "AddressNotAssigned",
-                    message: format!("every address of the pool {pool} is in use"),
-                },
-            },
+        .zip(have.into_iter().zip(need))
+        .map(|(a, (mut ips, need))| {
+            if let Some(a) = a {
+                return a;
+            }
+            for _ in 0..need {
+                match free.next() {
+                    Some(ip) => ips.push(ip),
+                    None => {
+                        return Assigned::Failed {
+                            reason: "AddressNotAssigned",
+                            message: format!("every address of the pool {pool} is in use"),
+                        };
+                    }
+                }
+            }
+            Assigned::Own(ips)
         })
         .collect()
 }
@@ -330,6 +367,37 @@ mod tests {
             matches!(&out[1], Assigned::Failed { reason: "AddressNotAssigned", message } if message.contains("Gateway ns/old")),
             "{out:?}"
         );
+    }
+
+    /// Gateway API `GatewayAddressEmpty`: an `IPAddress` entry without a value asks the
+    /// implementation for one (conformance test GatewayOptionalAddressValue).
+    #[test]
+    fn entries_without_a_value_are_given_pool_addresses() {
+        let pool = AddressPool::parse("127.1.0.0/29").unwrap();
+        let one = gateway("one", json!([{"type": "IPAddress"}]), None);
+        let mixed = gateway(
+            "mixed",
+            json!([{"value": "192.0.2.9"}, {"type": "IPAddress"}, {"type": "IPAddress", "value": ""}]),
+            None,
+        );
+        assert_eq!(
+            assign(&[&one, &mixed], Some(&pool)),
+            [
+                ips(&["127.1.0.1"]),
+                ips(&["192.0.2.9", "127.1.0.2", "127.1.0.3"])
+            ]
+        );
+        // Kept through the status, like a Gateway without addresses.
+        let one = gateway("one", json!([{"type": "IPAddress"}]), Some("127.1.0.5"));
+        assert_eq!(assign(&[&one], Some(&pool)), [ips(&["127.1.0.5"])]);
+        // No pool: nothing to assign from, and the message says what to configure.
+        match &assign(&[&one], None)[0] {
+            Assigned::Failed { reason, message } => {
+                assert_eq!(*reason, "AddressNotAssigned");
+                assert!(message.contains("--gateway-address-pool"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -30,16 +30,57 @@ use crate::policy::{Policy, RequestRedirect};
 use crate::refs::Age;
 use crate::rules::{
     Candidate, GatewayRoutes, HostRules, ListenerRoutes, PathCond, Precedence, RuleSetBuilder,
+    SocketKind, StreamRoutes, StreamTarget,
 };
 use crate::table::{Mirror, RouteEntry, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
 
-/// What a listener serves on: sluice's HTTP or HTTPS listener.
+/// What a listener speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Proto {
     Http,
     Https,
+    /// TCPRoutes; served only on a Gateway address of its own.
+    Tcp,
+    /// TLS `Passthrough`: TLSRoutes by SNI; served only on a Gateway address of its own.
+    TlsPassthrough,
+    /// TLS `Terminate`: TLSRoutes by SNI, TLS terminated with the listener's certificate;
+    /// served only on a Gateway address of its own.
+    TlsTerminate,
+    /// UDPRoutes; served only on a Gateway address of its own.
+    Udp,
+}
+
+impl Proto {
+    /// Whether its routes take whole connections (no HTTP).
+    fn stream(self) -> bool {
+        matches!(
+            self,
+            Proto::Tcp | Proto::TlsPassthrough | Proto::TlsTerminate | Proto::Udp
+        )
+    }
+
+    /// The socket kind the proxy binds for it.
+    fn socket(self) -> SocketKind {
+        match self {
+            Proto::Http => SocketKind::Http,
+            Proto::Https => SocketKind::Https,
+            Proto::Tcp => SocketKind::Tcp,
+            Proto::TlsPassthrough | Proto::TlsTerminate => SocketKind::Tls,
+            Proto::Udp => SocketKind::Udp,
+        }
+    }
+
+    /// The route kinds its listeners take.
+    fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Proto::Http | Proto::Https => &[HTTP_ROUTE, GRPC_ROUTE],
+            Proto::Tcp => &[TCP_ROUTE],
+            Proto::TlsPassthrough | Proto::TlsTerminate => &[TLS_ROUTE],
+            Proto::Udp => &[UDP_ROUTE],
+        }
+    }
 }
 
 /// Where a listener's routes are looked up: the proxy's shared HTTP or HTTPS listener, or
@@ -88,6 +129,20 @@ pub(crate) struct GatewayCompiler<'c, 'a> {
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
+const GRPC_ROUTE: &str = "GRPCRoute";
+const TCP_ROUTE: &str = "TCPRoute";
+const TLS_ROUTE: &str = "TLSRoute";
+const UDP_ROUTE: &str = "UDPRoute";
+
+/// A route of either kind as the compiler takes it: a GRPCRoute as its HTTPRoute
+/// (`grpc.rs`), with the problem its translation found.
+struct RouteIn {
+    /// `HTTPRoute` or `GRPCRoute`.
+    kind: &'static str,
+    route: Arc<HttpRoute>,
+    /// A GRPCRoute match that cannot be compiled (the route is not accepted).
+    invalid: Option<String>,
+}
 
 fn meta_name(meta: &ObjectMeta) -> (&str, &str) {
     (
@@ -213,6 +268,28 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 } else {
                     sites(&assigned[g], &listener)
                 };
+                if listener.proto.is_some_and(Proto::stream)
+                    && assigned[g] == Assigned::Shared
+                    && listener.usable
+                {
+                    listener.usable = false;
+                    for c in listener
+                        .conditions
+                        .iter_mut()
+                        .filter(|c| c.type_ == "Programmed")
+                    {
+                        *c = Condition::no(
+                            "Programmed",
+                            "Invalid",
+                            format!(
+                                "a {} listener is served on an address of the Gateway's own: \
+                                 give the Gateway spec.addresses, or run sluice with \
+                                 --gateway-address-pool",
+                                listener.spec.protocol
+                            ),
+                        );
+                    }
+                }
                 listeners.push(listener);
             }
             conflicts(&mut listeners[first..]);
@@ -224,18 +301,57 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
 
         // 3. Routes.
-        let mut routes: Vec<&Arc<HttpRoute>> = self
-            .inputs
-            .http_routes
-            .iter()
-            .filter(|r| self.watched(&r.metadata))
+        let http = self.inputs.http_routes.iter().map(|r| RouteIn {
+            kind: HTTP_ROUTE,
+            route: Arc::clone(r),
+            invalid: None,
+        });
+        let grpc = self.inputs.grpc_routes.iter().map(|r| {
+            let (route, invalid) = super::grpc::as_http_route(r);
+            RouteIn {
+                kind: GRPC_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let tcp = self.inputs.tcp_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: TCP_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let tls = self.inputs.tls_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: TLS_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let udp = self.inputs.udp_routes.iter().map(|r| {
+            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
+            RouteIn {
+                kind: UDP_ROUTE,
+                route: Arc::new(route),
+                invalid,
+            }
+        });
+        let mut routes: Vec<RouteIn> = http
+            .chain(grpc)
+            .chain(tcp)
+            .chain(tls)
+            .chain(udp)
+            .filter(|r| self.watched(&r.route.metadata))
             .collect();
         // Oldest first (the spec's tie-break), then namespace/name.
-        routes.sort_by_cached_key(|r| Age::of(&r.metadata));
+        routes.sort_by_cached_key(|r| Age::of(&r.route.metadata));
         let mut builders: HashMap<(Site, HostPattern), RuleSetBuilder> = HashMap::new();
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
-        for route in routes {
+        let mut streams: HashMap<SocketAddr, StreamRoutes> = HashMap::new();
+        for route in &routes {
             let Some(status) = self.route(
                 route,
                 &gateways,
@@ -243,6 +359,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 &mut builders,
                 &mut regexes,
                 &mut backends,
+                &mut streams,
                 table,
             ) else {
                 continue;
@@ -356,13 +473,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for listener in &listeners {
             for site in &listener.sites {
                 if let Site::Own(addr, proto) = site {
-                    gateway_routes
-                        .listeners
-                        .entry(*addr)
-                        .or_insert_with(|| ListenerRoutes {
-                            https: *proto == Proto::Https,
-                            rules: HostRules::default(),
-                        });
+                    let routes =
+                        gateway_routes
+                            .listeners
+                            .entry(*addr)
+                            .or_insert_with(|| ListenerRoutes {
+                                kind: proto.socket(),
+                                ..ListenerRoutes::default()
+                            });
+                    if *proto == Proto::Https && listener.usable {
+                        routes.tls_listeners.push(listener.host.clone());
+                    }
                 }
             }
         }
@@ -370,19 +491,26 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let rules = match site {
                 Site::Shared(Proto::Http) => &mut gateway_routes.http,
                 Site::Shared(Proto::Https) => &mut gateway_routes.https,
+                // Stream listeners are never shared (see `sites`) and have no rule sets.
+                Site::Shared(_) => continue,
                 Site::Own(addr, proto) => {
                     &mut gateway_routes
                         .listeners
                         .entry(addr)
                         .or_insert_with(|| ListenerRoutes {
-                            https: proto == Proto::Https,
-                            rules: HostRules::default(),
+                            kind: proto.socket(),
+                            ..ListenerRoutes::default()
                         })
                         .rules
                 }
             };
             let set = builder.build(&regexes);
             insert_host(rules, host, set);
+        }
+        for (addr, routes) in streams {
+            if let Some(listener) = gateway_routes.listeners.get_mut(&addr) {
+                listener.streams = routes;
+            }
         }
         if !gateway_routes.http.is_empty()
             || !gateway_routes.https.is_empty()
@@ -419,9 +547,18 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
         let mut conditions = Vec::new();
         let mut usable = true;
+        let tls_mode = spec
+            .tls
+            .as_ref()
+            .and_then(|t| t.mode.as_deref())
+            .unwrap_or("Terminate");
         let proto = match spec.protocol.as_str() {
             "HTTP" => Some(Proto::Http),
             "HTTPS" => Some(Proto::Https),
+            "TCP" => Some(Proto::Tcp),
+            "TLS" if tls_mode == "Passthrough" => Some(Proto::TlsPassthrough),
+            "TLS" if tls_mode == "Terminate" => Some(Proto::TlsTerminate),
+            "UDP" => Some(Proto::Udp),
             _ => None,
         };
         let host = hostname::parse(spec.hostname.as_deref()).ok();
@@ -437,30 +574,43 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 _ => AllowedFrom::Same,
             },
         };
-        // Kinds: HTTPRoute is the only one sluice serves.
+        // Kinds: HTTPRoute and GRPCRoute on HTTP and HTTPS listeners, TCPRoute on TCP,
+        // TLSRoute on TLS Passthrough.
         let requested: Vec<RouteGroupKind> = spec
             .allowed_routes
             .as_ref()
             .map(|a| a.kinds.clone())
             .unwrap_or_default();
-        let http_route = RouteGroupKind {
-            group: Some(GROUP.to_owned()),
-            kind: HTTP_ROUTE.to_owned(),
-        };
+        let served: Vec<RouteGroupKind> = proto
+            .map(Proto::kinds)
+            .unwrap_or_default()
+            .iter()
+            .map(|kind| RouteGroupKind {
+                group: Some(GROUP.to_owned()),
+                kind: (*kind).to_owned(),
+            })
+            .collect();
         let (kinds, bad_kinds) = if proto.is_none() {
             // No route kind is served on a protocol sluice does not serve (Gateway API
             // conformance GatewayListenerUnsupportedProtocol: supportedKinds empty).
             (Vec::new(), false)
         } else if requested.is_empty() {
-            (vec![http_route], false)
+            (served.to_vec(), false)
         } else {
-            let ok: Vec<RouteGroupKind> = requested
-                .iter()
-                .filter(|k| k.kind == HTTP_ROUTE && k.group.as_deref().unwrap_or(GROUP) == GROUP)
-                .map(|_| http_route.clone())
-                .take(1)
-                .collect();
-            let bad = ok.len() != requested.len();
+            let mut ok: Vec<RouteGroupKind> = Vec::new();
+            for asked in &requested {
+                if let Some(kind) = served.iter().find(|k| {
+                    k.kind == asked.kind && asked.group.as_deref().unwrap_or(GROUP) == GROUP
+                }) && !ok.contains(kind)
+                {
+                    ok.push(kind.clone());
+                }
+            }
+            let bad = requested.iter().any(|asked| {
+                !served.iter().any(|k| {
+                    k.kind == asked.kind && asked.group.as_deref().unwrap_or(GROUP) == GROUP
+                })
+            });
             (ok, bad)
         };
         let mut resolved = Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved");
@@ -468,7 +618,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
             resolved = Condition::no(
                 "ResolvedRefs",
                 "InvalidRouteKinds",
-                "spec.allowedRoutes.kinds: sluice serves only HTTPRoute (gateway.networking.k8s.io)",
+                format!(
+                    "spec.allowedRoutes.kinds: a {} listener takes {}",
+                    spec.protocol,
+                    proto.map(Proto::kinds).unwrap_or_default().join(", ")
+                ),
             );
         }
         let accepted = match (proto, &host) {
@@ -476,11 +630,22 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 usable = false;
                 Condition::no(
                     "Accepted",
-                    "UnsupportedProtocol",
-                    format!(
-                        "protocol {:?} is not supported; sluice serves HTTP and HTTPS",
-                        spec.protocol
-                    ),
+                    // A TLS listener is supported, its Terminate mode is not (Gateway API
+                    // conformance TLSRouteListenerTerminateNotSupported).
+                    if spec.protocol == "TLS" {
+                        "UnsupportedValue"
+                    } else {
+                        "UnsupportedProtocol"
+                    },
+                    if spec.protocol == "TLS" {
+                        format!("tls.mode {tls_mode:?} is not Passthrough or Terminate")
+                    } else {
+                        format!(
+                            "protocol {:?} is not supported; sluice serves HTTP, HTTPS, TCP, \
+                             TLS (Passthrough) and UDP",
+                            spec.protocol
+                        )
+                    },
                 )
             }
             (_, None) => {
@@ -491,7 +656,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     format!("hostname {:?} is not a DNS name or wildcard", spec.hostname),
                 )
             }
-            (Some(Proto::Https), Some(host)) => {
+            (Some(Proto::Https | Proto::TlsTerminate), Some(host)) => {
                 match self.listener_certificate(namespace, spec, loaded) {
                     Ok(cert) => {
                         certs.push((host.clone(), cert));
@@ -631,14 +796,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
     #[allow(clippy::too_many_arguments)]
     fn route(
         &self,
-        route: &Arc<HttpRoute>,
+        input: &RouteIn,
         gateways: &[&Arc<Gateway>],
         listeners: &mut [OurListener<'_>],
         builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
         backends: &mut BackendRegistry,
+        streams: &mut HashMap<SocketAddr, StreamRoutes>,
         table: &mut RouteTable,
     ) -> Option<RouteStatus> {
+        let route = &*input.route;
+        let kind = input.kind;
         let (namespace, _) = meta_name(&route.metadata);
         let mut parents: Vec<(usize, &ParentReference)> = Vec::new();
         for parent in &route.spec.parent_refs {
@@ -667,11 +835,21 @@ impl<'a> GatewayCompiler<'_, 'a> {
         } else {
             &route.spec.rules
         };
-        let rules: Result<Vec<RuleOut>, String> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| checked_rule(i, r))
-            .collect();
+        let rules: Result<Vec<RuleOut>, String> = match &input.invalid {
+            Some(why) => Err(why.clone()),
+            None => specs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let mut out = checked_rule(i, r)?;
+                    if kind == GRPC_ROUTE {
+                        // gRPC is HTTP/2 to the backend, whatever its appProtocol says.
+                        out.policy.protocol = Some(crate::protocol::UpstreamProtocol::Grpc);
+                    }
+                    Ok(out)
+                })
+                .collect(),
+        };
         let hosts: Result<Vec<HostPattern>, String> = route
             .spec
             .hostnames
@@ -688,7 +866,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             (Err(why), _) | (_, Err(why)) => Some(why.clone()),
             _ => None,
         };
-        let resolved = self.route_refs(route);
+        let resolved = self.route_refs(kind, route);
 
         let mut statuses = Vec::new();
         // (proto, listener port, host names) the route is served on.
@@ -697,7 +875,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
                 None => self.attach(
-                    route,
+                    input,
                     g,
                     parent,
                     hosts.as_deref().unwrap_or_default(),
@@ -712,12 +890,16 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
 
         if let (Ok(rules), false) = (rules, served.is_empty()) {
-            self.add_rules(
-                route, specs, &rules, &served, builders, regexes, backends, table,
-            );
+            if matches!(kind, TCP_ROUTE | TLS_ROUTE | UDP_ROUTE) {
+                self.add_streams(kind, route, specs, &served, backends, streams);
+            } else {
+                self.add_rules(
+                    kind, route, specs, &rules, &served, builders, regexes, backends, table,
+                );
+            }
         }
         Some(RouteStatus {
-            object: object("HTTPRoute", &route.metadata),
+            object: object(kind, &route.metadata),
             generation: route.metadata.generation,
             parents: statuses,
         })
@@ -727,13 +909,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// (protocol, port, host names) added to `served`.
     fn attach(
         &self,
-        route: &HttpRoute,
+        input: &RouteIn,
         g: usize,
         parent: &ParentReference,
         hosts: &[HostPattern],
         listeners: &mut [OurListener<'_>],
         served: &mut Vec<(Site, u16, HostPattern)>,
     ) -> Condition {
+        let (kind, route) = (input.kind, &*input.route);
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         let mut named = false;
         let mut allowed = false;
@@ -754,7 +937,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 continue;
             }
             named = true;
-            if !listener.attachable || !self.allows(listener, namespace) {
+            if !listener.attachable
+                || !listener.kinds.iter().any(|k| k.kind == kind)
+                || !self.allows(listener, namespace)
+            {
                 continue;
             }
             allowed = true;
@@ -834,7 +1020,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     }
 
     /// `ResolvedRefs` of a route (the same for every parent).
-    fn route_refs(&self, route: &HttpRoute) -> Condition {
+    fn route_refs(&self, kind: &str, route: &HttpRoute) -> Condition {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         for (r, rule) in route.spec.rules.iter().enumerate() {
             let mirrors = rule.filters.iter().enumerate().filter_map(|(f, filter)| {
@@ -855,7 +1041,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 })
                 .chain(mirrors);
             for (field, backend) in refs {
-                if let Err((reason, why)) = self.check_backend(namespace, backend) {
+                if let Err((reason, why)) = self.check_backend(kind, namespace, backend) {
                     return Condition::no("ResolvedRefs", reason, format!("{field}: {why}"));
                 }
             }
@@ -866,6 +1052,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// Checks one backend reference: the Service port it names.
     fn check_backend(
         &self,
+        kind: &str,
         namespace: &str,
         backend: &BackendObjectReference,
     ) -> Result<ServiceRef, (&'static str, String)> {
@@ -883,14 +1070,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
         let target_ns = backend.namespace.as_deref().unwrap_or(namespace);
         if target_ns != namespace
-            && !self.granted(
-                HTTP_ROUTE,
-                namespace,
-                target_ns,
-                "",
-                "Service",
-                &backend.name,
-            )
+            && !self.granted(kind, namespace, target_ns, "", "Service", &backend.name)
         {
             return Err((
                 "RefNotPermitted",
@@ -918,10 +1098,73 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
     }
 
+    /// Adds a TCPRoute's or TLSRoute's backends to the sockets it is served on, under each
+    /// host name (TLS: SNI) it is served for; the oldest route keeps a socket and name that
+    /// two claim.
+    fn add_streams(
+        &self,
+        kind: &'static str,
+        route: &HttpRoute,
+        specs: &[HttpRouteRule],
+        served: &[(Site, u16, HostPattern)],
+        backends: &mut BackendRegistry,
+        streams: &mut HashMap<SocketAddr, StreamRoutes>,
+    ) {
+        let namespace = route.metadata.namespace.as_deref().unwrap_or("");
+        let mut split = Vec::new();
+        for backend in specs.iter().take(1).flat_map(|rule| &rule.backend_refs) {
+            let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
+            let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
+                Ok(sref) => (backends.get(self.services, sref), true),
+                Err(_) => (
+                    backends.placeholder(written_ref(namespace, &backend.backend)),
+                    false,
+                ),
+            };
+            split.push(WeightedBackend {
+                backend: target,
+                weight,
+                usable,
+                entry: None,
+            });
+        }
+        let source = object(kind, &route.metadata);
+        let targets = [false, true].map(|terminate| {
+            Arc::new(StreamTarget {
+                split: split.clone(),
+                source: source.clone(),
+                terminate,
+            })
+        });
+        for (site, _, host) in served {
+            let Site::Own(addr, proto) = site else {
+                continue;
+            };
+            if !proto.stream() {
+                continue;
+            }
+            let routes = streams.entry(*addr).or_default();
+            let target = &targets[usize::from(*proto == Proto::TlsTerminate)];
+            let new = || Arc::clone(target);
+            match host {
+                HostPattern::Exact(h) => {
+                    routes.exact.entry(Key::new(h)).or_insert_with(new);
+                }
+                HostPattern::Wildcard(s) => {
+                    routes.wildcard.entry(Key::new(s)).or_insert_with(new);
+                }
+                HostPattern::Any => {
+                    routes.any.get_or_insert_with(new);
+                }
+            }
+        }
+    }
+
     /// Adds the entries of a route's rules on every (protocol, host name) it is served on.
     #[allow(clippy::too_many_arguments)]
     fn add_rules(
         &self,
+        kind: &'static str,
         route: &HttpRoute,
         specs: &[HttpRouteRule],
         rules: &[RuleOut],
@@ -932,7 +1175,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         table: &mut RouteTable,
     ) {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
-        let source = object("HTTPRoute", &route.metadata);
+        let source = object(kind, &route.metadata);
         let age = Age::of(&route.metadata);
         // Entries are shared by the host names of one listener port.
         let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
@@ -941,7 +1184,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             let mut split = Vec::new();
             for backend in &spec.backend_refs {
                 let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
-                let (target, usable) = match self.check_backend(namespace, &backend.backend) {
+                let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
                     Ok(sref) => (backends.get(self.services, sref), true),
                     Err(_) => (
                         backends.placeholder(written_ref(namespace, &backend.backend)),
@@ -952,6 +1195,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     backend: target,
                     weight,
                     usable,
+                    entry: None,
                 });
             }
             let mirrors: Vec<Mirror> = rule
@@ -959,7 +1203,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .iter()
                 .filter_map(|m| {
                     let filter = spec.filters.get(m.filter)?.request_mirror.as_ref()?;
-                    let sref = self.check_backend(namespace, &filter.backend_ref).ok()?;
+                    let sref = self
+                        .check_backend(kind, namespace, &filter.backend_ref)
+                        .ok()?;
                     Some(Mirror {
                         backend: backends.get(self.services, sref),
                         numerator: m.numerator,
@@ -975,12 +1221,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .unwrap_or_else(|| {
                     backends.placeholder(written_ref(namespace, &BackendObjectReference::default()))
                 });
-            // One usable backend: the plain path, no draw.
-            let split = if split.len() == 1 && split[0].usable && split[0].weight > 0 {
-                Vec::new()
-            } else {
-                split
-            };
+            // One usable backend without filters of its own: the plain path, no draw.
+            let own_filters = rule.backend_edits.iter().any(Option::is_some);
+            let split =
+                if split.len() == 1 && split[0].usable && split[0].weight > 0 && !own_filters {
+                    Vec::new()
+                } else {
+                    split
+                };
             for (m, matched) in rule.matches.iter().enumerate() {
                 if let PathCond::Regex(p) = &matched.path
                     && !regexes.contains_key(p)
@@ -1004,6 +1252,24 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             .rewrite_path
                             .as_ref()
                             .map(|p| p.for_match(&matched.path));
+                        let mut split = split.clone();
+                        for (target, edits) in split.iter_mut().zip(&rule.backend_edits) {
+                            let Some(edits) = edits else { continue };
+                            // The entry of requests drawn for this backend: the rule's,
+                            // with the backendRef's filters after the rule's.
+                            target.entry = Some(table.entries.len());
+                            table.entries.push(RouteEntry {
+                                backend: Arc::clone(&target.backend),
+                                policy: Arc::new(edits.applied_to(&policy)),
+                                source: source.clone(),
+                                rewrite: None,
+                                fallback: None,
+                                canary: None,
+                                split: Vec::new(),
+                                fixed_status: None,
+                                mirrors: mirrors.clone(),
+                            });
+                        }
                         let id = table.entries.len() as u32;
                         table.entries.push(RouteEntry {
                             backend: Arc::clone(&backend),
@@ -1012,7 +1278,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             rewrite: None,
                             fallback: None,
                             canary: None,
-                            split: split.clone(),
+                            split,
                             fixed_status,
                             mirrors: mirrors.clone(),
                         });
@@ -1066,6 +1332,8 @@ fn sites(assigned: &Assigned, listener: &OurListener<'_>) -> Vec<Site> {
         return Vec::new();
     };
     match assigned {
+        // The proxy's shared listeners speak HTTP and HTTPS only.
+        Assigned::Shared if proto.stream() => Vec::new(),
         Assigned::Shared => vec![Site::Shared(proto)],
         Assigned::Own(ips) => ips
             .iter()

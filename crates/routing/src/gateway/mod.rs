@@ -1,12 +1,15 @@
-//! Gateway API (`gateway.networking.k8s.io`): GatewayClass, Gateway, HTTPRoute and
-//! ReferenceGrant compiled into the same [`crate::RouteTable`] as Ingress.
+//! Gateway API (`gateway.networking.k8s.io`): GatewayClass, Gateway, HTTPRoute, GRPCRoute
+//! and ReferenceGrant compiled into the same [`crate::RouteTable`] as Ingress.
 //!
 //! # Where to start
 //!
 //! * `types.rs`: the objects, typed for the fields sluice reads.
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
-//!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`).
+//!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`;
+//!   the `CORS` filter in `cors.rs`, `retry` in `retry.rs`; a GRPCRoute is compiled as the
+//!   HTTPRoute it is on the wire, `grpc.rs`; TCPRoute and TLSRoute attach the same way and
+//!   route whole connections, `stream.rs`).
 //! * `../rules.rs`: the request-time lookup, in the spec's precedence order
 //!   (outside this folder: the table uses it, and this folder uses the table).
 //! * `status.rs`: the conditions the controller writes back.
@@ -26,9 +29,13 @@
 
 mod addresses;
 pub(crate) mod compile;
+mod cors;
+mod grpc;
 mod hostname;
+mod retry;
 mod rule;
 mod status;
+mod stream;
 mod types;
 
 pub use addresses::AddressPool;

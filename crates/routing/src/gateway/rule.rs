@@ -102,6 +102,63 @@ pub(crate) struct MirrorSpec {
     pub denominator: u32,
 }
 
+/// The header filters of one `backendRefs[]` entry: applied after the rule's to requests
+/// sent to that backend (Gateway API `HTTPRouteBackendRequestHeaderModification`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BackendEdits {
+    /// `RequestHeaderModifier`: set, add, remove.
+    pub request: Option<HeaderEdits>,
+    /// `ResponseHeaderModifier`: set, add, remove.
+    pub response: Option<HeaderEdits>,
+}
+
+/// One header modifier's set, add and remove lists.
+pub(crate) type HeaderEdits = (Headers, Headers, Vec<HeaderName>);
+
+impl BackendEdits {
+    /// `policy` (the rule's) with these edits after its own.
+    pub(crate) fn applied_to(&self, policy: &Policy) -> Policy {
+        let mut out = policy.clone();
+        if let Some(edits) = &self.request {
+            merge(
+                edits,
+                &mut out.request_headers,
+                &mut out.request_headers_add,
+                &mut out.request_headers_remove,
+            );
+        }
+        if let Some(edits) = &self.response {
+            merge(
+                edits,
+                &mut out.response_headers,
+                &mut out.response_headers_add,
+                &mut out.response_headers_remove,
+            );
+        }
+        out
+    }
+}
+
+/// A later modifier over an earlier one: what it sets or removes replaces the earlier's
+/// set and added values of that name; what it adds comes after.
+fn merge(
+    (set, add, remove): &HeaderEdits,
+    to_set: &mut Headers,
+    to_add: &mut Headers,
+    to_remove: &mut Vec<HeaderName>,
+) {
+    let replaced = |name: &HeaderName| set.iter().any(|(n, _)| n == name) || remove.contains(name);
+    to_set.retain(|(name, _)| !replaced(name));
+    to_add.retain(|(name, _)| !replaced(name));
+    to_set.extend(set.iter().cloned());
+    to_add.extend(add.iter().cloned());
+    for name in remove {
+        if !to_remove.contains(name) {
+            to_remove.push(name.clone());
+        }
+    }
+}
+
 /// A rule, checked.
 #[derive(Debug)]
 pub(crate) struct RuleOut {
@@ -111,6 +168,8 @@ pub(crate) struct RuleOut {
     pub redirect: Option<RedirectSpec>,
     pub rewrite_path: Option<PathModSpec>,
     pub mirrors: Vec<MirrorSpec>,
+    /// Per `backendRefs[]` entry, in order: its own header filters, if any.
+    pub backend_edits: Vec<Option<BackendEdits>>,
 }
 
 /// Checks rule `index` of a route. `Err`: a sentence naming the field.
@@ -133,6 +192,7 @@ pub(crate) fn checked_rule(index: usize, rule: &HttpRouteRule) -> Result<RuleOut
         redirect: None,
         rewrite_path: None,
         mirrors: Vec::new(),
+        backend_edits: Vec::new(),
     };
     let mut seen: Vec<&str> = Vec::new();
     for (f, filter) in rule.filters.iter().enumerate() {
@@ -197,15 +257,51 @@ pub(crate) fn checked_rule(index: usize, rule: &HttpRouteRule) -> Result<RuleOut
             ));
         }
     }
+    if let Some(retry) = &rule.retry {
+        out.policy.next_upstream = super::retry::retry(&format!("{field}.retry"), retry)?;
+    }
     for (b, backend) in rule.backend_refs.iter().enumerate() {
-        if !backend.filters.is_empty() {
-            return Err(format!(
-                "{field}.backendRefs[{b}].filters: filters per backend are not supported; \
-                 put them on the rule"
-            ));
-        }
+        let edits = backend_edits(&format!("{field}.backendRefs[{b}]"), &backend.filters)?;
+        out.backend_edits.push(edits);
     }
     Ok(out)
+}
+
+/// The filters of one `backendRefs[]` entry (at `at`): header modifiers, each at most once.
+fn backend_edits(at: &str, filters: &[HttpRouteFilter]) -> Result<Option<BackendEdits>, String> {
+    if filters.is_empty() {
+        return Ok(None);
+    }
+    let mut edits = BackendEdits::default();
+    for (f, filter) in filters.iter().enumerate() {
+        let at = format!("{at}.filters[{f}]");
+        let (slot, modifier, field) = match filter.type_.as_str() {
+            "RequestHeaderModifier" => (
+                &mut edits.request,
+                &filter.request_header_modifier,
+                "requestHeaderModifier",
+            ),
+            "ResponseHeaderModifier" => (
+                &mut edits.response,
+                &filter.response_header_modifier,
+                "responseHeaderModifier",
+            ),
+            other => {
+                return Err(format!(
+                    "{at}.type: filter {other:?} is not supported on a backendRef (supported \
+                     there: RequestHeaderModifier, ResponseHeaderModifier); put it on the rule"
+                ));
+            }
+        };
+        if slot.is_some() {
+            return Err(format!("{at}: filter {} is given twice", filter.type_));
+        }
+        let modifier = modifier
+            .as_ref()
+            .ok_or_else(|| format!("{at}: type {} needs field {field}", filter.type_))?;
+        *slot = Some(header_modifier(&format!("{at}.{field}"), modifier)?);
+    }
+    Ok(Some(edits))
 }
 
 fn checked_match(field: &str, matched: &HttpRouteMatch) -> Result<MatchOut, String> {
@@ -430,10 +526,14 @@ fn apply_filter(
                 denominator,
             });
         }
+        "CORS" => {
+            let c = filter.cors.as_ref().ok_or_else(|| missing("cors"))?;
+            out.policy.cors = Some(super::cors::cors(&format!("{at}.cors"), c)?);
+        }
         other => {
             return Err(format!(
                 "{at}.type: filter {other:?} is not supported (supported: RequestHeaderModifier, \
-                 ResponseHeaderModifier, RequestRedirect, URLRewrite, RequestMirror)"
+                 ResponseHeaderModifier, RequestRedirect, URLRewrite, RequestMirror, CORS)"
             ));
         }
     }
@@ -577,6 +677,52 @@ mod tests {
         assert_eq!(out.matches[1].headers[0].0, "x-a");
     }
 
+    /// Gateway API: a backendRef's filters run after the rule's, on requests sent to that
+    /// backend (conformance test HTTPRouteRequestHeaderModifierBackendWeights).
+    #[test]
+    fn backend_filters_come_after_the_rule_filters() {
+        let out = checked_rule(
+            0,
+            &rule(serde_json::json!({
+                "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                    "set": [{"name": "X-Rule", "value": "r"}, {"name": "X-Both", "value": "rule"}],
+                    "add": [{"name": "X-Gone", "value": "a"}]}}],
+                "backendRefs": [
+                    {"name": "a", "port": 80, "filters": [
+                        {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                            "set": [{"name": "X-Both", "value": "backend"}],
+                            "add": [{"name": "X-Added", "value": "b"}],
+                            "remove": ["X-Gone"]}},
+                        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                            "set": [{"name": "X-Out", "value": "o"}]}}]},
+                    {"name": "b", "port": 80}]
+            })),
+        )
+        .unwrap();
+        assert!(out.backend_edits[1].is_none());
+        let policy = out.backend_edits[0]
+            .as_ref()
+            .unwrap()
+            .applied_to(&out.policy);
+        let pairs = |list: &[(HeaderName, HeaderValue)]| {
+            list.iter()
+                .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            pairs(&policy.request_headers),
+            ["x-rule=r", "x-both=backend"]
+        );
+        assert_eq!(pairs(&policy.request_headers_add), ["x-added=b"]);
+        assert_eq!(policy.request_headers_remove, ["x-gone"]);
+        assert_eq!(pairs(&policy.response_headers), ["x-out=o"]);
+        // The rule's own policy is untouched.
+        assert_eq!(
+            pairs(&out.policy.request_headers),
+            ["x-rule=r", "x-both=rule"]
+        );
+    }
+
     #[test]
     fn what_cel_would_refuse_is_refused_with_the_field() {
         let cases = [
@@ -620,7 +766,11 @@ mod tests {
             ),
             (
                 serde_json::json!({"backendRefs": [{"name": "a", "port": 80, "filters": [{"type": "RequestHeaderModifier"}]}]}),
-                "backendRefs[0].filters",
+                "spec.rules[0].backendRefs[0].filters[0]: type RequestHeaderModifier needs field",
+            ),
+            (
+                serde_json::json!({"backendRefs": [{"name": "a", "port": 80, "filters": [{"type": "RequestMirror"}]}]}),
+                "spec.rules[0].backendRefs[0].filters[0].type",
             ),
             (
                 serde_json::json!({"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}, "percent": 101}}]}),

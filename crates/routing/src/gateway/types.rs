@@ -60,6 +60,10 @@ macro_rules! serialize_object {
 serialize_object!(GatewayClass, metadata, spec; status);
 serialize_object!(Gateway, metadata, spec; status);
 serialize_object!(HttpRoute, metadata, spec; status);
+serialize_object!(GrpcRoute, metadata, spec; status);
+serialize_object!(TcpRoute, metadata, spec; status);
+serialize_object!(TlsRoute, metadata, spec; status);
+serialize_object!(UdpRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
 
 resource!(
@@ -81,6 +85,34 @@ resource!(
     "v1",
     "HTTPRoute",
     "httproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    GrpcRoute,
+    "v1",
+    "GRPCRoute",
+    "grpcroutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    TcpRoute,
+    "v1",
+    "TCPRoute",
+    "tcproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    TlsRoute,
+    "v1",
+    "TLSRoute",
+    "tlsroutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    UdpRoute,
+    "v1",
+    "UDPRoute",
+    "udproutes",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -283,6 +315,151 @@ pub struct HttpRouteSpec {
     pub rules: Vec<HttpRouteRule>,
 }
 
+/// `GRPCRoute`: gRPC rules (service and method, headers) attached to Gateway listeners;
+/// compiled as the equivalent HTTPRoute (see `grpc.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: GrpcRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `GRPCRoute.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteSpec {
+    /// The Gateways (or their listeners) this route attaches to.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// Host names, intersected with each listener's; empty: the listeners'.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// The rules; empty means one rule matching every call with no backend.
+    #[serde(default)]
+    pub rules: Vec<GrpcRouteRule>,
+}
+
+/// `GRPCRoute` `rules[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteRule {
+    /// Any of these matches selects the rule; empty: every call.
+    #[serde(default)]
+    pub matches: Vec<GrpcRouteMatch>,
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestMirror` (the HTTPRoute
+    /// filters of the same names and shapes).
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    /// Where matching calls go, by weight.
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+}
+
+/// `GRPCRoute` `rules[].matches[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteMatch {
+    /// The service and method called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<GrpcMethodMatch>,
+    /// Request header (metadata) conditions.
+    #[serde(default)]
+    pub headers: Vec<HttpHeaderMatch>,
+}
+
+/// `GRPCRoute` `matches[].method`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcMethodMatch {
+    /// `Exact` (default) or `RegularExpression`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The fully qualified service (`package.Service`); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The method; any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+/// `TCPRoute`: every connection to a TCP listener goes to its backends, by weight.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `TLSRoute`: connections to a TLS `Passthrough` listener go, by the SNI of their
+/// ClientHello, to its backends, the TLS bytes untouched.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `UDPRoute`: the datagrams of each client of a UDP listener go to one endpoint of its
+/// backends, drawn by weight.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UdpRoute {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: StreamRouteSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The `spec` of `TCPRoute`, `TLSRoute` and `UDPRoute` (TLSRoute alone has `hostnames`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRouteSpec {
+    /// The Gateways (or their listeners) this route attaches to.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// `TLSRoute`: SNI host names, intersected with each listener's.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// One rule (the CRD allows no more).
+    #[serde(default)]
+    pub rules: Vec<StreamRouteRule>,
+}
+
+/// A `TCPRoute` / `TLSRoute` rule: where connections go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRouteRule {
+    /// Backends, by weight.
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+}
+
 /// `parentRefs[]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -323,6 +500,24 @@ pub struct HttpRouteRule {
     /// `timeouts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<HttpRouteTimeouts>,
+    /// `retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<HttpRouteRetry>,
+}
+
+/// `rules[].retry`: when a failed try is repeated.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRetry {
+    /// Response statuses (500-599) that are tried again.
+    #[serde(default)]
+    pub codes: Vec<i32>,
+    /// How many times a request is tried again (not counting the first try).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i32>,
+    /// The wait before each repeated try (a Gateway API duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
 }
 
 /// `rules[].matches[]`: every condition given must hold.
@@ -397,6 +592,33 @@ pub struct HttpRouteFilter {
     /// For `RequestMirror`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mirror: Option<HttpRequestMirrorFilter>,
+    /// For `CORS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<HttpCorsFilter>,
+}
+
+/// `CORS`: the cross-origin answers of the route.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpCorsFilter {
+    /// `https://a.example`, `https://*.example`, or `*`.
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    /// Methods, or `*`.
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    /// Request header names, or `*`.
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    /// Response header names the browser may show to the page.
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    /// `Access-Control-Allow-Credentials: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    /// `Access-Control-Max-Age` (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i32>,
 }
 
 /// `RequestHeaderModifier` / `ResponseHeaderModifier`.

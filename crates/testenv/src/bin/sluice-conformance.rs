@@ -1,5 +1,5 @@
 //! Runs the Gateway API conformance suite against sluice on the test cluster: a control
-//! plane and node agent of this crate, the standard-channel CRDs of the suite's version,
+//! plane and node agent of this crate, the CRDs of the suite's version (experimental channel unless told),
 //! the ServiceAccount and ClusterRole of `deploy/base`, GatewayClass `sluice`, and `sluice
 //! controller` as a process of its own under that ServiceAccount, each Gateway served on an
 //! address of its own from a loopback pool (`--gateway-address-pool`: the suite runs
@@ -223,7 +223,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
     Ok(status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1)))
 }
 
-/// Creates every CRD of `dir` (the release's `config/crd/standard`) and waits until the API
+/// Creates every CRD of `dir` (the release's `config/crd/<channel>`) and waits until the API
 /// server serves the kinds sluice watches. The ValidatingAdmissionPolicy of that directory
 /// is not a CRD and guards upgrades only: left out.
 async fn install_crds(admin: &kube::Client, dir: &std::path::Path) -> anyhow::Result<()> {

@@ -46,16 +46,18 @@ pub(super) fn cors(cx: &mut Cx<'_>) -> Option<Cors> {
             origins
         }
     };
-    let allow_methods = cx
+    let allow_methods: Option<HeaderValue> = cx
         .value("cors-allow-methods", |v| {
             parse_tokens(v, "method").map_err(|e| format!("{e}; the default is used"))
         })
-        .unwrap_or(HeaderValue::from_static(DEFAULT_CORS_METHODS));
-    let allow_headers = cx
+        .unwrap_or(HeaderValue::from_static(DEFAULT_CORS_METHODS))
+        .into();
+    let allow_headers: Option<HeaderValue> = cx
         .value("cors-allow-headers", |v| {
             parse_tokens(v, "field name").map_err(|e| format!("{e}; the default is used"))
         })
-        .unwrap_or(HeaderValue::from_static(DEFAULT_CORS_HEADERS));
+        .unwrap_or(HeaderValue::from_static(DEFAULT_CORS_HEADERS))
+        .into();
     let expose_headers = cx.value("cors-expose-headers", |v| parse_tokens(v, "field name"));
     let allow_credentials = cx
         .value("cors-allow-credentials", |v| {
@@ -90,7 +92,7 @@ pub(super) fn parse_origins(value: &str) -> (Vec<OriginPattern>, Vec<&str>) {
     let mut origins = Vec::new();
     let mut rejected = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match parse_origin(item) {
+        match OriginPattern::parse(item) {
             Some(pattern) => origins.push(pattern),
             None => rejected.push(item),
         }
@@ -102,51 +104,6 @@ pub(super) fn parse_origins(value: &str) -> (Vec<OriginPattern>, Vec<&str>) {
         origins = vec![OriginPattern::Any];
     }
     (origins, rejected)
-}
-
-/// One origin: `*`, `null`, `scheme://host[:port]` or `scheme://*.domain[:port]` (any
-/// alphabetic scheme, as ingress-nginx), lowercased.
-pub(super) fn parse_origin(item: &str) -> Option<OriginPattern> {
-    if item == "*" {
-        return Some(OriginPattern::Any);
-    }
-    let lower = item.to_ascii_lowercase();
-    if lower == "null" {
-        return Some(OriginPattern::Exact(lower));
-    }
-    let (scheme, rest) = lower.split_once("://")?;
-    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase()) {
-        return None;
-    }
-    let (wildcard, host_port) = match rest.strip_prefix("*.") {
-        Some(rest) => (true, rest),
-        None => (false, rest),
-    };
-    let (host, port) = match host_port.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (host_port, None),
-    };
-    let host_ok = !host.is_empty()
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-    let port_ok = port.is_none_or(|p| {
-        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok()
-    });
-    if !host_ok || !port_ok {
-        return None;
-    }
-    Some(if wildcard {
-        OriginPattern::Wildcard {
-            scheme: format!("{scheme}://"),
-            suffix: format!(".{host_port}"),
-        }
-    } else {
-        OriginPattern::Exact(lower)
-    })
 }
 
 /// A comma-separated list of HTTP tokens (methods, field names), normalised to `a, b`.

@@ -542,11 +542,11 @@ fn enable_cors_uses_ingress_nginx_defaults() {
         cors,
         Some(Cors {
             origins: vec![OriginPattern::Any],
-            allow_methods: hv("GET, PUT, POST, DELETE, PATCH, OPTIONS"),
-            allow_headers: hv(
+            allow_methods: Some(hv("GET, PUT, POST, DELETE, PATCH, OPTIONS")),
+            allow_headers: Some(hv(
                 "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,\
                  Content-Type,Range,Authorization"
-            ),
+            )),
             expose_headers: None,
             allow_credentials: true,
             max_age: 1_728_000,
@@ -645,8 +645,8 @@ fn cors_allow_methods_and_headers_are_token_lists_else_the_default() {
     ]);
     assert!(problems.is_empty());
     let cors = cors.unwrap();
-    assert_eq!(cors.allow_methods, hv("GET, POST, PUT"));
-    assert_eq!(cors.allow_headers, hv("X-Custom, Content-Type"));
+    assert_eq!(cors.allow_methods, Some(hv("GET, POST, PUT")));
+    assert_eq!(cors.allow_headers, Some(hv("X-Custom, Content-Type")));
     assert_eq!(cors.expose_headers, Some(hv("*, X-Total")));
     let (cors, problems) = cors_of(&[
         ("cors-allow-methods", "GET; rm"),
@@ -654,8 +654,8 @@ fn cors_allow_methods_and_headers_are_token_lists_else_the_default() {
         ("cors-expose-headers", ""),
     ]);
     let cors = cors.unwrap();
-    assert_eq!(cors.allow_methods, hv(DEFAULT_CORS_METHODS));
-    assert_eq!(cors.allow_headers, hv(DEFAULT_CORS_HEADERS));
+    assert_eq!(cors.allow_methods, Some(hv(DEFAULT_CORS_METHODS)));
+    assert_eq!(cors.allow_headers, Some(hv(DEFAULT_CORS_HEADERS)));
     assert_eq!(cors.expose_headers, None);
     assert_eq!(problems.len(), 3);
     assert_eq!(
