@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what the tests need (Debian packages, the test
-# control plane, cached), checks formatting and lints, runs every test and the Gateway API
+# control plane and helm, cached), checks formatting and lints, runs every test and the Gateway API
 # conformance suite, and fails if any test left a process or network namespace behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 t0=$(date +%s)
 bash scripts/testenv.sh >/dev/null
+# helm (pinned in tools/helm/go.mod), for the chart tests: built once into the same cache.
+bash scripts/helm.sh >/dev/null
 echo "test: environment ready in $(( $(date +%s) - t0 ))s"
 
 # CI starts from a fresh clone: keep compiled dependencies in the user cache between runs.

@@ -13,12 +13,15 @@
 //!   do not, from a running sluice's admin port or a directory of manifests.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, Ingress and Gateway
 //!   API status ([`cluster::gateway_status`]), Events.
+//! - [`admission`]: the validating admission webhook's decision: an incoming Ingress or
+//!   HTTPRoute compiled against the current objects ([`cluster::webhook`] serves it).
 //! - [`projection`]: what the controller caches of Services, endpoints and Secrets (the
 //!   fields routing reads).
 //! - [`control`]: the control plane's own runtime; none of the above runs on a proxy worker.
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod client;
 pub mod cluster;
 pub mod control;

@@ -211,6 +211,26 @@ impl MigrationReport {
         for error in &self.errors {
             let _ = writeln!(s, "error: {error}");
         }
+        // A class fix shared by several Ingresses (the usual case: all of them name the
+        // old controller's class) is said once, not once per Ingress.
+        let mut shared_fixes: Vec<(&str, Vec<String>)> = Vec::new();
+        for ingress in &self.ingresses {
+            if let Some(fix) = &ingress.class.fix {
+                let name = format!("{}/{}", ingress.namespace, ingress.name);
+                match shared_fixes.iter_mut().find(|(f, _)| *f == fix.as_str()) {
+                    Some((_, names)) => names.push(name),
+                    None => shared_fixes.push((fix, vec![name])),
+                }
+            }
+        }
+        shared_fixes.retain(|(_, names)| names.len() > 1);
+        for (fix, names) in &shared_fixes {
+            let _ = writeln!(
+                s,
+                "class fix for {}: {fix}",
+                plural(names.len(), "Ingress", "Ingresses")
+            );
+        }
         for ingress in &self.ingresses {
             let problems = ingress.problems.len() + usize::from(!ingress.class.served);
             let verdict = if ingress.fully_supported {
@@ -228,7 +248,11 @@ impl MigrationReport {
             let served = if class.served { "served" } else { "NOT served" };
             let _ = writeln!(s, "  {:W$} {named}: {served}: {}", "class", class.detail);
             if let Some(fix) = &class.fix {
-                let _ = writeln!(s, "  {:W$} {fix}", "fix");
+                if shared_fixes.iter().any(|(f, _)| *f == fix.as_str()) {
+                    let _ = writeln!(s, "  {:W$} the class fix above", "fix");
+                } else {
+                    let _ = writeln!(s, "  {:W$} {fix}", "fix");
+                }
             }
             for key in &ingress.honoured {
                 let _ = writeln!(s, "  {:W$} {key}", "honoured");
@@ -1258,6 +1282,47 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");
         }
+    }
+
+    /// #33: the class fix every Ingress of the old controller's class needs is said once.
+    #[test]
+    fn a_class_fix_shared_by_ingresses_is_said_once() {
+        let class = json!({"ingressClassName": "nginx"});
+        let r = report(
+            &[
+                ing("shop", "a", &[], class.clone()),
+                ing("shop", "b", &[], class.clone()),
+                ing("blog", "c", &[], json!({"ingressClassName": "other"})),
+            ],
+            &[],
+        );
+        let text = r.to_text();
+        assert_eq!(
+            text.matches(
+                "set spec.ingressClassName: sluice; or, once its controller is gone, \
+                           recreate IngressClass nginx"
+            )
+            .count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("class fix for 2 Ingresses: set spec.ingressClassName: sluice;"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("  fix          the class fix above\n").count(),
+            2,
+            "{text}"
+        );
+        // A fix of one Ingress alone stays on its Ingress.
+        assert!(
+            text.contains(
+                "  fix          set spec.ingressClassName: sluice; or, once its \
+                           controller is gone, recreate IngressClass other"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

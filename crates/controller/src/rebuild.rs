@@ -92,6 +92,13 @@ impl Rebuilder {
         self.queue.clone()
     }
 
+    /// The objects of the last rebuild and the options they were compiled with: what the
+    /// admission webhook reviews an incoming object against.
+    pub fn admission_inputs(&self) -> (Arc<Inputs>, CompileOptions) {
+        let inputs = Arc::clone(&self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()));
+        (inputs, self.options.clone())
+    }
+
     /// Compiles once now (e.g. right after the caches synced).
     pub fn rebuild_now(&self) {
         let started = Instant::now();

@@ -4,7 +4,8 @@
 //! ServiceAccount token through in-cluster config (no kubeconfig), the readiness probe. An
 //! Ingress and an HTTPRoute then answer through every installed replica (and get their
 //! status from it), and ingress-manager's overlay creates the Ingress of an annotated
-//! Service.
+//! Service. The webhook overlay (its cert-manager part done by the test) then has the API
+//! server refuse an Ingress sluice would not serve.
 //!
 //! RBAC is checked by what the API server refused: any `forbidden` line in an installed
 //! pod's log (read through the API server, `kubectl logs`) fails the test, naming the verb
@@ -15,7 +16,9 @@
 //! ports are reached at the pod's IP, which stands for the node's address here.
 
 mod support;
+mod tls_support;
 
+use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams};
@@ -268,6 +271,18 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
         },
     )
     .await?;
+    // Only the Role in sluice-system grants the Lease: the leader holds it there.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), SYSTEM);
+    eventually(
+        Duration::from_secs(30),
+        "the Lease sluice-leader held by the DaemonSet's pod",
+        || async {
+            let lease = leases.get_opt("sluice-leader").await.ok()??;
+            (lease.spec?.holder_identity? == name).then_some(())
+        },
+    )
+    .await?;
     let routes: Api<DynamicObject> = Api::namespaced_with(
         admin.clone(),
         &w.ns,
@@ -298,19 +313,26 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
     .await?;
     assert_not_refused(&admin, &name).await?;
 
-    let caught = eventually(
+    // (It has no Lease rights either, deploy/ grants those to `sluice` only: the refusal
+    // looked for is the cut verb's.)
+    eventually(
         Duration::from_secs(30),
-        "the cut ClusterRole's refusal in the log",
+        "the cut ClusterRole's refusal to list ingresses in the log",
         || async {
-            assert_not_refused(&admin, "sluice-cut")
-                .await
-                .err()
-                .map(|e| e.to_string())
-                .filter(|e| e.contains("lacks verb"))
+            let log = pods.logs("sluice-cut", &LogParams::default()).await.ok()?;
+            refusals(&log)
+                .iter()
+                .any(|(verb, resource, _)| verb == "list" && resource == "ingresses")
+                .then_some(())
         },
     )
     .await?;
-    assert!(caught.contains("lacks verb `list`"), "{caught}");
+    assert!(
+        assert_not_refused(&admin, "sluice-cut")
+            .await
+            .is_err_and(|e| e.to_string().contains("lacks verb")),
+        "a refusal fails the check"
+    );
     pods.delete("sluice-cut", &DeleteParams::default()).await?;
 
     // The Deployment overlay instead (two replicas on 8080).
@@ -364,6 +386,81 @@ async fn deploy_overlays_install_and_serve_ingress_and_httproute() -> anyhow::Re
         seen.insert(name.clone());
     }
     assert_eq!(seen.len(), 2);
+
+    // The webhook overlay, with cert-manager's part done here: the Secret it would write and
+    // the CA it would inject. The API server reaches the webhook through its Service (at a
+    // pod's IP) and refuses an Ingress sluice would not serve.
+    let (leaf, key, ca) = tls_support::ca_and_leaf(&["sluice-admission.sluice-system.svc"])?;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let ca_pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        b64(ca.as_ref())
+    );
+    w.create(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "sluice-admission", "namespace": SYSTEM},
+        "data": {"tls.crt": b64(leaf.as_bytes()), "tls.key": b64(key.as_bytes())},
+    }))
+    .await?;
+    let mut docs = Vec::new();
+    for doc in yaml_serde::Deserializer::from_str(&kustomize("webhook")?) {
+        let mut v: serde_json::Value = serde::Deserialize::deserialize(doc)?;
+        if v["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("cert-manager.io/"))
+        {
+            continue;
+        }
+        if v["kind"] == "ValidatingWebhookConfiguration" {
+            for hook in v["webhooks"].as_array_mut().into_iter().flatten() {
+                hook["clientConfig"]["caBundle"] = json!(b64(ca_pem.as_bytes()));
+            }
+        }
+        docs.push(yaml_serde::to_string(&v)?);
+    }
+    sluice_testenv::apply_yaml(&admin, &docs.join("---\n")).await?;
+    let bad = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "bad", "namespace": w.ns,
+            "annotations": {"nginx.ingress.kubernetes.io/proxy-next-upstream": "http_418"}},
+        "spec": {"ingressClassName": "sluice", "rules": [{"host": "bad.install.test",
+            "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}}]},
+    })
+    .to_string();
+    let kubeconfig = w.cp.kubeconfig_path().to_path_buf();
+    let refused = eventually(
+        Duration::from_secs(60),
+        "deploy/overlays/webhook refusing a bad Ingress",
+        || {
+            let (kubeconfig, bad) = (kubeconfig.clone(), bad.clone());
+            async move {
+                let out = tokio::task::spawn_blocking(move || {
+                    use std::io::Write;
+                    let mut child = std::process::Command::new("kubectl")
+                        .arg("--kubeconfig")
+                        .arg(&kubeconfig)
+                        .args(["apply", "--dry-run=server", "-f", "-"])
+                        .stdin(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .stdout(std::process::Stdio::null())
+                        .spawn()
+                        .ok()?;
+                    child.stdin.take()?.write_all(bad.as_bytes()).ok()?;
+                    child.wait_with_output().ok()
+                })
+                .await
+                .ok()??;
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                (!out.status.success() && err.contains("denied the request")).then_some(err)
+            }
+        },
+    )
+    .await?;
+    assert!(
+        refused.contains("InvalidAnnotation") && refused.contains("proxy-next-upstream"),
+        "{refused}"
+    );
     Ok(())
 }
 

@@ -157,6 +157,7 @@ pub fn explain_request(
     let path = crate::normalize_request_path(path)
         .map_or_else(|_| path.to_owned(), std::borrow::Cow::into_owned);
     let matched = table.matched(&host, &path);
+    let found = table.route_request(&request_info(&host, &path, request));
     let answer = answer(table, &host, &path, request, matched.as_ref());
     let classes = ClassSelector::new(inputs.ingress_classes.iter().map(|c| &**c), options);
     let mut ingresses: Vec<&Ingress> = inputs.ingresses.iter().map(|i| &**i).collect();
@@ -228,6 +229,13 @@ pub fn explain_request(
             }
         }
     }
+    checks.extend(crate::explain_routes::route_checks(
+        inputs,
+        &compiled.gateway,
+        table,
+        found,
+        &host,
+    ));
     let answering = match &answer {
         Answer::Route { ingress, .. } => Some(ingress.clone()),
         Answer::DefaultBackend { source, .. } => Some(source.clone()),
@@ -276,16 +284,13 @@ fn ingress_policy(entry: &crate::RouteEntry) -> Vec<String> {
     policy
 }
 
-fn answer(
-    table: &RouteTable,
-    host: &str,
-    path: &str,
-    asked: &ExplainRequest,
-    matched: Option<&(Route, usize)>,
-) -> Answer {
-    // Gateway API routes first, as the proxy looks them up, with the request's method,
-    // header fields, query and scheme.
-    let request = crate::request::RequestInfo {
+/// The request as the table looks it up (on the shared listeners).
+fn request_info<'a>(
+    host: &'a str,
+    path: &'a str,
+    asked: &'a ExplainRequest,
+) -> crate::request::RequestInfo<'a> {
+    crate::request::RequestInfo {
         listener: None,
         https: asked.https,
         host,
@@ -297,8 +302,19 @@ fn answer(
             &asked.method
         },
         headers: asked,
-    };
-    let Some(found) = table.route_request(&request) else {
+    }
+}
+
+fn answer(
+    table: &RouteTable,
+    host: &str,
+    path: &str,
+    asked: &ExplainRequest,
+    matched: Option<&(Route, usize)>,
+) -> Answer {
+    // Gateway API routes first, as the proxy looks them up, with the request's method,
+    // header fields, query and scheme.
+    let Some(found) = table.route_request(&request_info(host, path, asked)) else {
         return Answer::NotFound;
     };
     let entry = table.entry(found);

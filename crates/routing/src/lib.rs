@@ -108,6 +108,7 @@ mod backend_registry;
 mod cidr;
 mod diagnostic;
 mod explain;
+mod explain_routes;
 pub mod gateway;
 mod host;
 mod htpasswd;
@@ -152,6 +153,6 @@ pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};
 pub use rules::{SocketKind, StreamTarget};
 pub use table::{
-    Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, WeightedBackend,
+    Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, RuleIndex, WeightedBackend,
 };
 pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

@@ -55,6 +55,18 @@ pub struct RouteEntry {
     /// Gateway API `RequestMirror`: a copy of each request (the share drawn) goes to these
     /// backends; their answers are discarded.
     pub mirrors: Vec<Mirror>,
+    /// The Gateway API rule and match the entry was compiled from (`spec.rules[rule]`
+    /// `.matches[matched]`), for `sluice explain`; `None` for Ingress rules.
+    pub rule: Option<RuleIndex>,
+}
+
+/// Where in a Gateway API route an entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleIndex {
+    /// `spec.rules[rule]`.
+    pub rule: usize,
+    /// `.matches[matched]` (0 for a rule without matches).
+    pub matched: usize,
 }
 
 impl RouteEntry {

@@ -1216,7 +1216,9 @@ fn explain_answers_with_the_http_route() {
         json!({"parentRefs": [{"name": "gw"}], "hostnames": ["shop.example"],
         "rules": [{"matches": [{"path": {"value": "/cart"}}],
                    "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
-                   "backendRefs": [backend("api", 80)]}]}),
+                   "backendRefs": [backend("api", 80)]},
+                  {"matches": [{"path": {"type": "Exact", "value": "/"}}, {"method": "POST"}],
+                   "backendRefs": [backend("web", 80)]}]}),
     )];
     let inputs = world(vec![gw], routes);
     let e = sluice_routing::explain(
@@ -1228,6 +1230,41 @@ fn explain_answers_with_the_http_route() {
     let text = e.to_string();
     assert!(text.contains("HTTPRoute default/shop"), "{text}");
     assert!(text.contains("ReplacePrefixMatch /cart -> /"), "{text}");
+    // #33: the route's rules are listed, each match by its field, the answering one marked.
+    let rules: Vec<(String, bool)> = e
+        .checks
+        .iter()
+        .filter(|c| c.ingress.kind == "HTTPRoute")
+        .map(|c| (c.field.clone(), c.selected))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ("spec.rules[0].matches[0]".to_owned(), true),
+            ("spec.rules[1].matches[0]".to_owned(), false),
+            ("spec.rules[1].matches[1]".to_owned(), false),
+        ]
+    );
+    assert!(
+        text.contains("=> HTTPRoute default/shop spec.rules[0].matches[0] (shop.example PathPrefix /cart): answers"),
+        "{text}"
+    );
+    assert!(
+        text.contains("spec.rules[1].matches[1] (shop.example PathPrefix / method POST)"),
+        "{text}"
+    );
+    let other_host = sluice_routing::explain(
+        &inputs,
+        &sluice_routing::CompileOptions::default(),
+        "else.example",
+        "/cart",
+    );
+    assert!(
+        other_host
+            .to_string()
+            .contains("else.example is not in spec.hostnames"),
+        "{other_host}"
+    );
     let miss = sluice_routing::explain(
         &inputs,
         &sluice_routing::CompileOptions::default(),

@@ -380,6 +380,10 @@ impl ControlPlane {
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg("--service-cluster-ip-range=10.96.0.0/16")
             .arg("--disable-admission-plugins=ServiceAccount")
+            // Admission webhooks (and aggregated APIs) named by Service are reached at a ready
+            // endpoint's pod IP on the bridge, as no cluster DNS or kube-proxy runs here; the
+            // TLS name checked is still the Service's (`NAME.NAMESPACE.svc`).
+            .arg("--enable-aggregator-routing=true")
             // Signed by the test CA and naming every pod gateway: pods verify it (in-cluster
             // config) when they reach the API server through the node agent.
             .arg(format!(

@@ -903,7 +903,7 @@ async fn start_pod(
             output,
             running.dir.path().join(format!("{}.log", c.name)),
         )?;
-        let readiness = c.readiness_probe.clone();
+        let readiness = c.readiness_probe.clone().map(|p| with_port_numbers(p, c));
         let delay = readiness
             .as_ref()
             .and_then(|p| p.initial_delay_seconds)
@@ -1030,11 +1030,37 @@ async fn probe_all(p: &mut RunningPod) {
     }
 }
 
+/// The probe with a named port (`port: admin`) replaced by the number of the container's
+/// port of that name, as a kubelet resolves it; a name the container lacks stays (the probe
+/// then fails, as a kubelet's would).
+fn with_port_numbers(mut probe: Probe, c: &Container) -> Probe {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let resolve = |port: &mut IntOrString| {
+        if let IntOrString::String(name) = port
+            && let Some(n) = c
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .map(|p| p.container_port)
+        {
+            *port = IntOrString::Int(n);
+        }
+    };
+    if let Some(h) = probe.http_get.as_mut() {
+        resolve(&mut h.port);
+    }
+    if let Some(t) = probe.tcp_socket.as_mut() {
+        resolve(&mut t.port);
+    }
+    probe
+}
+
 async fn probe_once(probe: &Probe, ip: Ipv4Addr) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let port = |p: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString| match p {
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => u16::try_from(*n).ok(),
-        // Named ports would need the container's port list; numbers are what tests use.
+        // Named ports were resolved against the container's ports at start.
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.parse().ok(),
     };
     if let Some(h) = &probe.http_get {
@@ -1132,6 +1158,28 @@ async fn write_status(api: &Api<Pod>, p: &mut RunningPod) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kubelet resolves `port: NAME` of a probe to the container's port of that name (the
+    /// Helm chart's probes use `port: admin`).
+    #[test]
+    fn named_probe_ports_resolve_to_the_containers_port() {
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let c: Container = serde_json::from_value(json!({"name": "c",
+            "ports": [{"name": "http", "containerPort": 80}, {"name": "admin", "containerPort": 10254}]}))
+        .expect("container");
+        let probe: Probe =
+            serde_json::from_value(json!({"httpGet": {"path": "/readyz", "port": "admin"}}))
+                .expect("probe");
+        let p = with_port_numbers(probe, &c);
+        assert_eq!(p.http_get.map(|h| h.port), Some(IntOrString::Int(10254)));
+        let probe: Probe =
+            serde_json::from_value(json!({"tcpSocket": {"port": "nope"}})).expect("probe");
+        let p = with_port_numbers(probe, &c);
+        assert_eq!(
+            p.tcp_socket.map(|t| t.port),
+            Some(IntOrString::String("nope".into()))
+        );
+    }
 
     #[test]
     fn conformance_images_map_to_their_builds_whatever_the_tag() {

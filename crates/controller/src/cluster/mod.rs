@@ -9,6 +9,7 @@
 pub mod events;
 pub mod gateway_status;
 pub mod status;
+pub mod webhook;
 
 use crate::control::ControlRuntime;
 use crate::rebuild::Rebuilder;
@@ -78,6 +79,22 @@ pub struct ControllerArgs {
     /// How long to wait for the caches to fill at start.
     #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
     pub sync_timeout: Duration,
+
+    /// Serve the validating admission webhook on this address (HTTPS, `POST /validate`),
+    /// e.g. `0.0.0.0:9443`: Ingresses of our class that would not be served as written are
+    /// refused at `kubectl apply`, with the diagnostics of the Events. Off unless set; needs
+    /// --webhook-cert-file and --webhook-key-file.
+    #[arg(long, value_name = "ADDR", requires_all = ["webhook_cert_file", "webhook_key_file"])]
+    pub webhook_addr: Option<std::net::SocketAddr>,
+
+    /// The webhook's serving certificate (PEM, the chain; e.g. `tls.crt` of a mounted
+    /// Secret), read again when it changes.
+    #[arg(long, value_name = "FILE", requires = "webhook_addr")]
+    pub webhook_cert_file: Option<PathBuf>,
+
+    /// The webhook's private key (PEM; e.g. `tls.key` of a mounted Secret).
+    #[arg(long, value_name = "FILE", requires = "webhook_addr")]
+    pub webhook_key_file: Option<PathBuf>,
 
     /// The data plane's settings.
 
@@ -198,6 +215,7 @@ pub struct Controller {
     stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     shutdown_delay: Duration,
+    webhook_addr: Option<std::net::SocketAddr>,
     // Last field: dropped after everything that may still hold tasks on it.
     control: ControlRuntime,
 }
@@ -232,6 +250,22 @@ impl Controller {
             ))
             .await??;
         let bound = proxy.bind().await.context("binding the listeners")?;
+        let webhook = match (
+            args.webhook_addr,
+            args.webhook_cert_file.clone(),
+            args.webhook_key_file.clone(),
+        ) {
+            (Some(addr), Some(cert), Some(key)) => Some(
+                control
+                    .run(webhook::Webhook::bind(addr, cert, key))
+                    .await??,
+            ),
+            (None, None, None) => None,
+            _ => anyhow::bail!(
+                "--webhook-addr, --webhook-cert-file and --webhook-key-file go together"
+            ),
+        };
+        let webhook_addr = webhook.as_ref().map(|w| w.local_addr()).transpose()?;
 
         let stop = CancellationToken::new();
         let lock = args.election.lock(
@@ -252,8 +286,14 @@ impl Controller {
                 stop.clone(),
             ))
             .await?;
+        let mut tasks = tasks;
+        if let Some(webhook) = webhook {
+            let (r, stop) = (rebuilder.clone(), stop.clone());
+            tasks.push(control.spawn(webhook.serve(r, stop)));
+        }
 
         tracing::info!(
+            webhook = ?webhook_addr,
             http = %bound.http_addr(),
             https = %bound.https_addr(),
             admin = %bound.admin_addr(),
@@ -269,8 +309,14 @@ impl Controller {
             stop,
             tasks,
             shutdown_delay: args.shutdown_delay,
+            webhook_addr,
             control,
         })
+    }
+
+    /// The admission webhook's address, when `--webhook-addr` is set.
+    pub fn webhook_addr(&self) -> Option<std::net::SocketAddr> {
+        self.webhook_addr
     }
 
     /// The plain HTTP address.

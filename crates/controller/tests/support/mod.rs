@@ -48,6 +48,26 @@ impl World {
             class,
             controller_name,
         };
+        // deploy/ grants the Lease in sluice-system only; each test elects in its own
+        // namespace (`--election-namespace`), so the same rights go there.
+        world
+            .create(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "sluice-election"},
+                "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                           "verbs": ["get", "create", "update"]}],
+            }))
+            .await?;
+        world
+            .create(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "sluice-election"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "sluice-election"},
+                "subjects": [{"kind": "ServiceAccount", "name": "sluice",
+                              "namespace": "sluice-system"}],
+            }))
+            .await?;
         world
             .create(serde_json::json!({
                 "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",

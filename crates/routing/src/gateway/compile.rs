@@ -32,7 +32,7 @@ use crate::rules::{
     Candidate, GatewayRoutes, HostRules, ListenerRoutes, PathCond, Precedence, RuleSetBuilder,
     SocketKind, StreamRoutes, StreamTarget,
 };
-use crate::table::{Mirror, RouteEntry, WeightedBackend};
+use crate::table::{Mirror, RouteEntry, RuleIndex, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
 
@@ -1268,6 +1268,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                                 split: Vec::new(),
                                 fixed_status: None,
                                 mirrors: mirrors.clone(),
+                                rule: Some(RuleIndex {
+                                    rule: r,
+                                    matched: m,
+                                }),
                             });
                         }
                         let id = table.entries.len() as u32;
@@ -1281,6 +1285,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             split,
                             fixed_status,
                             mirrors: mirrors.clone(),
+                            rule: Some(RuleIndex {
+                                rule: r,
+                                matched: m,
+                            }),
                         });
                         id
                     });

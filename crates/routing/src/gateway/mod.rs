@@ -31,7 +31,7 @@ mod addresses;
 pub(crate) mod compile;
 mod cors;
 mod grpc;
-mod hostname;
+pub(crate) mod hostname;
 mod retry;
 mod rule;
 mod status;

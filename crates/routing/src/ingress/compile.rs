@@ -1378,6 +1378,7 @@ impl Entries<'_, '_> {
                 })
                 .into_iter()
                 .collect(),
+            rule: None,
         });
         self.index.insert(key, id);
         id
@@ -1458,6 +1459,7 @@ fn build_table(
             split: Vec::new(),
             fixed_status: None,
             mirrors: Vec::new(),
+            rule: None,
         });
         id
     });
@@ -1496,6 +1498,7 @@ fn build_table(
                 split: Vec::new(),
                 fixed_status: None,
                 mirrors: Vec::new(),
+                rule: None,
             });
             let mut builder = RuleSetBuilder::default();
             builder.push(
@@ -1553,6 +1556,7 @@ fn build_table(
                 split: Vec::new(),
                 fixed_status: None,
                 mirrors: Vec::new(),
+                rule: None,
             });
             lowered.push((
                 PathCond::Exact(redirect.path.clone()),
