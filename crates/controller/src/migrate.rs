@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_routing::{
     CompileOptions, DEFAULT_CLASS_ANNOTATION, Inputs, LEGACY_CLASS_ANNOTATION, NGINX_PREFIX,
-    Reason, SLUICE_PREFIX, check_annotations, compile,
+    Reason, SLUICE_PREFIX, TrailingSlashRedirect, check_annotations, compile,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -442,8 +442,16 @@ pub fn build_report(
             }
             let mut honoured = checked.honoured;
             honoured.sort();
+            let mut notes = ingress_notes(ingress, &annotations);
+            notes.extend(
+                compiled
+                    .trailing_slash_redirects
+                    .iter()
+                    .filter(|r| r.ingress.namespace == namespace && r.ingress.name == name)
+                    .map(|r| trailing_slash_note(r, options.ingress_nginx_compat)),
+            );
             IngressReport {
-                notes: ingress_notes(ingress, &annotations),
+                notes,
                 fully_supported: class.served && problems.is_empty(),
                 namespace,
                 name,
@@ -467,6 +475,32 @@ pub fn build_report(
     };
     report.update();
     report
+}
+
+/// What a trailing-slash redirect of ingress-nginx's becomes in sluice, with the
+/// `--ingress-nginx-compat` setting the report assumes.
+fn trailing_slash_note(redirect: &TrailingSlashRedirect, compat: bool) -> String {
+    let host = if redirect.host.is_empty() {
+        "any host".to_owned()
+    } else {
+        format!("host {}", redirect.host)
+    };
+    let path = &redirect.path;
+    let (now, other) = if compat {
+        (
+            "with --ingress-nginx-compat, as in ingress-nginx",
+            "without it the request is matched as the Ingress spec says (no redirect)",
+        )
+    } else {
+        (
+            "only with --ingress-nginx-compat",
+            "without it (the default) the request is matched as the Ingress spec says",
+        )
+    };
+    format!(
+        "{host} {path}: ingress-nginx answers 301 to {path}/ (its path {path}/ ends in a \
+         slash); sluice does so {now}; {other}"
+    )
 }
 
 fn reason_name(reason: &Reason) -> String {
@@ -630,34 +664,6 @@ fn ingress_notes(ingress: &Ingress, annotations: &BTreeMap<String, String>) -> V
         ));
     }
 
-    if !has("use-regex") && !has("rewrite-target") {
-        let mut paths: Vec<&str> = spec
-            .and_then(|s| s.rules.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.http.as_ref())
-            .flat_map(|h| h.paths.iter())
-            .filter(|p| p.path_type == "ImplementationSpecific")
-            .filter_map(|p| p.path.as_deref())
-            .filter(|p| !p.is_empty() && *p != "/")
-            .collect();
-        paths.sort_unstable();
-        paths.dedup();
-        if !paths.is_empty() {
-            let (noun, verb) = if paths.len() == 1 {
-                ("path", "is")
-            } else {
-                ("paths", "are")
-            };
-            let first = paths[0].trim_end_matches('/');
-            notes.push(format!(
-                "ImplementationSpecific {noun} {} {verb} matched as Prefix, by whole path \
-                 segments ({first} matches {first} and {first}/..., not {first}x); \
-                 ingress-nginx matches such paths as a plain string prefix",
-                paths.join(", "),
-            ));
-        }
-    }
     notes
 }
 
@@ -857,6 +863,87 @@ mod tests {
         build_report(ingresses, classes, &CompileOptions::default())
     }
 
+    /// nginx's trailing-slash 301 (ingress-nginx docs, "Ingress Path Matching"): every
+    /// Ingress whose answers differ with `--ingress-nginx-compat` is named, whatever the
+    /// setting the report assumes, and no other.
+    #[test]
+    fn ingresses_answered_with_a_trailing_slash_redirect_are_named() {
+        let path = |path: &str, ty: &str| {
+            json!({"path": path, "pathType": ty,
+                   "backend": {"service": {"name": "web", "port": {"number": 80}}}})
+        };
+        let spec = |host: &str, paths: Vec<serde_json::Value>| json!({"rules": [{"host": host, "http": {"paths": paths}}]});
+        let ingresses = [
+            ing(
+                "d",
+                "slash",
+                &[],
+                spec("a.test", vec![path("/my-path/", "Prefix")]),
+            ),
+            // The same host gets /exact/ from another Ingress, and /plain without slash.
+            ing(
+                "d",
+                "exact",
+                &[],
+                spec(
+                    "a.test",
+                    vec![path("/exact/", "Exact"), path("/plain", "Prefix")],
+                ),
+            ),
+            // /both/ and /both: the exact location /both exists, no redirect.
+            ing(
+                "d",
+                "covered",
+                &[],
+                spec(
+                    "b.test",
+                    vec![path("/both/", "Prefix"), path("/both", "Exact")],
+                ),
+            ),
+            ing(
+                "d",
+                "regex",
+                &[(&nginx("use-regex"), "true")],
+                spec("c.test", vec![path("/r/", "Prefix")]),
+            ),
+        ];
+        for compat in [false, true] {
+            let options = CompileOptions {
+                ingress_nginx_compat: compat,
+                ..CompileOptions::default()
+            };
+            let r = build_report(&ingresses, &[], &options);
+            let noted = |name: &str| -> Vec<String> {
+                let ingress = r.ingresses.iter().find(|i| i.name == name).unwrap();
+                ingress
+                    .notes
+                    .iter()
+                    .filter(|n| n.contains("ingress-nginx answers 301"))
+                    .cloned()
+                    .collect()
+            };
+            let slash = noted("slash");
+            assert_eq!(slash.len(), 1, "{slash:?}");
+            assert!(
+                slash[0]
+                    .starts_with("host a.test /my-path: ingress-nginx answers 301 to /my-path/"),
+                "{}",
+                slash[0]
+            );
+            assert_eq!(
+                slash[0].contains("only with --ingress-nginx-compat"),
+                !compat,
+                "{}",
+                slash[0]
+            );
+            let exact = noted("exact");
+            assert_eq!(exact.len(), 1, "{exact:?}");
+            assert!(exact[0].starts_with("host a.test /exact:"), "{}", exact[0]);
+            assert!(noted("covered").is_empty());
+            assert!(noted("regex").is_empty());
+        }
+    }
+
     #[test]
     fn supported_annotations_are_honoured_and_the_ingress_is_clean() {
         let r = report(
@@ -938,7 +1025,9 @@ mod tests {
         assert!(
             i.problems[0]
                 .detail
-                .contains("basic and digest authentication")
+                .contains("auth-type: basic without auth-secret"),
+            "{}",
+            i.problems[0].detail
         );
         assert!(
             i.problems[1].detail.contains("sluice.dev/response-headers"),
@@ -1102,7 +1191,7 @@ mod tests {
     }
 
     #[test]
-    fn shadowed_nginx_keys_and_implementation_specific_paths_are_noted() {
+    fn shadowed_nginx_keys_are_noted_and_implementation_specific_paths_are_not() {
         let spec = json!({"rules": [{"http": {"paths": [
             {"path": "/api", "pathType": "ImplementationSpecific",
              "backend": {"service": {"name": "web", "port": {"number": 80}}}},
@@ -1121,15 +1210,11 @@ mod tests {
             )],
             &[],
         );
+        // ImplementationSpecific is matched as ingress-nginx matches it (a string prefix):
+        // nothing to say about it.
         let notes = &r.ingresses[0].notes;
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("nginx.ingress.kubernetes.io/proxy-body-size is ignored"));
-        assert!(
-            notes[1].starts_with("ImplementationSpecific path /api is matched as Prefix"),
-            "{}",
-            notes[1]
-        );
-        assert!(notes[1].contains("not /apix"), "{}", notes[1]);
     }
 
     #[test]

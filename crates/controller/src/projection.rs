@@ -162,6 +162,8 @@ pub fn secret(secret: Secret) -> Secret {
         metadata: meta(secret.metadata, |_| false),
         type_: secret.type_,
         data: secret.data,
+        // A manifest's `stringData` (the API server folds it into `data`).
+        string_data: secret.string_data,
         ..Secret::default()
     }
 }

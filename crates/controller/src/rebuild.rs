@@ -109,6 +109,7 @@ impl Rebuilder {
             ours,
             flag_diagnostics,
             mut gateway,
+            ..
         } = compile(&inputs, &self.options);
         let unserved = if !self.explain_unserved {
             Vec::new()

@@ -73,6 +73,14 @@ pub struct ClassArgs {
     /// Gateways share the proxy's HTTP and HTTPS listeners with the Ingresses.
     #[arg(long, value_name = "CIDRS")]
     pub gateway_address_pool: Option<sluice_routing::gateway::AddressPool>,
+
+    /// Behave as ingress-nginx where it departs from the Ingress spec (off: the spec holds).
+    /// Today one behaviour: `/my-path` answers 301 to `/my-path/` when an Exact, Prefix or
+    /// ImplementationSpecific path of its host is `/my-path/` and none is `/my-path`, never
+    /// on a host with regex paths (`use-regex`, `rewrite-target`). `sluice migrate` names the
+    /// Ingresses this changes.
+    #[arg(long)]
+    pub ingress_nginx_compat: bool,
 }
 
 impl ClassArgs {
@@ -85,6 +93,7 @@ impl ClassArgs {
             watch_ingress_without_class: self.watch_ingress_without_class,
             gateway_controller_name: self.gateway_controller_name.clone(),
             gateway_address_pool: self.gateway_address_pool.clone(),
+            ingress_nginx_compat: self.ingress_nginx_compat,
             ..CompileOptions::default()
         }
     }

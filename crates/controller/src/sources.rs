@@ -35,8 +35,12 @@ pub struct IngressInformers {
     pub endpoints: Option<SharedIndexInformer<Endpoints>>,
     /// discovery.k8s.io/v1 EndpointSlices: always from a cluster, from manifests when given.
     pub endpoint_slices: Option<SharedIndexInformer<EndpointSlice>>,
-    /// Secrets of type kubernetes.io/tls.
+    /// Secrets of type kubernetes.io/tls (every Secret, from manifests).
     pub secrets: SharedIndexInformer<Secret>,
+    /// From a cluster, Secrets of type Opaque too: the users of basic authentication
+    /// (`auth-secret`), which ingress-nginx's docs create with `kubectl create secret
+    /// generic`.
+    pub opaque_secrets: Option<SharedIndexInformer<Secret>>,
     /// Gateway API kinds once watched: at start when the cluster serves them (always from
     /// manifests), or later through [`IngressInformers::add_gateway`]. Shared by clones.
     gateway: Arc<OnceLock<GatewayInformers>>,
@@ -232,6 +236,7 @@ impl IngressInformers {
             endpoints,
             endpoint_slices,
             secrets,
+            opaque_secrets: None,
             gateway: cell,
             all,
             changed: Arc::default(),
@@ -322,7 +327,14 @@ impl IngressInformers {
     ) -> Self {
         let client = factory.client().clone();
         let all = ListOptions::default();
-        Self::new(
+        let opaque = projected(
+            factory.informer_for(
+                api(&client, namespace),
+                ListOptions::default().fields("type=Opaque"),
+            ),
+            projection::secret,
+        );
+        let mut informers = Self::new(
             trimmed(factory.informer_for(api(&client, namespace), all.clone())),
             factory.informer_for(Api::all(client.clone()), all.clone()),
             projected(
@@ -342,7 +354,10 @@ impl IngressInformers {
                 projection::secret,
             ),
             gateway_api.map(|kinds| GatewayInformers::from_cluster(factory, namespace, kinds)),
-        )
+        );
+        informers.all.push(Arc::new(opaque.clone()));
+        informers.opaque_secrets = Some(opaque);
+        informers
     }
 
     /// Every informer, type-erased (the Gateway API's too, once watched).
@@ -414,7 +429,13 @@ impl IngressInformers {
                 .as_ref()
                 .map(|i| i.store().list())
                 .unwrap_or_default(),
-            secrets: self.secrets.store().list(),
+            secrets: self
+                .secrets
+                .store()
+                .list()
+                .into_iter()
+                .chain(self.opaque_secrets.iter().flat_map(|i| i.store().list()))
+                .collect(),
             gateway_classes: self
                 .gateway()
                 .map(|g| g.classes.store().list())

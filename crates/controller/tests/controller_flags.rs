@@ -156,7 +156,7 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
     w.create(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "noted", "annotations": {
-            "nginx.ingress.kubernetes.io/limit-rate": "100",
+            "nginx.ingress.kubernetes.io/enable-rewrite-log": "true",
             "nginx.ingress.kubernetes.io/proxy-body-size": "12x",
             "nginx.ingress.kubernetes.io/configuration-snippet": "x",
         }},
@@ -164,7 +164,7 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
     }))
     .await?;
     until_routed(run.http, "noted.test", "/", "a", 200).await?;
-    // Basic authentication is not implemented: the Ingress fails closed (503), as
+    // Basic authentication whose Secret does not exist: the Ingress fails closed (503), as
     // ingress-nginx answers a location whose auth annotations it cannot apply.
     let mut spec = json!({"rules": [{"host": "closed.test", "http": {"paths": [path("/", "a")]}}]});
     spec["ingressClassName"] = json!(w.class);
@@ -183,7 +183,7 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
     let expected = [
         (
             "UnsupportedAnnotation",
-            "nginx.ingress.kubernetes.io/limit-rate",
+            "nginx.ingress.kubernetes.io/enable-rewrite-log",
         ),
         (
             "InvalidAnnotation",
@@ -251,6 +251,16 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
         "{note}"
     );
     assert_eq!(get(run.http, "closed.test", "/x").await?.status, 503);
+    // The Secret arrives (Opaque, as `kubectl create secret generic htpasswd
+    // --from-file=auth`, ingress-nginx docs "Basic Authentication"): the route asks for
+    // credentials (401) instead of being closed.
+    w.create(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "htpasswd"},
+        "stringData": {"auth": "foo:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n"},
+    }))
+    .await?;
+    until_routed(run.http, "closed.test", "/x", "", 401).await?;
     run.stop().await
 }
 

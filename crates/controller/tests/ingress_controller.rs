@@ -63,7 +63,8 @@ async fn routes_hosts_paths_and_default_backend() -> anyhow::Result<()> {
         ("exact.test", "/prefix", "a"), // element-wise: /pre does not cover /prefix
         ("exact.test", "/pre/deep", "d"),
         ("exact.test", "/pre/deep/er?q=1", "d"),
-        ("exact.test", "/pre/deeper", "c"),
+        // ImplementationSpecific is a string prefix (nginx `location /pre/deep`).
+        ("exact.test", "/pre/deeper", "d"),
         ("x.wild.test", "/any", "b"),
         ("a.b.wild.test", "/", "c"), // a wildcard covers exactly one label: default backend
         ("wild.test", "/", "c"),

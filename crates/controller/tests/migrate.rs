@@ -205,9 +205,9 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
              not a size; expected bytes with an optional unit: k, m, g (nginx), KiB, MiB, GiB, \
              KB, MB, GB\n",
             "  class        sluice (spec.ingressClassName): served",
-            "  CLOSED       nginx.ingress.kubernetes.io/auth-type: basic and digest \
-             authentication from a Secret is not supported yet; the Ingress's routes answer \
-             503 to every request until it is removed (fail closed)\n",
+            "  CLOSED       nginx.ingress.kubernetes.io/auth-type: auth-type: basic without \
+             auth-secret; the Ingress's routes answer 503 to every request until it is \
+             removed (fail closed)\n",
             &rewrite_line,
         ],
     );
@@ -449,8 +449,8 @@ spec:
     assert_eq!(legacy["problems"][0]["reason"], "FailedClosed");
     assert_eq!(
         legacy["problems"][0]["detail"],
-        "basic and digest authentication from a Secret is not supported yet; the Ingress's \
-         routes answer 503 to every request until it is removed (fail closed)"
+        "auth-type: basic without auth-secret; the Ingress's routes answer 503 to every \
+         request until it is removed (fail closed)"
     );
     let ready = &v["ingresses"][1];
     assert_eq!(ready["name"], "ready");
@@ -502,6 +502,13 @@ fn readme_lists_every_supported_annotation() {
             "README table lists {key}, which sluice does not support"
         );
     }
+    // The count the section states (ingress-nginx's keys: all but the two sluice.dev/ ones).
+    let count = supported_annotations().len() - 2;
+    let stated = format!("sluice honours **{count} ingress-nginx annotations**");
+    assert!(
+        section.contains(&stated),
+        "README does not say \"{stated}\" (the count of supported_annotations())"
+    );
 }
 
 /// #33: a `kubectl get ingress -A -o yaml` dump (`kind: List`) is read as its items, in a

@@ -27,7 +27,7 @@ const SHAPES: [(&str, &str, &str); 2] =
     [("own loop GET", "GET", ""), ("hyper POST", "POST", "x=1")];
 
 /// The objects: `app.test` with `/admin` open to 10.0.0.0/8 only and `/` open to all;
-/// `basic.test` with basic authentication (not implemented: closed); `snippet.test` whose
+/// `basic.test` with basic authentication whose Secret is missing (closed); `snippet.test` whose
 /// refused snippet holds `deny`; `gw.test`, an HTTPRoute with `/admin` -> admin and `/` ->
 /// web.
 fn write_manifests(dir: &Path, web: SocketAddr, admin: SocketAddr) {
@@ -256,7 +256,7 @@ async fn matching_sees_the_path_as_nginx_does_and_access_annotations_fail_closed
         let seen = ask(addr, shape, "gw.test", "/../admin").await;
         assert_eq!(seen.status, 400, "{label}: gw.test above the root");
 
-        // Basic authentication is not implemented: closed (503), never served open.
+        // Basic authentication without its Secret: closed (503), never served open.
         for path in ["/", "/anything"] {
             let seen = ask(addr, shape, "basic.test", path).await;
             assert_eq!(seen.status, 503, "{label}: basic.test{path}");

@@ -19,6 +19,46 @@ const NGINX: &str = "nginx.ingress.kubernetes.io/";
 const SHAPES: [(&str, &str, &str); 2] =
     [("own loop GET", "GET", ""), ("hyper POST", "POST", "x=1")];
 
+/// Every front end: [`SHAPES`] (HTTP/1.1) and HTTP/2 (h2c with prior knowledge, a GET).
+const FRONT_ENDS: [(&str, &str, &str); 3] = [SHAPES[0], SHAPES[1], ("h2c GET", H2, "")];
+
+/// The method of [`FRONT_ENDS`] that stands for a GET over HTTP/2.
+const H2: &str = "H2";
+
+/// [`request`], and over HTTP/2 when `method` is [`H2`] (`:authority` is `host`).
+async fn request_any(
+    proxy: &TestProxy,
+    (method, body): (&str, &str),
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    if method != H2 {
+        return request(proxy, (method, body), host, path, headers).await;
+    }
+    let stream = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2c handshake");
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut builder = Request::builder()
+        .method("GET")
+        .uri(format!("http://{host}{path}"));
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(Full::new(Bytes::new())).unwrap();
+    let response = sender.send_request(request).await.expect("h2 response");
+    let answer = collect(response).await;
+    connection.abort();
+    answer
+}
+
 /// Sends `method path` with `Host: host`, extra `headers` and `body`.
 async fn request(
     proxy: &TestProxy,
@@ -351,7 +391,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         &[
             ("configuration-snippet", "more_set_headers \"X: y\";"),
             ("proxy-body-size", "12x"),
-            ("limit-rate", "10"),
+            ("enable-rewrite-log", "true"),
         ],
     );
     let compiled = compile(&inputs(&[route]), &CompileOptions::default());
@@ -376,7 +416,10 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         "{reasons:?}"
     );
     assert!(
-        reasons.contains(&(field("limit-rate").as_str(), &Reason::UnsupportedAnnotation)),
+        reasons.contains(&(
+            field("enable-rewrite-log").as_str(),
+            &Reason::UnsupportedAnnotation
+        )),
         "{reasons:?}"
     );
     // The rest of the Ingress keeps working.
@@ -498,6 +541,14 @@ async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_htt
                     ("custom-http-errors", "404,503"),
                 ],
             ),
+            annotated(
+                Route::new("through.example.com", "web", vec![web.addr()]),
+                &[
+                    ("default-backend", "errors"),
+                    ("custom-http-errors", "404,503"),
+                    ("disable-proxy-intercept-errors", "true"),
+                ],
+            ),
             // Makes the `errors` Service exist.
             Route::new("errors.example.com", "errors", vec![errors.addr()]),
         ]);
@@ -536,6 +587,18 @@ async fn default_backend_answers_when_the_service_has_no_endpoint_and_custom_htt
             )
             .await;
             assert_eq!(got.status, 418, "{label}");
+            assert_eq!(got.report().service, "web", "{label}");
+            // ingress-nginx's `disable-proxy-intercept-errors`: no `proxy_intercept_errors`,
+            // the upstream's 404 passes through.
+            let got = request(
+                &proxy,
+                (method, body),
+                "through.example.com",
+                "/status/404",
+                &[],
+            )
+            .await;
+            assert_eq!(got.status, 404, "{label}");
             assert_eq!(got.report().service, "web", "{label}");
         }
     })
@@ -1231,6 +1294,1104 @@ async fn limit_connections_counts_requests_in_progress() {
         assert_eq!(second.await.unwrap(), 200);
         let got = request(&proxy, ("GET", ""), "conn.example.com", "/", &[]).await;
         assert_eq!(got.status, 200, "the count was given back");
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Ingress Path Matching": an ImplementationSpecific path without regex
+/// is written as nginx's `location /foo`, a string prefix, and the longest location wins
+/// (Prefix `/foo` is `location /foo/`).
+#[tokio::test]
+async fn ingress_path_matching_implementation_specific_is_a_string_prefix() {
+    init_tracing();
+    bounded(async {
+        let specific = echo("specific", "s-0").await;
+        let prefix = echo("prefix", "p-0").await;
+        let root = echo("root", "r-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            Route::new("is.example.com", "specific", vec![specific.addr()])
+                .with_path("/foo")
+                .with_path_type("ImplementationSpecific"),
+            Route::new("is.example.com", "prefix", vec![prefix.addr()]).with_path("/foo/bar"),
+            Route::new("is.example.com", "root", vec![root.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for (path, want) in [
+                ("/foo", "specific"),
+                ("/foobar", "specific"),
+                ("/foo/x", "specific"),
+                ("/foo/bar", "prefix"),
+                ("/foo/bar/x", "prefix"),
+                ("/foo/barx", "specific"),
+                ("/fo", "root"),
+            ] {
+                let got = request_any(&proxy, (method, body), "is.example.com", path, &[]).await;
+                assert_eq!(got.status, 200, "{label} {path}");
+                assert_eq!(got.report().service, want, "{label} {path}");
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Ingress Path Matching" and `rewrite-target`: a rewrite on one
+/// Ingress makes every path of its host a case-insensitive regex, without `use-regex`,
+/// unless the target equals the path (ingress-nginx's `needsRewrite`).
+#[tokio::test]
+async fn ingress_path_matching_rewrite_target_alone_makes_the_hosts_paths_regexes() {
+    init_tracing();
+    bounded(async {
+        let rewritten = echo("rewritten", "w-0").await;
+        let plain = echo("plain", "p-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("rw.example.com", "rewritten", vec![rewritten.addr()])
+                    .with_path("/app(/|$)(.*)"),
+                &[("rewrite-target", "/$2")],
+            ),
+            Route::new("rw.example.com", "plain", vec![plain.addr()]).with_path("/api"),
+            // Target equal to the path: no rewrite, so no regex host.
+            annotated(
+                Route::new("same.example.com", "rewritten", vec![rewritten.addr()])
+                    .with_path("/app"),
+                &[("rewrite-target", "/app")],
+            ),
+            Route::new("same.example.com", "plain", vec![plain.addr()]).with_path("/api"),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/app/x", &[]).await;
+            assert_eq!(
+                (got.report().service.as_str(), got.report().path.as_str()),
+                ("rewritten", "/x"),
+                "{label}"
+            );
+            // The other Ingress's Prefix /api is the regex ^/api, case-insensitive.
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/APIX", &[]).await;
+            assert_eq!(got.report().service, "plain", "{label}");
+            let got = request_any(&proxy, (method, body), "same.example.com", "/APIX", &[]).await;
+            assert_eq!(got.status, 404, "{label}: Prefix /api stays whole-segment");
+            let got = request_any(&proxy, (method, body), "same.example.com", "/api/x", &[]).await;
+            assert_eq!(got.report().service, "plain", "{label}");
+        }
+    })
+    .await;
+}
+
+/// nginx `location` (`proxy_pass` with a location ending in `/`: "a permanent redirect with
+/// the code 301 will be returned to the requested URI with the slash appended"), which
+/// ingress-nginx does for Exact and Prefix paths ending in `/`: only with
+/// `--ingress-nginx-compat`; by default the Ingress spec holds (Exact `/exact/` does not
+/// match `/exact`, Prefix `/my-path/` serves `/my-path`). Never for regex paths.
+#[tokio::test]
+async fn ingress_path_matching_trailing_slash_301_only_with_ingress_nginx_compat() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let root = echo("root", "root-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            Route::new("slash.example.com", "web", vec![web.addr()]).with_path("/my-path/"),
+            Route::new("slash.example.com", "web", vec![web.addr()])
+                .with_path("/exact/")
+                .with_path_type("Exact"),
+            Route::new("slash.example.com", "root", vec![root.addr()]),
+            annotated(
+                Route::new("regex.example.com", "web", vec![web.addr()]).with_path("/my-path/"),
+                &[("use-regex", "true")],
+            ),
+            Route::new("regex.example.com", "root", vec![root.addr()]),
+        ];
+        let install = |compat: bool| {
+            let options = CompileOptions {
+                ingress_nginx_compat: compat,
+                ..CompileOptions::default()
+            };
+            let compiled = compile(&inputs(&routes), &options);
+            // Named whatever the setting, for `sluice migrate`.
+            let named: Vec<(String, String)> = compiled
+                .trailing_slash_redirects
+                .iter()
+                .map(|r| (r.host.clone(), r.path.clone()))
+                .collect();
+            assert_eq!(
+                named,
+                [
+                    ("slash.example.com".to_owned(), "/my-path".to_owned()),
+                    ("slash.example.com".to_owned(), "/exact".to_owned()),
+                ]
+            );
+            proxy
+                .table
+                .update(compiled.table, std::time::Duration::from_millis(1));
+        };
+        install(false);
+        for (label, method, body) in FRONT_ENDS {
+            let got =
+                request_any(&proxy, (method, body), "slash.example.com", "/my-path", &[]).await;
+            assert_eq!(
+                (got.status.as_u16(), got.report().service.as_str()),
+                (200, "web"),
+                "{label}"
+            );
+            let got = request_any(&proxy, (method, body), "slash.example.com", "/exact", &[]).await;
+            assert_eq!(
+                got.report().service,
+                "root",
+                "{label}: Exact /exact/ is not /exact"
+            );
+        }
+        install(true);
+        for (label, method, body) in FRONT_ENDS {
+            let host = "slash.example.com:8080";
+            let got = request_any(&proxy, (method, body), host, "/my-path?a=1", &[]).await;
+            assert_eq!(got.status, 301, "{label}");
+            assert_eq!(
+                got.headers["location"], "http://slash.example.com/my-path/?a=1",
+                "{label}"
+            );
+            let got = request_any(&proxy, (method, body), host, "/exact", &[]).await;
+            assert_eq!(got.status, 301, "{label}");
+            assert_eq!(
+                got.headers["location"], "http://slash.example.com/exact/",
+                "{label}"
+            );
+            // The paths themselves, and others, are served as before.
+            for (path, want) in [
+                ("/my-path/", "web"),
+                ("/exact/", "web"),
+                ("/my-pathx", "root"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(
+                    (got.status.as_u16(), got.report().service.as_str()),
+                    (200, want),
+                    "{label} {path}"
+                );
+            }
+            // A regex location never redirects.
+            let got =
+                request_any(&proxy, (method, body), "regex.example.com", "/my-path", &[]).await;
+            assert_eq!(
+                (got.status.as_u16(), got.report().service.as_str()),
+                (200, "root"),
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+/// `Authorization: Basic` for `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+/// An Opaque Secret in the test namespace with these string values.
+fn opaque_secret(
+    name: &str,
+    data: &[(&str, &str)],
+) -> std::sync::Arc<k8s_openapi::api::core::v1::Secret> {
+    let data: std::collections::BTreeMap<&str, &str> = data.iter().copied().collect();
+    std::sync::Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": NS},
+            "stringData": data,
+        }))
+        .unwrap(),
+    )
+}
+
+/// ingress-nginx docs, "Authentication" (`auth-type: basic`, `auth-secret`,
+/// `auth-secret-type`, `auth-realm`), nginx `auth_basic` / `auth_basic_user_file`: 401 with
+/// the realm's challenge without valid credentials, the hash schemes `htpasswd` writes
+/// (`$apr1$` by default, bcrypt `$2y$` with -B, `{SHA}` with -s), `auth-map`, and the
+/// `Authorization` field never reaches the backend. A Secret that cannot be read closes the
+/// route (503), never opens it.
+#[tokio::test]
+async fn authentication_basic_auth_from_a_secret() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let auth = |secret: &str| {
+            vec![
+                ("auth-type", "basic".to_owned()),
+                ("auth-secret", secret.to_owned()),
+                ("auth-realm", "Authentication Required - foo".to_owned()),
+            ]
+        };
+        let route = |host: &str, annotations: &[(&str, String)]| {
+            let pairs: Vec<(&str, &str)> =
+                annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            annotated(Route::new(host, "web", vec![web.addr()]), &pairs)
+        };
+        let mut map = auth("users-map");
+        map.push(("auth-secret-type", "auth-map".to_owned()));
+        let routes = [
+            route("file.example.com", &auth("basic-auth")),
+            route("map.example.com", &map),
+            route("missing.example.com", &auth("no-such-secret")),
+        ];
+        let mut objects = inputs(&routes);
+        objects.secrets.push(opaque_secret(
+            "basic-auth",
+            &[(
+                "auth",
+                "# htpasswd -c auth foo\n\
+                 foo:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n\
+                 sha:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n\
+                 odd:$9$not-a-scheme\n",
+            )],
+        ));
+        objects.secrets.push(opaque_secret(
+            "users-map",
+            &[(
+                "bcrypt",
+                "$2y$05$bvIG6Nmid91Mu9RcmmWZfO5HJIMCT8riNW0hEp8f6/FuA2/mHZFpe",
+            )],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        let closed: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.reason == Reason::FailedClosed)
+            .collect();
+        assert_eq!(closed.len(), 1, "{:?}", compiled.diagnostics);
+        assert!(
+            closed[0].message.contains("no-such-secret not found"),
+            "{}",
+            closed[0].message
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+
+        let challenge = "Basic realm=\"Authentication Required - foo\"";
+        for (label, method, body) in FRONT_ENDS {
+            let shape = (method, body);
+            for (host, credentials) in [
+                ("file.example.com", None),
+                ("file.example.com", Some(basic("foo", "wrong"))),
+                ("file.example.com", Some(basic("nobody", "password"))),
+                ("file.example.com", Some("Bearer token".to_owned())),
+                ("map.example.com", Some(basic("foo", "password"))),
+                ("map.example.com", Some(basic("bcrypt", "Password"))),
+            ] {
+                let headers: Vec<(&str, &str)> = credentials
+                    .iter()
+                    .map(|c| ("authorization", c.as_str()))
+                    .collect();
+                let got = request_any(&proxy, shape, host, "/", &headers).await;
+                assert_eq!(got.status, 401, "{label} {host} {credentials:?}");
+                assert_eq!(got.headers["www-authenticate"], challenge, "{label} {host}");
+            }
+            for (host, user) in [
+                ("file.example.com", "foo"),
+                ("file.example.com", "sha"),
+                ("map.example.com", "bcrypt"),
+            ] {
+                let credentials = basic(user, "password");
+                let headers = [("authorization", credentials.as_str())];
+                let got = request_any(&proxy, shape, host, "/x", &headers).await;
+                assert_eq!(got.status, 200, "{label} {host} {user}");
+                let report = got.report();
+                assert!(
+                    !report.headers.contains_key("authorization"),
+                    "{label}: the credentials reach the backend: {:?}",
+                    report.headers
+                );
+            }
+            // A hash of no scheme: nginx's 500, not 200.
+            let credentials = basic("odd", "password");
+            let headers = [("authorization", credentials.as_str())];
+            let got = request_any(&proxy, shape, "file.example.com", "/", &headers).await;
+            assert_eq!(got.status, 500, "{label}");
+            // No Secret: closed, whatever the credentials.
+            let credentials = basic("foo", "password");
+            let headers = [("authorization", credentials.as_str())];
+            let got = request_any(&proxy, shape, "missing.example.com", "/", &headers).await;
+            assert_eq!(got.status, 503, "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx's `satisfy` annotation (nginx `satisfy any|all`) with
+/// `whitelist-source-range` and basic authentication: `any` lets a client of the range in
+/// without credentials and one outside it in with them; `all` wants both (403 outside the
+/// range, whatever the credentials).
+#[tokio::test]
+async fn satisfy_any_or_all_with_source_ranges_and_basic_auth() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let route = |host: &str, range: &str, satisfy: &str| {
+            annotated(
+                Route::new(host, "web", vec![web.addr()]),
+                &[
+                    ("auth-type", "basic"),
+                    ("auth-secret", "basic-auth"),
+                    ("whitelist-source-range", range),
+                    ("satisfy", satisfy),
+                ],
+            )
+        };
+        let routes = [
+            route("any-inside.example.com", "127.0.0.0/8", "any"),
+            route("any-outside.example.com", "10.0.0.0/8", "any"),
+            route("all-inside.example.com", "127.0.0.0/8", "all"),
+            route("all-outside.example.com", "10.0.0.0/8", "all"),
+        ];
+        let mut objects = inputs(&routes);
+        objects.secrets.push(opaque_secret(
+            "basic-auth",
+            &[("auth", "foo:{PLAIN}password\n")],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        assert!(
+            compiled
+                .diagnostics
+                .iter()
+                .all(|d| d.reason != Reason::FailedClosed),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let good = basic("foo", "password");
+        let bad = basic("foo", "nope");
+        for (label, method, body) in FRONT_ENDS {
+            for (host, credentials, want) in [
+                ("any-inside.example.com", None, 200),
+                ("any-inside.example.com", Some(&bad), 200),
+                ("any-outside.example.com", None, 401),
+                ("any-outside.example.com", Some(&bad), 401),
+                ("any-outside.example.com", Some(&good), 200),
+                ("all-inside.example.com", None, 401),
+                ("all-inside.example.com", Some(&good), 200),
+                ("all-outside.example.com", Some(&good), 403),
+                ("all-outside.example.com", None, 403),
+            ] {
+                let headers: Vec<(&str, &str)> = credentials
+                    .iter()
+                    .map(|c| ("authorization", c.as_str()))
+                    .collect();
+                let got = request_any(&proxy, (method, body), host, "/", &headers).await;
+                assert_eq!(got.status, want, "{label} {host} {credentials:?}");
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Server Alias": the aliases are more names of the host's server, so
+/// every path of the host (from every Ingress on it) answers under them; an alias that is
+/// the host of an Ingress rule keeps its own rules.
+#[tokio::test]
+async fn server_alias_serves_the_hosts_rules_under_more_names() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let api = echo("api", "api-0").await;
+        let taken = echo("taken", "taken-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            annotated(
+                Route::new("main.example.com", "web", vec![web.addr()]),
+                &[(
+                    "server-alias",
+                    "other.example.com, *.wild.example, taken.example.com",
+                )],
+            ),
+            // Another Ingress on the same host: its path is served under the aliases too.
+            Route::new("main.example.com", "api", vec![api.addr()]).with_path("/api"),
+            Route::new("taken.example.com", "taken", vec![taken.addr()]),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        let ignored: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.field.contains("server-alias"))
+            .collect();
+        assert_eq!(ignored.len(), 1, "{:?}", compiled.diagnostics);
+        assert!(
+            ignored[0].message.contains("taken.example.com"),
+            "{}",
+            ignored[0].message
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, want) in [
+                ("main.example.com", "/", "web"),
+                ("other.example.com", "/x", "web"),
+                ("OTHER.example.com:8080", "/api/v1", "api"),
+                ("a.wild.example", "/api", "api"),
+                ("taken.example.com", "/", "taken"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 200, "{label} {host}{path}");
+                assert_eq!(got.report().service, want, "{label} {host}{path}");
+            }
+            let got = request_any(&proxy, (method, body), "unlisted.example.com", "/", &[]).await;
+            assert_eq!(got.status, 404, "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Redirect from/to www": `www.` + host redirects to a host without
+/// `www.`, and the bare name to a `www.` host, with ingress-nginx's 308 (its
+/// `http-redirect-code`), the request URI without its final `/` (`ngx_srv_redirect.lua`);
+/// a name that has rules of its own keeps them.
+#[tokio::test]
+async fn redirect_from_to_www_is_308_to_the_rule_host() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let other = echo("other", "other-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let www = [("from-to-www-redirect", "true")];
+        let routes = [
+            annotated(
+                Route::new("shop.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            annotated(
+                Route::new("www.blog.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            annotated(
+                Route::new("kept.example.com", "web", vec![web.addr()]),
+                &www,
+            ),
+            Route::new("www.kept.example.com", "other", vec![other.addr()]),
+        ];
+        proxy.route(&routes);
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, location) in [
+                (
+                    "www.shop.example.com:8080",
+                    "/a/b?x=1",
+                    "http://shop.example.com:8080/a/b?x=1",
+                ),
+                ("www.shop.example.com", "/a/", "http://shop.example.com/a"),
+                ("www.shop.example.com", "/", "http://shop.example.com"),
+                (
+                    "blog.example.com",
+                    "/post",
+                    "http://www.blog.example.com/post",
+                ),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 308, "{label} {host}{path}");
+                assert_eq!(got.headers["location"], location, "{label} {host}{path}");
+            }
+            for (host, want) in [
+                ("shop.example.com", "web"),
+                ("www.blog.example.com", "web"),
+                ("www.kept.example.com", "other"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, "/", &[]).await;
+                assert_eq!(
+                    (got.status.as_u16(), got.report().service.as_str()),
+                    (200, want),
+                    "{label} {host}"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Proxy redirect", "Proxy cookie domain", "Proxy cookie path" (nginx
+/// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`): the upstream's
+/// `Location`, `Refresh` and `Set-Cookie` reach the client rewritten; other fields and
+/// other values pass as they came.
+#[tokio::test]
+async fn proxy_redirect_and_proxy_cookie_rewrite_the_upstreams_answer() {
+    init_tracing();
+    bounded(async {
+        let app = test_server(
+            |_request: http::Request<hyper::body::Incoming>| async move {
+                http::Response::builder()
+                    .status(302)
+                    .header("location", "http://app.internal:8080/login?next=/")
+                    .header("refresh", "3; url=http://app.internal:8080/later")
+                    .header(
+                        "set-cookie",
+                        "sid=1; Domain=app.internal; Path=/app/a; HttpOnly",
+                    )
+                    .header("set-cookie", "other=2; Domain=elsewhere.example; Path=/b")
+                    .header("x-kept", "http://app.internal:8080/")
+                    .body(Full::new(Bytes::new()))
+                    .unwrap()
+            },
+        )
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("rw.example.com", "app", vec![app.addr]),
+                &[
+                    ("proxy-redirect-from", "http://app.internal:8080/"),
+                    ("proxy-redirect-to", "https://rw.example.com/"),
+                    ("proxy-cookie-domain", "app.internal rw.example.com"),
+                    ("proxy-cookie-path", "/app/ /"),
+                ],
+            ),
+            Route::new("plain.example.com", "app", vec![app.addr]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "rw.example.com", "/", &[]).await;
+            assert_eq!(got.status, 302, "{label}");
+            let all = |name: &str| -> Vec<String> {
+                got.headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .collect()
+            };
+            assert_eq!(
+                all("location"),
+                ["https://rw.example.com/login?next=/"],
+                "{label}"
+            );
+            assert_eq!(
+                all("refresh"),
+                ["3; url=https://rw.example.com/later"],
+                "{label}"
+            );
+            assert_eq!(
+                all("set-cookie"),
+                [
+                    "sid=1; Domain=rw.example.com; Path=/a; HttpOnly",
+                    "other=2; Domain=elsewhere.example; Path=/b",
+                ],
+                "{label}"
+            );
+            assert_eq!(all("x-kept"), ["http://app.internal:8080/"], "{label}");
+            // Without the annotations: as the upstream sent them.
+            let got = request_any(&proxy, (method, body), "plain.example.com", "/", &[]).await;
+            assert_eq!(
+                got.headers["location"], "http://app.internal:8080/login?next=/",
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Connection proxy header": the `Connection` field the upstream gets
+/// is the annotation's (nginx `proxy_set_header Connection <value>`), whatever the client
+/// sent; without it the client's never crosses (hop-by-hop).
+#[tokio::test]
+async fn connection_proxy_header_sets_the_upstream_connection_field() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("conn.example.com", "web", vec![web.addr()]),
+                &[("connection-proxy-header", "keep-alive")],
+            ),
+            Route::new("plain.example.com", "web", vec![web.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(&proxy, (method, body), "conn.example.com", "/", &[]).await;
+            let report = got.report();
+            assert_eq!(
+                report.headers.get("connection").map(String::as_str),
+                Some("keep-alive"),
+                "{label}: {:?}",
+                report.headers
+            );
+            let got = request_any(&proxy, (method, body), "plain.example.com", "/", &[]).await;
+            assert_eq!(got.report().headers.get("connection"), None, "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Proxy buffering" (`proxy-request-buffering`, nginx
+/// `proxy_request_buffering on`): the whole body is read before the upstream is asked, so a
+/// chunked upload reaches it with its `Content-Length`, and one over `proxy-body-size` is
+/// refused (413) without the upstream ever seeing it. Without it the body streams through
+/// as it came (chunked).
+#[tokio::test]
+async fn proxy_request_buffering_reads_the_body_before_the_upstream_sees_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    init_tracing();
+    bounded(async {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        let app = test_server(move |request: http::Request<hyper::body::Incoming>| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let framing = match (
+                    request.headers().get("content-length"),
+                    request.headers().get("transfer-encoding"),
+                ) {
+                    (Some(length), None) => format!("length {}", length.to_str().unwrap()),
+                    (None, Some(coding)) => format!("coding {}", coding.to_str().unwrap()),
+                    other => format!("{other:?}"),
+                };
+                let body = http_body_util::BodyExt::collect(request.into_body())
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                let text = format!("{framing}; {}", String::from_utf8_lossy(&body));
+                http::Response::new(Full::new(Bytes::from(text)))
+            }
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("buffered.example.com", "app", vec![app.addr]),
+                &[("proxy-request-buffering", "on")],
+            ),
+            annotated(
+                Route::new("small.example.com", "app", vec![app.addr]),
+                &[("proxy-request-buffering", "on"), ("proxy-body-size", "8")],
+            ),
+            Route::new("streamed.example.com", "app", vec![app.addr]),
+        ]);
+        // A chunked upload in two pieces, the second after a pause.
+        let upload = |host: &'static str| async move {
+            let mut tcp = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+            let head = format!(
+                "POST /up HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\
+                 Connection: close\r\n\r\n5\r\nhello\r\n"
+            );
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tcp.write_all(b"6\r\n world\r\n0\r\n\r\n").await.unwrap();
+            let mut answer = Vec::new();
+            let _ = tcp.read_to_end(&mut answer).await;
+            String::from_utf8_lossy(&answer).into_owned()
+        };
+        let answer = upload("buffered.example.com").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("length 11; hello world"), "{answer}");
+        let answer = upload("streamed.example.com").await;
+        assert!(answer.ends_with("coding chunked; hello world"), "{answer}");
+        let before = seen.load(Ordering::SeqCst);
+        let answer = upload("small.example.com").await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert_eq!(seen.load(Ordering::SeqCst), before, "the upstream saw it");
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Proxy HTTP version" (nginx `proxy_http_version`): `1.0` speaks
+/// HTTP/1.0 to the upstream, a chunked upload arriving there with its `Content-Length`
+/// (HTTP/1.0 has no chunked coding); the default stays HTTP/1.1.
+#[tokio::test]
+async fn proxy_http_version_1_0_towards_the_upstream() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    init_tracing();
+    bounded(async {
+        let app = test_server(|request: http::Request<hyper::body::Incoming>| async move {
+            let version = format!("{:?}", request.version());
+            let length = request
+                .headers()
+                .get("content-length")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = http_body_util::BodyExt::collect(request.into_body())
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let text = format!("{version} {length:?} {}", String::from_utf8_lossy(&body));
+            http::Response::new(Full::new(Bytes::from(text)))
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("old.example.com", "app", vec![app.addr]),
+                &[("proxy-http-version", "1.0")],
+            ),
+            Route::new("new.example.com", "app", vec![app.addr]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for _ in 0..2 {
+                let got = request_any(&proxy, (method, body), "old.example.com", "/", &[]).await;
+                assert_eq!(got.status, 200, "{label}");
+                assert!(
+                    got.text().starts_with("HTTP/1.0 "),
+                    "{label}: {}",
+                    got.text()
+                );
+            }
+            let got = request_any(&proxy, (method, body), "new.example.com", "/", &[]).await;
+            assert!(
+                got.text().starts_with("HTTP/1.1 "),
+                "{label}: {}",
+                got.text()
+            );
+        }
+        let mut tcp = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+        tcp.write_all(
+            b"POST / HTTP/1.1\r\nHost: old.example.com\r\nTransfer-Encoding: chunked\r\n\
+              Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut answer = Vec::new();
+        let _ = tcp.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.ends_with("HTTP/1.0 Some(\"5\") hello"), "{answer}");
+    })
+    .await;
+}
+
+/// ingress-nginx's `limit-rate` and `limit-rate-after` (kilobytes; nginx `limit_rate`,
+/// `limit_rate_after`): the first kilobyte leaves at once, the next two at 1 KB/s, so the
+/// body takes about two seconds, whole; without them it is at once.
+#[tokio::test]
+async fn limit_rate_paces_the_response_after_limit_rate_after() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("slow.example.com", "web", vec![web.addr()]),
+                &[("limit-rate", "1"), ("limit-rate-after", "1")],
+            ),
+            Route::new("fast.example.com", "web", vec![web.addr()]),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            let started = std::time::Instant::now();
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "slow.example.com",
+                "/bytes/3072",
+                &[],
+            )
+            .await;
+            let took = started.elapsed();
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.body.len(), 3072, "{label}");
+            assert!(
+                took >= std::time::Duration::from_millis(1500)
+                    && took < std::time::Duration::from_secs(10),
+                "{label}: 2 KB at 1 KB/s took {took:?}"
+            );
+            let started = std::time::Instant::now();
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "fast.example.com",
+                "/bytes/3072",
+                &[],
+            )
+            .await;
+            assert_eq!(got.body.len(), 3072, "{label}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_millis(1000),
+                "{label}"
+            );
+        }
+    })
+    .await;
+}
+
+/// A mirror stand-in: records each request head it gets (lower-cased) and answers 200.
+async fn mirror_recorder() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&heads);
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let seen = std::sync::Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                seen.lock().unwrap().push(head);
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// ingress-nginx docs, "Mirror" (nginx `mirror`): every request of the Ingress is copied
+/// to `mirror-target`'s Service with the request's URI and, as Host, the target's host (or
+/// `mirror-host`); the client gets the primary's answer. Requests with a body are not
+/// copied by sluice (`mirror-request-body: off` is honoured, `on` gets an Event).
+#[tokio::test]
+async fn mirror_target_copies_requests_to_a_service() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let (shadow, heads) = mirror_recorder().await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [
+            annotated(
+                Route::new("mirrored.example.com", "web", vec![web.addr()]),
+                &[(
+                    "mirror-target",
+                    "http://shadow.default.svc.cluster.local$request_uri",
+                )],
+            ),
+            annotated(
+                Route::new("hosted.example.com", "web", vec![web.addr()]).with_path("/h"),
+                &[
+                    ("mirror-target", "http://shadow$request_uri"),
+                    ("mirror-host", "test.env.com"),
+                    ("mirror-request-body", "off"),
+                ],
+            ),
+            // The Service the copies go to.
+            Route::new("shadow.example.com", "shadow", vec![shadow]),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let wait_for = |n: usize| {
+            let heads = std::sync::Arc::clone(&heads);
+            async move {
+                for _ in 0..200 {
+                    if heads.lock().unwrap().len() >= n {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                heads.lock().unwrap().clone()
+            }
+        };
+        let mut expected = 0;
+        for (label, method, body) in FRONT_ENDS {
+            let got = request_any(
+                &proxy,
+                (method, body),
+                "mirrored.example.com",
+                "/m?x=1",
+                &[],
+            )
+            .await;
+            assert_eq!(
+                got.report().service,
+                "web",
+                "{label}: the client gets the primary"
+            );
+            if !body.is_empty() {
+                // A request with a body is not copied.
+                continue;
+            }
+            expected += 1;
+            let seen = wait_for(expected).await;
+            assert_eq!(seen.len(), expected, "{label}: {seen:?}");
+            let last = &seen[expected - 1];
+            assert!(
+                last.starts_with("get /m?x=1 http/1.1\r\n"),
+                "{label}: {last}"
+            );
+            assert!(
+                last.contains("\r\nhost: shadow.default.svc.cluster.local\r\n"),
+                "{label}: {last}"
+            );
+            let got = request_any(&proxy, (method, body), "hosted.example.com", "/h/1", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+            expected += 1;
+            let seen = wait_for(expected).await;
+            let last = &seen[expected - 1];
+            assert!(last.starts_with("get /h/1 http/1.1\r\n"), "{label}: {last}");
+            assert!(
+                last.contains("\r\nhost: test.env.com\r\n"),
+                "{label}: {last}"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(
+            heads.lock().unwrap().len(),
+            expected,
+            "the POST was not copied"
+        );
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Preserve trailing slash" (`lua_ingress.lua`'s HTTPS redirect): the
+/// redirect drops the request URI's final `/` unless `preserve-trailing-slash: "true"`.
+#[tokio::test]
+async fn preserve_trailing_slash_in_the_https_redirect() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("strip.example.com", "web", vec![web.addr()]),
+                &[("force-ssl-redirect", "true")],
+            ),
+            annotated(
+                Route::new("keep.example.com", "web", vec![web.addr()]),
+                &[
+                    ("force-ssl-redirect", "true"),
+                    ("preserve-trailing-slash", "true"),
+                ],
+            ),
+        ]);
+        for (label, method, body) in FRONT_ENDS {
+            for (host, path, location) in [
+                (
+                    "strip.example.com",
+                    "/dir/",
+                    "https://strip.example.com/dir",
+                ),
+                (
+                    "strip.example.com",
+                    "/dir/?a=b/",
+                    "https://strip.example.com/dir/?a=b",
+                ),
+                ("strip.example.com", "/", "https://strip.example.com"),
+                ("strip.example.com", "/x", "https://strip.example.com/x"),
+                ("keep.example.com", "/dir/", "https://keep.example.com/dir/"),
+                ("keep.example.com", "/", "https://keep.example.com/"),
+            ] {
+                let got = request_any(&proxy, (method, body), host, path, &[]).await;
+                assert_eq!(got.status, 308, "{label} {host}{path}");
+                assert_eq!(got.headers["location"], location, "{label} {host}{path}");
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx's `proxy-next-upstream-timeout` (nginx `proxy_next_upstream_timeout`):
+/// once the limit has passed since the first try began, no next endpoint is tried. An
+/// upstream answering 502 after 600 ms with `http_502` retries: three tries without the
+/// limit, two with one second.
+#[tokio::test]
+async fn proxy_next_upstream_timeout_stops_the_retries() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    init_tracing();
+    bounded(async {
+        let tries = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&tries);
+        let slow = test_server(move |_request: http::Request<hyper::body::Incoming>| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+                http::Response::builder()
+                    .status(502)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap()
+            }
+        })
+        .await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let retry = [("proxy-next-upstream", "error timeout http_502")];
+        proxy.route(&[
+            annotated(
+                Route::new("limited.example.com", "slow", vec![slow.addr]),
+                &{
+                    let mut a = retry.to_vec();
+                    a.push(("proxy-next-upstream-timeout", "1"));
+                    a
+                },
+            ),
+            annotated(
+                Route::new("unlimited.example.com", "slow", vec![slow.addr]),
+                &retry,
+            ),
+        ]);
+        for (host, want) in [("unlimited.example.com", 3), ("limited.example.com", 2)] {
+            tries.store(0, Ordering::SeqCst);
+            let got = request_any(&proxy, ("GET", ""), host, "/", &[]).await;
+            assert_eq!(got.status, 502, "{host}");
+            assert_eq!(tries.load(Ordering::SeqCst), want, "{host}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx's `session-cookie-conditional-samesite-none` (`util/same_site.lua`): the
+/// affinity cookie's `SameSite=None` is left out for clients known to reject it (Chrome 51
+/// to 66, iOS 12, Safari on macOS 10.14) and kept for the others; without the annotation it
+/// is always there.
+#[tokio::test]
+async fn session_cookie_conditional_samesite_none_by_user_agent() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let sticky = [
+            ("affinity", "cookie"),
+            ("session-cookie-samesite", "None"),
+            ("session-cookie-secure", "true"),
+        ];
+        proxy.route(&[
+            annotated(Route::new("cond.example.com", "web", vec![web.addr()]), &{
+                let mut a = sticky.to_vec();
+                a.push(("session-cookie-conditional-samesite-none", "true"));
+                a
+            }),
+            annotated(
+                Route::new("always.example.com", "web", vec![web.addr()]),
+                &sticky,
+            ),
+        ]);
+        let old_chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                          Chrome/66.0.3359.181 Safari/537.36";
+        let new_chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                          Chrome/120.0.0.0 Safari/537.36";
+        for (label, method, body) in FRONT_ENDS {
+            for (host, agent, samesite) in [
+                ("cond.example.com", old_chrome, false),
+                ("cond.example.com", new_chrome, true),
+                ("always.example.com", old_chrome, true),
+            ] {
+                let got =
+                    request_any(&proxy, (method, body), host, "/", &[("user-agent", agent)]).await;
+                let cookie = got.headers["set-cookie"].to_str().unwrap().to_owned();
+                assert!(cookie.starts_with("INGRESSCOOKIE="), "{label}: {cookie}");
+                assert!(cookie.contains("; Secure"), "{label}: {cookie}");
+                assert_eq!(
+                    cookie.contains("; SameSite=None"),
+                    samesite,
+                    "{label} {host} {agent}: {cookie}"
+                );
+            }
+        }
     })
     .await;
 }

@@ -223,6 +223,12 @@ impl<'a> ServiceIndex<'a> {
 
     /// The first port of Service `namespace/name` (what ingress-nginx's `default-backend`
     /// annotation uses), if the Service exists and has one.
+    /// `namespace/name` of an existing Service, borrowed as long as the inputs.
+    pub(crate) fn service_key(&self, namespace: &str, name: &str) -> Option<(&'a str, &'a str)> {
+        let service: &'a Service = self.services.get(&(namespace, name))?;
+        Some(key(&service.metadata.namespace, &service.metadata.name))
+    }
+
     pub(crate) fn first_port(&self, namespace: &str, name: &str) -> Option<i32> {
         let service = self.services.get(&(namespace, name))?;
         let ports = service.spec.as_ref()?.ports.as_ref()?;

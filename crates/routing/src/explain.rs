@@ -461,6 +461,7 @@ fn verdict(
             Ok(rule) => match rule.kind {
                 PathKind::Exact => rule.key == path,
                 PathKind::Prefix => prefix_matches(&rule.key, path),
+                PathKind::StringPrefix => path.starts_with(&rule.key),
                 PathKind::Regex => false,
             },
             Err(error) => return (false, format!("invalid path, rule not served: {error}")),
@@ -473,6 +474,10 @@ fn verdict(
             _ if is_regex => {
                 format!("regular expression ^{shown} (use-regex) does not match {path}")
             }
+            "ImplementationSpecific" => format!(
+                "ImplementationSpecific {shown} is not a string prefix of {path} (nginx's \
+                 location {shown})"
+            ),
             _ => format!(
                 "{path_type} {shown} does not match {path} (Prefix matches whole path segments)"
             ),
@@ -530,6 +535,7 @@ fn same_path(route: &Route, path: &str, path_type: &str, is_regex: bool) -> bool
         PathKind::Exact => ("Exact", rule.key),
         PathKind::Prefix if rule.key.is_empty() => ("Prefix", "/".to_owned()),
         PathKind::Prefix => ("Prefix", rule.key),
+        PathKind::StringPrefix => ("ImplementationSpecific", rule.key),
         PathKind::Regex => ("Regex", rule.key),
     };
     route.path_type == kind && route.path == key

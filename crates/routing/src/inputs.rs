@@ -78,6 +78,12 @@ pub struct CompileOptions {
     /// Addresses for Gateways without `spec.addresses` (`--gateway-address-pool`), one
     /// each; `None`: such Gateways share the proxy's own HTTP and HTTPS listeners.
     pub gateway_address_pool: Option<crate::gateway::AddressPool>,
+    /// ingress-nginx's behaviours that contradict the Ingress spec (`--ingress-nginx-compat`);
+    /// default `false`. Today one: a request for `/my-path` answers 301 to `/my-path/` when
+    /// an Exact, Prefix or ImplementationSpecific path of its host is `/my-path/` and no
+    /// path is `/my-path` (nginx's redirect for a `proxy_pass` location ending in `/`); never
+    /// on a host with regex paths. See [`crate::Compiled::trailing_slash_redirects`].
+    pub ingress_nginx_compat: bool,
 }
 
 /// Default value of [`CompileOptions::controller_name`].
@@ -98,6 +104,7 @@ impl Default for CompileOptions {
             default_certificate: None,
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_owned(),
             gateway_address_pool: None,
+            ingress_nginx_compat: false,
         }
     }
 }

@@ -58,8 +58,10 @@
 //! **Paths.** `Exact` compares the whole path byte for byte (`/foo` does not match `/foo/`).
 //! `Prefix` compares `/`-separated elements, ignoring the rule's trailing slash: `/foo` matches
 //! `/foo`, `/foo/` and `/foo/bar`, never `/foobar`; `/` matches every path.
-//! `ImplementationSpecific` is defined by this controller as `Prefix` (so `ImplementationSpecific
-//! /foo` and `Prefix /foo/` are the same rule for conflict purposes). A missing or empty rule
+//! `ImplementationSpecific` is matched as ingress-nginx matches it: a string prefix, as nginx's
+//! `location /foo` (`/foo` matches `/foo`, `/foo/bar` and `/foobar`), or a regular expression
+//! on a host with regex paths. Longest wins across kinds as among nginx locations: `Prefix
+//! /foo` counts as `location /foo/`, one byte longer than `ImplementationSpecific /foo`. A missing or empty rule
 //! path means `/`; a missing `pathType` is invalid. Rule paths must start with `/` and, as the
 //! API server demands for Exact and Prefix, must not contain `//`, `.`/`..` segments or `%2F`.
 //!
@@ -109,6 +111,7 @@ mod explain;
 mod explain_routes;
 pub mod gateway;
 mod host;
+mod htpasswd;
 mod ingress;
 mod inputs;
 mod key;
@@ -129,18 +132,20 @@ pub use explain::{
     Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,
 };
 pub use host::normalize_request_host;
+pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
 };
 pub use ingress::class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
-pub use ingress::compile::{Compiled, compile};
+pub use ingress::compile::{Compiled, TrailingSlashRedirect, compile};
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Affinity, AffinityMode, Cors, ExternalAuth, HashBy, LoadBalance, NextUpstream, OriginPattern,
-    PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
+    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LimitRate, LoadBalance,
+    NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
+    ResponseRewrites, same_site_none_compatible,
 };
 pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

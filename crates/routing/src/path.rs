@@ -6,8 +6,12 @@
 pub(crate) enum PathKind {
     /// `Exact`: the request path equals the rule path, byte for byte.
     Exact,
-    /// `Prefix`, and `ImplementationSpecific` (which this controller defines as Prefix).
+    /// `Prefix`: whole path elements.
     Prefix,
+    /// `ImplementationSpecific` on a host without regex paths: a string prefix, as nginx's
+    /// `location /foo` (ingress-nginx writes such a path into a plain prefix location):
+    /// `/foo` matches `/foo`, `/foo/bar` and `/foobar`.
+    StringPrefix,
     /// Prefix and ImplementationSpecific paths of a host where some Ingress has `use-regex`
     /// or `rewrite-target` (ingress-nginx's rule): a case-insensitive regular expression
     /// anchored at the start of the path; longer patterns are tried first, the first match
@@ -53,11 +57,12 @@ impl PathError {
     }
 }
 
-/// The kind of an Ingress `pathType` (ImplementationSpecific is Prefix here).
+/// The kind of an Ingress `pathType` (ImplementationSpecific is a string prefix here).
 fn path_kind(path_type: &str) -> Result<PathKind, PathError> {
     match path_type {
         "Exact" => Ok(PathKind::Exact),
-        "Prefix" | "ImplementationSpecific" => Ok(PathKind::Prefix),
+        "Prefix" => Ok(PathKind::Prefix),
+        "ImplementationSpecific" => Ok(PathKind::StringPrefix),
         "" => Err(PathError::MissingType),
         other => Err(PathError::UnknownType(other.to_owned())),
     }
@@ -82,7 +87,8 @@ fn absolute(path: Option<&str>) -> Result<&str, PathError> {
 /// `/./`, `/../`, `%2F` or ending in `/.` or `/..` are rejected, as the Kubernetes API server
 /// itself does for Exact and Prefix: those can never mean what they seem once a backend
 /// normalises the request path, and excluding `//` keeps segment matching unambiguous. The same
-/// check applies to ImplementationSpecific here, since it is matched as Prefix.
+/// check applies to ImplementationSpecific here: requests are matched normalised, so such a
+/// path could never match.
 pub(crate) fn parse_rule_path(path: Option<&str>, path_type: &str) -> Result<RulePath, PathError> {
     let kind = path_kind(path_type)?;
     let path = absolute(path)?;
@@ -100,7 +106,7 @@ pub(crate) fn parse_rule_path(path: Option<&str>, path_type: &str) -> Result<Rul
         return Err(PathError::Unsafe(path.to_owned()));
     }
     let key = match kind {
-        PathKind::Exact | PathKind::Regex => path.to_owned(),
+        PathKind::Exact | PathKind::Regex | PathKind::StringPrefix => path.to_owned(),
         PathKind::Prefix => path.strip_suffix('/').unwrap_or(path).to_owned(),
     };
     Ok(RulePath { kind, key })
@@ -112,7 +118,7 @@ pub(crate) fn parse_regex_rule_path(
     path: Option<&str>,
     path_type: &str,
 ) -> Result<(RulePath, regex::Regex), PathError> {
-    if path_kind(path_type)? != PathKind::Prefix {
+    if path_kind(path_type)? == PathKind::Exact {
         return Err(PathError::UnknownType(path_type.to_owned()));
     }
     let path = absolute(path)?;
@@ -147,7 +153,14 @@ mod tests {
             (Some(""), "Exact", Exact, "/"),
             (Some("/foo"), "Prefix", Prefix, "/foo"),
             (Some("/foo/"), "Prefix", Prefix, "/foo"),
-            (Some("/foo/"), "ImplementationSpecific", Prefix, "/foo"),
+            (
+                Some("/foo/"),
+                "ImplementationSpecific",
+                StringPrefix,
+                "/foo/",
+            ),
+            (Some("/foo"), "ImplementationSpecific", StringPrefix, "/foo"),
+            (None, "ImplementationSpecific", StringPrefix, "/"),
             (Some("/foo/"), "Exact", Exact, "/foo/"),
             (Some("/Foo"), "Exact", Exact, "/Foo"),
             (Some("/a.b/..c/"), "Prefix", Prefix, "/a.b/..c"),

@@ -34,9 +34,20 @@ pub struct Policy {
     /// sluice does not implement, or one whose value is invalid): every request answers 503,
     /// as ingress-nginx answers a location it marked denied. Checked before everything else.
     pub fail_closed: bool,
+    /// ingress-nginx's trailing-slash redirect (`--ingress-nginx-compat`): every request
+    /// answers 301 to its path with `/` appended (query kept), before anything else, as
+    /// nginx answers a request one `/` short of a `proxy_pass` location's name.
+    pub trailing_slash_redirect: bool,
+    /// `from-to-www-redirect`: this route is the `www.` twin of a host (or the bare name of
+    /// a `www.` host) and answers every request with 308 to that host, as ingress-nginx's
+    /// redirect server does (`$scheme://<host><port><request URI without a final />`).
+    pub www_redirect: Option<String>,
     /// Plain-HTTP requests are redirected to `https://` with this status (`ssl-redirect`
     /// when the host has TLS, `force-ssl-redirect` always; 308 as ingress-nginx).
     pub https_redirect: Option<u16>,
+    /// `preserve-trailing-slash: "true"`: the HTTPS redirect keeps a request URI's final
+    /// `/`, which ingress-nginx's `lua_ingress.lua` drops by default.
+    pub preserve_trailing_slash: bool,
     /// Every request is redirected here (`permanent-redirect`, `temporal-redirect`).
     pub redirect: Option<Redirect>,
     /// Requests for `/` are redirected here with 302 (`app-root`).
@@ -85,6 +96,34 @@ pub struct Policy {
     /// External authentication (`auth-url`, `auth-method`, `auth-signin`,
     /// `auth-response-headers`, ...).
     pub auth: Option<ExternalAuth>,
+    /// Basic authentication from a Secret (`auth-type: basic`, `auth-secret`,
+    /// `auth-secret-type`, `auth-realm`).
+    pub basic_auth: Option<Arc<BasicAuth>>,
+    /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` fields
+    /// (`proxy-redirect-from`/`-to`, `proxy-cookie-domain`, `proxy-cookie-path`).
+    pub response_rewrites: Option<Arc<ResponseRewrites>>,
+    /// `enable-access-log: "false"`: the route's requests are not written to the access log.
+    pub access_log_off: bool,
+    /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
+    /// is asked, and sent with its `Content-Length` (else it streams through).
+    pub request_buffering: bool,
+    /// The Host of the copies a route's mirrors get (`mirror-target`'s host or
+    /// `mirror-host`); `None`: the client's (Gateway API `RequestMirror`).
+    pub mirror_host: Option<HeaderValue>,
+    /// Response bandwidth per request (`limit-rate`, `limit-rate-after`).
+    pub limit_rate: Option<LimitRate>,
+    /// `proxy-http-version: "1.0"`: HTTP/1.0 towards an HTTP/1.x upstream (nginx
+    /// `proxy_http_version 1.0`): no connection reuse unless the upstream offers it, a body
+    /// read whole and sent with its length.
+    pub upstream_http10: bool,
+    /// `connection-proxy-header`: the `Connection` field sent upstream (nginx
+    /// `proxy_set_header Connection <value>`), instead of none (or `upgrade` for a
+    /// WebSocket).
+    pub connection_header: Option<HeaderValue>,
+    /// `satisfy: any`: a client inside the source ranges needs no authentication, and one
+    /// outside them gets in with valid authentication (nginx `satisfy any`); default
+    /// (`all`): both must pass.
+    pub satisfy_any: bool,
     /// Endpoint choice (`load-balance`); `None`: sluice's default, the fewer requests in
     /// flight of two random endpoints.
     pub load_balance: Option<LoadBalance>,
@@ -281,6 +320,9 @@ pub struct NextUpstream {
     pub non_idempotent: bool,
     /// `proxy-next-upstream-tries`: endpoints tried at most (nginx's default 3).
     pub tries: u8,
+    /// `proxy-next-upstream-timeout`: no next endpoint is tried once this long has passed
+    /// since the first try began (nginx `proxy_next_upstream_timeout`); `None`: no limit.
+    pub time_limit: Option<Duration>,
     /// Gateway API `retry.backoff`: the wait before a try that repeats a failed one.
     pub backoff: Option<std::time::Duration>,
 }
@@ -297,6 +339,12 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(",")
         };
+        if let Some(host) = &self.www_redirect {
+            out.push(format!("308 to {host} (from-to-www-redirect)"));
+        }
+        if self.trailing_slash_redirect {
+            out.push("301 to the path with a trailing slash (--ingress-nginx-compat)".to_owned());
+        }
         if !self.allow.is_empty() {
             out.push(format!("allow only {}", list(&self.allow)));
         }
@@ -383,6 +431,49 @@ impl Policy {
         if let Some(auth) = &self.auth {
             out.push(format!("external auth {} {}", auth.method, auth.url));
         }
+        if let Some(basic) = &self.basic_auth {
+            out.push(format!(
+                "basic auth, {} user(s) of {}",
+                basic.users.len(),
+                basic.secret
+            ));
+        }
+        if let Some(rewrites) = &self.response_rewrites {
+            let pairs = [
+                ("proxy_redirect", &rewrites.redirect),
+                ("proxy_cookie_domain", &rewrites.cookie_domain),
+                ("proxy_cookie_path", &rewrites.cookie_path),
+            ];
+            for (directive, pair) in pairs {
+                if let Some((from, to)) = pair {
+                    out.push(format!("{directive} {from} {to}"));
+                }
+            }
+        }
+        if let Some(connection) = &self.connection_header {
+            out.push(format!(
+                "Connection: {} upstream",
+                String::from_utf8_lossy(connection.as_bytes())
+            ));
+        }
+        if let Some(limit) = &self.limit_rate {
+            out.push(format!(
+                "response {} bytes/s after {} bytes",
+                limit.bytes_per_second, limit.after
+            ));
+        }
+        if self.upstream_http10 {
+            out.push("HTTP/1.0 upstream".to_owned());
+        }
+        if self.request_buffering {
+            out.push("request body buffered".to_owned());
+        }
+        if self.access_log_off {
+            out.push("no access log".to_owned());
+        }
+        if self.satisfy_any {
+            out.push("satisfy any (source range or authentication)".to_owned());
+        }
         if let Some(balance) = &self.load_balance {
             out.push(format!("load-balance {balance:?}"));
         }
@@ -442,6 +533,7 @@ impl Default for NextUpstream {
             statuses: Vec::new(),
             non_idempotent: false,
             tries: 3,
+            time_limit: None,
             backoff: None,
         }
     }
@@ -608,6 +700,25 @@ pub struct Affinity {
     pub mode: AffinityMode,
     /// `session-cookie-change-on-failure`: a failed endpoint gets a new cookie.
     pub change_on_failure: bool,
+    /// `session-cookie-conditional-samesite-none`: `SameSite=None` is left out for clients
+    /// that reject such cookies ([`same_site_none_compatible`]).
+    pub conditional_samesite_none: bool,
+}
+
+/// Whether a client with this `User-Agent` accepts `SameSite=None` cookies: ingress-nginx's
+/// `util/same_site.lua`, after Chromium's list of incompatible clients (Chrome 40 to 69,
+/// iOS 12, Safari on macOS 10.14).
+pub fn same_site_none_compatible(user_agent: Option<&[u8]>) -> bool {
+    let Some(agent) = user_agent else {
+        return true;
+    };
+    let has = |needle: &[u8]| agent.windows(needle.len()).any(|w| w == needle);
+    !(has(b"Chrome/4")
+        || has(b"Chrome/5")
+        || has(b"Chrome/6")
+        || has(b"CPU iPhone OS 12")
+        || has(b"iPad; CPU OS 12")
+        || (has(b"Macintosh") && has(b"Intel Mac OS X 10_14") && has(b"Safari") && !has(b"Chrome")))
 }
 
 /// How a cookie maps to an endpoint.
@@ -636,6 +747,150 @@ pub enum HashBy {
     Path,
     /// `$host`: the host.
     Host,
+}
+
+/// nginx's `limit_rate` and `limit_rate_after` (ingress-nginx's `limit-rate` and
+/// `limit-rate-after`, in kilobytes): a response body goes to the client at most this fast
+/// once its first `after` bytes are out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitRate {
+    /// Bytes per second (> 0).
+    pub bytes_per_second: u64,
+    /// Bytes sent before the limit applies.
+    pub after: u64,
+}
+
+impl LimitRate {
+    /// How long to wait before sending more, `elapsed` after the body started with `sent`
+    /// bytes out: `None` while within the rate.
+    pub fn delay(&self, sent: u64, elapsed: Duration) -> Option<Duration> {
+        let limited = sent.checked_sub(self.after).filter(|n| *n > 0)?;
+        let due = Duration::from_secs_f64(limited as f64 / self.bytes_per_second.max(1) as f64);
+        due.checked_sub(elapsed).filter(|d| !d.is_zero())
+    }
+
+    /// The most written at once: a tenth of a second's worth (at least 1 byte), so a large
+    /// piece of body does not leave in one burst.
+    pub fn piece(&self) -> usize {
+        usize::try_from(self.bytes_per_second / 10)
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
+}
+
+/// nginx's `proxy_redirect`, `proxy_cookie_domain` and `proxy_cookie_path` with one
+/// (from, to) pair each, as ingress-nginx writes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseRewrites {
+    /// `proxy_redirect from to`: a `Location` (or the `url=` of a `Refresh`) starting with
+    /// `from` (case-sensitive) gets `to` instead of that prefix.
+    pub redirect: Option<(String, String)>,
+    /// `proxy_cookie_domain domain replacement`: a `Set-Cookie` `domain` attribute equal to
+    /// `domain` (case-insensitive, a leading dot aside) becomes `replacement`.
+    pub cookie_domain: Option<(String, String)>,
+    /// `proxy_cookie_path path replacement`: a `Set-Cookie` `path` attribute starting with
+    /// `path` (case-sensitive) gets `replacement` instead of that prefix.
+    pub cookie_path: Option<(String, String)>,
+}
+
+impl ResponseRewrites {
+    /// The new value of response field `name` (lower-case or any case) with `value`, when a
+    /// rewrite changes it; `None` leaves the field as it is.
+    pub fn rewrite(&self, name: &[u8], value: &[u8]) -> Option<Vec<u8>> {
+        if name.eq_ignore_ascii_case(b"location") {
+            let (from, to) = self.redirect.as_ref()?;
+            let rest = value.strip_prefix(from.as_bytes())?;
+            return Some([to.as_bytes(), rest].concat());
+        }
+        if name.eq_ignore_ascii_case(b"refresh") {
+            let (from, to) = self.redirect.as_ref()?;
+            let at = find_ignore_case(value, b"url=")? + 4;
+            let rest = value[at..].strip_prefix(from.as_bytes())?;
+            return Some([&value[..at], to.as_bytes(), rest].concat());
+        }
+        if name.eq_ignore_ascii_case(b"set-cookie")
+            && (self.cookie_domain.is_some() || self.cookie_path.is_some())
+        {
+            return self.rewrite_cookie(value);
+        }
+        None
+    }
+
+    /// `Set-Cookie`: its `domain` and `path` attributes (the first of each).
+    fn rewrite_cookie(&self, value: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Vec<u8> = Vec::with_capacity(value.len() + 16);
+        let mut changed = false;
+        let (mut domain_seen, mut path_seen) = (false, false);
+        for (index, part) in value.split(|&b| b == b';').enumerate() {
+            if index > 0 {
+                out.push(b';');
+            }
+            let trimmed = part.trim_ascii_start();
+            let lead = &part[..part.len() - trimmed.len()];
+            let attribute = |name: &[u8]| {
+                (index > 0
+                    && trimmed.len() > name.len()
+                    && trimmed[..name.len()].eq_ignore_ascii_case(name))
+                .then(|| &trimmed[name.len()..])
+            };
+            if let (Some(v), Some((domain, replacement)), false) =
+                (attribute(b"domain="), &self.cookie_domain, domain_seen)
+            {
+                domain_seen = true;
+                let (dot, bare) = match v.strip_prefix(b".") {
+                    Some(bare) => (&b"."[..], bare),
+                    None => (&b""[..], v),
+                };
+                let want = domain.strip_prefix('.').unwrap_or(domain);
+                let bare_trimmed = bare.trim_ascii_end();
+                if bare_trimmed.eq_ignore_ascii_case(want.as_bytes()) {
+                    out.extend_from_slice(lead);
+                    out.extend_from_slice(&trimmed[..7]);
+                    out.extend_from_slice(dot);
+                    out.extend_from_slice(replacement.as_bytes());
+                    out.extend_from_slice(&bare[bare_trimmed.len()..]);
+                    changed = true;
+                    continue;
+                }
+            } else if let (Some(v), Some((path, replacement)), false) =
+                (attribute(b"path="), &self.cookie_path, path_seen)
+            {
+                path_seen = true;
+                if let Some(rest) = v.strip_prefix(path.as_bytes()) {
+                    out.extend_from_slice(lead);
+                    out.extend_from_slice(&trimmed[..5]);
+                    out.extend_from_slice(replacement.as_bytes());
+                    out.extend_from_slice(rest);
+                    changed = true;
+                    continue;
+                }
+            }
+            out.extend_from_slice(part);
+        }
+        changed.then_some(out)
+    }
+}
+
+/// Where `needle` (ASCII) first occurs in `haystack`, ignoring case.
+fn find_ignore_case(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// nginx's `auth_basic` with `auth_basic_user_file`, as ingress-nginx writes it for
+/// `auth-type: basic`: a request without valid credentials gets 401 with
+/// `WWW-Authenticate: Basic realm="<auth-realm>"`; a valid one goes upstream without its
+/// `Authorization` field (`proxy_set_header Authorization ""`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    /// The `WWW-Authenticate` value of a 401.
+    pub challenge: HeaderValue,
+    /// The users (`auth-secret`: its `auth` key as an htpasswd file, or with `auth-secret-type:
+    /// auth-map` one user per key).
+    pub users: crate::htpasswd::Htpasswd,
+    /// The Secret they come from.
+    pub secret: crate::ObjectRef,
 }
 
 /// `auth-url` and its companions.
@@ -797,6 +1052,117 @@ mod tests {
             ..auth("x")
         };
         assert_eq!(none.signin_location("https", "h", "/"), None);
+    }
+
+    /// nginx `limit_rate` / `limit_rate_after`.
+    #[test]
+    fn limit_rate_delays_what_is_ahead_of_the_rate() {
+        let limit = LimitRate {
+            bytes_per_second: 1000,
+            after: 500,
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(limit.delay(400, ms(0)), None, "within limit-rate-after");
+        assert_eq!(limit.delay(500, ms(0)), None);
+        assert_eq!(limit.delay(1500, ms(0)), Some(ms(1000)));
+        assert_eq!(limit.delay(1500, ms(400)), Some(ms(600)));
+        assert_eq!(limit.delay(1500, ms(1000)), None);
+        assert_eq!(limit.delay(1500, ms(5000)), None);
+        assert_eq!(limit.piece(), 100);
+        let slow = LimitRate {
+            bytes_per_second: 1,
+            after: 0,
+        };
+        assert_eq!(slow.piece(), 1);
+        assert_eq!(slow.delay(3, ms(0)), Some(ms(3000)));
+    }
+
+    /// nginx `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
+    #[test]
+    fn response_rewrites_follow_nginx_proxy_redirect_and_proxy_cookie() {
+        let rw = ResponseRewrites {
+            redirect: Some((
+                "http://app.internal:8080/".into(),
+                "https://app.example/".into(),
+            )),
+            cookie_domain: Some(("localhost".into(), "example.org".into())),
+            cookie_path: Some(("/two/".into(), "/".into())),
+        };
+        let got = |name: &str, value: &str| {
+            rw.rewrite(name.as_bytes(), value.as_bytes())
+                .map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(
+            got("Location", "http://app.internal:8080/login?x=1").as_deref(),
+            Some("https://app.example/login?x=1")
+        );
+        assert_eq!(got("location", "http://other/").as_deref(), None);
+        assert_eq!(
+            got("location", "HTTP://app.internal:8080/").as_deref(),
+            None
+        );
+        assert_eq!(
+            got("refresh", "5; URL=http://app.internal:8080/next").as_deref(),
+            Some("5; URL=https://app.example/next")
+        );
+        assert_eq!(got("refresh", "5").as_deref(), None);
+        assert_eq!(
+            got(
+                "set-cookie",
+                "a=1; Domain=LocalHost; Path=/two/some/uri/; HttpOnly"
+            )
+            .as_deref(),
+            Some("a=1; Domain=example.org; Path=/some/uri/; HttpOnly")
+        );
+        assert_eq!(
+            got("Set-Cookie", "a=1; domain=.localhost").as_deref(),
+            Some("a=1; domain=.example.org")
+        );
+        // The cookie's own value is no attribute; other domains and paths stay.
+        assert_eq!(
+            got("set-cookie", "domain=localhost; path=/one/").as_deref(),
+            None
+        );
+        assert_eq!(
+            got("set-cookie", "a=1; domain=localhost.evil").as_deref(),
+            None
+        );
+        assert_eq!(got("x-other", "domain=localhost").as_deref(), None);
+        assert_eq!(
+            ResponseRewrites::default().rewrite(b"location", b"/x"),
+            None
+        );
+    }
+
+    /// ingress-nginx `util/same_site.lua` (`same_site_none_compatible`).
+    #[test]
+    fn same_site_none_compatibility_by_user_agent() {
+        let incompatible = [
+            "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/51.0.2704.103 Safari/537.36",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/66.0.3359.181 Safari/537.36",
+            "Mozilla/5.0 (Linux) Chrome/49.0.2623.112",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 12_1 like Mac OS X) AppleWebKit/605.1.15",
+            "Mozilla/5.0 (iPad; CPU OS 12_4 like Mac OS X) AppleWebKit/605.1.15",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_14_6) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/12.1.2 Safari/605.1.15",
+        ];
+        for agent in incompatible {
+            assert!(
+                !same_site_none_compatible(Some(agent.as_bytes())),
+                "{agent}"
+            );
+        }
+        let compatible = [
+            "Mozilla/5.0 (Windows NT 10.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_14_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 Version/17.0 Safari/605.1.15",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)",
+            "curl/8.5.0",
+            "",
+        ];
+        for agent in compatible {
+            assert!(same_site_none_compatible(Some(agent.as_bytes())), "{agent}");
+        }
+        assert!(same_site_none_compatible(None));
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub(crate) enum PathCond {
     Prefix(String),
     /// A regular expression matched against the whole path.
     Regex(String),
+    /// A string prefix of the path, as nginx's `location /foo` (an Ingress
+    /// `ImplementationSpecific` path on a host without regex paths).
+    StringPrefix(String),
 }
 
 /// The rules of one host name.
@@ -117,6 +120,10 @@ pub(crate) struct RuleSet {
     /// request path is only probed at element boundaries where a key of that length
     /// exists: one or two probes for most paths instead of one per element.
     prefix_lengths: u64,
+    /// [`PathCond::StringPrefix`] keys (Ingress only; empty for Gateway API rules).
+    string_prefix: FastMap<Box<str>, Vec<Candidate>>,
+    /// As `prefix_lengths`, for `string_prefix`.
+    string_prefix_lengths: u64,
 }
 
 /// The bit of [`RuleSet::prefix_lengths`] for a key of `len` bytes.
@@ -146,16 +153,27 @@ impl RuleSet {
                 return Some(found);
             }
         }
-        if self.prefix.is_empty() {
+        if self.prefix.is_empty() && self.string_prefix.is_empty() {
             return None;
         }
-        // Element boundaries, longest first: the whole path, then before each `/`.
+        // Element boundaries, longest first: the whole path, then before each `/`. String
+        // prefixes (nginx `location /foo`) at every length: nginx takes the longest
+        // location, and a Prefix key `k` stands for nginx's `location k/` (and `= k`), one
+        // byte longer than the string prefix `k`, so it is tried first at the same `end`.
         let bytes = path.as_bytes();
         let mut end = path.len();
         loop {
             if self.prefix_lengths & length_bit(end) != 0
                 && (end == path.len() || bytes[end] == b'/')
                 && let Some(found) = self.prefix.get(&path[..end]).and_then(|c| first(c))
+            {
+                return Some(found);
+            }
+            if self.string_prefix_lengths & length_bit(end) != 0
+                && let Some(found) = path
+                    .get(..end)
+                    .and_then(|p| self.string_prefix.get(p))
+                    .and_then(|c| first(c))
             {
                 return Some(found);
             }
@@ -185,6 +203,12 @@ impl RuleSet {
             out.extend(
                 c.iter()
                     .map(|c| (PathCond::Prefix(path.to_string()), c.entry)),
+            );
+        }
+        for (path, c) in &self.string_prefix {
+            out.extend(
+                c.iter()
+                    .map(|c| (PathCond::StringPrefix(path.to_string()), c.entry)),
             );
         }
         out
@@ -245,6 +269,13 @@ impl RuleSetBuilder {
                 PathCond::Prefix(p) => {
                     set.prefix_lengths |= length_bit(p.len());
                     set.prefix.entry(p.into()).or_default().push(candidate)
+                }
+                PathCond::StringPrefix(p) => {
+                    set.string_prefix_lengths |= length_bit(p.len());
+                    set.string_prefix
+                        .entry(p.into())
+                        .or_default()
+                        .push(candidate)
                 }
                 PathCond::Regex(p) => match regex_groups.iter_mut().find(|(q, _)| *q == p) {
                     Some((_, group)) => group.push(candidate),
@@ -499,6 +530,7 @@ mod tests {
             let cond = match rule.kind {
                 crate::path::PathKind::Exact => PathCond::Exact(rule.key),
                 crate::path::PathKind::Prefix => PathCond::Prefix(rule.key),
+                crate::path::PathKind::StringPrefix => PathCond::StringPrefix(rule.key),
                 crate::path::PathKind::Regex => PathCond::Regex(rule.key),
             };
             builder.push(
@@ -535,8 +567,45 @@ mod tests {
             (&[("/foo/bar", "Prefix", 1)], "/foo/bar/baz", Some(1)),
             (&[("/foo/bar", "Prefix", 1)], "/foo/ba", None),
             (&[("/foo/bar", "Prefix", 1)], "/foo", None),
+            // ImplementationSpecific is nginx's `location /foo`: a string prefix
+            // (ingress-nginx docs, "Ingress Path Matching").
             (&[("/foo", "ImplementationSpecific", 1)], "/foo/x", Some(1)),
-            (&[("/foo", "ImplementationSpecific", 1)], "/foox", None),
+            (&[("/foo", "ImplementationSpecific", 1)], "/foox", Some(1)),
+            (&[("/foo", "ImplementationSpecific", 1)], "/fo", None),
+            (&[("/foo/", "ImplementationSpecific", 1)], "/foo", None),
+            (&[("/", "ImplementationSpecific", 1)], "/any", Some(1)),
+            (&[("/é", "ImplementationSpecific", 1)], "/éa", Some(1)),
+            (&[("/é", "ImplementationSpecific", 1)], "/e", None),
+            // Longest location wins: Prefix /foo is `location /foo/`, longer than
+            // ImplementationSpecific /foo, shorter than /foo/b.
+            (
+                &[("/foo", "ImplementationSpecific", 1), ("/foo", "Prefix", 2)],
+                "/foo/x",
+                Some(2),
+            ),
+            (
+                &[("/foo", "Prefix", 2), ("/foo", "ImplementationSpecific", 1)],
+                "/foox",
+                Some(1),
+            ),
+            (
+                &[
+                    ("/foo", "Prefix", 2),
+                    ("/foo/b", "ImplementationSpecific", 1),
+                ],
+                "/foo/bar",
+                Some(1),
+            ),
+            (
+                &[("/fo", "ImplementationSpecific", 1), ("/", "Prefix", 2)],
+                "/foo/bar",
+                Some(1),
+            ),
+            (
+                &[("/foo", "ImplementationSpecific", 1), ("/foo", "Exact", 2)],
+                "/foo",
+                Some(2),
+            ),
             // `/` catches everything absolute.
             (&[("/", "Prefix", 1)], "/", Some(1)),
             (&[("/", "Prefix", 1)], "/anything/at/all", Some(1)),
@@ -640,7 +709,7 @@ mod tests {
     fn first_insert_wins() {
         let m = ingress_set(&[
             ("/a", "Prefix", 1),
-            ("/a/", "ImplementationSpecific", 2),
+            ("/a/", "Prefix", 2),
             ("/a", "Exact", 3),
             ("/a", "Exact", 4),
         ]);

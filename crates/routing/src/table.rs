@@ -18,7 +18,7 @@ use crate::tls::TlsCertificate;
 pub struct Route {
     /// `"www.example.com"`, `"*.example.com"`, or `""` for the host-less rules.
     pub host: String,
-    /// `"Exact"`, `"Prefix"` (ImplementationSpecific is listed as Prefix) or `"Regex"`
+    /// `"Exact"`, `"Prefix"`, `"ImplementationSpecific"` (a string prefix) or `"Regex"`
     /// (paths of a host with `use-regex` or `rewrite-target`).
     pub path_type: &'static str,
     /// The rule path; Prefix paths are shown without their trailing slash, except `/`.
@@ -606,6 +606,7 @@ fn kind_and_key(path: PathCond) -> (&'static str, String) {
     match path {
         PathCond::Exact(p) => ("Exact", p),
         PathCond::Prefix(p) => ("Prefix", p),
+        PathCond::StringPrefix(p) => ("ImplementationSpecific", p),
         PathCond::Regex(p) => ("Regex", p),
     }
 }
@@ -630,6 +631,7 @@ fn kind_matches(kind: &str, key: &str, path: &str) -> bool {
     match kind {
         "Exact" => key == path,
         "Prefix" => crate::rules::prefix_matches(key, path),
+        "ImplementationSpecific" => path.starts_with(key),
         // Only one regex set per host; the lookup picked one of them: accept any.
         _ => true,
     }

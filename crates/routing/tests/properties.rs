@@ -267,6 +267,8 @@ fn reference_route(ings: &[RefIngress], host: &str, path: &str) -> Option<Servic
     struct Rule {
         host: RefHost,
         exact: bool,
+        /// ImplementationSpecific: nginx's `location /path`, a string prefix.
+        string_prefix: bool,
         path: String,
         sref: ServiceRef,
     }
@@ -280,9 +282,10 @@ fn reference_route(ings: &[RefIngress], host: &str, path: &str) -> Option<Servic
             hosts.insert(rh.clone());
             for p in paths {
                 let Ok(path) = &p.path else { continue };
-                let exact = match p.path_type {
-                    "Exact" => true,
-                    "Prefix" | "ImplementationSpecific" => false,
+                let (exact, string_prefix) = match p.path_type {
+                    "Exact" => (true, false),
+                    "Prefix" => (false, false),
+                    "ImplementationSpecific" => (false, true),
                     _ => continue,
                 };
                 if !usable(&p.backend) {
@@ -295,6 +298,7 @@ fn reference_route(ings: &[RefIngress], host: &str, path: &str) -> Option<Servic
                 rules.push(Rule {
                     host: rh.clone(),
                     exact,
+                    string_prefix,
                     path,
                     sref: sref(ing.namespace, &p.backend),
                 });
@@ -327,23 +331,33 @@ fn reference_route(ings: &[RefIngress], host: &str, path: &str) -> Option<Servic
     };
 
     let path = if path.is_empty() { "/" } else { path };
-    let mut best: Option<(usize, bool, &Rule)> = None;
+    // nginx's order: an exact location first, then the longest prefix location, where
+    // Prefix `/p` is `location /p/` (and `= /p`) and ImplementationSpecific `/p` is
+    // `location /p`; at equal length the ImplementationSpecific one.
+    let mut best: Option<((bool, usize, bool), &Rule)> = None;
     if let Some(owner) = owner {
         for r in rules.iter().filter(|r| r.host == owner) {
-            let matched_len = if r.exact {
-                (path == r.path).then_some(r.path.len())
+            let score = if r.exact {
+                (path == r.path).then_some((true, r.path.len(), false))
+            } else if r.string_prefix {
+                path.starts_with(&r.path)
+                    .then_some((false, r.path.len(), true))
             } else {
                 let p = r.path.strip_suffix('/').unwrap_or(&r.path);
-                (path == p || path.starts_with(&format!("{p}/"))).then_some(p.len())
+                (path == p || path.starts_with(&format!("{p}/"))).then_some((
+                    false,
+                    p.len() + 1,
+                    false,
+                ))
             };
-            let Some(len) = matched_len else { continue };
+            let Some(score) = score else { continue };
             // Strictly better only: on a tie the earlier (older) rule stays.
-            if best.is_none_or(|(bl, be, _)| (len, r.exact) > (bl, be)) {
-                best = Some((len, r.exact, r));
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, r));
             }
         }
     }
-    if let Some((_, _, r)) = best {
+    if let Some((_, r)) = best {
         return Some(r.sref.clone());
     }
     ours.iter().find_map(|i| {

@@ -156,7 +156,10 @@ fn exact_and_prefix_paths() {
             ("h", "/trailing/x", Some("ns/trailing:80")),
             ("h", "/trailingx", Some("ns/nopath:80")),
             ("h", "/impl/x", Some("ns/impl:80")),
-            ("h", "/implx", Some("ns/nopath:80")),
+            // ImplementationSpecific: nginx's `location /impl`, a string prefix
+            // (ingress-nginx docs, "Ingress Path Matching").
+            ("h", "/implx", Some("ns/impl:80")),
+            ("h", "/imp", Some("ns/nopath:80")),
             // An empty path in the rule means "/"; an empty request path counts as "/".
             ("h", "/", Some("ns/nopath:80")),
             ("h", "", Some("ns/nopath:80")),
@@ -320,15 +323,24 @@ fn conflict_is_same_host_path_and_effective_type() {
         let conflicts = find(&out.diagnostics, "ConflictLost").len();
         (out.table, conflicts)
     };
-    // Prefix "/p" and ImplementationSpecific "/p/" are the same rule here.
+    // Prefix "/p" and "/p/" are the same rule.
     let (t, n) = table_and_diags(
         path("/p", "Prefix", "old", 80),
-        path("/p/", "ImplementationSpecific", "new", 80),
+        path("/p/", "Prefix", "new", 80),
     );
     assert_eq!(
         (routed(&t, "h", "/p").as_deref(), n),
         (Some("ns/old:80"), 1)
     );
+    // ImplementationSpecific "/p" is a string prefix (nginx `location /p`), not Prefix
+    // "/p" (`location /p/`): two rules, the longer location wins.
+    let (t, n) = table_and_diags(
+        path("/p", "Prefix", "old", 80),
+        path("/p", "ImplementationSpecific", "new", 80),
+    );
+    assert_eq!(n, 0);
+    assert_eq!(routed(&t, "h", "/p/x").as_deref(), Some("ns/old:80"));
+    assert_eq!(routed(&t, "h", "/px").as_deref(), Some("ns/new:80"));
     // Exact and Prefix of the same path are distinct rules: no conflict.
     let (t, n) = table_and_diags(
         path("/p", "Prefix", "old", 80),
@@ -1303,7 +1315,7 @@ fn routes_listing() {
             " Prefix /p/q ns/t:80",
             "*.a.io Prefix / ns/t:80",
             "b.io Exact / ns/s:80",
-            "b.io Prefix /x ns/s:80",
+            "b.io ImplementationSpecific /x/ ns/s:80",
         ]
     );
 }
@@ -1393,4 +1405,41 @@ fn table_is_send_and_sync() {
     assert_send_sync::<RouteTable>();
     assert_send_sync::<sluice_routing::Compiled>();
     assert_send_sync::<Inputs>();
+}
+
+/// ingress-nginx `configureCertificates`: a server alias and the name of a from/to-www
+/// redirect are served with their host's certificate (unless they have one of their own),
+/// so `https://www.shop.example/` can redirect without a certificate error; plain HTTP to
+/// an alias of a TLS host is redirected to HTTPS as the host is (one server).
+#[test]
+fn aliases_and_www_names_borrow_the_hosts_certificate() {
+    let spec = json!({
+        "ingressClassName": "sluice",
+        "tls": [{"hosts": ["shop.example"], "secretName": "shop"}],
+        "rules": [rule("shop.example", vec![path("/", "Prefix", "s", 80)])],
+    });
+    let annotations = json!({
+        "nginx.ingress.kubernetes.io/server-alias": "store.example",
+        "nginx.ingress.kubernetes.io/from-to-www-redirect": "true",
+    });
+    let mut inp = inputs(vec![raw_ingress("ns", "ing", Some(1), annotations, spec)]);
+    inp.services.push(service("ns", "s", &[(None, 80)]));
+    inp.secrets
+        .push(tls_secret("ns", "shop", CERT_PEM, PKCS8_PEM));
+    let out = run(&inp);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let t = &out.table;
+    for sni in ["shop.example", "store.example", "www.shop.example"] {
+        assert_eq!(
+            t.certificate(sni).map(|c| c.secret.name.as_str()),
+            Some("shop"),
+            "{sni}"
+        );
+    }
+    assert!(t.certificate("www.store.example").is_none());
+    let alias = t.route("store.example", "/x").unwrap();
+    assert_eq!(alias.policy.https_redirect, Some(308));
+    assert_eq!(alias.backend.service.name, "s");
+    let www = t.route("www.shop.example", "/x").unwrap();
+    assert_eq!(www.policy.www_redirect.as_deref(), Some("shop.example"));
 }

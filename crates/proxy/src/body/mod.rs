@@ -5,6 +5,7 @@
 
 pub(crate) mod upstream;
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -52,6 +53,9 @@ pub(crate) enum RequestBody {
         /// upstream was not asking for more does not count).
         stall: StallTimer,
     },
+    /// The whole body, read before the upstream was asked (ingress-nginx
+    /// `proxy-request-buffering: "on"`); taken when sent.
+    Buffered(Option<Bytes>),
 }
 
 impl RequestBody {
@@ -77,6 +81,7 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Buffered(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             RequestBody::Streaming {
                 inner,
                 remaining,
@@ -112,6 +117,7 @@ impl Body for RequestBody {
     fn is_end_stream(&self) -> bool {
         match self {
             RequestBody::Empty => true,
+            RequestBody::Buffered(bytes) => bytes.is_none(),
             RequestBody::Streaming { inner, .. } => inner.is_end_stream(),
         }
     }
@@ -119,6 +125,9 @@ impl Body for RequestBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Buffered(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
             RequestBody::Streaming { inner, .. } => inner.size_hint(),
         }
     }
@@ -141,6 +150,52 @@ enum Source {
     },
 }
 
+/// A response body's pace under the route's `limit-rate` (nginx `limit_rate`): pieces of a
+/// tenth of a second's worth, each after the time the bytes before it are due.
+#[derive(Debug)]
+pub(crate) struct Pace {
+    limit: sluice_routing::LimitRate,
+    started: Instant,
+    /// Bytes sent so far.
+    sent: u64,
+    /// Waiting until the next piece is due.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// What is left of the frame being sent.
+    rest: Option<Bytes>,
+}
+
+impl Pace {
+    /// The pace of the route a request took, if it limits the rate.
+    fn of(done: &Completion) -> Option<Box<Pace>> {
+        let entry = done.entry?;
+        let limit = done.snapshot.table.entry(entry).policy.limit_rate?;
+        Some(Box::new(Pace {
+            limit,
+            started: Instant::now(),
+            sent: 0,
+            sleep: None,
+            rest: None,
+        }))
+    }
+
+    /// Takes the next piece of `data` to send (keeping the rest), counts it, and sets the
+    /// wait before the one after.
+    fn sent(&mut self, mut data: Bytes, done: &mut Option<Completion>) -> Bytes {
+        let piece = self.limit.piece();
+        if data.len() > piece {
+            self.rest = Some(data.split_off(piece));
+        }
+        self.sent += data.len() as u64;
+        if let Some(done) = done {
+            done.bytes += data.len() as u64;
+        }
+        if let Some(wait) = self.limit.delay(self.sent, self.started.elapsed()) {
+            self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+        }
+        data
+    }
+}
+
 /// The upstream sent nothing for the read timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("upstream read timed out")]
@@ -150,6 +205,8 @@ pub(crate) struct UpstreamReadTimeout;
 #[derive(Debug)]
 pub(crate) struct ResponseBody {
     source: Source,
+    /// `limit-rate`: the body's pace, when the route limits it.
+    pace: Option<Box<Pace>>,
     /// Present until the body ends or is dropped; then the request is accounted for.
     done: Option<Completion>,
 }
@@ -268,8 +325,10 @@ impl ResponseBody {
             Started::Complete(bytes) => Source::Fixed(bytes),
             Started::Streaming(body) => Source::Upstream(body),
         };
+        let pace = Pace::of(&done);
         ResponseBody {
             source,
+            pace,
             done: Some(done),
         }
     }
@@ -280,12 +339,14 @@ impl ResponseBody {
         read_timeout: Duration,
         done: Completion,
     ) -> ResponseBody {
+        let pace = Pace::of(&done);
         ResponseBody {
             source: Source::Streamed {
                 inner: body,
                 read_timeout,
                 stall: StallTimer::default(),
             },
+            pace,
             done: Some(done),
         }
     }
@@ -294,6 +355,7 @@ impl ResponseBody {
     pub(crate) fn fixed(bytes: Option<Bytes>, done: Completion) -> ResponseBody {
         ResponseBody {
             source: Source::Fixed(bytes),
+            pace: None,
             done: Some(done),
         }
     }
@@ -302,6 +364,7 @@ impl ResponseBody {
     pub(crate) fn plain(bytes: Bytes) -> ResponseBody {
         ResponseBody {
             source: Source::Fixed(Some(bytes)),
+            pace: None,
             done: None,
         }
     }
@@ -327,6 +390,15 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if let Some(pace) = &mut this.pace {
+            if let Some(sleep) = &mut pace.sleep {
+                ready!(sleep.as_mut().poll(cx));
+                pace.sleep = None;
+            }
+            if let Some(rest) = pace.rest.take() {
+                return Poll::Ready(Some(Ok(Frame::data(pace.sent(rest, &mut this.done)))));
+            }
+        }
         let frame = match &mut this.source {
             Source::Upstream(inner) => match ready!(inner.poll_data(cx)) {
                 Some(Ok(data)) => Some(Ok(Frame::data(data))),
@@ -350,6 +422,14 @@ impl Body for ResponseBody {
                 }
             },
         };
+        if let (Some(pace), Some(Ok(data))) = (&mut this.pace, &frame)
+            && data.is_data()
+        {
+            // Paced: this frame goes out a piece at a time (the rest on the next polls).
+            let frame = frame.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
+            let data = frame.unwrap_or_default();
+            return Poll::Ready(Some(Ok(Frame::data(pace.sent(data, &mut this.done)))));
+        }
         match &frame {
             Some(Ok(frame)) => {
                 if let (Some(done), Some(data)) = (&mut this.done, frame.data_ref()) {
@@ -367,6 +447,9 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.pace.as_ref().is_some_and(|p| p.rest.is_some()) {
+            return false;
+        }
         match &self.source {
             Source::Upstream(inner) => inner.is_end_stream(),
             Source::Fixed(bytes) => bytes.is_none(),

@@ -261,8 +261,20 @@ where
     let (framing, keep_alive) = response_out::encode_head(&response, client, edits, out);
     drop(response);
     done.count(host, status.as_u16());
-    let sent = match body {
-        Started::Complete(bytes) => {
+    // `limit-rate`: the body goes out paced (nginx `limit_rate`).
+    let limit = done
+        .entry
+        .and_then(|entry| done.snapshot.table.entry(entry).policy.limit_rate);
+    let sent = match (body, limit) {
+        (Started::Complete(Some(bytes)), Some(limit)) => {
+            let mut pace = Paced::new(limit);
+            write_out(io, out).await
+                && pace
+                    .write(io, out, &bytes, ClientFraming::AsIs, &mut done.bytes)
+                    .await
+                && io.flush().await.is_ok()
+        }
+        (Started::Complete(bytes), _) => {
             // Only empty and length-delimited bodies complete with the head, so they go out
             // as they are: head and body in one write.
             if let Some(bytes) = bytes {
@@ -271,8 +283,9 @@ where
             }
             write_out(io, out).await
         }
-        Started::Streaming(mut body) => {
-            stream_body(io, out, &mut body, framing, &mut done.bytes).await
+        (Started::Streaming(mut body), limit) => {
+            let pace = limit.map(Paced::new);
+            stream_body(io, out, &mut body, framing, &mut done.bytes, pace).await
         }
     };
     Ok(sent && keep_alive)
@@ -370,6 +383,7 @@ async fn stream_body<I: AsyncWrite + Unpin>(
     body: &mut body::upstream::UpstreamBody,
     framing: ClientFraming,
     bytes: &mut u64,
+    mut pace: Option<Paced>,
 ) -> bool {
     if !write_out(io, out).await {
         return false;
@@ -382,6 +396,12 @@ async fn stream_body<I: AsyncWrite + Unpin>(
                 return false;
             }
         };
+        if let Some(pace) = &mut pace {
+            if !pace.write(io, out, &data, framing, bytes).await {
+                return false;
+            }
+            continue;
+        }
         *bytes += data.len() as u64;
         let written = if framing == ClientFraming::Chunked {
             out.clear();
@@ -400,6 +420,55 @@ async fn stream_body<I: AsyncWrite + Unpin>(
         return false;
     }
     io.flush().await.is_ok()
+}
+
+/// A response body's pace under the route's `limit-rate` (nginx `limit_rate`).
+struct Paced {
+    limit: sluice_routing::LimitRate,
+    started: std::time::Instant,
+    sent: u64,
+}
+
+impl Paced {
+    fn new(limit: sluice_routing::LimitRate) -> Paced {
+        Paced {
+            limit,
+            started: std::time::Instant::now(),
+            sent: 0,
+        }
+    }
+
+    /// Writes `data` (framed as `framing` says) in pieces of a tenth of a second's worth,
+    /// each once the bytes before it are due. False if the client is gone.
+    async fn write<I: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut I,
+        out: &mut Vec<u8>,
+        data: &[u8],
+        framing: ClientFraming,
+        bytes: &mut u64,
+    ) -> bool {
+        for piece in data.chunks(self.limit.piece()) {
+            if let Some(wait) = self.limit.delay(self.sent, self.started.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+            let written = if framing == ClientFraming::Chunked {
+                out.clear();
+                out.extend_from_slice(&chunked::chunk_header(piece.len()));
+                out.extend_from_slice(piece);
+                out.extend_from_slice(chunked::CHUNK_END);
+                write_out(io, out).await
+            } else {
+                write_out(io, piece).await
+            };
+            if !written {
+                return false;
+            }
+            self.sent += piece.len() as u64;
+            *bytes += piece.len() as u64;
+        }
+        true
+    }
 }
 
 /// Answers with the proxy's own page for `status`, counted in the routed backend's metrics

@@ -115,6 +115,8 @@ impl<'a> RequestView<'a> for &'a HyperRequest {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         }

@@ -49,6 +49,7 @@ pub(crate) fn encode_head(
         add,
         remove,
         cookie,
+        rewrites,
     } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
@@ -61,6 +62,11 @@ pub(crate) fn encode_head(
             continue;
         }
         if removed(remove, name) {
+            continue;
+        }
+        // nginx `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
+        if let Some(new) = rewrites.and_then(|r| r.rewrite(name, value)) {
+            put_header(out, name, &new);
             continue;
         }
         put_header(out, name, value);

@@ -381,6 +381,11 @@ pub(crate) struct UpstreamRequest<'a, F> {
     /// `X-Forwarded-Prefix` the route sets (a client's is believed only from a trusted
     /// proxy, and only when the route sets none).
     pub(crate) forwarded_prefix: Option<&'a HeaderValue>,
+    /// The `Connection` the route sends (`connection-proxy-header`) instead of the proxy's
+    /// (none, or `upgrade` for a WebSocket).
+    pub(crate) connection: Option<&'a HeaderValue>,
+    /// Speak HTTP/1.0 to the upstream (`proxy-http-version: "1.0"`).
+    pub(crate) http10: bool,
 }
 
 impl<'a, F> UpstreamRequest<'a, F> {
@@ -400,6 +405,8 @@ impl<'a, F> UpstreamRequest<'a, F> {
             remove: self.remove,
             vhost: self.vhost,
             forwarded_prefix: self.forwarded_prefix,
+            connection: self.connection,
+            http10: self.http10,
         }
     }
 }
@@ -424,6 +431,8 @@ pub(crate) trait HeadSink {
     fn field_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>));
     /// The end of the head.
     fn end(&mut self);
+    /// The request line says HTTP/1.0 (called right after [`HeadSink::request_line`]).
+    fn http10(&mut self) {}
 }
 
 impl HeadSink for Vec<u8> {
@@ -448,6 +457,14 @@ impl HeadSink for Vec<u8> {
     fn end(&mut self) {
         self.extend_from_slice(b"\r\n");
     }
+
+    fn http10(&mut self) {
+        // The request line ends in "HTTP/1.1\r\n": its minor version becomes 0.
+        if self.ends_with(b" HTTP/1.1\r\n") {
+            let at = self.len() - 3;
+            self[at] = b'0';
+        }
+    }
 }
 
 /// Writes the request head for the upstream into `out`: request line, Host (the endpoint's
@@ -465,6 +482,9 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
     S: HeadSink,
 {
     out.request_line(request.method, request.target);
+    if request.http10 {
+        out.http10();
+    }
     if let Some(vhost) = request.vhost {
         out.field(b"host", vhost.as_bytes());
     } else if request.host.is_empty() {
@@ -604,7 +624,11 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
         }
         out.extend_from_slice(policy.via.as_bytes());
     });
-    if request.websocket {
+    if let Some(connection) = request.connection {
+        // ingress-nginx `connection-proxy-header`: `proxy_set_header Connection <value>`
+        // replaces its `$connection_upgrade`.
+        out.field(b"connection", connection.as_bytes());
+    } else if request.websocket {
         out.field(b"connection", b"upgrade");
     }
     match request.framing {
@@ -736,6 +760,8 @@ mod tests {
                 forwarded_prefix: self.prefix.as_ref(),
                 add: &self.add,
                 remove: &self.remove,
+                connection: None,
+                http10: false,
             };
             let mut out = Vec::new();
             let endpoint = "10.0.0.1:8080".parse().unwrap();

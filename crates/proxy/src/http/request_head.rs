@@ -161,6 +161,8 @@ impl PlainHead {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         }
@@ -546,6 +548,8 @@ mod tests {
             set: &[],
             vhost: None,
             forwarded_prefix: None,
+            connection: None,
+            http10: false,
             add: &[],
             remove: &[],
         };

@@ -26,6 +26,9 @@ pub(crate) struct Preference {
     key: Option<u64>,
     /// The client had no usable affinity cookie.
     new: bool,
+    /// `session-cookie-conditional-samesite-none` and a client that rejects
+    /// `SameSite=None`: the cookie goes without it.
+    no_samesite_none: bool,
 }
 
 /// The preference of a request (from `client`) for a route with `policy` (affinity wins
@@ -39,11 +42,14 @@ pub(crate) fn preference<'a, V: RequestView<'a>>(
 ) -> Preference {
     if let Some(affinity) = &policy.affinity {
         let cookie = route::cookie(request.cookies(), &affinity.cookie).and_then(parse_key);
-        return match (affinity.mode, cookie) {
+        let no_samesite_none = affinity.conditional_samesite_none
+            && !sluice_routing::same_site_none_compatible(request.field(b"user-agent"));
+        let preference = match (affinity.mode, cookie) {
             (AffinityMode::Persistent, Some(key)) => Preference {
                 endpoint: balancer.find(key),
                 key: Some(key),
                 new: false,
+                no_samesite_none: false,
             },
             (AffinityMode::Persistent, None) => Preference {
                 new: true,
@@ -55,8 +61,13 @@ pub(crate) fn preference<'a, V: RequestView<'a>>(
                     endpoint: balancer.rendezvous(key, now_ms),
                     key: Some(key),
                     new: found.is_none(),
+                    no_samesite_none: false,
                 }
             }
+        };
+        return Preference {
+            no_samesite_none,
+            ..preference
         };
     }
     let Some(hash_by) = &policy.hash_by else {
@@ -74,6 +85,7 @@ pub(crate) fn preference<'a, V: RequestView<'a>>(
         endpoint: balancer.rendezvous(key, now_ms),
         key: None,
         new: false,
+        no_samesite_none: false,
     }
 }
 
@@ -112,7 +124,12 @@ pub(crate) fn set_cookie(
             }
         }
     };
-    HeaderValue::try_from(cookie_line(affinity, key, SystemTime::now())).ok()
+    let line = cookie_line(affinity, key, SystemTime::now());
+    let line = match preference.no_samesite_none {
+        true => line.replacen("; SameSite=None", "", 1),
+        false => line,
+    };
+    HeaderValue::try_from(line).ok()
 }
 
 /// `name=<16 hex digits><attributes>[; Expires=<HTTP date>]`.
@@ -188,6 +205,7 @@ mod tests {
             expires: Some(60),
             mode: AffinityMode::Persistent,
             change_on_failure: false,
+            conditional_samesite_none: false,
         };
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(

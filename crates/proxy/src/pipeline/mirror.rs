@@ -46,6 +46,9 @@ pub(crate) struct Copying<'a> {
     pub(crate) connect_timeout: Duration,
     /// Bound on the whole copy (connect, send, response head).
     pub(crate) deadline: Duration,
+    /// The copies' Host (ingress-nginx `mirror-target`/`mirror-host`); `None`: the
+    /// client's.
+    pub(crate) host: Option<&'a http::HeaderValue>,
 }
 
 /// Sends copies of `head` to the mirrors whose share draws this request. Returns at once.
@@ -77,7 +80,7 @@ where
         let mut copy = head.clone();
         // The mirror sees the client's Host, not the route's `upstream-vhost`/hostname
         // rewrite.
-        copy.vhost = None;
+        copy.vhost = with.host;
         let mut bytes = Vec::with_capacity(1024);
         header_policy::encode_request_head(&copy, with.forwarded, with.policy, addr, &mut bytes);
         let metrics = Arc::clone(with.metrics);

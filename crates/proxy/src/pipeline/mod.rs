@@ -10,7 +10,8 @@
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward.
-//! 4. `auth`: the external auth service (`auth-url`), when the route has one.
+//! 4. `basic_auth` and `auth`: basic authentication from a Secret, and the external auth
+//!    service (`auth-url`), when the route has them.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
 //!    endpoint; `http::header_policy` decides which fields cross, both directions); `mirror`
 //!    sends copies.
@@ -22,6 +23,7 @@
 pub(crate) mod admit;
 pub(crate) mod affinity;
 pub(crate) mod auth;
+pub(crate) mod basic_auth;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod mirror;
@@ -159,6 +161,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     let route_entry = done.snapshot.table.entry(entry);
     let route_policy = &*route_entry.policy;
+    if route_policy.access_log_off {
+        // `enable-access-log: "false"`.
+        done.log = None;
+    }
 
     // 3. The route's own answers, rewrite, limits.
     let cors = route_policy.cors.is_some();
@@ -189,9 +195,21 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     done.limit_slot = limit_slot;
 
-    // 4. External authentication.
+    // 4. Authentication: basic, then external. With `satisfy: any`, a client the source
+    // ranges allow needs neither (`route_policy::answer` left the ranges to this step).
     let mut auth_fields = Vec::new();
-    if let Some(external) = &route_policy.auth {
+    let range_suffices =
+        route_policy.satisfy_any && route_policy::source_range_allows(route_policy, facts.client);
+    if let Some(basic) = route_policy.basic_auth.as_ref().filter(|_| !range_suffices) {
+        match Box::pin(basic_auth::check(basic, request.field(b"authorization"))).await {
+            basic_auth::Verdict::Allow => {
+                auth_fields.push((http::header::AUTHORIZATION, HeaderValue::from_static("")));
+            }
+            basic_auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
+            basic_auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
+        }
+    }
+    if let Some(external) = route_policy.auth.as_ref().filter(|_| !range_suffices) {
         let original = auth::Original {
             method: request.method(),
             fields: request.fields(),
@@ -202,7 +220,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         };
         // Boxed: a rare branch, kept out of every request's future.
         match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {
-            auth::Verdict::Allow(fields) => auth_fields = fields,
+            auth::Verdict::Allow(fields) => auth_fields.extend(fields),
             auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
             auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
         }
@@ -214,7 +232,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         Some(limit) => Some(limit),
         None => shared.body_limit,
     };
-    let body = match body {
+    let mut body = match body {
         Some(body) if body.size_hint().lower() > body_limit.unwrap_or(u64::MAX) => {
             return (done, Reply::Page(StatusCode::PAYLOAD_TOO_LARGE));
         }
@@ -223,6 +241,31 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
         _ => RequestBody::Empty,
     };
+    // `proxy-request-buffering: "on"`: the whole body is read (within the body limit and
+    // the client body timeout) before the upstream is asked, and sent with its length.
+    let mut buffered = None;
+    // HTTP/1.0 towards the upstream (`proxy-http-version`) has no chunked coding: nginx
+    // buffers the body then too.
+    let buffer = route_policy.request_buffering || route_policy.upstream_http10;
+    if buffer && matches!(body, RequestBody::Streaming { .. }) {
+        match Box::pin(http_body_util::BodyExt::collect(body)).await {
+            Ok(collected) => {
+                let bytes = collected.to_bytes();
+                buffered = Some(bytes.len() as u64);
+                body = RequestBody::Buffered(Some(bytes));
+            }
+            Err(error) => {
+                let status = if error.is::<crate::body::BodyTooLarge>() {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                } else if error.is::<crate::body::ClientBodyTimeout>() {
+                    StatusCode::REQUEST_TIMEOUT
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                return (done, Reply::Page(status));
+            }
+        }
+    }
     let request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
     let balancer = &done.snapshot.backends[id].balancer;
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
@@ -238,7 +281,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         set: &request_set,
         prefer: preference.endpoint,
     };
-    let outgoing = sending.request(request, body);
+    let mut outgoing = sending.request(request, body);
+    if let Some(length) = buffered {
+        outgoing.head.framing = crate::http::header_policy::Framing::Length(length);
+    }
     let upstreams = &route_policy::upstreams(&shared.upstreams, route_policy);
     let header_timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
     if !route_entry.mirrors.is_empty() {
@@ -248,6 +294,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             metrics: &shared.metrics,
             connect_timeout: upstreams.connect_timeout,
             deadline: header_timeout,
+            host: route_policy.mirror_host.as_ref(),
         };
         mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
     }

@@ -58,6 +58,8 @@ impl Sending<'_> {
         head.set = self.set;
         head.vhost = policy.upstream_vhost.as_ref();
         head.forwarded_prefix = policy.forwarded_prefix.as_ref();
+        head.connection = policy.connection_header.as_ref();
+        head.http10 = policy.upstream_http10;
         head.add = &policy.request_headers_add;
         head.remove = &policy.request_headers_remove;
         let head_request = request.method() == "HEAD";

@@ -4,6 +4,7 @@
 //! session affinity cookie.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+use sluice_routing::ResponseRewrites;
 
 use crate::snapshot::Snapshot;
 
@@ -28,6 +29,7 @@ impl Edits {
             add: &policy.response_headers_add,
             remove: &policy.response_headers_remove,
             cookie: self.cookie.as_ref(),
+            rewrites: policy.response_rewrites.as_deref(),
         }
     }
 }
@@ -45,11 +47,39 @@ pub(crate) struct ResponseEdits<'a> {
     pub(crate) remove: &'a [HeaderName],
     /// Appended last, never replacing the upstream's cookies.
     pub(crate) cookie: Option<&'a HeaderValue>,
+    /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` (nginx
+    /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`), before the rest.
+    pub(crate) rewrites: Option<&'a ResponseRewrites>,
 }
 
 impl ResponseEdits<'_> {
     /// Applies the edits to a header map (responses hyper writes).
     pub(crate) fn apply(&self, headers: &mut HeaderMap) {
+        if let Some(rewrites) = self.rewrites {
+            for name in [
+                http::header::LOCATION,
+                http::header::REFRESH,
+                http::header::SET_COOKIE,
+            ] {
+                let values: Vec<HeaderValue> = headers
+                    .get_all(&name)
+                    .iter()
+                    .map(|value| {
+                        rewrites
+                            .rewrite(name.as_str().as_bytes(), value.as_bytes())
+                            .and_then(|new| HeaderValue::from_bytes(&new).ok())
+                            .unwrap_or_else(|| value.clone())
+                    })
+                    .collect();
+                if values.is_empty() {
+                    continue;
+                }
+                headers.remove(&name);
+                for value in values {
+                    headers.append(&name, value);
+                }
+            }
+        }
         for (name, value) in self.set {
             headers.insert(name, value.clone());
         }
@@ -96,6 +126,7 @@ mod tests {
             add: &add,
             remove: &remove,
             cookie: Some(&cookie),
+            rewrites: None,
         };
         edits.apply(&mut headers);
         let all = |name: &str| -> Vec<&str> {

@@ -1,7 +1,8 @@
 //! The policy stage: what a route's compiled [`Policy`] says about a request before it goes
 //! upstream (answer it here, or let it through), and what it adds to the response.
 //!
-//! Pure: request facts in, a verdict out. The order is ingress-nginx's: a route closed because
+//! Pure: request facts in, a verdict out. The order is ingress-nginx's: nginx's trailing-slash
+//! 301 (`--ingress-nginx-compat`), a route closed because
 //! an access annotation cannot be honoured (503), source ranges (403),
 //! the HTTPS redirect, a configured redirect, (Gateway API `RequestRedirect`), the app root
 //! (302), then a CORS preflight answered by the proxy (204).
@@ -93,25 +94,78 @@ pub(crate) fn within_limits(
     }
 }
 
+/// Whether the source ranges admit `client` on their own, for nginx's `satisfy any`: an
+/// allow list holds it and no deny entry does (a deny list alone admits nobody outright:
+/// nginx's access module then declines, and authentication must pass).
+pub(crate) fn source_range_allows(policy: &Policy, client: IpAddr) -> bool {
+    !policy.allow.is_empty()
+        && policy.allow.iter().any(|net| net.contains(client))
+        && !policy.deny.iter().any(|net| net.contains(client))
+}
+
 /// Decides whether the proxy answers the request itself (`Some`) or lets it through.
 pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
+    // `--ingress-nginx-compat`: nginx's 301 for a request one `/` short of a location
+    // (`auto_redirect`), chosen with the location, before any phase of it runs. The Location
+    // is absolute without a port, as ingress-nginx's `port_in_redirect off` writes it.
+    if let Some(to) = &policy.www_redirect {
+        // ingress-nginx's from/to-www server: `return 308 $redirect_to`, built by
+        // `ngx_srv_redirect.lua` as scheme, host, port, and the request URI without its last
+        // `/`. The port is the one the client named (ingress-nginx's listens on 80 and 443).
+        let scheme = if request.tls { "https" } else { "http" };
+        let port = request
+            .host
+            .rsplit_once(':')
+            .filter(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or("", |(_, port)| port);
+        let colon = if port.is_empty() { "" } else { ":" };
+        let uri = request.target.strip_suffix('/').unwrap_or(request.target);
+        let location = format!("{scheme}://{to}{colon}{port}{uri}");
+        return Some(match HeaderValue::try_from(location) {
+            Ok(location) => Answer::redirect(308, location),
+            Err(_) => Answer::status(StatusCode::BAD_REQUEST),
+        });
+    }
+    if policy.trailing_slash_redirect {
+        let scheme = if request.tls { "https" } else { "http" };
+        let host = host_without_port(request.host);
+        let query = request
+            .target
+            .split_once('?')
+            .map_or(String::new(), |(_, q)| format!("?{q}"));
+        let path = sluice_routing::escape_path(request.path);
+        let location = format!("{scheme}://{host}{path}/{query}");
+        return Some(match HeaderValue::try_from(location) {
+            Ok(location) => Answer::redirect(301, location),
+            Err(_) => Answer::status(StatusCode::BAD_REQUEST),
+        });
+    }
     // An access restriction sluice cannot honour: closed to everyone (ingress-nginx's 503
     // for a denied location).
     if policy.fail_closed {
         return Some(Answer::status(StatusCode::SERVICE_UNAVAILABLE));
     }
     // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
-    if policy.deny.iter().any(|net| net.contains(request.client))
-        || (!policy.allow.is_empty() && !policy.allow.iter().any(|n| n.contains(request.client)))
+    // With `satisfy: any` and authentication, the authentication step decides instead.
+    let any_of = policy.satisfy_any && (policy.basic_auth.is_some() || policy.auth.is_some());
+    if !any_of
+        && (policy.deny.iter().any(|net| net.contains(request.client))
+            || (!policy.allow.is_empty()
+                && !policy.allow.iter().any(|n| n.contains(request.client))))
     {
         return Some(Answer::status(StatusCode::FORBIDDEN));
     }
     if let Some(code) = policy.https_redirect
         && !request.tls
     {
-        // ingress-nginx: `return 308 https://$redirect_host$request_uri` (host without port).
+        // ingress-nginx: `return 308 https://$redirect_host$request_uri` (host without port),
+        // the URI's final `/` dropped unless `preserve-trailing-slash` (`lua_ingress.lua`).
         let host = host_without_port(request.host);
-        let location = format!("https://{host}{}", request.target);
+        let target = match policy.preserve_trailing_slash {
+            true => request.target,
+            false => request.target.strip_suffix('/').unwrap_or(request.target),
+        };
+        let location = format!("https://{host}{target}");
         if let Ok(location) = HeaderValue::try_from(location) {
             return Some(Answer::redirect(code, location));
         }

@@ -396,6 +396,8 @@ where
 /// HTTP/1.1 hyper frames the body itself, so `Transfer-Encoding` goes too.
 pub(crate) struct PartsHead {
     http2: bool,
+    /// `proxy-http-version: "1.0"`.
+    http10: bool,
     method: Option<Method>,
     target: String,
     headers: HeaderMap,
@@ -408,6 +410,7 @@ impl PartsHead {
     pub(crate) fn new(http2: bool) -> PartsHead {
         PartsHead {
             http2,
+            http10: false,
             method: None,
             target: String::new(),
             headers: HeaderMap::new(),
@@ -451,6 +454,8 @@ impl PartsHead {
         parts.uri = uri;
         parts.version = if self.http2 {
             http::Version::HTTP_2
+        } else if self.http10 {
+            http::Version::HTTP_10
         } else {
             http::Version::HTTP_11
         };
@@ -460,6 +465,10 @@ impl PartsHead {
 }
 
 impl HeadSink for PartsHead {
+    fn http10(&mut self) {
+        self.http10 = true;
+    }
+
     fn request_line(&mut self, method: &[u8], target: &[u8]) {
         match Method::from_bytes(method) {
             Ok(method) => self.method = Some(method),

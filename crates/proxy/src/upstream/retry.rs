@@ -54,6 +54,8 @@ pub(crate) struct Retries<'r> {
     stale_allowance: u8,
     excluded: [usize; MAX_ATTEMPTS],
     excluded_len: usize,
+    /// When the first try began (`proxy-next-upstream-timeout` counts from it).
+    started: Option<std::time::Instant>,
     /// A try failed in a way that counts (not a stale pooled connection): the next one
     /// waits for the rules' backoff.
     backoff_due: bool,
@@ -71,12 +73,25 @@ impl<'r> Retries<'r> {
             stale_allowance: STALE_ALLOWANCE,
             excluded: [usize::MAX; MAX_ATTEMPTS],
             excluded_len: 0,
+            started: None,
             backoff_due: false,
+        }
+    }
+
+    /// Whether `proxy-next-upstream-timeout` has passed since the first try began.
+    fn out_of_time(&self) -> bool {
+        match (self.retry.time_limit, self.started) {
+            (Some(limit), Some(started)) => started.elapsed() >= limit,
+            _ => false,
         }
     }
 
     /// Starts the next try: its number (from 1), or `None` when none is left.
     pub(crate) fn next_try(&mut self) -> Option<usize> {
+        if self.attempt > 0 && self.out_of_time() {
+            return None;
+        }
+        self.started.get_or_insert_with(std::time::Instant::now);
         (self.attempt < self.tries).then(|| {
             self.attempt += 1;
             self.attempt
@@ -101,7 +116,8 @@ impl<'r> Retries<'r> {
     pub(crate) fn retries_status(&mut self, status: u16, index: usize, endpoints: usize) -> bool {
         let again = self.attempt < self.tries
             && self.resendable
-            && self.retry.statuses.binary_search(&status).is_ok();
+            && self.retry.statuses.binary_search(&status).is_ok()
+            && !self.out_of_time();
         if again {
             self.skip(index, endpoints);
             self.backoff_due = true;
@@ -252,8 +268,27 @@ mod tests {
             statuses: vec![502, 503],
             non_idempotent: false,
             tries,
+            time_limit: None,
             backoff: None,
         }
+    }
+
+    /// nginx `proxy_next_upstream_timeout`: no next try once the limit has passed since
+    /// the first began; the first try always happens.
+    #[test]
+    fn no_next_try_after_proxy_next_upstream_timeout() {
+        let mut expired = rules(3);
+        expired.time_limit = Some(std::time::Duration::ZERO);
+        let mut retries = Retries::new(&expired, true, true);
+        assert_eq!(retries.next_try(), Some(1));
+        assert_eq!(retries.next_try(), None);
+        assert!(!retries.retries_status(502, 0, 2));
+        let mut long = rules(3);
+        long.time_limit = Some(std::time::Duration::from_secs(3600));
+        let mut retries = Retries::new(&long, true, true);
+        assert_eq!(retries.next_try(), Some(1));
+        assert!(retries.retries_status(502, 0, 2));
+        assert_eq!(retries.next_try(), Some(2));
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Route {
     pub tls: Option<(String, String)>,
     /// The Ingress's annotations.
     pub annotations: std::collections::BTreeMap<String, String>,
+    /// The path's `pathType` (`Prefix` unless [`Route::with_path_type`]).
+    pub path_type: &'static str,
 }
 
 impl Route {
@@ -54,7 +56,15 @@ impl Route {
             endpoints,
             tls: None,
             annotations: Default::default(),
+            path_type: "Prefix",
         }
+    }
+
+    /// The route's path with another `pathType`.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn with_path_type(mut self, path_type: &'static str) -> Route {
+        self.path_type = path_type;
+        self
     }
 
     /// Adds an annotation to the route's Ingress.
@@ -122,7 +132,7 @@ pub fn inputs(routes: &[Route]) -> Inputs {
                 "host": route.host,
                 "http": {"paths": [{
                     "path": route.path,
-                    "pathType": "Prefix",
+                    "pathType": route.path_type,
                     "backend": {"service": {"name": route.service, "port": {"number": 80}}}
                 }]}
             }]

@@ -55,6 +55,7 @@ pub(crate) fn retry(at: &str, retry: &HttpRouteRetry) -> Result<NextUpstream, St
         non_idempotent: true,
         tries: attempts + 1,
         backoff,
+        time_limit: None,
     })
 }
 

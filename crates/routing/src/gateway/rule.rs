@@ -74,7 +74,9 @@ impl PathModSpec {
                     PathCond::Prefix(key) => key.clone(),
                     // CEL allows ReplacePrefixMatch only with PathPrefix matches; anything
                     // else is refused in `checked_rule`, so this is never used.
-                    PathCond::Exact(p) | PathCond::Regex(p) => p.clone(),
+                    PathCond::Exact(p) | PathCond::Regex(p) | PathCond::StringPrefix(p) => {
+                        p.clone()
+                    }
                 },
                 replacement: replacement.clone(),
             },

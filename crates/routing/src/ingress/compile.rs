@@ -34,7 +34,7 @@ use crate::policy::Policy;
 use crate::protocol;
 use crate::refs::Age;
 use crate::rules::{Candidate, PathCond, Precedence, RuleSetBuilder};
-use crate::table::{Canary, CanaryRule};
+use crate::table::{Canary, CanaryRule, Mirror};
 use crate::table::{Rewrite, RouteEntry};
 use crate::tls::{TlsCertificate, parse_secret};
 use crate::{
@@ -57,6 +57,23 @@ pub struct Compiled {
     /// Conditions for the Gateway API objects of ours (GatewayClasses, Gateways,
     /// HTTPRoutes), for the controller's status writer.
     pub gateway: crate::gateway::GatewayStatuses,
+    /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
+    /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
+    /// the table answers them so): what `sluice migrate` names. Sorted.
+    pub trailing_slash_redirects: Vec<TrailingSlashRedirect>,
+}
+
+/// A request path ingress-nginx answers with 301 to the same path with `/` appended: nginx
+/// does so for a request one `/` short of a location that ends in `/` and passes to a
+/// backend, when no location has the request's path as its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TrailingSlashRedirect {
+    /// The Ingress whose path `{path}/` makes the location.
+    pub ingress: ObjectRef,
+    /// The rule's host as written (`""` for none).
+    pub host: String,
+    /// The request path answered with 301 (without the trailing slash).
+    pub path: String,
 }
 
 /// Compiles the cluster state into a routing table. Pure, total (never panics) and
@@ -113,19 +130,35 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                 .map(annotations::parse)
         })
         .collect();
+    // A rewrite counts where its target differs from the path (ingress-nginx's
+    // `needsRewrite`); `use-regex` counts for every rule of the Ingress.
     let regex_hosts: HashSet<HostPattern> = ingresses
         .iter()
         .zip(&parsed)
-        .filter(|(_, p)| {
-            p.as_ref()
-                .is_some_and(|p| p.use_regex || p.rewrite_target.is_some())
+        .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+        .flat_map(|(i, p)| {
+            let rules = i.spec.and_then(|s| s.rules.as_ref()).into_iter().flatten();
+            rules.filter(move |rule| {
+                p.use_regex
+                    || p.rewrite_target.as_deref().is_some_and(|target| {
+                        rule.http.iter().flat_map(|h| h.paths.iter()).any(|path| {
+                            path.path
+                                .as_deref()
+                                .filter(|p| !p.is_empty())
+                                .unwrap_or("/")
+                                != target
+                        })
+                    })
+            })
         })
-        .flat_map(|(i, _)| i.spec.and_then(|s| s.rules.as_ref()).into_iter().flatten())
         .filter_map(|rule| parse_rule_host(rule.host.as_deref()).ok())
         .collect();
 
     let mut compiler = Compiler {
         parsed,
+        locations: HashMap::new(),
+        alias_claims: Vec::new(),
+        www_claims: Vec::new(),
         regex_hosts,
         regexes: HashMap::new(),
         services: &services,
@@ -153,6 +186,8 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         compiler.ingress(index, ingress);
     }
     compiler.orphan_canaries();
+    let slash_redirects = compiler.trailing_slash_redirects();
+    let mut extra_names = compiler.extra_names();
     let Compiler {
         mut diagnostics,
         routes,
@@ -196,7 +231,18 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
     };
-    let mut table = build_table(routes, canaries, default_backend, certs, slots, entries);
+    if options.ingress_nginx_compat {
+        extra_names.slash_redirects = slash_redirects.clone();
+    }
+    let mut table = build_table(
+        routes,
+        canaries,
+        default_backend,
+        certs,
+        slots,
+        entries,
+        extra_names,
+    );
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
     }
@@ -215,6 +261,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
             &b.message,
         ))
     });
+    let mut trailing_slash_redirects: Vec<TrailingSlashRedirect> = slash_redirects
+        .into_iter()
+        .map(|r| TrailingSlashRedirect {
+            ingress: ingresses[r.claim.owner].object.clone(),
+            host: r.host.to_string(),
+            path: r.path,
+        })
+        .collect();
+    trailing_slash_redirects.sort();
     let mut ours: Vec<ObjectRef> = ingresses.into_iter().map(|i| i.object).collect();
     ours.sort();
     ours.dedup();
@@ -224,7 +279,73 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         ours,
         flag_diagnostics,
         gateway,
+        trailing_slash_redirects,
     }
+}
+
+/// The names `server-alias` and `from-to-www-redirect` add ([`Compiler::extra_names`]).
+#[derive(Default)]
+struct ExtraNames {
+    /// Alias -> (its host, the Ingress that named it).
+    aliases: HashMap<HostPattern, (HostPattern, usize)>,
+    /// Redirecting name -> (the host it redirects to, the Ingress that asked).
+    www: HashMap<HostPattern, (HostPattern, usize)>,
+    /// The trailing-slash redirects to answer (`--ingress-nginx-compat`).
+    slash_redirects: Vec<SlashRedirect>,
+}
+
+/// Puts a host's rule set into the table.
+fn insert_rule_set(table: &mut RouteTable, host: HostPattern, set: crate::rules::RuleSet) {
+    match host {
+        HostPattern::Exact(h) => {
+            table.exact_hosts.insert(Key::new(&h), set);
+        }
+        HostPattern::Wildcard(s) => {
+            table.wildcard_hosts.insert(Key::new(&s), set);
+        }
+        HostPattern::Any => table.any_host = Some(set),
+    }
+}
+
+/// A trailing-slash redirect found by [`Compiler::trailing_slash_redirects`].
+#[derive(Clone)]
+struct SlashRedirect {
+    host: HostPattern,
+    /// The request path answered with 301.
+    path: String,
+    /// The claim of the rule whose location ends in `/`.
+    claim: Claim,
+}
+
+/// The names of the nginx locations ingress-nginx writes for a rule path of a host without
+/// regex paths (`controller/location.go` `updateServerLocations`, `template.go`
+/// `buildLocation`): Exact `P` is `= P`; Prefix `P` is `P/` (`P` when it ends in `/`)
+/// and `= P`; ImplementationSpecific `P` is `P`.
+fn nginx_location_names(kind: PathKind, written: &str) -> Vec<String> {
+    match kind {
+        PathKind::Exact | PathKind::StringPrefix => vec![written.to_owned()],
+        PathKind::Prefix if written == "/" || written.ends_with('/') => vec![written.to_owned()],
+        PathKind::Prefix => vec![written.to_owned(), format!("{written}/")],
+        PathKind::Regex => Vec::new(),
+    }
+}
+
+/// The request paths nginx redirects given a host's location names, each with the index of
+/// the location (in `names`) that causes it: nginx's static location tree answers a
+/// request one byte short of a name ending in `/` with 301 (`auto_redirect`, set for
+/// `proxy_pass` locations) unless a location has the request path as its name.
+fn slash_redirect_paths(names: &[String]) -> Vec<(String, usize)> {
+    let all: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let Some(short) = name.strip_suffix('/').filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        if !all.contains(short) && !out.iter().any(|(p, _)| p == short) {
+            out.push((short.to_owned(), index));
+        }
+    }
+    out
 }
 
 /// Where requests no rule claims go, and the object that said so (the Ingress with the
@@ -400,6 +521,13 @@ type Routes = HashMap<HostPattern, BTreeMap<RulePath, Claim>>;
 struct Compiler<'c, 'a> {
     /// Per Ingress: its parsed annotations, taken when the Ingress is walked.
     parsed: Vec<Option<annotations::Parsed>>,
+    /// Per host: the nginx location names of its claimed paths, with their claims, in
+    /// claim order (for ingress-nginx's trailing-slash redirect).
+    locations: HashMap<HostPattern, Vec<(String, Claim)>>,
+    /// `server-alias` claims: host, the Ingress (the oldest with aliases wins), aliases.
+    alias_claims: Vec<(HostPattern, usize, Vec<HostPattern>)>,
+    /// `from-to-www-redirect`: rule hosts and the Ingress asking, oldest first.
+    www_claims: Vec<(HostPattern, usize)>,
     /// Hosts whose Prefix paths are regular expressions.
     regex_hosts: HashSet<HostPattern>,
     /// Compiled regex rule paths, by pattern.
@@ -446,6 +574,12 @@ struct IngressPolicy {
     fallback: Option<usize>,
     /// `canary: "true"`: the rules of this canary Ingress.
     canary: Option<Arc<CanaryRule>>,
+    /// `server-alias`.
+    server_alias: Vec<HostPattern>,
+    /// `from-to-www-redirect`.
+    from_to_www: bool,
+    /// The slot of `mirror-target`'s Service.
+    mirror: Option<usize>,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -499,6 +633,9 @@ impl<'a> Compiler<'_, 'a> {
                 rewrite_target: None,
                 fallback: None,
                 canary: None,
+                server_alias: Vec::new(),
+                from_to_www: false,
+                mirror: None,
             });
             return;
         };
@@ -518,6 +655,13 @@ impl<'a> Compiler<'_, 'a> {
         if let Some((namespace, name)) = parsed.ssl_secret.take() {
             self.upstream_secret(index, namespace, name, &mut parsed.policy);
         }
+        if let Some(spec) = parsed.basic_auth.take() {
+            self.basic_auth_secret(index, spec, &mut parsed.policy);
+        }
+        let mirror = parsed
+            .mirror
+            .take()
+            .and_then(|spec| self.mirror_slot(index, spec));
         let plain = if parsed.policy == Policy::default() {
             Arc::clone(&self.no_policy)
         } else {
@@ -534,7 +678,36 @@ impl<'a> Compiler<'_, 'a> {
             rewrite_target: parsed.rewrite_target,
             fallback,
             canary: parsed.canary.map(Arc::new),
+            server_alias: parsed.server_alias,
+            from_to_www: parsed.from_to_www,
+            mirror,
         });
+    }
+
+    /// The backend slot of `mirror-target`'s Service port (in the Ingress's namespace
+    /// unless the URL names another).
+    fn mirror_slot(
+        &mut self,
+        index: usize,
+        spec: annotations::mirror::MirrorSpec,
+    ) -> Option<usize> {
+        let field = self.annotation_field(index, "mirror-target");
+        let ingress = &self.ingresses[index];
+        let namespace = spec.namespace.as_deref().unwrap_or(ingress.namespace);
+        let Some((namespace, name)) = self.services.service_key(namespace, &spec.name) else {
+            let detail = format!(
+                "Service {namespace}/{} not found; no copies are sent",
+                spec.name
+            );
+            self.diag(index, field, Reason::ServiceNotFound, detail);
+            return None;
+        };
+        let key = BackendKey {
+            namespace,
+            name,
+            port: PortKey::Number(spec.port),
+        };
+        self.slot(index, key, || field)
     }
 
     /// Fills the certificates of `proxy-ssl-secret` into the policy's upstream TLS. A
@@ -575,6 +748,100 @@ impl<'a> Compiler<'_, 'a> {
             Err(why) => {
                 let detail = format!("Secret {namespace}/{name} is not usable: {why}");
                 self.diag(index, field, Reason::TlsSecretInvalid, detail);
+            }
+        }
+    }
+
+    /// Reads the users of `auth-secret` into [`Policy::basic_auth`]. A Secret that is
+    /// missing, in another namespace, without the `auth` key (`auth-file`) or without any
+    /// user closes the routes (503) with a `FailedClosed` diagnostic, as ingress-nginx
+    /// denies the location; users whose hash no scheme reads get a warning (nginx answers
+    /// them 500).
+    fn basic_auth_secret(
+        &mut self,
+        index: usize,
+        spec: annotations::basic_auth::BasicAuthSpec,
+        policy: &mut Policy,
+    ) {
+        use annotations::basic_auth::SecretType;
+        let ingress = &self.ingresses[index];
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let namespace = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| ingress.namespace.to_owned());
+        let name = spec.name.as_str();
+        let closed = format!("; {}", annotations::fail_closed::CLOSED);
+        let problem = if namespace != ingress.namespace {
+            Err(format!(
+                "Secret {namespace}/{name} is in another namespace than the Ingress: not                  allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+            ))
+        } else {
+            match self.secrets.get(&(namespace.as_str(), name)) {
+                None => Err(format!("Secret {namespace}/{name} not found")),
+                Some(secret) => {
+                    let users = match spec.secret_type {
+                        SecretType::File => crate::tls::secret_value(secret, "auth")
+                            .map(|text| {
+                                crate::htpasswd::Htpasswd::parse(&String::from_utf8_lossy(text))
+                            })
+                            .ok_or_else(|| {
+                                format!(
+                                    "Secret {namespace}/{name} has no key auth (an htpasswd file)"
+                                )
+                            }),
+                        SecretType::Map => {
+                            let data = secret.data.iter().flatten().map(|(k, v)| {
+                                (k.clone(), String::from_utf8_lossy(&v.0).into_owned())
+                            });
+                            let strings = secret
+                                .string_data
+                                .iter()
+                                .flatten()
+                                .map(|(k, v)| (k.clone(), v.clone()));
+                            let entries: BTreeMap<String, String> = data.chain(strings).collect();
+                            Ok(crate::htpasswd::Htpasswd::from_map(
+                                entries.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                            ))
+                        }
+                    };
+                    users.and_then(|users| {
+                        if users.is_empty() {
+                            Err(format!("Secret {namespace}/{name} lists no user"))
+                        } else {
+                            Ok(users)
+                        }
+                    })
+                }
+            }
+        };
+        match problem {
+            Ok(users) => {
+                let unknown = users.unknown_schemes();
+                if !unknown.is_empty() {
+                    let detail = format!(
+                        "Secret {namespace}/{name}: the password hash of {} is of no scheme \
+                         nginx reads ($apr1$, $2y$, $1$, $5$, $6$, DES, {{SHA}}, {{SSHA}}, \
+                         {{PLAIN}}); they get 500, as in nginx",
+                        unknown.join(", ")
+                    );
+                    self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                }
+                let Some(challenge) = annotations::basic_auth::challenge(&spec.realm) else {
+                    policy.fail_closed = true;
+                    let detail = format!("auth-realm is not a header value{closed}");
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                };
+                policy.basic_auth = Some(Arc::new(crate::policy::BasicAuth {
+                    challenge,
+                    users,
+                    secret: ObjectRef::secret(namespace, name),
+                }));
+            }
+            Err(why) => {
+                policy.fail_closed = true;
+                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
             }
         }
     }
@@ -640,11 +907,97 @@ impl<'a> Compiler<'_, 'a> {
             for (pi, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 self.path(index, namespace, &host, &mut claims, (ri, pi), path);
             }
+            self.host_names(index, &host);
             self.routes.insert(host, claims);
         }
         for (ti, tls) in spec.tls.iter().flatten().enumerate() {
             self.tls(index, namespace, ti, tls);
         }
+    }
+
+    /// Records the `server-alias` and `from-to-www-redirect` of Ingress `index` for a rule
+    /// host: the oldest Ingress of a host with aliases sets them (ingress-nginx: "Aliases
+    /// already configured for server"); host-less rules take no alias.
+    fn host_names(&mut self, index: usize, host: &HostPattern) {
+        if *host == HostPattern::Any {
+            return;
+        }
+        let policy = &self.policies[index];
+        let (aliases, www) = (policy.server_alias.clone(), policy.from_to_www);
+        if www {
+            self.www_claims.push((host.clone(), index));
+        }
+        if aliases.is_empty() {
+            return;
+        }
+        match self.alias_claims.iter().find(|(h, _, _)| h == host) {
+            Some((_, owner, _)) if *owner == index => {}
+            Some((_, owner, _)) => {
+                let winner = self.ingresses[*owner].object.clone();
+                let detail = format!(
+                    "host {host} already has the server-alias of {winner}; these aliases are \
+                     ignored, as in ingress-nginx"
+                );
+                let field = self.annotation_field(index, "server-alias");
+                self.diag(index, field, Reason::ConflictLost { winner }, detail);
+            }
+            None => self.alias_claims.push((host.clone(), index, aliases)),
+        }
+    }
+
+    /// `metadata.annotations[<key>]` for the key of `name` the Ingress has (its
+    /// `sluice.dev/` form when it has both).
+    fn annotation_field(&self, index: usize, name: &str) -> String {
+        let ingress = &self.ingresses[index];
+        let key = [annotations::SLUICE_PREFIX, annotations::NGINX_PREFIX]
+            .iter()
+            .map(|prefix| format!("{prefix}{name}"))
+            .find(|key| ingress.annotations.is_some_and(|a| a.contains_key(key)))
+            .unwrap_or_else(|| format!("{}{name}", annotations::NGINX_PREFIX));
+        format!("metadata.annotations[{key}]")
+    }
+
+    /// The names `server-alias` and `from-to-www-redirect` add, once every rule host is
+    /// known. A name that is the host of some rule keeps its own rules (ingress-nginx: the
+    /// alias or the redirect is skipped); an alias claimed twice goes to the older claim.
+    fn extra_names(&mut self) -> ExtraNames {
+        let mut extra = ExtraNames::default();
+        for (host, owner, aliases) in std::mem::take(&mut self.alias_claims) {
+            for alias in aliases {
+                if alias == host {
+                    continue;
+                }
+                let field = self.annotation_field(owner, "server-alias");
+                if self.routes.contains_key(&alias) {
+                    let detail = format!(
+                        "alias {alias} is the host of an Ingress rule, whose rules it keeps \
+                         (ingress-nginx ignores such an alias too)"
+                    );
+                    self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                } else if let Some((other, _)) = extra.aliases.get(&alias) {
+                    let detail = format!("alias {alias} is already an alias of host {other}");
+                    self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                } else {
+                    extra.aliases.insert(alias, (host.clone(), owner));
+                }
+            }
+        }
+        for (host, owner) in std::mem::take(&mut self.www_claims) {
+            let Some(from) = annotations::hosts::www_counterpart(&host) else {
+                continue;
+            };
+            if self.routes.contains_key(&from) || extra.aliases.contains_key(&from) {
+                let field = self.annotation_field(owner, "from-to-www-redirect");
+                let detail = format!(
+                    "{from} is the host of an Ingress rule (or an alias), whose rules it keeps: \
+                     no redirect to {host} (ingress-nginx skips it too)"
+                );
+                self.diag(owner, field, Reason::InvalidAnnotation, detail);
+                continue;
+            }
+            extra.www.entry(from).or_insert((host, owner));
+        }
+        extra
     }
 
     /// One `spec.rules[ri].http.paths[pi]`: validate, then claim unless an older claim exists.
@@ -674,8 +1027,36 @@ impl<'a> Compiler<'_, 'a> {
             return;
         }
         if let Some(slot) = self.slot(index, key, || format!("{}.backend", field())) {
-            claims.insert(rule_path, Claim { owner: index, slot });
+            let claim = Claim { owner: index, slot };
+            let written = match path.path.as_deref() {
+                None | Some("") => "/",
+                Some(p) => p,
+            };
+            let names = nginx_location_names(rule_path.kind, written);
+            let locations = self.locations.entry(host.clone()).or_default();
+            locations.extend(names.into_iter().map(|name| (name, claim)));
+            claims.insert(rule_path, claim);
         }
+    }
+
+    /// ingress-nginx's trailing-slash redirects of every host without regex paths (nginx
+    /// writes every path of a regex host as a regex location, which never redirects).
+    fn trailing_slash_redirects(&self) -> Vec<SlashRedirect> {
+        let mut out = Vec::new();
+        for (host, locations) in &self.locations {
+            if self.regex_hosts.contains(host) {
+                continue;
+            }
+            let names: Vec<String> = locations.iter().map(|(n, _)| n.clone()).collect();
+            for (path, index) in slash_redirect_paths(&names) {
+                out.push(SlashRedirect {
+                    host: host.clone(),
+                    path,
+                    claim: locations[index].1,
+                });
+            }
+        }
+        out
     }
 
     /// The rule path and Service port of `spec.rules[ri].http.paths[pi]`, or `None` after
@@ -987,7 +1368,16 @@ impl Entries<'_, '_> {
             }),
             split: Vec::new(),
             fixed_status: None,
-            mirrors: Vec::new(),
+            // `mirror-target`: every request copied (ingress-nginx mirrors them all).
+            mirrors: owner_policy
+                .mirror
+                .map(|slot| Mirror {
+                    backend: Arc::clone(&self.backends[self.id_of[slot] as usize]),
+                    numerator: 1,
+                    denominator: 1,
+                })
+                .into_iter()
+                .collect(),
             rule: None,
         });
         self.index.insert(key, id);
@@ -1002,6 +1392,7 @@ fn build_table(
     certs: HashMap<HostPattern, CertClaim>,
     slots: Vec<Slot>,
     entry_inputs: EntryInputs<'_, '_>,
+    extra_names: ExtraNames,
 ) -> RouteTable {
     // Backend ids in ServiceRef order, so that they do not depend on input order; only
     // slots that some claim uses become backends.
@@ -1016,6 +1407,9 @@ fn build_table(
         used[default.slot] = true;
     }
     for slot in entry_inputs.policies.iter().filter_map(|p| p.fallback) {
+        used[slot] = true;
+    }
+    for slot in entry_inputs.policies.iter().filter_map(|p| p.mirror) {
         used[slot] = true;
     }
     let mut order: Vec<usize> = (0..slots.len()).filter(|&s| used[s]).collect();
@@ -1073,11 +1467,53 @@ fn build_table(
         default_backend: default_entry,
         ..RouteTable::default()
     };
+    let mut slash_policy: Option<Arc<Policy>> = None;
     table.exact_hosts.reserve(routes.len());
     table.exact_certs.reserve(certs.len());
+    let mut aliases_of: HashMap<&HostPattern, Vec<&HostPattern>> = HashMap::new();
+    for (alias, (host, _)) in &extra_names.aliases {
+        aliases_of.entry(host).or_default().push(alias);
+    }
+    for (host, paths) in &routes {
+        // `from-to-www-redirect`: the other name answers 308 to this host, with the backend
+        // of the host's first path for the books (no request reaches it).
+        let Some(claim) = paths.values().next() else {
+            continue;
+        };
+        for (from, (_, owner)) in extra_names.www.iter().filter(|(_, (h, _))| h == host) {
+            let HostPattern::Exact(to) = host else {
+                continue;
+            };
+            let id = entries.entries.len() as u32;
+            entries.entries.push(RouteEntry {
+                backend: Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]),
+                policy: Arc::new(Policy {
+                    www_redirect: Some(to.clone()),
+                    ..Policy::default()
+                }),
+                source: entries.inputs.ingresses[*owner].object.clone(),
+                rewrite: None,
+                fallback: None,
+                canary: None,
+                split: Vec::new(),
+                fixed_status: None,
+                mirrors: Vec::new(),
+                rule: None,
+            });
+            let mut builder = RuleSetBuilder::default();
+            builder.push(
+                PathCond::Prefix(String::new()),
+                Precedence::in_order(0),
+                Candidate::path_only(id),
+            );
+            let set = builder.build(&entries.inputs.regexes);
+            insert_rule_set(&mut table, from.clone(), set);
+        }
+    }
     for (host, paths) in routes {
         // Lowered into the rule form Gateway API routes use: a path, no other condition.
         let mut builder = RuleSetBuilder::default();
+        let mut lowered: Vec<(PathCond, Precedence, u32)> = Vec::new();
         let has_tls = entries.inputs.tls_hosts.contains(&host);
         for (index, (path, claim)) in paths.iter().enumerate() {
             let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
@@ -1086,23 +1522,87 @@ fn build_table(
             let cond = match path.kind {
                 PathKind::Exact => PathCond::Exact(path.key.clone()),
                 PathKind::Prefix => PathCond::Prefix(path.key.clone()),
+                PathKind::StringPrefix => PathCond::StringPrefix(path.key.clone()),
                 PathKind::Regex => PathCond::Regex(path.key.clone()),
             };
+            lowered.push((cond.clone(), Precedence::in_order(index), entry));
             builder.push(
                 cond,
                 Precedence::in_order(index),
                 Candidate::path_only(entry),
             );
         }
+        // `--ingress-nginx-compat`: the redirected paths as Exact rules (no rule has such a
+        // path, or there would be no redirect) whose entry answers the 301.
+        for redirect in extra_names
+            .slash_redirects
+            .iter()
+            .filter(|r| r.host == host)
+        {
+            let claim = redirect.claim;
+            let id = entries.entries.len() as u32;
+            entries.entries.push(RouteEntry {
+                backend: Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]),
+                policy: Arc::clone(slash_policy.get_or_insert_with(|| {
+                    Arc::new(Policy {
+                        trailing_slash_redirect: true,
+                        ..Policy::default()
+                    })
+                })),
+                source: entries.inputs.ingresses[claim.owner].object.clone(),
+                rewrite: None,
+                fallback: None,
+                canary: None,
+                split: Vec::new(),
+                fixed_status: None,
+                mirrors: Vec::new(),
+                rule: None,
+            });
+            lowered.push((
+                PathCond::Exact(redirect.path.clone()),
+                Precedence::in_order(usize::MAX),
+                id,
+            ));
+            builder.push(
+                PathCond::Exact(redirect.path.clone()),
+                Precedence::in_order(usize::MAX),
+                Candidate::path_only(id),
+            );
+        }
         let matcher = builder.build(&entries.inputs.regexes);
-        match host {
+        // `server-alias`: the same rules under each alias (one server, more names).
+        for alias in aliases_of.get(&host).into_iter().flatten() {
+            let mut builder = RuleSetBuilder::default();
+            for (cond, precedence, entry) in &lowered {
+                builder.push(
+                    cond.clone(),
+                    precedence.clone(),
+                    Candidate::path_only(*entry),
+                );
+            }
+            let set = builder.build(&entries.inputs.regexes);
+            insert_rule_set(&mut table, (*alias).clone(), set);
+        }
+        insert_rule_set(&mut table, host, matcher);
+    }
+    // An alias and a redirecting name are served with their host's certificate unless
+    // they have one of their own.
+    let borrowed: Vec<(HostPattern, Arc<TlsCertificate>)> = extra_names
+        .aliases
+        .iter()
+        .chain(&extra_names.www)
+        .filter(|(name, _)| !certs.contains_key(*name))
+        .filter_map(|(name, (host, _))| Some((name.clone(), certs.get(host)?.cert.clone())))
+        .collect();
+    for (name, cert) in borrowed {
+        match name {
             HostPattern::Exact(h) => {
-                table.exact_hosts.insert(Key::new(&h), matcher);
+                table.exact_certs.insert(Key::new(&h), cert);
             }
             HostPattern::Wildcard(s) => {
-                table.wildcard_hosts.insert(Key::new(&s), matcher);
+                table.wildcard_certs.insert(Key::new(&s), cert);
             }
-            HostPattern::Any => table.any_host = Some(matcher),
+            HostPattern::Any => {}
         }
     }
     let mut in_use: BTreeMap<ObjectRef, Arc<TlsCertificate>> = BTreeMap::new();
@@ -1124,4 +1624,57 @@ fn build_table(
     table.entries = entries.entries;
     table.backends = entries.backends;
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// nginx's static location tree (`ngx_http_core_find_static_location`): a request one
+    /// byte short of a location name ending in `/` gets 301 (`auto_redirect`) unless some
+    /// location has the request's path as its name; ingress-nginx's locations per path type
+    /// (`updateServerLocations`).
+    #[test]
+    fn trailing_slash_redirects_follow_nginx_locations() {
+        use PathKind::*;
+        let redirects = |paths: &[(PathKind, &str)]| -> Vec<String> {
+            let names: Vec<String> = paths
+                .iter()
+                .flat_map(|(kind, path)| nginx_location_names(*kind, path))
+                .collect();
+            let mut out: Vec<String> = slash_redirect_paths(&names)
+                .into_iter()
+                .map(|(path, _)| path)
+                .collect();
+            out.sort();
+            out
+        };
+        let none: Vec<String> = Vec::new();
+        assert_eq!(redirects(&[(Prefix, "/my-path/")]), ["/my-path"]);
+        assert_eq!(redirects(&[(Exact, "/my-path/")]), ["/my-path"]);
+        assert_eq!(redirects(&[(StringPrefix, "/my-path/")]), ["/my-path"]);
+        // Prefix without slash: `location /p/` and `= /p`, so /p is served.
+        assert_eq!(redirects(&[(Prefix, "/p")]), none);
+        assert_eq!(redirects(&[(Prefix, "/")]), none);
+        assert_eq!(redirects(&[(Exact, "/")]), none);
+        // Any location named /a covers the request /a.
+        for kind in [Exact, Prefix, StringPrefix] {
+            assert_eq!(
+                redirects(&[(Prefix, "/a/"), (kind, "/a")]),
+                none,
+                "{kind:?}"
+            );
+            assert_eq!(redirects(&[(kind, "/a"), (Exact, "/a/")]), none, "{kind:?}");
+        }
+        assert_eq!(
+            redirects(&[(StringPrefix, "/a"), (Prefix, "/a/b/")]),
+            ["/a/b"]
+        );
+        assert_eq!(redirects(&[(Prefix, "/a/"), (Exact, "/a/")]), ["/a"]);
+        assert_eq!(redirects(&[(Regex, "/a/")]), none);
+        assert_eq!(
+            nginx_location_names(Prefix, "/p"),
+            ["/p".to_owned(), "/p/".to_owned()]
+        );
+    }
 }

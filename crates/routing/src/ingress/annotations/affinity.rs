@@ -18,6 +18,7 @@ pub(crate) const AFFINITY_KEYS: &[&str] = &[
     "session-cookie-max-age",
     "session-cookie-expires",
     "session-cookie-change-on-failure",
+    "session-cookie-conditional-samesite-none",
 ];
 
 /// Parses `affinity`'s companions (under `affinity: cookie`). Returns the settings and, per
@@ -110,6 +111,7 @@ pub(crate) fn parse_affinity(
     // ingress-nginx's sticky cookies are always HttpOnly.
     attributes.push_str("; HttpOnly");
     let change_on_failure = flag("session-cookie-change-on-failure", &mut problems);
+    let conditional_samesite_none = flag("session-cookie-conditional-samesite-none", &mut problems);
     let mode = match get("affinity-mode") {
         None | Some("balanced") => AffinityMode::Balanced,
         Some("persistent") => AffinityMode::Persistent,
@@ -127,6 +129,7 @@ pub(crate) fn parse_affinity(
         expires,
         mode,
         change_on_failure,
+        conditional_samesite_none,
     };
     (affinity, problems)
 }

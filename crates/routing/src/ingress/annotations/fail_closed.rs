@@ -11,13 +11,6 @@
 
 use super::*;
 
-/// Basic and digest authentication from a Secret (`auth-type`, `auth-secret`): ingress-nginx
-/// enables it when either is set.
-pub(crate) const BASIC_AUTH_TRIGGERS: &[&str] = &["auth-type", "auth-secret"];
-
-/// Companions of [`BASIC_AUTH_TRIGGERS`]: closed with them, a plain Warning alone.
-pub(crate) const BASIC_AUTH_COMPANIONS: &[&str] = &["auth-secret-type", "auth-realm"];
-
 /// Client certificate authentication: `auth-tls-secret` turns it on.
 pub(crate) const CLIENT_CERT_TRIGGER: &str = "auth-tls-secret";
 
@@ -69,21 +62,8 @@ pub(crate) const CLOSED: &str =
     "the Ingress's routes answer 503 to every request until it is removed (fail closed)";
 
 /// The access annotations sluice does not implement close the route
-/// ([`crate::ingress::annotations::fail_closed`]); `satisfy` is honoured where it changes nothing.
-pub(super) fn unenforced_access(cx: &mut Cx<'_>, source_ranges: bool, external_auth: bool) {
-    if BASIC_AUTH_TRIGGERS
-        .iter()
-        .any(|name| cx.pending.contains_key(name))
-    {
-        for name in BASIC_AUTH_TRIGGERS.iter().chain(BASIC_AUTH_COMPANIONS) {
-            if let Some(entry) = cx.take(name) {
-                cx.fail_closed(
-                    entry,
-                    "basic and digest authentication from a Secret is not supported yet",
-                );
-            }
-        }
-    }
+/// ([`crate::ingress::annotations::fail_closed`]); returns `satisfy: any`.
+pub(super) fn unenforced_access(cx: &mut Cx<'_>) -> bool {
     let verify_off = cx
         .pending
         .get("auth-tls-verify-client")
@@ -104,20 +84,27 @@ pub(super) fn unenforced_access(cx: &mut Cx<'_>, source_ranges: bool, external_a
             }
         }
     }
-    if let Some(entry) = cx.take("satisfy") {
-        match entry.value.trim() {
-            // What sluice does: every restriction applies.
-            "all" | "" => cx.applied(entry),
-            // With one restriction, any and all are the same.
-            "any" if !(source_ranges && external_auth) => cx.applied(entry),
-            "any" => cx.fail_closed(
-                entry,
-                "satisfy: any (the source range or authentication suffices) is not supported yet",
-            ),
-            other => cx.invalid(
+    // nginx `satisfy`: `all` (default) or `any`, honoured for source ranges with basic or
+    // external authentication.
+    let Some(entry) = cx.take("satisfy") else {
+        return false;
+    };
+    match entry.value.trim() {
+        "all" | "" => {
+            cx.applied(entry);
+            false
+        }
+        "any" => {
+            cx.applied(entry);
+            true
+        }
+        other => {
+            // Invalid: `all`, the stricter reading, applies.
+            cx.invalid(
                 entry,
                 format!("value {other:?} is not all or any; all applies (every restriction)"),
-            ),
+            );
+            false
         }
     }
 }

@@ -25,16 +25,21 @@ use http::{HeaderName, HeaderValue, Uri};
 
 pub(crate) mod affinity;
 pub(crate) mod auth;
+pub(crate) mod basic_auth;
 pub(crate) mod canary;
 mod cors;
 pub(crate) mod fail_closed;
+pub(crate) mod hosts;
+pub(crate) mod mirror;
 mod rate_limit;
 mod redirect;
+mod response;
 mod source_range;
 mod upstream;
 
 use affinity::affinity;
 use auth::external_auth;
+use basic_auth::{BasicAuthSpec, basic_auth};
 use canary::canary;
 
 use crate::table::CanaryRule;
@@ -126,6 +131,30 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-response-headers",
     "auth-request-redirect",
     "satisfy",
+    "auth-type",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-realm",
+    "server-alias",
+    "from-to-www-redirect",
+    "proxy-redirect-from",
+    "proxy-redirect-to",
+    "proxy-cookie-domain",
+    "proxy-cookie-path",
+    "enable-access-log",
+    "connection-proxy-header",
+    "proxy-request-buffering",
+    "proxy-buffering",
+    "proxy-http-version",
+    "limit-rate",
+    "limit-rate-after",
+    "mirror-target",
+    "mirror-host",
+    "mirror-request-body",
+    "preserve-trailing-slash",
+    "disable-proxy-intercept-errors",
+    "proxy-next-upstream-timeout",
+    "session-cookie-conditional-samesite-none",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -189,6 +218,16 @@ pub(crate) struct Parsed {
     /// `canary: "true"`: this Ingress is the canary of the Ingress with the same host and
     /// path, chosen by these rules.
     pub canary: Option<CanaryRule>,
+    /// `auth-type: basic` and its Secret, which the compiler resolves into
+    /// [`Policy::basic_auth`].
+    pub basic_auth: Option<BasicAuthSpec>,
+    /// `server-alias`: more names for the hosts of this Ingress's rules.
+    pub server_alias: Vec<crate::host::HostPattern>,
+    /// `from-to-www-redirect` (default false): the `www.` twin of each rule host (or the
+    /// bare name of a `www.` host) redirects to it.
+    pub from_to_www: bool,
+    /// `mirror-target` (with `mirror-host`): the Service copies of the requests go to.
+    pub mirror: Option<mirror::MirrorSpec>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -248,6 +287,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
             parse_bool(v).map_err(|e| format!("{e}; ssl-redirect stays true"))
         })
         .unwrap_or(true);
+    policy.preserve_trailing_slash = cx
+        .value("preserve-trailing-slash", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; preserve-trailing-slash stays false"))
+        })
+        .unwrap_or(false);
     let force_ssl_redirect = cx
         .value("force-ssl-redirect", |v| {
             parse_bool(v).map_err(|e| format!("{e}; force-ssl-redirect stays false"))
@@ -260,6 +304,14 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         })
         .unwrap_or(false);
     let rewrite_target = cx.value("rewrite-target", parse_rewrite_target);
+    let server_alias = cx
+        .value("server-alias", hosts::parse_server_alias)
+        .unwrap_or_default();
+    let from_to_www = cx
+        .value("from-to-www-redirect", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; from-to-www-redirect stays false"))
+        })
+        .unwrap_or(false);
 
     policy.redirect = redirect(&mut cx);
     policy.app_root = cx.value("app-root", parse_app_root);
@@ -282,9 +334,28 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     if let Some(tries) = cx.value("proxy-next-upstream-tries", parse_tries) {
         policy.next_upstream.tries = tries;
     }
+    // Whole seconds (ingress-nginx's) or a duration; 0: no limit, nginx's default.
+    if let Some(limit) = cx.value("proxy-next-upstream-timeout", |v| {
+        if v.trim() == "0" {
+            return Ok(None);
+        }
+        parse_duration(v).map(Some)
+    }) {
+        policy.next_upstream.time_limit = limit;
+    }
     policy.custom_http_errors = cx
         .value("custom-http-errors", parse_status_list)
         .unwrap_or_default();
+    // ingress-nginx writes `proxy_intercept_errors on` only for `custom-http-errors` without
+    // `disable-proxy-intercept-errors`: with it, upstream errors pass through.
+    let no_intercept = cx
+        .value("disable-proxy-intercept-errors", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; disable-proxy-intercept-errors stays false"))
+        })
+        .unwrap_or(false);
+    if no_intercept {
+        policy.custom_http_errors.clear();
+    }
 
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
@@ -293,7 +364,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
-    unenforced_access(&mut cx, !policy.allow.is_empty(), policy.auth.is_some());
+    let basic_auth = basic_auth(&mut cx);
+    response::response(&mut cx, &mut policy);
+    let mirror = mirror::mirror(&mut cx);
+    policy.mirror_host = mirror.as_ref().map(|m| m.host.clone());
+    policy.satisfy_any = unenforced_access(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
         "ewma" => Ok(LoadBalance::Ewma),
@@ -332,6 +407,10 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         force_ssl_redirect,
         ssl_secret,
         canary,
+        basic_auth,
+        server_alias,
+        from_to_www,
+        mirror,
         problems,
     };
     (parsed, applied)
@@ -491,55 +570,30 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
         "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
-        "from-to-www-redirect" => {
-            "not supported yet; add a rule for the other host with permanent-redirect"
-        }
-        "server-alias" => "list every host as a rule of the Ingress",
-        "disable-proxy-intercept-errors" => "not supported yet",
         "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
         }
-        "preserve-trailing-slash" => "not supported yet",
         "service-upstream" => "not supported yet; sluice always balances over endpoints",
-        "satisfy" => "not supported yet",
-        "connection-proxy-header" => "not supported yet",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is not part of sluice"
         }
-        "enable-access-log" | "enable-rewrite-log" => "not supported yet",
-        "proxy-buffering"
-        | "proxy-request-buffering"
-        | "proxy-buffer-size"
+        "enable-rewrite-log" => "not supported yet",
+        "proxy-buffer-size"
         | "proxy-buffers-number"
         | "proxy-busy-buffers-size"
         | "proxy-max-temp-file-size"
         | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
-        "proxy-http-version" => "not supported yet",
-        "affinity-canary-behavior" | "session-cookie-conditional-samesite-none" => {
-            "not supported yet"
-        }
+        "affinity-canary-behavior" => "not supported yet",
         _ if starts("auth-tls-") => {
             "client certificate authentication is not supported yet (has no effect without \
              auth-tls-secret, which closes the route)"
         }
-        "auth-secret-type" | "auth-realm" => {
-            "basic authentication is not supported yet (has no effect without auth-type or \
-             auth-secret, which close the route); use auth-url"
-        }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
-        "limit-rate" | "limit-rate-after" => "response bandwidth limits are not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
         }
-        "proxy-next-upstream-timeout" => {
-            "not supported yet; --upstream-header-timeout bounds a request"
-        }
-        _ if starts("proxy-cookie-") || starts("proxy-redirect-") => {
-            "rewriting upstream cookies and redirects is not supported yet"
-        }
-        _ if starts("mirror-") => "request mirroring is not supported yet",
         _ if starts("opentelemetry") || name == "enable-opentelemetry" => {
             "tracing is not supported yet"
         }

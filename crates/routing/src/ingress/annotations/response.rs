@@ -1,0 +1,292 @@
+//! What the proxy does to the upstream's response head and the access log for a route
+//! (ingress-nginx docs "Proxy redirect", "Proxy cookie domain", "Proxy cookie path",
+//! "Enable Access Log"): nginx's `proxy_redirect`, `proxy_cookie_domain`,
+//! `proxy_cookie_path` and `access_log off`.
+
+use super::*;
+
+use crate::policy::ResponseRewrites;
+
+/// ingress-nginx's `cookieDomainRegex` characters.
+fn cookie_token(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~/:".contains(&b))
+}
+
+/// `proxy-cookie-domain` / `proxy-cookie-path`: `off` or two tokens (from, to).
+fn parse_pair(value: &str) -> Result<Option<(String, String)>, String> {
+    let value = value.trim();
+    if value == "off" {
+        return Ok(None);
+    }
+    let tokens: Vec<&str> = value.split_whitespace().collect();
+    match tokens[..] {
+        [from, _] if from.starts_with('~') => Err(format!(
+            "{}: nginx regular expressions (~) are not supported; give the text to replace",
+            shown(value)
+        )),
+        [from, to] if cookie_token(from) && cookie_token(to) => {
+            Ok(Some((from.to_owned(), to.to_owned())))
+        }
+        _ => Err(format!(
+            "value {} is not off or two tokens (what to replace, and with what) of letters, \
+             digits and -._~/:",
+            shown(value)
+        )),
+    }
+}
+
+/// A `proxy-redirect-*` value: one token without spaces.
+fn parse_redirect_token(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.is_empty() || value.contains(char::is_whitespace) || value.contains('$') {
+        return Err(format!(
+            "value {} is not one string without spaces (nginx variables are not expanded)",
+            shown(value)
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// nginx's `on` / `off`.
+fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("value {} is not on or off", shown(other))),
+    }
+}
+
+/// `connection-proxy-header`: `Connection` tokens (`keep-alive`, `close`, `upgrade`, ...).
+fn parse_connection(value: &str) -> Result<HeaderValue, String> {
+    let value = value.trim();
+    let tokens_ok = !value.is_empty()
+        && value.split(',').map(str::trim).all(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    match HeaderValue::from_str(value) {
+        Ok(header) if tokens_ok => Ok(header),
+        _ => Err(format!(
+            "value {} is not a list of Connection tokens (keep-alive, close, upgrade, ...)",
+            shown(value)
+        )),
+    }
+}
+
+/// The response rewrites, `connection-proxy-header` and `enable-access-log`.
+pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
+    let mut rewrites = ResponseRewrites::default();
+    // ingress-nginx: `off` and `default` for from leave nginx's default (no rewrite for
+    // its `proxy_pass` without URI); otherwise both are needed.
+    let from = cx.take("proxy-redirect-from");
+    let to = cx.take("proxy-redirect-to");
+    match (from, to) {
+        (None, None) => {}
+        (Some(from), to) if matches!(from.value.trim(), "off" | "default") => {
+            cx.applied(from);
+            if let Some(to) = to {
+                cx.invalid(
+                    to,
+                    "has no effect while proxy-redirect-from is off or default",
+                );
+            }
+        }
+        (Some(from), Some(to)) if to.value.trim() == "off" => {
+            cx.applied(to);
+            cx.invalid(from, "has no effect while proxy-redirect-to is off");
+        }
+        (Some(from), Some(to)) => {
+            match (
+                parse_redirect_token(from.value),
+                parse_redirect_token(to.value),
+            ) {
+                (Ok(f), Ok(t)) => {
+                    cx.applied(from);
+                    cx.applied(to);
+                    rewrites.redirect = Some((f, t));
+                }
+                (f, t) => {
+                    for (entry, result) in [(from, f), (to, t)] {
+                        match result {
+                            Ok(_) => cx.invalid(entry, "has no effect: its partner is invalid"),
+                            Err(why) => cx.invalid(entry, why),
+                        }
+                    }
+                }
+            }
+        }
+        (Some(only), None) => cx.invalid(only, "has no effect without proxy-redirect-to"),
+        (None, Some(only)) => cx.invalid(only, "has no effect without proxy-redirect-from"),
+    }
+    rewrites.cookie_domain = cx.value("proxy-cookie-domain", parse_pair).flatten();
+    rewrites.cookie_path = cx.value("proxy-cookie-path", parse_pair).flatten();
+    if rewrites != ResponseRewrites::default() {
+        policy.response_rewrites = Some(Arc::new(rewrites));
+    }
+    policy.connection_header = cx.value("connection-proxy-header", parse_connection);
+    // `limit-rate` (KB/s, 0: none) and `limit-rate-after` (KB), as ingress-nginx writes
+    // `limit_rate <n>k` and `limit_rate_after <n>k`.
+    let kilobytes = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("value {} is not a whole number of kilobytes", shown(v)))
+    };
+    let rate = cx.value("limit-rate", kilobytes);
+    let after = cx.take("limit-rate-after");
+    match rate.filter(|r| *r > 0) {
+        Some(rate) => {
+            let after = match after {
+                None => 0,
+                Some(entry) => match kilobytes(entry.value) {
+                    Ok(after) => {
+                        cx.applied(entry);
+                        after
+                    }
+                    Err(why) => {
+                        cx.invalid(entry, format!("{why}; 0 is used"));
+                        0
+                    }
+                },
+            };
+            policy.limit_rate = Some(crate::policy::LimitRate {
+                bytes_per_second: rate.saturating_mul(1024),
+                after: after.saturating_mul(1024),
+            });
+        }
+        None => {
+            if let Some(entry) = after {
+                cx.invalid(entry, "has no effect without limit-rate");
+            }
+        }
+    }
+    policy.upstream_http10 = cx
+        .value("proxy-http-version", |v| match v.trim() {
+            "1.0" => Ok(true),
+            "1.1" => Ok(false),
+            other => Err(format!(
+                "value {} is not 1.0 or 1.1; 1.1 is used",
+                shown(other)
+            )),
+        })
+        .unwrap_or(false);
+    policy.request_buffering = cx
+        .value("proxy-request-buffering", parse_on_off)
+        .unwrap_or(false);
+    // `proxy-buffering: "off"` (ingress-nginx's default) is what sluice does: the response
+    // streams to the client. `on` (read it all from the upstream first) is not implemented.
+    if let Some(entry) = cx.take("proxy-buffering") {
+        match entry.value.trim() {
+            "off" => cx.applied(entry),
+            "on" => cx.report(
+                entry,
+                Reason::UnsupportedAnnotation,
+                "not supported by sluice: responses stream to the client (proxy-buffering \
+                 off, ingress-nginx's default)",
+            ),
+            other => cx.invalid(entry, format!("value {} is not on or off", shown(other))),
+        }
+    }
+    policy.access_log_off = !cx
+        .value("enable-access-log", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
+        })
+        .unwrap_or(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(annotations: &[(&str, &str)]) -> Parsed {
+        let map: BTreeMap<String, String> = annotations
+            .iter()
+            .map(|(k, v)| (format!("{NGINX_PREFIX}{k}"), (*v).to_owned()))
+            .collect();
+        parse(&map)
+    }
+
+    /// ingress-nginx docs, "Proxy redirect", "Proxy cookie domain", "Proxy cookie path",
+    /// "Enable Access Log": values and defaults.
+    #[test]
+    fn response_annotations_with_ingress_nginx_defaults() {
+        let parsed = with(&[
+            ("proxy-redirect-from", "http://internal/"),
+            ("proxy-redirect-to", "https://example.com/"),
+            ("proxy-cookie-domain", "localhost example.org"),
+            ("proxy-cookie-path", "/two/ /"),
+            ("enable-access-log", "false"),
+            ("connection-proxy-header", "keep-alive"),
+            ("proxy-request-buffering", "on"),
+            ("proxy-buffering", "off"),
+            ("proxy-http-version", "1.0"),
+            ("limit-rate", "100"),
+            ("limit-rate-after", "10"),
+        ]);
+        assert_eq!(
+            parsed.policy.limit_rate,
+            Some(crate::policy::LimitRate {
+                bytes_per_second: 102_400,
+                after: 10_240
+            })
+        );
+        assert!(parsed.policy.request_buffering);
+        assert!(parsed.policy.upstream_http10);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(
+            parsed.policy.connection_header,
+            Some(HeaderValue::from_static("keep-alive"))
+        );
+        let rw = parsed.policy.response_rewrites.as_deref().unwrap();
+        assert_eq!(
+            rw.redirect,
+            Some(("http://internal/".into(), "https://example.com/".into()))
+        );
+        assert_eq!(
+            rw.cookie_domain,
+            Some(("localhost".into(), "example.org".into()))
+        );
+        assert_eq!(rw.cookie_path, Some(("/two/".into(), "/".into())));
+        assert!(parsed.policy.access_log_off);
+
+        for off in [
+            &[("proxy-redirect-from", "off")][..],
+            &[("proxy-redirect-from", "default")],
+            &[("proxy-cookie-domain", "off"), ("proxy-cookie-path", "off")],
+            &[("enable-access-log", "true")],
+            &[("proxy-http-version", "1.1")],
+            &[("limit-rate", "0")],
+        ] {
+            let parsed = with(off);
+            assert!(parsed.problems.is_empty(), "{off:?}: {:?}", parsed.problems);
+            assert_eq!(parsed.policy, Policy::default(), "{off:?}");
+        }
+        for bad in [
+            &[("proxy-redirect-from", "http://a/")][..],
+            &[("proxy-redirect-to", "http://a/")],
+            &[("proxy-redirect-from", "a b"), ("proxy-redirect-to", "c")],
+            &[("proxy-redirect-from", "a"), ("proxy-redirect-to", "off")],
+            &[("proxy-cookie-domain", "localhost")],
+            &[("proxy-cookie-domain", "~^(.+)\\.internal$ $1.example")],
+            &[("proxy-cookie-path", "/a /b /c")],
+            &[("enable-access-log", "no")],
+            &[("connection-proxy-header", "keep alive")],
+            &[("connection-proxy-header", "")],
+            &[("proxy-request-buffering", "yes")],
+            &[("proxy-buffering", "on")],
+            &[("proxy-http-version", "2")],
+            &[("limit-rate", "fast")],
+            &[("limit-rate-after", "10")],
+            &[("connection-proxy-header", "close\r\nx: y")],
+        ] {
+            let parsed = with(bad);
+            assert!(!parsed.problems.is_empty(), "{bad:?}");
+            assert!(parsed.policy.response_rewrites.is_none(), "{bad:?}");
+            assert!(!parsed.policy.access_log_off, "{bad:?}");
+        }
+    }
+}
