@@ -383,3 +383,32 @@ fn rewrite_target_is_explained() {
     );
     assert!(!text.contains("policy:  none"), "{text}");
 }
+
+/// #33: with its TLS Secret missing, a TLS host is still served over HTTPS (with the
+/// default certificate) and plain HTTP to it is still redirected, as in ingress-nginx; the
+/// explanation's policy and its problem say the same (the problem no longer claims plain
+/// HTTP only).
+#[test]
+fn a_missing_tls_secret_is_explained_without_contradiction() {
+    let mut spec = rules(vec![rule(
+        "secure.example",
+        vec![path("/", "Prefix", "api", 80)],
+    )]);
+    spec["tls"] = json!([{"hosts": ["secure.example"], "secretName": "gone"}]);
+    let inputs = with_backends(inputs(vec![ingress("default", "secure", Some(1), spec)]));
+    let e = explain(&inputs, &CompileOptions::default(), "secure.example", "/");
+    let text = e.to_string();
+    assert!(
+        text.contains("plain HTTP redirected to HTTPS (308)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("problem: Secret default/gone not found"),
+        "{text}"
+    );
+    assert!(
+        text.contains("served over HTTPS with the default certificate"),
+        "{text}"
+    );
+    assert!(!text.contains("plain HTTP only"), "{text}");
+}

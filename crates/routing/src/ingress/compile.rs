@@ -1257,7 +1257,9 @@ impl<'a> Compiler<'_, 'a> {
             Ok(cert) => cert,
             Err(SecretProblem::Missing) => {
                 let detail = format!(
-                    "{} not found; its hosts are served over plain HTTP only",
+                    "{} not found; its hosts are served over HTTPS with the default \
+                     certificate (which clients do not trust for them), and plain HTTP to them \
+                     is still redirected, as ingress-nginx does",
                     secret_ref()
                 );
                 self.diag(index, field(), Reason::TlsSecretMissing, detail);
