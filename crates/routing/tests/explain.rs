@@ -403,7 +403,7 @@ fn a_missing_tls_secret_is_explained_without_contradiction() {
         "{text}"
     );
     assert!(
-        text.contains("problem: Secret default/gone not found"),
+        text.contains("spec.tls[0].secretName: Secret default/gone not found"),
         "{text}"
     );
     assert!(
