@@ -264,47 +264,26 @@ trait WithStatus:
     fn status(&self) -> Option<&Value>;
 }
 
-impl WithStatus for GatewayClass {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
+/// The objects whose `status` is kept as a JSON value.
+macro_rules! with_status {
+    ($($kind:ty),+) => {
+        $(impl WithStatus for $kind {
+            fn status(&self) -> Option<&Value> {
+                self.status.as_ref()
+            }
+        })+
+    };
 }
 
-impl WithStatus for Gateway {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
-
-impl WithStatus for HttpRoute {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
-
-impl WithStatus for GrpcRoute {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
-
-impl WithStatus for TcpRoute {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
-
-impl WithStatus for TlsRoute {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
-
-impl WithStatus for UdpRoute {
-    fn status(&self) -> Option<&Value> {
-        self.status.as_ref()
-    }
-}
+with_status!(
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    GrpcRoute,
+    TcpRoute,
+    TlsRoute,
+    UdpRoute
+);
 
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored

@@ -144,6 +144,17 @@ struct RouteIn {
     invalid: Option<String>,
 }
 
+impl RouteIn {
+    /// A route of `kind` in its HTTPRoute form, with what its translation found wrong.
+    fn translated(kind: &'static str, (route, invalid): (HttpRoute, Option<String>)) -> RouteIn {
+        RouteIn {
+            kind,
+            route: Arc::new(route),
+            invalid,
+        }
+    }
+}
+
 fn meta_name(meta: &ObjectMeta) -> (&str, &str) {
     (
         meta.namespace.as_deref().unwrap_or(""),
@@ -306,38 +317,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
             route: Arc::clone(r),
             invalid: None,
         });
-        let grpc = self.inputs.grpc_routes.iter().map(|r| {
-            let (route, invalid) = super::grpc::as_http_route(r);
-            RouteIn {
-                kind: GRPC_ROUTE,
-                route: Arc::new(route),
-                invalid,
-            }
-        });
-        let tcp = self.inputs.tcp_routes.iter().map(|r| {
-            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
-            RouteIn {
-                kind: TCP_ROUTE,
-                route: Arc::new(route),
-                invalid,
-            }
-        });
-        let tls = self.inputs.tls_routes.iter().map(|r| {
-            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
-            RouteIn {
-                kind: TLS_ROUTE,
-                route: Arc::new(route),
-                invalid,
-            }
-        });
-        let udp = self.inputs.udp_routes.iter().map(|r| {
-            let (route, invalid) = super::stream::as_http_route(&r.metadata, &r.spec);
-            RouteIn {
-                kind: UDP_ROUTE,
-                route: Arc::new(route),
-                invalid,
-            }
-        });
+        let grpc = self
+            .inputs
+            .grpc_routes
+            .iter()
+            .map(|r| RouteIn::translated(GRPC_ROUTE, super::grpc::as_http_route(r)));
+        let stream = |kind: &'static str, metadata: &ObjectMeta, spec| {
+            RouteIn::translated(kind, super::stream::as_http_route(metadata, spec))
+        };
+        let tcp = (self.inputs.tcp_routes.iter()).map(|r| stream(TCP_ROUTE, &r.metadata, &r.spec));
+        let tls = (self.inputs.tls_routes.iter()).map(|r| stream(TLS_ROUTE, &r.metadata, &r.spec));
+        let udp = (self.inputs.udp_routes.iter()).map(|r| stream(UDP_ROUTE, &r.metadata, &r.spec));
         let mut routes: Vec<RouteIn> = http
             .chain(grpc)
             .chain(tcp)
