@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
 
+pub use crate::explain_check::Check;
 use crate::host::{HostPattern, normalize_request_host, parse_rule_host, wildcard_suffix};
 use crate::ingress::class::ClassSelector;
 use crate::ingress::compile::compile;
@@ -77,22 +78,6 @@ pub struct BackendView {
     /// A Gateway API `backendRef` that cannot be used (unknown Service or kind, not
     /// permitted across namespaces): requests drawn for it get 500.
     pub invalid: bool,
-}
-
-/// One rule path (or one Ingress, when its class is not ours) and its verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    /// The Ingress.
-    pub ingress: ObjectRef,
-    /// The field, e.g. `spec.rules[0].http.paths[1]`; `spec.ingressClassName` for a class
-    /// verdict.
-    pub field: String,
-    /// The rule in words: `shop.example Prefix /api`.
-    pub rule: String,
-    /// Whether this is the rule that answers.
-    pub selected: bool,
-    /// Why (not): a sentence.
-    pub reason: String,
 }
 
 /// The request `sluice explain` asks about: a plain-HTTP `GET` of a host and path, or

@@ -3,7 +3,7 @@
 //! whether it answers the request and why not.
 
 use crate::Inputs;
-use crate::explain::Check;
+use crate::explain_check::Check;
 use crate::gateway::{GatewayStatuses, GrpcRoute, HttpRoute, RouteStatus};
 use crate::host::HostPattern;
 use crate::table::{RouteTable, RuleIndex};

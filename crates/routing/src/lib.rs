@@ -108,6 +108,7 @@ mod backend_registry;
 mod cidr;
 mod diagnostic;
 mod explain;
+mod explain_check;
 mod explain_routes;
 pub mod gateway;
 mod host;
@@ -124,6 +125,7 @@ mod request_path;
 mod rules;
 mod table;
 mod tls;
+mod weighted;
 
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};

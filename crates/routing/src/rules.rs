@@ -375,7 +375,7 @@ pub enum SocketKind {
 pub struct StreamTarget {
     /// The backends, by weight (at least one entry; an unusable one refuses the
     /// connections drawn for it).
-    pub split: Vec<crate::table::WeightedBackend>,
+    pub split: Vec<crate::weighted::WeightedBackend>,
     /// The route.
     pub source: crate::refs::ObjectRef,
     /// TLS is terminated here (a TLSRoute of a `Terminate` listener; the listener's

@@ -12,6 +12,7 @@ use crate::refs::ObjectRef;
 use crate::request::RequestInfo;
 use crate::rules::{PathCond, RuleSet};
 use crate::tls::TlsCertificate;
+pub use crate::weighted::WeightedBackend;
 
 /// One route of a [`RouteTable`], as listed by [`RouteTable::routes`] (for debugging and tests).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -101,22 +102,6 @@ impl RouteEntry {
             .chain(self.fallback.iter())
             .filter(move |_| forwards)
     }
-}
-
-/// One `backendRefs[]` entry of a Gateway API rule.
-#[derive(Debug, Clone)]
-pub struct WeightedBackend {
-    /// The Service port (without endpoints when the reference could not be resolved).
-    pub backend: Arc<Backend>,
-    /// Relative share (`weight`, default 1; 0: never chosen).
-    pub weight: u32,
-    /// `false` when the reference is invalid (unknown Service or kind, not permitted
-    /// across namespaces): requests drawn for it get 500, as the spec says.
-    pub usable: bool,
-    /// The entry (index) whose policy applies to requests drawn for this backend, when the
-    /// `backendRef` has filters of its own (the rule's entry with them applied); `None`:
-    /// the rule's entry.
-    pub entry: Option<usize>,
 }
 
 /// A `RequestMirror` target: `numerator / denominator` of requests are copied.
