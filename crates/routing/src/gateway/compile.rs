@@ -1088,6 +1088,35 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
     }
 
+    /// A rule's `backendRefs` with their weights (default 1); a reference that cannot be
+    /// used gets a placeholder backend and is marked unusable.
+    fn weighted(
+        &self,
+        kind: &str,
+        namespace: &str,
+        refs: &[super::types::HttpBackendRef],
+        backends: &mut BackendRegistry,
+    ) -> Vec<WeightedBackend> {
+        refs.iter()
+            .map(|backend| {
+                let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
+                let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
+                    Ok(sref) => (backends.get(self.services, sref), true),
+                    Err(_) => (
+                        backends.placeholder(written_ref(namespace, &backend.backend)),
+                        false,
+                    ),
+                };
+                WeightedBackend {
+                    backend: target,
+                    weight,
+                    usable,
+                    entry: None,
+                }
+            })
+            .collect()
+    }
+
     /// Adds a TCPRoute's or TLSRoute's backends to the sockets it is served on, under each
     /// host name (TLS: SNI) it is served for; the oldest route keeps a socket and name that
     /// two claim.
@@ -1101,23 +1130,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
         streams: &mut HashMap<SocketAddr, StreamRoutes>,
     ) {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
-        let mut split = Vec::new();
-        for backend in specs.iter().take(1).flat_map(|rule| &rule.backend_refs) {
-            let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
-            let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
-                Ok(sref) => (backends.get(self.services, sref), true),
-                Err(_) => (
-                    backends.placeholder(written_ref(namespace, &backend.backend)),
-                    false,
-                ),
-            };
-            split.push(WeightedBackend {
-                backend: target,
-                weight,
-                usable,
-                entry: None,
-            });
-        }
+        let refs = specs.first().map_or(&[][..], |rule| &rule.backend_refs);
+        let split = self.weighted(kind, namespace, refs, backends);
         let source = object(kind, &route.metadata);
         let targets = [false, true].map(|terminate| {
             Arc::new(StreamTarget {
@@ -1171,23 +1185,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
         for (r, (rule, spec)) in rules.iter().zip(specs).enumerate() {
             // Backends of the rule.
-            let mut split = Vec::new();
-            for backend in &spec.backend_refs {
-                let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
-                let (target, usable) = match self.check_backend(kind, namespace, &backend.backend) {
-                    Ok(sref) => (backends.get(self.services, sref), true),
-                    Err(_) => (
-                        backends.placeholder(written_ref(namespace, &backend.backend)),
-                        false,
-                    ),
-                };
-                split.push(WeightedBackend {
-                    backend: target,
-                    weight,
-                    usable,
-                    entry: None,
-                });
-            }
+            let split = self.weighted(kind, namespace, &spec.backend_refs, backends);
             let mirrors: Vec<Mirror> = rule
                 .mirrors
                 .iter()
