@@ -25,7 +25,7 @@
 //! `deprecatedTopology`, a Service's selector, IP families, session affinity and node ports.
 
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, LoadBalancerIngress,
+    ConfigMap, EndpointAddress, EndpointPort, EndpointSubset, Endpoints, LoadBalancerIngress,
     LoadBalancerStatus, Secret, Service, ServicePort, ServiceSpec, ServiceStatus,
 };
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
@@ -153,6 +153,23 @@ pub fn endpoints(e: Endpoints) -> Endpoints {
                 })
                 .collect()
         }),
+    }
+}
+
+/// A ConfigMap as routing reads it: its CA certificates (`ca.crt`) only, whatever else it
+/// holds (the informer watches every ConfigMap; most are not certificates).
+pub fn config_map(config_map: ConfigMap) -> ConfigMap {
+    let data = config_map.data.and_then(|mut data| {
+        let ca = data.remove(sluice_routing::CA_CERT_KEY)?;
+        Some(std::collections::BTreeMap::from([(
+            sluice_routing::CA_CERT_KEY.to_owned(),
+            ca,
+        )]))
+    });
+    ConfigMap {
+        metadata: meta(config_map.metadata, |_| false),
+        data,
+        ..ConfigMap::default()
     }
 }
 

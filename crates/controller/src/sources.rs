@@ -1,11 +1,11 @@
 //! The kinds of object the controller reads, as informers with local stores, from a
 //! cluster or from a directory of manifests: Ingress, IngressClass, Service, endpoints and
 //! TLS Secrets, and, where the Gateway API CRDs are served, GatewayClass, Gateway,
-//! HTTPRoute, ReferenceGrant and Namespace.
+//! HTTPRoute, ReferenceGrant, Namespace and ConfigMap (CA certificates).
 
 use crate::manifest_dir::{Kinds, ManifestDir};
 use crate::projection;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
@@ -74,6 +74,8 @@ pub struct GatewayInformers {
     pub grants: SharedIndexInformer<ReferenceGrant>,
     /// core/v1 Namespace (cluster-scoped; only labels are read).
     pub namespaces: SharedIndexInformer<Namespace>,
+    /// core/v1 ConfigMap, `ca.crt` only (`caCertificateRefs`).
+    pub config_maps: SharedIndexInformer<ConfigMap>,
 }
 
 /// The Gateway API route kinds a cluster may lack: v1 TCPRoute, TLSRoute and UDPRoute are in the
@@ -124,6 +126,10 @@ impl GatewayInformers {
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             grpc_routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             grants: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            config_maps: projected(
+                factory.informer_for(api(client, namespace), all.clone()),
+                projection::config_map,
+            ),
             namespaces: trimmed(factory.informer_for(Api::all(client.clone()), all)),
         }
     }
@@ -136,6 +142,7 @@ impl GatewayInformers {
             Arc::new(self.grpc_routes.clone()),
             Arc::new(self.grants.clone()),
             Arc::new(self.namespaces.clone()),
+            Arc::new(self.config_maps.clone()),
         ];
         if let Some(i) = &self.tcp_routes {
             all.push(Arc::new(i.clone()));
@@ -196,6 +203,7 @@ pub fn manifest_kinds() -> Kinds {
         .with::<UdpRoute>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
+        .with::<ConfigMap>()
         // The standard channel serves these at both versions, with one schema.
         .also::<GatewayClass>("gateway.networking.k8s.io/v1beta1")
         .also::<Gateway>("gateway.networking.k8s.io/v1beta1")
@@ -311,6 +319,10 @@ impl IngressInformers {
                 udp_routes: Some(SharedIndexInformer::new(dir.source::<UdpRoute>(), None)),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
+                config_maps: projected(
+                    SharedIndexInformer::new(dir.source::<ConfigMap>(), None),
+                    projection::config_map,
+                ),
             }),
         )
     }
@@ -474,6 +486,10 @@ impl IngressInformers {
             namespaces: self
                 .gateway()
                 .map(|g| g.namespaces.store().list())
+                .unwrap_or_default(),
+            config_maps: self
+                .gateway()
+                .map(|g| g.config_maps.store().list())
                 .unwrap_or_default(),
         }
     }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -43,6 +43,9 @@ pub struct Inputs {
     pub udp_routes: Vec<Arc<UdpRoute>>,
     /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    /// core/v1 ConfigMaps holding CA certificates (`ca.crt`), for Gateway API's
+    /// `caCertificateRefs` (client certificate validation, BackendTLSPolicy).
+    pub config_maps: Vec<Arc<ConfigMap>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is
     /// `Selector` (only their labels are read).
     pub namespaces: Vec<Arc<Namespace>>,

@@ -149,7 +149,7 @@ pub use policy::{
     NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
     ResponseRewrites, same_site_none_compatible,
 };
-pub use protocol::{CA_CERT_KEY, UpstreamProtocol, UpstreamTls, app_protocol};
+pub use protocol::{UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};
@@ -157,4 +157,4 @@ pub use rules::{SocketKind, StreamTarget};
 pub use table::{
     Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, RuleIndex, WeightedBackend,
 };
-pub use tls::{TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};
+pub use tls::{CA_CERT_KEY, ClientValidation, TLS_CERT_KEY, TLS_PRIVATE_KEY_KEY, TlsCertificate};

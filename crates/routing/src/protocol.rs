@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 use crate::refs::ObjectRef;
-use crate::tls::{TlsCertificate, parse_secret, secret_value};
+use crate::tls::{CA_CERT_KEY, TlsCertificate, parse_secret, secret_value};
 
 /// The wire protocol towards a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,9 +168,6 @@ pub(crate) fn parse_secret_ref(value: &str) -> Result<(Option<String>, String), 
     }
 }
 
-/// Key of the CA bundle in a `proxy-ssl-secret` (ingress-nginx's name).
-pub const CA_CERT_KEY: &str = "ca.crt";
-
 /// Reads a `proxy-ssl-secret`: `ca.crt` (roots) and, when both are present, `tls.crt` and
 /// `tls.key` (client certificate). The error is a sentence saying what is wrong.
 pub(crate) fn parse_upstream_secret(
@@ -179,15 +175,7 @@ pub(crate) fn parse_upstream_secret(
     secret_ref: &ObjectRef,
 ) -> Result<(Vec<CertificateDer<'static>>, Option<TlsCertificate>), String> {
     let trusted = match secret_value(secret, CA_CERT_KEY) {
-        Some(pem) => {
-            let certs = CertificateDer::pem_slice_iter(pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("ca.crt is not valid PEM: {e}"))?;
-            if certs.is_empty() {
-                return Err("ca.crt holds no CERTIFICATE block".to_owned());
-            }
-            certs
-        }
+        Some(pem) => crate::tls::parse_ca_bundle(pem)?,
         None => Vec::new(),
     };
     let has_pair = secret_value(secret, crate::tls::TLS_CERT_KEY).is_some()

@@ -415,6 +415,9 @@ pub(crate) struct ListenerRoutes {
     pub tls_listeners: Vec<crate::host::HostPattern>,
     /// TCPRoutes, TLSRoutes and UDPRoutes (a `Tcp`, `Tls` or `Udp` socket).
     pub streams: StreamRoutes,
+    /// Client certificates are checked in the handshake (an `Https` socket whose port has
+    /// Gateway `spec.tls.frontend` validation).
+    pub client_validation: Option<std::sync::Arc<crate::tls::ClientValidation>>,
 }
 
 impl ListenerRoutes {

@@ -295,6 +295,20 @@ impl RouteTable {
         routes.misdirected(&sni, &host)
     }
 
+    /// How a TLS handshake on Gateway socket `socket` checks client certificates
+    /// (Gateway API `spec.tls.frontend`); `None`: it asks for none.
+    pub fn client_validation(
+        &self,
+        socket: std::net::SocketAddr,
+    ) -> Option<&Arc<crate::tls::ClientValidation>> {
+        self.gateway
+            .as_ref()?
+            .listeners
+            .get(&socket)?
+            .client_validation
+            .as_ref()
+    }
+
     /// The rule set that owns requests for canonical `host`, and what answers when none of
     /// its rules matches (`None`: 404). Most specific first, the Gateway's rules before the
     /// Ingress's at each step (Gateway wildcards cover one or more labels, Ingress ones

@@ -60,6 +60,41 @@ pub(crate) fn parse_secret(
     })
 }
 
+/// Key of the CA certificates (PEM) in a ConfigMap or Secret (ingress-nginx's
+/// `proxy-ssl-secret` and `auth-tls-secret`, Gateway API's `caCertificateRefs`).
+pub const CA_CERT_KEY: &str = "ca.crt";
+
+/// Client certificate validation on a TLS socket (Gateway API `spec.tls.frontend`): the
+/// handshake asks for a certificate and checks it against `roots`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ClientValidation {
+    /// The CA certificates a client certificate must chain to, in reference order.
+    pub roots: Vec<CertificateDer<'static>>,
+    /// `AllowInsecureFallback`: a connection without a certificate, or with one that does
+    /// not chain to `roots`, is served anyway. Otherwise (`AllowValidOnly`) its handshake
+    /// fails.
+    pub insecure_fallback: bool,
+    /// The objects the roots came from.
+    pub sources: Vec<ObjectRef>,
+}
+
+/// Reads the `CERTIFICATE` blocks of a PEM CA bundle. The error is a sentence saying what is
+/// wrong (no block at all is an error: a bundle that trusts nothing is a mistake).
+pub(crate) fn parse_ca_bundle(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let roots = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{CA_CERT_KEY} is not valid PEM: {e}"))?;
+    if roots.is_empty() {
+        return Err(format!("{CA_CERT_KEY} holds no CERTIFICATE block"));
+    }
+    if !roots.iter().all(|c| is_der_sequence(c)) {
+        return Err(format!(
+            "{CA_CERT_KEY} holds a CERTIFICATE block that is not DER"
+        ));
+    }
+    Ok(roots)
+}
+
 /// `stringData` wins over `data`, as it does when the API server merges them on write.
 pub(crate) fn secret_value<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
     let from_string = secret
@@ -100,7 +135,22 @@ fn is_der_sequence(der: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_der_sequence;
+    use super::{is_der_sequence, parse_ca_bundle};
+
+    #[test]
+    fn ca_bundles() {
+        let cert = rcgen::generate_simple_self_signed(vec!["ca.test".to_owned()])
+            .expect("certificate")
+            .cert
+            .pem();
+        assert_eq!(parse_ca_bundle(cert.as_bytes()).map(|r| r.len()), Ok(1));
+        let two = format!("{cert}\n# comment\n{cert}");
+        assert_eq!(parse_ca_bundle(two.as_bytes()).map(|r| r.len()), Ok(2));
+        assert!(parse_ca_bundle(b"").is_err());
+        assert!(parse_ca_bundle(b"not pem").is_err());
+        let garbage = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(parse_ca_bundle(garbage.as_bytes()).is_err());
+    }
 
     #[test]
     fn der_sequences() {

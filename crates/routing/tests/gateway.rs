@@ -1963,3 +1963,129 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
     );
     assert!(out.table.stream_target(tls_socket, None).is_none());
 }
+
+fn config_map(ns: &str, name: &str, ca: &str) -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+    from(json!({"metadata": {"namespace": ns, "name": name}, "data": {"ca.crt": ca}}))
+}
+
+/// Gateway API `GatewayFrontendClientCertificateValidation` and its conformance tests
+/// (GatewayInvalidFrontendClientCertificateValidation): `perPort` replaces `default` on its
+/// port; a reference that cannot be used leaves the listener not Accepted
+/// (`NoValidCACertificate`) and not served; `AllowInsecureFallback` sets the Gateway's
+/// `InsecureFrontendValidationMode` condition; on the shared HTTPS socket it is refused.
+#[test]
+fn frontend_client_certificate_validation_by_port() {
+    let https = |name: &str, port: i32, host: &str| {
+        json!({"name": name, "port": port, "protocol": "HTTPS", "hostname": host,
+               "tls": {"certificateRefs": [{"name": "cert"}]}})
+    };
+    let ca_ref = |name: &str| json!({"kind": "ConfigMap", "group": "", "name": name});
+    let mut gw: Gateway = (*gateway(
+        "default",
+        "gw",
+        json!([
+            https("default", 443, "a.example"),
+            https("per-port", 8443, "b.example"),
+            https("missing", 7443, "c.example"),
+            https("kind", 6443, "d.example"),
+            https("grant", 5443, "e.example"),
+            http_listener("http", None),
+        ]),
+    ))
+    .clone();
+    gw.spec.tls = serde_json::from_value(json!({"frontend": {
+    "default": {"validation": {"caCertificateRefs": [ca_ref("ca")]}},
+    "perPort": [
+        {"port": 8443, "tls": {"validation": {"mode": "AllowInsecureFallback",
+            "caCertificateRefs": [ca_ref("ca")]}}},
+        {"port": 7443, "tls": {"validation": {"caCertificateRefs": [ca_ref("nope")]}}},
+        {"port": 6443, "tls": {"validation": {"caCertificateRefs": [
+            {"kind": "Service", "group": "", "name": "web"}]}}},
+        {"port": 5443, "tls": {"validation": {"caCertificateRefs": [
+            {"kind": "ConfigMap", "group": "", "name": "ca", "namespace": "other"}]}}},
+        {"port": 80, "tls": {"validation": {"caCertificateRefs": [ca_ref("nope")]}}},
+    ]}}))
+    .expect("tls");
+    let mut inputs = world(vec![Arc::new(gw)], vec![]);
+    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)];
+    inputs.config_maps = vec![
+        config_map("default", "ca", CERT_PEM),
+        config_map("other", "ca", CERT_PEM),
+    ];
+
+    // On the shared HTTPS socket (no address of its own): not programmed.
+    let out = compiled(&inputs);
+    let listeners = &out.gateway.gateways[0].listeners;
+    let default = listeners.iter().find(|l| l.name == "default").unwrap();
+    assert_eq!(
+        conditions(&default.conditions)[1],
+        ("Programmed", false, "Invalid")
+    );
+    assert!(
+        default.conditions[1]
+            .message
+            .contains("--gateway-address-pool"),
+        "{}",
+        default.conditions[1].message
+    );
+
+    let options = sluice_routing::CompileOptions {
+        gateway_address_pool: Some("127.1.0.0/30".parse().unwrap()),
+        ..Default::default()
+    };
+    let out = compile(&inputs, &options);
+    let gateway = &out.gateway.gateways[0];
+    assert!(
+        conditions(&gateway.gateway.conditions).contains(&(
+            "InsecureFrontendValidationMode",
+            true,
+            "ConfigurationChanged"
+        )),
+        "{:?}",
+        gateway.gateway.conditions
+    );
+    let listener = |name: &str| {
+        let l = gateway.listeners.iter().find(|l| l.name == name).unwrap();
+        conditions(&l.conditions)
+    };
+    for name in ["default", "per-port", "http"] {
+        assert_eq!(
+            listener(name)[..3],
+            [
+                ("Accepted", true, "Accepted"),
+                ("Programmed", true, "Programmed"),
+                ("ResolvedRefs", true, "ResolvedRefs")
+            ],
+            "{name}"
+        );
+    }
+    for (name, reason) in [
+        ("missing", "InvalidCACertificateRef"),
+        ("kind", "InvalidCACertificateKind"),
+        ("grant", "RefNotPermitted"),
+    ] {
+        assert_eq!(
+            listener(name)[..3],
+            [
+                ("Accepted", false, "NoValidCACertificate"),
+                ("Programmed", false, "Invalid"),
+                ("ResolvedRefs", false, reason)
+            ],
+            "{name}"
+        );
+    }
+    // Served sockets: 443 and 8443 check client certificates, 80 (HTTP) does not; the
+    // broken ports are not bound at all.
+    let sockets = out.table.gateway_sockets();
+    let socket = |port: u16| sockets.iter().find(|(a, _)| a.port() == port).map(|s| s.0);
+    for port in [7443, 6443, 5443] {
+        assert_eq!(socket(port), None, "{port}");
+    }
+    let strict = out.table.client_validation(socket(443).unwrap()).unwrap();
+    assert!(!strict.insecure_fallback);
+    assert_eq!(strict.roots.len(), 1);
+    assert_eq!(strict.sources[0].to_string(), "ConfigMap default/ca");
+    let fallback = out.table.client_validation(socket(8443).unwrap()).unwrap();
+    assert!(fallback.insecure_fallback);
+    assert!(out.table.client_validation(socket(80).unwrap()).is_none());
+}

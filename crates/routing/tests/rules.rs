@@ -1342,6 +1342,7 @@ fn empty_and_skeletal_objects_never_panic() {
         endpoints: vec![Arc::new(Default::default())],
         endpoint_slices: vec![Arc::new(Default::default())],
         secrets: vec![Arc::new(Default::default())],
+        config_maps: vec![Arc::new(Default::default())],
         gateway_classes: vec![Arc::new(Default::default())],
         gateways: vec![Arc::new(Default::default())],
         http_routes: vec![Arc::new(Default::default())],

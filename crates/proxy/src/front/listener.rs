@@ -417,7 +417,9 @@ async fn serve_connection(
                     stream,
                 )
                 .await?;
-                let config = configs.for_hello(&start.client_hello());
+                let config = configs
+                    .for_connection(&start.client_hello(), ctx.gateway)
+                    .map_err(std::io::Error::other)?;
                 start.into_stream(config).await
             });
             let tls = tokio::select! {

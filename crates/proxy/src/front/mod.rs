@@ -10,6 +10,7 @@
 //! `side_wake` polls a connection's drain and idle watchers without polling them per wake.
 
 pub(crate) mod activity;
+pub(crate) mod client_auth;
 pub(crate) mod datagram;
 pub(crate) mod http1;
 pub(crate) mod hyper_service;

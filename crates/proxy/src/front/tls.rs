@@ -66,15 +66,25 @@ impl ResolvesServerCert for SniResolver {
 /// machine); any other client (ChaCha20 first: no AES hardware) gets its own order.
 #[derive(Clone)]
 pub(crate) struct TlsConfigs {
+    /// Those of the shared listeners and of Gateway sockets that check no client
+    /// certificate.
+    own: ConfigPair,
+    /// What every configuration is built from, for those that check client certificates.
+    base: Arc<ServerBase>,
+}
+
+/// One configuration per cipher suite order.
+#[derive(Clone)]
+pub(crate) struct ConfigPair {
     /// The client's order.
     client_order: Arc<ServerConfig>,
     /// AES-128-GCM, then AES-256-GCM, then the rest: the server's order.
     aes_first: Arc<ServerConfig>,
 }
 
-impl TlsConfigs {
+impl ConfigPair {
     /// The configuration for a handshake that starts with `hello`.
-    pub(crate) fn for_hello(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
+    fn for_hello(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
         let supported = |s: &CipherSuite| {
             self.client_order
                 .crypto_provider()
@@ -85,6 +95,49 @@ impl TlsConfigs {
         match hello.cipher_suites().iter().find(|s| supported(s)) {
             Some(first) if is_aes_gcm(*first) => Arc::clone(&self.aes_first),
             _ => Arc::clone(&self.client_order),
+        }
+    }
+}
+
+/// The provider and certificate choice every server configuration shares.
+struct ServerBase {
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<SniResolver>,
+    /// Configurations of the Gateway sockets that check client certificates, by setting.
+    client_auth: crate::front::client_auth::ClientAuthConfigs,
+}
+
+impl TlsConfigs {
+    /// The configuration for a handshake that starts with `hello`.
+    pub(crate) fn for_hello(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
+        self.own.for_hello(hello)
+    }
+
+    /// The configuration for a handshake on `gateway` (a Gateway socket; `None`: a shared
+    /// listener) that starts with `hello`: one that checks client certificates where the
+    /// current table says the socket does (Gateway API `spec.tls.frontend`).
+    pub(crate) fn for_connection(
+        &self,
+        hello: &ClientHello<'_>,
+        gateway: Option<std::net::SocketAddr>,
+    ) -> anyhow::Result<Arc<ServerConfig>> {
+        let Some(socket) = gateway else {
+            return Ok(self.for_hello(hello));
+        };
+        let snapshot = self.base.resolver.table.current.load();
+        match snapshot.table.client_validation(socket) {
+            None => Ok(self.for_hello(hello)),
+            Some(validation) => Ok(self
+                .base
+                .client_auth
+                .get(validation, |v| {
+                    // Tickets and a session cache of their own: a session from a socket
+                    // that checks nothing never resumes on one that checks.
+                    let verifier =
+                        crate::front::client_auth::verifier(v, Arc::clone(&self.base.provider))?;
+                    build_pair(&self.base, Some(verifier))
+                })?
+                .for_hello(hello)),
         }
     }
 }
@@ -119,26 +172,45 @@ pub(crate) fn server_configs(
     table: Arc<TableShared>,
     default: Arc<CertifiedKey>,
 ) -> anyhow::Result<TlsConfigs> {
-    let resolver = Arc::new(SniResolver { table, default });
+    let base = Arc::new(ServerBase {
+        provider,
+        resolver: Arc::new(SniResolver { table, default }),
+        client_auth: Default::default(),
+    });
+    Ok(TlsConfigs {
+        own: build_pair(&base, None)?,
+        base,
+    })
+}
+
+/// The two configurations (client's order, AES first) from `base`, checking client
+/// certificates with `verifier` if given.
+fn build_pair(
+    base: &ServerBase,
+    verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> anyhow::Result<ConfigPair> {
     let build = |provider: Arc<CryptoProvider>| -> anyhow::Result<ServerConfig> {
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_cert_resolver(resolver.clone());
+        let builder =
+            ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+        let builder = match &verifier {
+            Some(verifier) => builder.with_client_cert_verifier(Arc::clone(verifier)),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(base.resolver.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     };
-    let mut client_order = build(Arc::clone(&provider))?;
+    let mut client_order = build(Arc::clone(&base.provider))?;
     // Tickets make reconnecting clients skip the full handshake.
     client_order.ticketer = rustls::crypto::ring::Ticketer::new()?;
-    let mut aes = (*provider).clone();
+    let mut aes = (*base.provider).clone();
     aes.cipher_suites.sort_by_key(|s| aes_rank(s.suite()));
     let mut aes_first = build(Arc::new(aes))?;
     aes_first.ignore_client_order = true;
     // Shared, so that a ticket from either configuration resumes with the other.
     aes_first.ticketer = Arc::clone(&client_order.ticketer);
     aes_first.session_storage = Arc::clone(&client_order.session_storage);
-    Ok(TlsConfigs {
+    Ok(ConfigPair {
         client_order: Arc::new(client_order),
         aes_first: Arc::new(aes_first),
     })

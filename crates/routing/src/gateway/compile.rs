@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::addresses::{self, Assigned};
+use super::frontend_tls::{self, ClientAuth};
 use super::hostname;
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
 use super::status::{
@@ -118,6 +119,8 @@ struct OurListener<'a> {
     sites: Vec<Site>,
     conditions: Vec<Condition>,
     attached: i32,
+    /// An HTTPS listener's client certificate validation (`spec.tls.frontend`).
+    client_auth: Option<ClientAuth>,
 }
 
 /// The Gateway API part of a compilation.
@@ -126,6 +129,8 @@ pub(crate) struct GatewayCompiler<'c, 'a> {
     pub options: &'c CompileOptions,
     pub services: &'c ServiceIndex<'a>,
     pub secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
+    /// ConfigMaps by namespace/name (CA certificates).
+    pub config_maps: &'c HashMap<(&'a str, &'a str), &'a ConfigMap>,
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
@@ -181,7 +186,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
     /// Whether a ReferenceGrant in `to_namespace` lets a `from_kind` in `from_namespace`
     /// refer to `to_kind` `to_name` (group `to_group`).
-    fn granted(
+    pub(super) fn granted(
         &self,
         from_kind: &str,
         from_namespace: &str,
@@ -279,7 +284,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 } else {
                     sites(&assigned[g], &listener)
                 };
-                if listener.proto.is_some_and(Proto::stream)
+                // Whole connections, and client certificates asked for by port, need a
+                // socket of the Gateway's own: the shared HTTPS socket serves every Gateway
+                // and Ingress.
+                let own_socket = if listener.proto.is_some_and(Proto::stream) {
+                    Some(format!("a {} listener", listener.spec.protocol))
+                } else if matches!(listener.client_auth, Some(ClientAuth::Validate(_))) {
+                    Some("client certificate validation (spec.tls.frontend)".to_owned())
+                } else {
+                    None
+                };
+                if let Some(what) = own_socket
                     && assigned[g] == Assigned::Shared
                     && listener.usable
                 {
@@ -293,10 +308,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             "Programmed",
                             "Invalid",
                             format!(
-                                "a {} listener is served on an address of the Gateway's own: \
-                                 give the Gateway spec.addresses, or run sluice with \
-                                 --gateway-address-pool",
-                                listener.spec.protocol
+                                "{what} is served on an address of the Gateway's own: give the \
+                                 Gateway spec.addresses, or run sluice with \
+                                 --gateway-address-pool"
                             ),
                         );
                     }
@@ -426,11 +440,20 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     ),
                 ),
             };
+            let mut conditions = vec![accepted, programmed];
+            if frontend_tls::insecure_fallback(gateway) {
+                conditions.push(Condition::yes(
+                    "InsecureFrontendValidationMode",
+                    "ConfigurationChanged",
+                    "spec.tls.frontend: mode AllowInsecureFallback serves clients without a \
+                     valid certificate",
+                ));
+            }
             statuses.gateways.push(GatewayStatus {
                 gateway: ObjectStatus {
                     object: object("Gateway", &gateway.metadata),
                     generation: gateway.metadata.generation,
-                    conditions: vec![accepted, programmed],
+                    conditions,
                 },
                 listeners: own
                     .iter()
@@ -473,6 +496,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             });
                     if *proto == Proto::Https && listener.usable {
                         routes.tls_listeners.push(listener.host.clone());
+                        // One setting per port: every HTTPS listener of the port has it.
+                        if let Some(ClientAuth::Validate(validation)) = &listener.client_auth {
+                            routes.client_validation = Some(Arc::clone(validation));
+                        }
                     }
                 }
             }
@@ -615,6 +642,20 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 ),
             );
         }
+        // Client certificate validation (`spec.tls.frontend`) of an HTTPS listener's port.
+        let client_auth = match frontend_tls::settings_for(gateway, spec.port) {
+            Some((validation, field)) if proto == Some(Proto::Https) => {
+                match self.client_validation(namespace, validation, &field) {
+                    Ok(validation) => Some(ClientAuth::Validate(validation)),
+                    Err(unresolved) => {
+                        resolved =
+                            Condition::no("ResolvedRefs", unresolved.reason, unresolved.message);
+                        Some(ClientAuth::Broken)
+                    }
+                }
+            }
+            _ => None,
+        };
         let accepted = match (proto, &host) {
             (None, _) => {
                 usable = false;
@@ -644,6 +685,15 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     "Accepted",
                     "UnsupportedValue",
                     format!("hostname {:?} is not a DNS name or wildcard", spec.hostname),
+                )
+            }
+            (Some(Proto::Https), Some(_)) if client_auth == Some(ClientAuth::Broken) => {
+                usable = false;
+                Condition::no(
+                    "Accepted",
+                    "NoValidCACertificate",
+                    "no valid CA certificate to check client certificates with; see \
+                     ResolvedRefs",
                 )
             }
             (Some(Proto::Https | Proto::TlsTerminate), Some(host)) => {
@@ -697,6 +747,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             sites: Vec::new(),
             conditions,
             attached: 0,
+            client_auth,
         }
     }
 

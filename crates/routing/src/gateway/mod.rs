@@ -30,6 +30,7 @@
 mod addresses;
 pub(crate) mod compile;
 mod cors;
+mod frontend_tls;
 mod grpc;
 pub(crate) mod hostname;
 mod retry;

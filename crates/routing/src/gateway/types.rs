@@ -183,6 +183,86 @@ pub struct GatewaySpec {
     /// Requested addresses (`{type, value}`): IP addresses are bound (see `addresses.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<serde_json::Value>,
+    /// `tls`: client certificate validation on the Gateway's TLS ports (`frontend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<GatewayTls>,
+}
+
+/// `Gateway.spec.tls`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTls {
+    /// `frontend`: how clients connecting to the Gateway are validated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<FrontendTls>,
+    /// `backend`: what the Gateway shows backends that ask for a client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<serde_json::Value>,
+}
+
+/// `Gateway.spec.tls.frontend`: a default for every TLS port, and per-port settings that
+/// replace it on their port.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTls {
+    /// `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<FrontendTlsConfig>,
+    /// `perPort[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_port: Vec<FrontendTlsPort>,
+}
+
+/// `frontend.perPort[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsPort {
+    /// The listener port it applies to.
+    #[serde(default)]
+    pub port: i32,
+    /// Its settings.
+    #[serde(default)]
+    pub tls: FrontendTlsConfig,
+}
+
+/// `frontend.default` / `perPort[].tls`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsConfig {
+    /// `validation`: client certificates are asked for and checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<FrontendValidation>,
+}
+
+/// `FrontendTLSValidation`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendValidation {
+    /// ConfigMaps whose `ca.crt` holds the CA certificates (PEM) a client certificate must
+    /// chain to.
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    /// `AllowValidOnly` (the default) or `AllowInsecureFallback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// A reference to an object of any kind, possibly in another namespace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    /// `""` for core.
+    #[serde(default)]
+    pub group: String,
+    /// The kind (`ConfigMap`).
+    #[serde(default)]
+    pub kind: String,
+    /// The name.
+    #[serde(default)]
+    pub name: String,
+    /// The referrer's namespace by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// `Gateway.spec.infrastructure`.

@@ -119,6 +119,16 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         })
         .collect();
 
+    let config_maps: HashMap<(&str, &str), _> = inputs
+        .config_maps
+        .iter()
+        .filter(|c| watched(&c.metadata))
+        .map(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or("");
+            ((ns, c.metadata.name.as_deref().unwrap_or("")), &**c)
+        })
+        .collect();
+
     // Annotations first: whether a host's paths are regular expressions depends on every
     // Ingress naming it (ingress-nginx: `use-regex` or `rewrite-target` on one Ingress makes
     // all paths of its hosts regexes).
@@ -251,6 +261,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         options,
         services: &services,
         secrets: &secrets,
+        config_maps: &config_maps,
     }
     .compile_into(&mut table);
     diagnostics.sort_by(|a, b| {
