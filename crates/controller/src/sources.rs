@@ -15,7 +15,8 @@ use sluice_informer::{
 };
 use sluice_routing::Inputs;
 use sluice_routing::gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
+    TlsRoute, UdpRoute,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -70,6 +71,8 @@ pub struct GatewayInformers {
     pub tls_routes: Option<SharedIndexInformer<TlsRoute>>,
     /// gateway.networking.k8s.io/v1 UDPRoute, where the cluster serves it.
     pub udp_routes: Option<SharedIndexInformer<UdpRoute>>,
+    /// gateway.networking.k8s.io/v1 BackendTLSPolicy, where the cluster serves it.
+    pub backend_tls_policies: Option<SharedIndexInformer<BackendTlsPolicy>>,
     /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
     pub grants: SharedIndexInformer<ReferenceGrant>,
     /// core/v1 Namespace (cluster-scoped; only labels are read).
@@ -89,6 +92,8 @@ pub struct OptionalKinds {
     pub tls_route: bool,
     /// v1 UDPRoute is served.
     pub udp_route: bool,
+    /// v1 BackendTLSPolicy is served (standard channel since Gateway API v1.4).
+    pub backend_tls_policy: bool,
 }
 
 /// `Api<K>` in `ns`, or in every namespace.
@@ -121,6 +126,9 @@ impl GatewayInformers {
             udp_routes: optional
                 .udp_route
                 .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
+            backend_tls_policies: optional
+                .backend_tls_policy
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
@@ -151,6 +159,9 @@ impl GatewayInformers {
             all.push(Arc::new(i.clone()));
         }
         if let Some(i) = &self.udp_routes {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &self.backend_tls_policies {
             all.push(Arc::new(i.clone()));
         }
         all
@@ -201,6 +212,7 @@ pub fn manifest_kinds() -> Kinds {
         .with::<TcpRoute>()
         .with::<TlsRoute>()
         .with::<UdpRoute>()
+        .with::<BackendTlsPolicy>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
         .with::<ConfigMap>()
@@ -317,6 +329,10 @@ impl IngressInformers {
                 tcp_routes: Some(SharedIndexInformer::new(dir.source::<TcpRoute>(), None)),
                 tls_routes: Some(SharedIndexInformer::new(dir.source::<TlsRoute>(), None)),
                 udp_routes: Some(SharedIndexInformer::new(dir.source::<UdpRoute>(), None)),
+                backend_tls_policies: Some(SharedIndexInformer::new(
+                    dir.source::<BackendTlsPolicy>(),
+                    None,
+                )),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
                 config_maps: projected(
@@ -486,6 +502,11 @@ impl IngressInformers {
             namespaces: self
                 .gateway()
                 .map(|g| g.namespaces.store().list())
+                .unwrap_or_default(),
+            backend_tls_policies: self
+                .gateway()
+                .and_then(|g| g.backend_tls_policies.as_ref())
+                .map(|i| i.store().list())
                 .unwrap_or_default(),
             config_maps: self
                 .gateway()

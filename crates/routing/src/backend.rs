@@ -9,13 +9,14 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressBackend;
 
 use crate::diagnostic::Reason;
-use crate::protocol::{UpstreamProtocol, app_protocol};
+use crate::protocol::{UpstreamProtocol, UpstreamTls, app_protocol};
 use crate::refs::{PortRef, ServiceRef};
 
 /// One Service port traffic can be sent to, shared by every rule naming the same [`ServiceRef`].
@@ -34,6 +35,9 @@ pub struct Backend {
     /// The protocol the Service port's `appProtocol` names, if sluice knows it; a route's
     /// `backend-protocol` wins over it.
     pub protocol: Option<UpstreamProtocol>,
+    /// TLS towards it from a BackendTLSPolicy that targets the port (a route's
+    /// `proxy-ssl-*` annotations win over it).
+    pub tls: Option<Arc<UpstreamTls>>,
 }
 
 /// A Service port resolved: its ready endpoints and its `appProtocol`.
@@ -42,6 +46,7 @@ pub(crate) struct Resolved {
     pub endpoints: Vec<SocketAddr>,
     pub not_ready: usize,
     pub protocol: Option<UpstreamProtocol>,
+    pub tls: Option<Arc<UpstreamTls>>,
 }
 
 /// The label EndpointSlices carry to name their Service.
@@ -167,6 +172,8 @@ pub(crate) struct ServiceIndex<'a> {
     /// EndpointSlices by (namespace, service name), sorted by slice name.
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
     endpoints: HashMap<(&'a str, &'a str), &'a Endpoints>,
+    /// BackendTLSPolicies by the Service ports they target.
+    backend_tls: crate::gateway::backend_tls::BackendTlsPolicies,
 }
 
 fn key<'a>(namespace: &'a Option<String>, name: &'a Option<String>) -> (&'a str, &'a str) {
@@ -189,6 +196,7 @@ impl<'a> ServiceIndex<'a> {
             services: HashMap::with_capacity(services.size_hint().1.unwrap_or(0)),
             slices: HashMap::with_capacity(endpoint_slices.size_hint().1.unwrap_or(0)),
             endpoints: HashMap::with_capacity(endpoints.size_hint().1.unwrap_or(0)),
+            backend_tls: Default::default(),
         };
         for s in services {
             index
@@ -280,11 +288,38 @@ impl<'a> ServiceIndex<'a> {
         };
         let port_name = port.name.as_deref().unwrap_or("");
         let (endpoints, not_ready) = self.endpoints(&sref.namespace, &sref.name, port_name);
+        let protocol = port.app_protocol.as_deref().and_then(app_protocol);
+        let tls = (self.backend_tls)
+            .for_port(&sref.namespace, &sref.name, port_name)
+            .cloned();
+        // A BackendTLSPolicy makes the connection TLS, whatever appProtocol says.
+        let protocol = match (&tls, protocol) {
+            (None, protocol) => protocol,
+            (Some(_), Some(UpstreamProtocol::H2c | UpstreamProtocol::Grpc)) => {
+                Some(UpstreamProtocol::Grpcs)
+            }
+            (Some(_), Some(UpstreamProtocol::Grpcs)) => Some(UpstreamProtocol::Grpcs),
+            (Some(_), _) => Some(UpstreamProtocol::Https),
+        };
         Ok(Resolved {
             endpoints,
             not_ready,
-            protocol: port.app_protocol.as_deref().and_then(app_protocol),
+            protocol,
+            tls,
         })
+    }
+
+    /// Sets the BackendTLSPolicies that [`Self::resolve`] applies.
+    pub(crate) fn set_backend_tls(
+        &mut self,
+        policies: crate::gateway::backend_tls::BackendTlsPolicies,
+    ) {
+        self.backend_tls = policies;
+    }
+
+    /// The BackendTLSPolicies, with each one's conditions.
+    pub(crate) fn backend_tls(&self) -> &crate::gateway::backend_tls::BackendTlsPolicies {
+        &self.backend_tls
     }
 
     /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated, and

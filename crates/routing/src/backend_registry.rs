@@ -47,6 +47,7 @@ impl BackendRegistry {
             endpoints: Vec::new(),
             not_ready: 0,
             protocol: None,
+            tls: None,
         });
         self.push(sref, Some(resolved))
     }
@@ -68,9 +69,9 @@ impl BackendRegistry {
     pub(crate) fn push(&mut self, sref: ServiceRef, resolved: Option<Resolved>) -> Arc<Backend> {
         let id = self.backends.len();
         let resolved_kind = resolved.is_some();
-        let (endpoints, not_ready, protocol) = match resolved {
-            Some(r) => (r.endpoints, r.not_ready, r.protocol),
-            None => (Vec::new(), 0, None),
+        let (endpoints, not_ready, protocol, tls) = match resolved {
+            Some(r) => (r.endpoints, r.not_ready, r.protocol, r.tls),
+            None => (Vec::new(), 0, None, None),
         };
         let backend = Arc::new(Backend {
             id,
@@ -78,6 +79,7 @@ impl BackendRegistry {
             endpoints,
             not_ready,
             protocol,
+            tls,
         });
         self.backends.push(Arc::clone(&backend));
         if resolved_kind {

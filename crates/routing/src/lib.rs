@@ -149,7 +149,7 @@ pub use policy::{
     NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
     ResponseRewrites, same_site_none_compatible,
 };
-pub use protocol::{UpstreamProtocol, UpstreamTls, app_protocol};
+pub use protocol::{SubjectAltName, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};

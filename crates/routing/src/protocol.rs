@@ -113,6 +113,20 @@ pub struct UpstreamTls {
     pub client: Option<Arc<TlsCertificate>>,
     /// The Secret `proxy-ssl-secret` named.
     pub secret: Option<ObjectRef>,
+    /// Names of which the certificate must carry one, instead of the verified name
+    /// (BackendTLSPolicy `subjectAltNames`); the verified name is then sent as SNI only.
+    pub subject_alt_names: Vec<SubjectAltName>,
+    /// The BackendTLSPolicy this setting comes from.
+    pub policy: Option<ObjectRef>,
+}
+
+/// A name a backend's certificate may carry (BackendTLSPolicy `subjectAltNames[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubjectAltName {
+    /// A DNS name (`type: Hostname`).
+    Dns(String),
+    /// A URI, compared exactly (`type: URI`, e.g. a SPIFFE ID).
+    Uri(String),
 }
 
 impl PartialEq for UpstreamTls {
@@ -124,6 +138,8 @@ impl PartialEq for UpstreamTls {
             && self.trusted == other.trusted
             && self.secret == other.secret
             && self.client.is_some() == other.client.is_some()
+            && self.subject_alt_names == other.subject_alt_names
+            && self.policy == other.policy
     }
 }
 

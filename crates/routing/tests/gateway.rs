@@ -2089,3 +2089,103 @@ fn frontend_client_certificate_validation_by_port() {
     assert!(fallback.insecure_fallback);
     assert!(out.table.client_validation(socket(80).unwrap()).is_none());
 }
+
+fn backend_tls_policy(
+    name: &str,
+    age: u32,
+    section: Option<&str>,
+    ca: Value,
+) -> Arc<sluice_routing::gateway::BackendTlsPolicy> {
+    let mut target = json!({"group": "", "kind": "Service", "name": "web"});
+    if let Some(section) = section {
+        target["sectionName"] = json!(section);
+    }
+    from(json!({
+        "metadata": {"namespace": "default", "name": name, "generation": 4,
+                     "creationTimestamp": ts(age)},
+        "spec": {"targetRefs": [target],
+                 "validation": {"caCertificateRefs": [ca], "hostname": "web.example"}}}))
+}
+
+/// Gateway API BackendTLSPolicy and its conformance tests (BackendTLSPolicy,
+/// -ConflictResolution, -InvalidKind, -InvalidCACertificateRef): the Service port is
+/// reached over TLS, verified against the ConfigMap's CA and the policy's hostname; the
+/// oldest of two policies for one port wins; a policy whose CA cannot be used is not
+/// Accepted and its port trusts nothing; ancestors are the Gateways routing to the Service.
+#[test]
+fn backend_tls_policies_attach_to_service_ports() {
+    let ca = |name: &str| json!({"group": "", "kind": "ConfigMap", "name": name});
+    let mut inputs = world(
+        vec![gateway(
+            "default",
+            "gw",
+            json!([http_listener("http", None)]),
+        )],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        )],
+    );
+    inputs.config_maps = vec![config_map("default", "ca", CERT_PEM)];
+    inputs.backend_tls_policies = vec![
+        backend_tls_policy("first", 1, None, ca("ca")),
+        backend_tls_policy("second", 2, None, ca("ca")),
+        backend_tls_policy(
+            "kind",
+            3,
+            Some("other"),
+            json!({"kind": "Secret", "name": "x"}),
+        ),
+        backend_tls_policy("missing", 4, Some("another"), ca("nope")),
+    ];
+    let out = compiled(&inputs);
+    let web = out
+        .table
+        .backends()
+        .iter()
+        .find(|b| b.service.name == "web" && b.service.namespace == "default")
+        .expect("web");
+    assert_eq!(web.protocol, Some(sluice_routing::UpstreamProtocol::Https));
+    let tls = web.tls.as_ref().expect("policy applied");
+    assert!(tls.verify && tls.server_name);
+    assert_eq!(tls.name.as_deref(), Some("web.example"));
+    assert_eq!(tls.trusted.len(), 1);
+    assert_eq!(tls.policy.as_ref().unwrap().name, "first");
+
+    let status = |name: &str| {
+        let p = out
+            .gateway
+            .policies
+            .iter()
+            .find(|p| p.object.name == name)
+            .unwrap_or_else(|| panic!("{name} has a status"));
+        assert_eq!(p.generation, Some(4));
+        assert_eq!(p.ancestors.len(), 1, "{name}");
+        assert_eq!(p.ancestors[0].parent_ref.name, "gw");
+        conditions(&p.ancestors[0].conditions)
+    };
+    assert_eq!(
+        status("first"),
+        [
+            ("Accepted", true, "Accepted"),
+            ("ResolvedRefs", true, "ResolvedRefs")
+        ]
+    );
+    assert_eq!(status("second")[0], ("Accepted", false, "Conflicted"));
+    assert_eq!(
+        status("kind"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidKind")
+        ]
+    );
+    assert_eq!(
+        status("missing"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidCACertificateRef")
+        ]
+    );
+}

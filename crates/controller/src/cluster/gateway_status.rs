@@ -14,8 +14,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
-    Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute, HttpRoute,
-    ObjectStatus, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
+    BackendTlsPolicy, Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute,
+    HttpRoute, ObjectStatus, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
 };
 
 use crate::sources::GatewayInformers;
@@ -68,6 +68,8 @@ pub fn conditions_json(
 /// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
@@ -196,6 +198,32 @@ pub fn gateway_status(
     out
 }
 
+/// Where a status lists its Gateways: a route's `parents[].parentRef`, a policy's
+/// `ancestors[].ancestorRef`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParentsKey {
+    /// Routes: `parents` / `parentRef`.
+    Parents,
+    /// Policies: `ancestors` / `ancestorRef`.
+    Ancestors,
+}
+
+impl ParentsKey {
+    fn list(self) -> &'static str {
+        match self {
+            ParentsKey::Parents => "parents",
+            ParentsKey::Ancestors => "ancestors",
+        }
+    }
+
+    fn reference(self) -> &'static str {
+        match self {
+            ParentsKey::Parents => "parentRef",
+            ParentsKey::Ancestors => "ancestorRef",
+        }
+    }
+}
+
 /// HTTPRoute `status`: other controllers' `parents` entries as they are, ours replaced.
 pub fn route_status(
     status: &RouteStatus,
@@ -203,8 +231,20 @@ pub fn route_status(
     controller: &str,
     now: &str,
 ) -> Value {
+    parents_status(ParentsKey::Parents, status, old, controller, now)
+}
+
+/// A route's `status.parents` or a policy's `status.ancestors` (`key`): other controllers'
+/// entries as they are, ours replaced.
+pub fn parents_status(
+    key: ParentsKey,
+    status: &RouteStatus,
+    old: Option<&Value>,
+    controller: &str,
+    now: &str,
+) -> Value {
     let old_parents: Vec<Value> = old
-        .and_then(|o| o.get("parents"))
+        .and_then(|o| o.get(key.list()))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -217,15 +257,15 @@ pub fn route_status(
         let parent_ref = parent_ref_json(&parent.parent_ref);
         let previous = old_parents
             .iter()
-            .find(|p| p["controllerName"] == controller && p["parentRef"] == parent_ref)
+            .find(|p| p["controllerName"] == controller && p[key.reference()] == parent_ref)
             .and_then(|p| p.get("conditions"));
         parents.push(json!({
-            "parentRef": parent_ref,
+            key.reference(): parent_ref,
             "controllerName": controller,
             "conditions": conditions_json(&parent.conditions, status.generation, previous, now),
         }));
     }
-    json!({"parents": parents})
+    json!({key.list(): parents})
 }
 
 /// How many times one object's write is retried after a conflict (409), each time from
@@ -253,8 +293,13 @@ pub fn status_patch(current: Option<&Value>, desired: &Value) -> Option<Value> {
 
 /// Whether an HTTPRoute `status` has a `parents` entry written by `controller`.
 pub fn has_parents_of(status: Option<&Value>, controller: &str) -> bool {
+    has_entries_of(ParentsKey::Parents, status, controller)
+}
+
+/// Whether a `status` has a `key` entry written by `controller`.
+fn has_entries_of(key: ParentsKey, status: Option<&Value>, controller: &str) -> bool {
     status
-        .and_then(|s| s.get("parents"))
+        .and_then(|s| s.get(key.list()))
         .and_then(Value::as_array)
         .is_some_and(|p| p.iter().any(|p| p["controllerName"] == controller))
 }
@@ -284,7 +329,8 @@ with_status!(
     GrpcRoute,
     TcpRoute,
     TlsRoute,
-    UdpRoute
+    UdpRoute,
+    BackendTlsPolicy
 );
 
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
@@ -380,29 +426,79 @@ impl GatewayStatusWriter {
         };
         let informers = &self.informers;
         tally(
-            self.route_statuses(&informers.routes, "HTTPRoute", &of("HTTPRoute"), &now)
-                .await,
+            self.route_statuses(
+                &informers.routes,
+                "HTTPRoute",
+                ParentsKey::Parents,
+                &of("HTTPRoute"),
+                &now,
+            )
+            .await,
         );
         tally(
-            self.route_statuses(&informers.grpc_routes, "GRPCRoute", &of("GRPCRoute"), &now)
-                .await,
+            self.route_statuses(
+                &informers.grpc_routes,
+                "GRPCRoute",
+                ParentsKey::Parents,
+                &of("GRPCRoute"),
+                &now,
+            )
+            .await,
         );
         if let Some(informer) = &informers.tcp_routes {
             tally(
-                self.route_statuses(informer, "TCPRoute", &of("TCPRoute"), &now)
-                    .await,
+                self.route_statuses(
+                    informer,
+                    "TCPRoute",
+                    ParentsKey::Parents,
+                    &of("TCPRoute"),
+                    &now,
+                )
+                .await,
             );
         }
         if let Some(informer) = &informers.tls_routes {
             tally(
-                self.route_statuses(informer, "TLSRoute", &of("TLSRoute"), &now)
-                    .await,
+                self.route_statuses(
+                    informer,
+                    "TLSRoute",
+                    ParentsKey::Parents,
+                    &of("TLSRoute"),
+                    &now,
+                )
+                .await,
             );
         }
         if let Some(informer) = &informers.udp_routes {
             tally(
-                self.route_statuses(informer, "UDPRoute", &of("UDPRoute"), &now)
-                    .await,
+                self.route_statuses(
+                    informer,
+                    "UDPRoute",
+                    ParentsKey::Parents,
+                    &of("UDPRoute"),
+                    &now,
+                )
+                .await,
+            );
+        }
+        if let Some(informer) = &informers.backend_tls_policies {
+            let policies: Vec<RouteStatus> = (statuses.policies.iter())
+                .map(|p| RouteStatus {
+                    object: p.object.clone(),
+                    generation: p.generation,
+                    parents: p.ancestors.clone(),
+                })
+                .collect();
+            let policies: Vec<&RouteStatus> = policies.iter().collect();
+            tally(
+                self.route_statuses(
+                    informer,
+                    "BackendTLSPolicy",
+                    ParentsKey::Ancestors,
+                    &policies,
+                    &now,
+                )
+                .await,
             );
         }
         match first_error {
@@ -418,6 +514,7 @@ impl GatewayStatusWriter {
         &self,
         informer: &SharedIndexInformer<K>,
         kind: &'static str,
+        key: ParentsKey,
         routes: &[&RouteStatus],
         now: &str,
     ) -> anyhow::Result<usize>
@@ -442,15 +539,15 @@ impl GatewayStatusWriter {
         let mut listed = std::collections::HashSet::new();
         for route in routes {
             let object = &route.object;
-            let key = format!("{}/{}", object.namespace, object.name);
-            listed.insert(key.clone());
-            let Some(current) = informer.store().get_by_key(&key) else {
+            let cache_key = format!("{}/{}", object.namespace, object.name);
+            listed.insert(cache_key.clone());
+            let Some(current) = informer.store().get_by_key(&cache_key) else {
                 continue;
             };
             let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(route, old, &self.controller_name, now)
+                    parents_status(key, route, old, &self.controller_name, now)
                 })
                 .await,
             );
@@ -460,7 +557,7 @@ impl GatewayStatusWriter {
             let namespace = meta.namespace.clone().unwrap_or_default();
             let name = meta.name.clone().unwrap_or_default();
             if listed.contains(&format!("{namespace}/{name}"))
-                || !has_parents_of(current.status(), &self.controller_name)
+                || !has_entries_of(key, current.status(), &self.controller_name)
             {
                 continue;
             }
@@ -476,7 +573,7 @@ impl GatewayStatusWriter {
             let api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    route_status(&none, old, &self.controller_name, now)
+                    parents_status(key, &none, old, &self.controller_name, now)
                 })
                 .await,
             );

@@ -165,6 +165,7 @@ pub async fn optional_gateway_kinds(client: &kube::Client) -> crate::sources::Op
         tcp_route: has("TCPRoute"),
         tls_route: has("TLSRoute"),
         udp_route: has("UDPRoute"),
+        backend_tls_policy: has("BackendTLSPolicy"),
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::World;
 
-const CRDS: [&str; 8] = [
+const CRDS: [&str; 9] = [
     include_str!("../../../../deploy/gateway-api/gatewayclasses.yaml"),
     include_str!("../../../../deploy/gateway-api/gateways.yaml"),
     include_str!("../../../../deploy/gateway-api/httproutes.yaml"),
@@ -13,6 +13,7 @@ const CRDS: [&str; 8] = [
     include_str!("../../../../deploy/gateway-api/tlsroutes.yaml"),
     include_str!("../../../../deploy/gateway-api/udproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/referencegrants.yaml"),
+    include_str!("../../../../deploy/gateway-api/backendtlspolicies.yaml"),
 ];
 
 static CRDS_INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();

@@ -5,4 +5,5 @@
 
 pub(crate) mod balancer;
 pub(crate) mod pool;
+pub(crate) mod subject_alt_names;
 pub(crate) mod tls;

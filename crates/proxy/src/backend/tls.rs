@@ -41,8 +41,10 @@ impl TlsClients {
     /// is logged and left out (the backend then decides).
     pub(crate) fn new(table: &RouteTable, provider: &Arc<CryptoProvider>) -> TlsClients {
         let mut by_policy = HashMap::new();
-        for entry in table.entries() {
-            let Some(tls) = &entry.policy.upstream_tls else {
+        let of_routes = table.entries().iter().map(|e| &e.policy.upstream_tls);
+        let of_backends = table.backends().iter().map(|b| &b.tls);
+        for tls in of_routes.chain(of_backends) {
+            let Some(tls) = tls else {
                 continue;
             };
             let key = Arc::as_ptr(tls) as usize;
@@ -85,13 +87,24 @@ fn client_config(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> C
             let mut roots = RootCertStore::empty();
             let (added, ignored) = roots.add_parsable_certificates(tls.trusted.iter().cloned());
             if ignored > 0 || added == 0 {
-                warn!(secret = ?tls.secret.as_ref().map(ToString::to_string), added, ignored,
-                      "proxy-ssl-verify is on but the CA bundle has no usable certificate; \
-                       TLS to this backend will fail");
+                let source = tls
+                    .policy
+                    .as_ref()
+                    .or(tls.secret.as_ref())
+                    .map(ToString::to_string);
+                warn!(source = ?source, added, ignored,
+                      "backend certificates are to be verified but the CA bundle has no usable \
+                       certificate; TLS to this backend will fail");
             }
             match WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
                 .build()
             {
+                Ok(verifier) if !tls.subject_alt_names.is_empty() => {
+                    Arc::new(crate::backend::subject_alt_names::SubjectAltNames {
+                        chain: verifier,
+                        names: tls.subject_alt_names.clone(),
+                    })
+                }
                 Ok(verifier) => verifier,
                 // No roots at all: nothing can be trusted, so everything is refused.
                 Err(_) => Arc::new(Unverified {

@@ -243,6 +243,7 @@ mod tests {
                     endpoints: Vec::new(),
                     not_ready: 0,
                     protocol: None,
+                    tls: None,
                 }),
                 weight,
                 usable: true,

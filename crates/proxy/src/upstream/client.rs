@@ -95,8 +95,10 @@ pub(crate) fn target<'s>(
     protocol: UpstreamProtocol,
     policy: &'s Policy,
 ) -> Option<Target<'s>> {
-    let service = &snapshot.table.backends().get(id)?.service;
-    let route_tls = policy.upstream_tls.as_ref();
+    let backend = snapshot.table.backends().get(id)?;
+    let service = &backend.service;
+    // The route's `proxy-ssl-*`, else the Service port's BackendTLSPolicy.
+    let route_tls = policy.upstream_tls.as_ref().or(backend.tls.as_ref());
     let configs = snapshot.tls_clients.as_ref()?.get(route_tls);
     Some(Target {
         protocol,

@@ -16,8 +16,8 @@ use super::frontend_tls::{self, ClientAuth};
 use super::hostname;
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
 use super::status::{
-    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
-    RouteStatus,
+    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, PolicyStatus,
+    RouteParentStatus, RouteStatus,
 };
 use super::types::{
     BackendObjectReference, GROUP, Gateway, GatewayClass, HttpRoute, HttpRouteRule, Listener,
@@ -371,6 +371,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             statuses.routes.push(status);
         }
         table.backends = backends.into_backends();
+        statuses.policies = self.policy_statuses(&routes, &statuses.routes);
 
         // 4. Gateway statuses, now that attached routes are counted.
         for (g, gateway) in gateways.iter().enumerate() {
@@ -537,6 +538,87 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
         add_certificates(table, certs);
         statuses
+    }
+
+    /// BackendTLSPolicy statuses: a policy's ancestors are the Gateways of ours that accept
+    /// a route sending to a Service it targets.
+    fn policy_statuses(&self, routes: &[RouteIn], statuses: &[RouteStatus]) -> Vec<PolicyStatus> {
+        let outcomes = &self.services.backend_tls().outcomes;
+        if outcomes.is_empty() {
+            return Vec::new();
+        }
+        let status_of: HashMap<(&str, &str, &str), &RouteStatus> = statuses
+            .iter()
+            .map(|s| {
+                let o = &s.object;
+                ((o.kind, o.namespace.as_str(), o.name.as_str()), s)
+            })
+            .collect();
+        // (namespace, Service) -> Gateways (namespace, name).
+        let mut gateways_of: HashMap<(&str, &str), std::collections::BTreeSet<(String, String)>> =
+            HashMap::new();
+        for route in routes {
+            let (namespace, name) = meta_name(&route.route.metadata);
+            let Some(status) = status_of.get(&(route.kind, namespace, name)) else {
+                continue;
+            };
+            let accepted: Vec<(String, String)> = (status.parents.iter())
+                .filter(|p| {
+                    p.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Accepted" && c.status)
+                })
+                .map(|p| {
+                    let ns = p.parent_ref.namespace.as_deref().unwrap_or(namespace);
+                    (ns.to_owned(), p.parent_ref.name.clone())
+                })
+                .collect();
+            let refs = route.route.spec.rules.iter().flat_map(|r| &r.backend_refs);
+            for r in refs {
+                let b = &r.backend;
+                if !b.group.as_deref().unwrap_or("").is_empty()
+                    || b.kind.as_deref().unwrap_or("Service") != "Service"
+                {
+                    continue;
+                }
+                let ns = b.namespace.as_deref().unwrap_or(namespace);
+                gateways_of
+                    .entry((ns, b.name.as_str()))
+                    .or_default()
+                    .extend(accepted.iter().cloned());
+            }
+        }
+        outcomes
+            .iter()
+            .filter_map(|outcome| {
+                let gateways: std::collections::BTreeSet<&(String, String)> = (outcome.services)
+                    .iter()
+                    .filter_map(|(ns, svc)| gateways_of.get(&(ns.as_str(), svc.as_str())))
+                    .flatten()
+                    .collect();
+                if gateways.is_empty() {
+                    return None;
+                }
+                Some(PolicyStatus {
+                    object: outcome.object.clone(),
+                    generation: outcome.generation,
+                    ancestors: gateways
+                        .into_iter()
+                        .map(|(ns, name)| RouteParentStatus {
+                            parent_ref: ParentReference {
+                                group: Some(GROUP.to_owned()),
+                                kind: Some("Gateway".to_owned()),
+                                namespace: Some(ns.clone()),
+                                name: name.clone(),
+                                section_name: None,
+                                port: None,
+                            },
+                            conditions: outcome.conditions.clone(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
     }
 
     /// The addresses of `gateways` (in namespace/name order), assigned oldest first.

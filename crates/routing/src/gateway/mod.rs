@@ -28,6 +28,7 @@
 //! with Ingress: no matching rule means 404.
 
 mod addresses;
+pub(crate) mod backend_tls;
 pub(crate) mod compile;
 mod cors;
 mod frontend_tls;
@@ -41,7 +42,7 @@ mod types;
 
 pub use addresses::AddressPool;
 pub use status::{
-    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, RouteParentStatus,
-    RouteStatus,
+    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, PolicyStatus,
+    RouteParentStatus, RouteStatus,
 };
 pub use types::*;

@@ -118,6 +118,20 @@ pub struct GatewayStatuses {
     pub gateways: Vec<GatewayStatus>,
     /// HTTPRoutes with at least one parentRef to one of those Gateways.
     pub routes: Vec<RouteStatus>,
+    /// BackendTLSPolicies that apply to traffic of those Gateways.
+    pub policies: Vec<PolicyStatus>,
+}
+
+/// A policy's status (`status.ancestors[]`): one entry per Gateway of ours whose routes
+/// send to what it targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyStatus {
+    /// The policy (kind `BackendTLSPolicy`).
+    pub object: ObjectRef,
+    /// `metadata.generation`: every ancestor's `observedGeneration`.
+    pub generation: Option<i64>,
+    /// `ancestorRef` (a Gateway) and its `Accepted` and `ResolvedRefs` conditions.
+    pub ancestors: Vec<RouteParentStatus>,
 }
 
 impl GatewayStatuses {

@@ -65,6 +65,7 @@ serialize_object!(TcpRoute, metadata, spec; status);
 serialize_object!(TlsRoute, metadata, spec; status);
 serialize_object!(UdpRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
+serialize_object!(BackendTlsPolicy, metadata, spec; status);
 
 resource!(
     GatewayClass,
@@ -113,6 +114,13 @@ resource!(
     "v1",
     "UDPRoute",
     "udproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    BackendTlsPolicy,
+    "v1",
+    "BackendTLSPolicy",
+    "backendtlspolicies",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -939,4 +947,85 @@ mod tests {
         assert_eq!(json["status"], serde_json::json!({"conditions": []}));
         assert_eq!(json["kind"], "GatewayClass");
     }
+}
+
+/// `BackendTLSPolicy`: how the Gateway connects to a Service's port over TLS (Gateway API
+/// `BackendTLSPolicy`): the CA certificates its certificate must chain to and the name it
+/// is checked against and sent as SNI.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicy {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: BackendTlsPolicySpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `BackendTLSPolicy.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicySpec {
+    /// The Services (and ports, by `sectionName`) it applies to.
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    /// How the backend's certificate is checked.
+    #[serde(default)]
+    pub validation: BackendTlsValidation,
+}
+
+/// `targetRefs[]` of a policy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTargetReference {
+    /// `""` for core.
+    #[serde(default)]
+    pub group: String,
+    /// `Service`.
+    #[serde(default)]
+    pub kind: String,
+    /// The Service's name (in the policy's namespace).
+    #[serde(default)]
+    pub name: String,
+    /// A port name; `None`: every port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+/// `BackendTLSPolicy.spec.validation`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsValidation {
+    /// ConfigMaps (in the policy's namespace) whose `ca.crt` holds the CA certificates.
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    /// `System`: the system's trust store instead of `caCertificateRefs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub well_known_ca_certificates: Option<String>,
+    /// The SNI sent, and the name the certificate must carry unless `subjectAltNames` is
+    /// given.
+    #[serde(default)]
+    pub hostname: String,
+    /// Names of which the certificate must carry one (instead of `hostname`).
+    #[serde(default)]
+    pub subject_alt_names: Vec<SubjectAltNameSpec>,
+}
+
+/// `subjectAltNames[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectAltNameSpec {
+    /// `Hostname` or `URI`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// For `Hostname`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// For `URI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }

@@ -92,7 +92,17 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         .collect();
     ingresses.sort_by(|a, b| a.age.cmp(&b.age));
 
-    let services = ServiceIndex::new(
+    let config_maps: HashMap<(&str, &str), _> = inputs
+        .config_maps
+        .iter()
+        .filter(|c| watched(&c.metadata))
+        .map(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or("");
+            ((ns, c.metadata.name.as_deref().unwrap_or("")), &**c)
+        })
+        .collect();
+
+    let mut services = ServiceIndex::new(
         inputs
             .services
             .iter()
@@ -109,6 +119,11 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
             .filter(|e| watched(&e.metadata))
             .map(|e| &**e),
     );
+    services.set_backend_tls(crate::gateway::backend_tls::resolve(
+        &inputs.backend_tls_policies,
+        &config_maps,
+        watched,
+    ));
     let secrets: HashMap<(&str, &str), _> = inputs
         .secrets
         .iter()
@@ -116,16 +131,6 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         .map(|s| {
             let ns = s.metadata.namespace.as_deref().unwrap_or("");
             ((ns, s.metadata.name.as_deref().unwrap_or("")), &**s)
-        })
-        .collect();
-
-    let config_maps: HashMap<(&str, &str), _> = inputs
-        .config_maps
-        .iter()
-        .filter(|c| watched(&c.metadata))
-        .map(|c| {
-            let ns = c.metadata.namespace.as_deref().unwrap_or("");
-            ((ns, c.metadata.name.as_deref().unwrap_or("")), &**c)
         })
         .collect();
 
@@ -1447,6 +1452,7 @@ fn build_table(
             endpoints: Vec::new(),
             not_ready: 0,
             protocol: None,
+            tls: None,
         });
         registry.push(service, Some(resolved));
     }
