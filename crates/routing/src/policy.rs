@@ -149,6 +149,9 @@ pub struct Policy {
     /// One try towards an endpoint must take no longer (Gateway API
     /// `timeouts.backendRequest`); 504 when the last one does.
     pub backend_request_timeout: Option<Duration>,
+    /// The client certificate shown to the backend when it is connected to over TLS and
+    /// the route's TLS setting names none (a Gateway's `spec.tls.backend`).
+    pub backend_client_certificate: Option<Arc<crate::tls::TlsCertificate>>,
 }
 
 /// Gateway API `RequestRedirect`: the `Location` is the request's URL with these parts

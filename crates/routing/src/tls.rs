@@ -23,6 +23,16 @@ pub struct TlsCertificate {
     pub key: PrivateKeyDer<'static>,
 }
 
+impl PartialEq for TlsCertificate {
+    fn eq(&self, other: &Self) -> bool {
+        self.secret == other.secret
+            && self.cert_chain == other.cert_chain
+            && self.key.secret_der() == other.key.secret_der()
+    }
+}
+
+impl Eq for TlsCertificate {}
+
 /// Key of the certificate chain in a TLS Secret.
 pub const TLS_CERT_KEY: &str = "tls.crt";
 /// Key of the private key in a TLS Secret.

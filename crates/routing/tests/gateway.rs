@@ -2189,3 +2189,89 @@ fn backend_tls_policies_attach_to_service_ports() {
         ]
     );
 }
+
+/// Gateway API `GatewayBackendClientCertificate` and conformance
+/// GatewayInvalidTLSBackendConfiguration: the Gateway's `spec.tls.backend` certificate goes
+/// with its routes' entries (shown to backends connected to over TLS); a reference that
+/// cannot be used is the Gateway's `ResolvedRefs: False` while it stays Accepted.
+#[test]
+fn gateway_backend_client_certificate() {
+    let with_backend_cert = |name: &str, cert_ref: Value| {
+        let mut gw: Gateway =
+            (*gateway("default", name, json!([http_listener("http", None)]))).clone();
+        gw.spec.tls =
+            serde_json::from_value(json!({"backend": {"clientCertificateRef": cert_ref}}))
+                .expect("tls");
+        Arc::new(gw)
+    };
+    let mut inputs = world(
+        vec![
+            with_backend_cert("ok", json!({"name": "client"})),
+            with_backend_cert("missing", json!({"name": "nope"})),
+            with_backend_cert("kind", json!({"kind": "ConfigMap", "name": "client"})),
+            with_backend_cert("grant", json!({"name": "client", "namespace": "other"})),
+        ],
+        vec![route(
+            "default",
+            "r",
+            1,
+            json!({"parentRefs": [{"name": "ok"}], "hostnames": ["a.example"],
+                   "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        )],
+    );
+    inputs.secrets = vec![
+        tls_secret("default", "client", CERT_PEM, PKCS8_PEM),
+        tls_secret("other", "client", CERT_PEM, PKCS8_PEM),
+    ];
+    let out = compiled(&inputs);
+    let gateway_conditions = |name: &str| {
+        let g = out
+            .gateway
+            .gateways
+            .iter()
+            .find(|g| g.gateway.object.name == name)
+            .unwrap();
+        conditions(&g.gateway.conditions)
+    };
+    assert_eq!(
+        gateway_conditions("ok"),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", true, "Programmed"),
+            ("ResolvedRefs", true, "ResolvedRefs")
+        ]
+    );
+    for (name, reason) in [
+        ("missing", "InvalidClientCertificateRef"),
+        ("kind", "InvalidClientCertificateRef"),
+        ("grant", "RefNotPermitted"),
+    ] {
+        assert_eq!(gateway_conditions(name)[0], ("Accepted", true, "Accepted"));
+        assert_eq!(
+            gateway_conditions(name)[2],
+            ("ResolvedRefs", false, reason),
+            "{name}"
+        );
+    }
+    let headers = Headers(Vec::new());
+    let info = RequestInfo {
+        listener: None,
+        https: false,
+        host: "a.example",
+        path: "/",
+        query: "",
+        method: "GET",
+        headers: &headers,
+    };
+    let entry = out
+        .table
+        .route_request(&info)
+        .map(|id| out.table.entry(id))
+        .expect("routed");
+    let cert = entry
+        .policy
+        .backend_client_certificate
+        .as_ref()
+        .expect("cert");
+    assert_eq!(cert.secret.to_string(), "Secret default/client");
+}

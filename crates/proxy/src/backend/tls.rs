@@ -14,7 +14,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use sluice_routing::{RouteTable, UpstreamTls};
+use sluice_routing::{RouteTable, TlsCertificate, UpstreamTls};
 use tracing::warn;
 
 /// The client configurations of one route setting: ALPN `http/1.1` and ALPN `h2`.
@@ -31,44 +31,73 @@ pub(crate) struct ClientConfigs {
 pub(crate) struct TlsClients {
     /// Routes without `proxy-ssl-*`: no verification, no SNI, no client certificate.
     default: ClientConfigs,
-    /// Keyed by the address of the route's `Arc<UpstreamTls>` (stable while the table
+    /// Keyed by the addresses of the route's `Arc<UpstreamTls>` and of the client
+    /// certificate its Gateway shows backends (each 0 when none; stable while the table
     /// lives).
-    by_policy: HashMap<usize, ClientConfigs>,
+    by_policy: HashMap<(usize, usize), ClientConfigs>,
+}
+
+/// The key of a TLS setting and a client certificate.
+fn key(tls: Option<&Arc<UpstreamTls>>, client: Option<&Arc<TlsCertificate>>) -> (usize, usize) {
+    (
+        tls.map_or(0, |t| Arc::as_ptr(t) as usize),
+        client.map_or(0, |c| Arc::as_ptr(c) as usize),
+    )
 }
 
 impl TlsClients {
-    /// Builds the configurations `table`'s routes use. A client certificate rustls refuses
-    /// is logged and left out (the backend then decides).
+    /// Builds the configurations `table`'s routes use: each route's `proxy-ssl-*` setting
+    /// and each BackendTLSPolicy of a Service port, with the client certificate of the
+    /// route's Gateway where it has one. A client certificate rustls refuses is logged and
+    /// left out (the backend then decides).
     pub(crate) fn new(table: &RouteTable, provider: &Arc<CryptoProvider>) -> TlsClients {
         let mut by_policy = HashMap::new();
-        let of_routes = table.entries().iter().map(|e| &e.policy.upstream_tls);
-        let of_backends = table.backends().iter().map(|b| &b.tls);
-        for tls in of_routes.chain(of_backends) {
-            let Some(tls) = tls else {
-                continue;
-            };
-            let key = Arc::as_ptr(tls) as usize;
-            if by_policy.contains_key(&key) {
-                continue;
+        let mut add = |tls: Option<&Arc<UpstreamTls>>, client: Option<&Arc<TlsCertificate>>| {
+            if tls.is_none() && client.is_none() {
+                return;
             }
-            by_policy.insert(key, configs(Some(tls), provider));
+            by_policy
+                .entry(key(tls, client))
+                .or_insert_with(|| configs(tls.map(|t| &**t), client.map(|c| &**c), provider));
+        };
+        for entry in table.entries() {
+            let client = entry.policy.backend_client_certificate.as_ref();
+            add(entry.policy.upstream_tls.as_ref(), client);
+            if client.is_some() {
+                add(None, client);
+                for backend in entry.forwarded_backends() {
+                    add(backend.tls.as_ref(), client);
+                }
+            }
+        }
+        for backend in table.backends() {
+            add(backend.tls.as_ref(), None);
         }
         TlsClients {
-            default: configs(None, provider),
+            default: configs(None, None, provider),
             by_policy,
         }
     }
 
-    /// The configurations for a route's setting.
-    pub(crate) fn get(&self, tls: Option<&Arc<UpstreamTls>>) -> &ClientConfigs {
-        tls.and_then(|tls| self.by_policy.get(&(Arc::as_ptr(tls) as usize)))
+    /// The configurations for a route's setting and its Gateway's client certificate.
+    pub(crate) fn get(
+        &self,
+        tls: Option<&Arc<UpstreamTls>>,
+        client: Option<&Arc<TlsCertificate>>,
+    ) -> &ClientConfigs {
+        self.by_policy
+            .get(&key(tls, client))
             .unwrap_or(&self.default)
     }
 }
 
-fn configs(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> ClientConfigs {
+fn configs(
+    tls: Option<&UpstreamTls>,
+    client: Option<&TlsCertificate>,
+    provider: &Arc<CryptoProvider>,
+) -> ClientConfigs {
     let build = |alpn: &[u8]| {
-        let mut config = client_config(tls, provider);
+        let mut config = client_config(tls, client, provider);
         config.alpn_protocols = vec![alpn.to_vec()];
         Arc::new(config)
     };
@@ -78,7 +107,12 @@ fn configs(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> ClientC
     }
 }
 
-fn client_config(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> ClientConfig {
+/// `client`: shown when `tls` names no client certificate of its own.
+fn client_config(
+    tls: Option<&UpstreamTls>,
+    client: Option<&TlsCertificate>,
+    provider: &Arc<CryptoProvider>,
+) -> ClientConfig {
     let builder = ClientConfig::builder_with_provider(Arc::clone(provider))
         .with_safe_default_protocol_versions()
         .expect("the ring provider supports the default protocol versions");
@@ -121,7 +155,7 @@ fn client_config(tls: Option<&UpstreamTls>, provider: &Arc<CryptoProvider>) -> C
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let client = tls.and_then(|t| t.client.as_ref());
+    let client = tls.and_then(|t| t.client.as_deref()).or(client);
     let mut config = match client {
         Some(cert) => {
             match builder

@@ -133,7 +133,7 @@ async fn ask<'a, F: Fields<'a> + Sync>(
     let request = subrequest(auth, original)?;
     let configs = match (tls, &snapshot.tls_clients) {
         (false, _) => None,
-        (true, Some(clients)) => Some(clients.get(None)),
+        (true, Some(clients)) => Some(clients.get(None, None)),
         (true, None) => return Err("no TLS configuration".to_owned()),
     };
     let server_name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok();

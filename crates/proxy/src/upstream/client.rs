@@ -99,7 +99,8 @@ pub(crate) fn target<'s>(
     let service = &backend.service;
     // The route's `proxy-ssl-*`, else the Service port's BackendTLSPolicy.
     let route_tls = policy.upstream_tls.as_ref().or(backend.tls.as_ref());
-    let configs = snapshot.tls_clients.as_ref()?.get(route_tls);
+    let client = policy.backend_client_certificate.as_ref();
+    let configs = snapshot.tls_clients.as_ref()?.get(route_tls, client);
     Some(Target {
         protocol,
         tls: protocol.tls().then_some(configs),

@@ -92,6 +92,10 @@ enum Site {
     Own(SocketAddr, Proto),
 }
 
+/// Where a route is served: the site, the listener's port, a host name, and the client
+/// certificate its Gateway shows backends (`spec.tls.backend`).
+type Served = (Site, u16, HostPattern, Option<Arc<TlsCertificate>>);
+
 /// `allowedRoutes.namespaces.from`.
 enum AllowedFrom<'a> {
     Same,
@@ -121,6 +125,8 @@ struct OurListener<'a> {
     attached: i32,
     /// An HTTPS listener's client certificate validation (`spec.tls.frontend`).
     client_auth: Option<ClientAuth>,
+    /// The client certificate its Gateway shows backends (`spec.tls.backend`).
+    backend_client: Option<Arc<TlsCertificate>>,
 }
 
 /// The Gateway API part of a compilation.
@@ -262,10 +268,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut listeners: Vec<OurListener<'_>> = Vec::new();
         let mut certs: Vec<(HostPattern, Arc<TlsCertificate>)> = Vec::new();
         let mut loaded: HashMap<(String, String), Arc<TlsCertificate>> = HashMap::new();
+        let mut backend_clients = Vec::with_capacity(gateways.len());
         for (g, gateway) in gateways.iter().enumerate() {
             let first = listeners.len();
+            let backend_client = self.backend_client_certificate(gateway, &mut loaded);
             for spec in &gateway.spec.listeners {
                 let mut listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
+                listener.backend_client = backend_client.as_ref().ok().cloned().flatten();
                 // A Gateway that is not accepted (parameters sluice cannot honour) serves
                 // nothing and takes no routes.
                 if has_parameters(gateway) {
@@ -317,6 +326,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 }
                 listeners.push(listener);
             }
+            backend_clients.push(backend_client);
             conflicts(&mut listeners[first..]);
             for listener in &mut listeners[first..] {
                 if !listener.usable {
@@ -442,6 +452,17 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 ),
             };
             let mut conditions = vec![accepted, programmed];
+            match &backend_clients[g] {
+                Ok(None) => {}
+                Ok(Some(_)) => conditions.push(Condition::yes(
+                    "ResolvedRefs",
+                    "ResolvedRefs",
+                    "spec.tls.backend.clientCertificateRef resolved",
+                )),
+                Err((reason, message)) => {
+                    conditions.push(Condition::no("ResolvedRefs", reason, message.clone()))
+                }
+            }
             if frontend_tls::insecure_fallback(gateway) {
                 conditions.push(Condition::yes(
                     "InsecureFrontendValidationMode",
@@ -830,7 +851,35 @@ impl<'a> GatewayCompiler<'_, 'a> {
             conditions,
             attached: 0,
             client_auth,
+            backend_client: None,
         }
+    }
+
+    /// The client certificate `gateway` shows backends that ask for one
+    /// (`spec.tls.backend.clientCertificateRef`, Gateway API
+    /// `GatewayBackendClientCertificate`); `Ok(None)` when it names none. A reference that
+    /// cannot be used is the Gateway's `ResolvedRefs: False`; its routes then connect
+    /// without a client certificate, and a backend that requires one refuses them.
+    fn backend_client_certificate(
+        &self,
+        gateway: &Gateway,
+        loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
+    ) -> Result<Option<Arc<TlsCertificate>>, (&'static str, String)> {
+        let Some(backend) = gateway.spec.tls.as_ref().and_then(|t| t.backend.as_ref()) else {
+            return Ok(None);
+        };
+        let Some(cert_ref) = &backend.client_certificate_ref else {
+            return Ok(None);
+        };
+        let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
+        self.certificate_ref(
+            namespace,
+            cert_ref,
+            "spec.tls.backend.clientCertificateRef",
+            "InvalidClientCertificateRef",
+            loaded,
+        )
+        .map(Some)
     }
 
     /// The certificate of an HTTPS listener (its first certificateRef).
@@ -854,13 +903,30 @@ impl<'a> GatewayCompiler<'_, 'a> {
             "InvalidCertificateRef",
             "tls.certificateRefs is empty".to_owned(),
         ))?;
+        self.certificate_ref(
+            namespace,
+            cert_ref,
+            "tls.certificateRefs[0]",
+            "InvalidCertificateRef",
+            loaded,
+        )
+    }
+
+    /// The `kubernetes.io/tls` Secret `cert_ref` (at `field` of an object of a Gateway in
+    /// `namespace`) names: a core Secret, permitted across namespaces by a ReferenceGrant,
+    /// present and usable. Errors are (`RefNotPermitted` or `invalid`, a sentence).
+    fn certificate_ref(
+        &self,
+        namespace: &str,
+        cert_ref: &super::types::SecretObjectReference,
+        field: &str,
+        invalid: &'static str,
+        loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
+    ) -> Result<Arc<TlsCertificate>, (&'static str, String)> {
         if !cert_ref.group.as_deref().unwrap_or("").is_empty()
             || cert_ref.kind.as_deref().unwrap_or("Secret") != "Secret"
         {
-            return Err((
-                "InvalidCertificateRef",
-                "tls.certificateRefs[0]: only core Secrets are supported".to_owned(),
-            ));
+            return Err((invalid, format!("{field}: only core Secrets are supported")));
         }
         let secret_ns = cert_ref.namespace.as_deref().unwrap_or(namespace);
         if secret_ns != namespace
@@ -876,7 +942,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             return Err((
                 "RefNotPermitted",
                 format!(
-                    "tls.certificateRefs[0]: Secret {secret_ns}/{} is in another namespace and no \
+                    "{field}: Secret {secret_ns}/{} is in another namespace and no \
                      ReferenceGrant there allows it",
                     cert_ref.name
                 ),
@@ -891,9 +957,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .get(&(secret_ns, cert_ref.name.as_str()))
             .ok_or_else(|| {
                 (
-                    "InvalidCertificateRef",
+                    invalid,
                     format!(
-                        "tls.certificateRefs[0]: Secret {secret_ns}/{} not found (or not of type \
+                        "{field}: Secret {secret_ns}/{} not found (or not of type \
                          kubernetes.io/tls)",
                         cert_ref.name
                     ),
@@ -902,9 +968,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let cert =
             parse_secret(secret, ObjectRef::secret(secret_ns, &cert_ref.name)).map_err(|why| {
                 (
-                    "InvalidCertificateRef",
+                    invalid,
                     format!(
-                        "tls.certificateRefs[0]: Secret {secret_ns}/{} is not usable: {why}",
+                        "{field}: Secret {secret_ns}/{} is not usable: {why}",
                         cert_ref.name
                     ),
                 )
@@ -993,7 +1059,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
         let mut statuses = Vec::new();
         // (proto, listener port, host names) the route is served on.
-        let mut served: Vec<(Site, u16, HostPattern)> = Vec::new();
+        let mut served: Vec<Served> = Vec::new();
         for (g, parent) in parents {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
@@ -1037,7 +1103,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         parent: &ParentReference,
         hosts: &[HostPattern],
         listeners: &mut [OurListener<'_>],
-        served: &mut Vec<(Site, u16, HostPattern)>,
+        served: &mut Vec<Served>,
     ) -> Condition {
         let (kind, route) = (input.kind, &*input.route);
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
@@ -1098,7 +1164,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .collect();
             for site in &listener.sites {
                 for host in &served_hosts {
-                    served.push((*site, port, host.clone()));
+                    served.push((*site, port, host.clone(), listener.backend_client.clone()));
                 }
             }
         }
@@ -1258,7 +1324,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         kind: &'static str,
         route: &HttpRoute,
         specs: &[HttpRouteRule],
-        served: &[(Site, u16, HostPattern)],
+        served: &[Served],
         backends: &mut BackendRegistry,
         streams: &mut HashMap<SocketAddr, StreamRoutes>,
     ) {
@@ -1273,7 +1339,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 terminate,
             })
         });
-        for (site, _, host) in served {
+        for (site, _, host, _) in served {
             let Site::Own(addr, proto) = site else {
                 continue;
             };
@@ -1305,7 +1371,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         route: &HttpRoute,
         specs: &[HttpRouteRule],
         rules: &[RuleOut],
-        served: &[(Site, u16, HostPattern)],
+        served: &[Served],
         builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
         backends: &mut BackendRegistry,
@@ -1314,8 +1380,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let namespace = route.metadata.namespace.as_deref().unwrap_or("");
         let source = object(kind, &route.metadata);
         let age = Age::of(&route.metadata);
-        // Entries are shared by the host names of one listener port.
-        let mut entry_of: HashMap<(usize, usize, u16), u32> = HashMap::new();
+        // Entries are shared by the host names of one listener port (and Gateways that
+        // show backends the same client certificate).
+        let mut entry_of: HashMap<(usize, usize, u16, usize), u32> = HashMap::new();
         for (r, (rule, spec)) in rules.iter().zip(specs).enumerate() {
             // Backends of the rule.
             let split = self.weighted(kind, namespace, &spec.backend_refs, backends);
@@ -1357,62 +1424,66 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 {
                     regexes.insert(p.clone(), re);
                 }
-                for (site, port, host) in served {
-                    let entry = *entry_of.entry((r, m, *port)).or_insert_with(|| {
-                        let mut policy: Policy = rule.policy.clone();
-                        policy.request_redirect =
-                            rule.redirect.as_ref().map(|spec| RequestRedirect {
-                                scheme: spec.scheme.clone(),
-                                hostname: spec.hostname.clone(),
-                                port: spec.port,
-                                path: spec.path.as_ref().map(|p| p.for_match(&matched.path)),
-                                status: spec.status,
-                                listener_port: *port,
-                            });
-                        policy.path_rewrite = rule
-                            .rewrite_path
-                            .as_ref()
-                            .map(|p| p.for_match(&matched.path));
-                        let mut split = split.clone();
-                        for (target, edits) in split.iter_mut().zip(&rule.backend_edits) {
-                            let Some(edits) = edits else { continue };
-                            // The entry of requests drawn for this backend: the rule's,
-                            // with the backendRef's filters after the rule's.
-                            target.entry = Some(table.entries.len());
+                for (site, port, host, client) in served {
+                    let client_key = client.as_ref().map_or(0, |c| Arc::as_ptr(c) as usize);
+                    let entry = *entry_of
+                        .entry((r, m, *port, client_key))
+                        .or_insert_with(|| {
+                            let mut policy: Policy = rule.policy.clone();
+                            policy.backend_client_certificate = client.clone();
+                            policy.request_redirect =
+                                rule.redirect.as_ref().map(|spec| RequestRedirect {
+                                    scheme: spec.scheme.clone(),
+                                    hostname: spec.hostname.clone(),
+                                    port: spec.port,
+                                    path: spec.path.as_ref().map(|p| p.for_match(&matched.path)),
+                                    status: spec.status,
+                                    listener_port: *port,
+                                });
+                            policy.path_rewrite = rule
+                                .rewrite_path
+                                .as_ref()
+                                .map(|p| p.for_match(&matched.path));
+                            let mut split = split.clone();
+                            for (target, edits) in split.iter_mut().zip(&rule.backend_edits) {
+                                let Some(edits) = edits else { continue };
+                                // The entry of requests drawn for this backend: the rule's,
+                                // with the backendRef's filters after the rule's.
+                                target.entry = Some(table.entries.len());
+                                table.entries.push(RouteEntry {
+                                    backend: Arc::clone(&target.backend),
+                                    policy: Arc::new(edits.applied_to(&policy)),
+                                    source: source.clone(),
+                                    rewrite: None,
+                                    fallback: None,
+                                    canary: None,
+                                    split: Vec::new(),
+                                    fixed_status: None,
+                                    mirrors: mirrors.clone(),
+                                    rule: Some(RuleIndex {
+                                        rule: r,
+                                        matched: m,
+                                    }),
+                                });
+                            }
+                            let id = table.entries.len() as u32;
                             table.entries.push(RouteEntry {
-                                backend: Arc::clone(&target.backend),
-                                policy: Arc::new(edits.applied_to(&policy)),
+                                backend: Arc::clone(&backend),
+                                policy: Arc::new(policy),
                                 source: source.clone(),
                                 rewrite: None,
                                 fallback: None,
                                 canary: None,
-                                split: Vec::new(),
-                                fixed_status: None,
+                                split,
+                                fixed_status,
                                 mirrors: mirrors.clone(),
                                 rule: Some(RuleIndex {
                                     rule: r,
                                     matched: m,
                                 }),
                             });
-                        }
-                        let id = table.entries.len() as u32;
-                        table.entries.push(RouteEntry {
-                            backend: Arc::clone(&backend),
-                            policy: Arc::new(policy),
-                            source: source.clone(),
-                            rewrite: None,
-                            fallback: None,
-                            canary: None,
-                            split,
-                            fixed_status,
-                            mirrors: mirrors.clone(),
-                            rule: Some(RuleIndex {
-                                rule: r,
-                                matched: m,
-                            }),
+                            id
                         });
-                        id
-                    });
                     let candidate = Candidate {
                         method: matched.method.as_deref().map(Into::into),
                         headers: build_conditions(&matched.headers),

@@ -205,7 +205,17 @@ pub struct GatewayTls {
     pub frontend: Option<FrontendTls>,
     /// `backend`: what the Gateway shows backends that ask for a client certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<serde_json::Value>,
+    pub backend: Option<GatewayBackendTls>,
+}
+
+/// `Gateway.spec.tls.backend`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayBackendTls {
+    /// A `kubernetes.io/tls` Secret: the client certificate shown to backends connected to
+    /// over TLS that ask for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate_ref: Option<SecretObjectReference>,
 }
 
 /// `Gateway.spec.tls.frontend`: a default for every TLS port, and per-port settings that
