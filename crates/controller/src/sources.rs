@@ -15,8 +15,8 @@ use sluice_informer::{
 };
 use sluice_routing::Inputs;
 use sluice_routing::gateway::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
-    TlsRoute, UdpRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
+    TcpRoute, TlsRoute, UdpRoute,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -71,6 +71,8 @@ pub struct GatewayInformers {
     pub tls_routes: Option<SharedIndexInformer<TlsRoute>>,
     /// gateway.networking.k8s.io/v1 UDPRoute, where the cluster serves it.
     pub udp_routes: Option<SharedIndexInformer<UdpRoute>>,
+    /// gateway.networking.k8s.io/v1 ListenerSet, where the cluster serves it.
+    pub listener_sets: Option<SharedIndexInformer<ListenerSet>>,
     /// gateway.networking.k8s.io/v1 BackendTLSPolicy, where the cluster serves it.
     pub backend_tls_policies: Option<SharedIndexInformer<BackendTlsPolicy>>,
     /// gateway.networking.k8s.io/v1beta1 ReferenceGrant.
@@ -94,6 +96,8 @@ pub struct OptionalKinds {
     pub udp_route: bool,
     /// v1 BackendTLSPolicy is served (standard channel since Gateway API v1.4).
     pub backend_tls_policy: bool,
+    /// v1 ListenerSet is served (standard channel since Gateway API v1.5).
+    pub listener_set: bool,
 }
 
 /// `Api<K>` in `ns`, or in every namespace.
@@ -129,6 +133,9 @@ impl GatewayInformers {
             backend_tls_policies: optional
                 .backend_tls_policy
                 .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
+            listener_sets: optional
+                .listener_set
+                .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
@@ -162,6 +169,9 @@ impl GatewayInformers {
             all.push(Arc::new(i.clone()));
         }
         if let Some(i) = &self.backend_tls_policies {
+            all.push(Arc::new(i.clone()));
+        }
+        if let Some(i) = &self.listener_sets {
             all.push(Arc::new(i.clone()));
         }
         all
@@ -213,6 +223,7 @@ pub fn manifest_kinds() -> Kinds {
         .with::<TlsRoute>()
         .with::<UdpRoute>()
         .with::<BackendTlsPolicy>()
+        .with::<ListenerSet>()
         .with::<ReferenceGrant>()
         .with::<Namespace>()
         .with::<ConfigMap>()
@@ -333,6 +344,7 @@ impl IngressInformers {
                     dir.source::<BackendTlsPolicy>(),
                     None,
                 )),
+                listener_sets: Some(SharedIndexInformer::new(dir.source::<ListenerSet>(), None)),
                 grants: SharedIndexInformer::new(dir.source::<ReferenceGrant>(), None),
                 namespaces: SharedIndexInformer::new(dir.source::<Namespace>(), None),
                 config_maps: projected(
@@ -502,6 +514,11 @@ impl IngressInformers {
             namespaces: self
                 .gateway()
                 .map(|g| g.namespaces.store().list())
+                .unwrap_or_default(),
+            listener_sets: self
+                .gateway()
+                .and_then(|g| g.listener_sets.as_ref())
+                .map(|i| i.store().list())
                 .unwrap_or_default(),
             backend_tls_policies: self
                 .gateway()

@@ -7,8 +7,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use crate::gateway::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
-    TlsRoute, UdpRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
+    TcpRoute, TlsRoute, UdpRoute,
 };
 use crate::refs::ObjectRef;
 
@@ -44,6 +44,8 @@ pub struct Inputs {
     pub udp_routes: Vec<Arc<UdpRoute>>,
     /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    /// Gateway API ListenerSets.
+    pub listener_sets: Vec<Arc<ListenerSet>>,
     /// Gateway API BackendTLSPolicies.
     pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
     /// core/v1 ConfigMaps holding CA certificates (`ca.crt`), for Gateway API's

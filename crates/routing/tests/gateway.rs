@@ -2275,3 +2275,139 @@ fn gateway_backend_client_certificate() {
         .expect("cert");
     assert_eq!(cert.secret.to_string(), "Secret default/client");
 }
+
+fn listener_set(
+    ns: &str,
+    name: &str,
+    age: u32,
+    listeners: Value,
+) -> Arc<sluice_routing::gateway::ListenerSet> {
+    from(json!({
+        "metadata": {"namespace": ns, "name": name, "generation": 3, "creationTimestamp": ts(age)},
+        "spec": {"parentRef": {"name": "gw", "namespace": "default"}, "listeners": listeners}}))
+}
+
+/// Gateway API ListenerSet and its conformance tests (ListenerSetDefaultNotAllowed,
+/// -AllowedNamespaceSame, -HTTPRouting, -HostnameConflict, -ProtocolConflict): a Gateway
+/// takes none unless `allowedListeners` says so; a ListenerSet's listeners serve the routes
+/// naming the ListenerSet, not those naming the Gateway; a listener that clashes with an
+/// earlier one (the Gateway's, then older ListenerSets') is refused alone.
+#[test]
+fn listener_sets_add_listeners_to_gateways_that_allow_them() {
+    let http = |name: &str, host: &str| {
+        json!({"name": name, "port": 80, "protocol": "HTTP", "hostname": host,
+               "allowedRoutes": {"namespaces": {"from": "All"}}})
+    };
+    let mut gw: Gateway = (*gateway("default", "gw", json!([http("own", "gw.example")]))).clone();
+    let routes = vec![
+        route(
+            "default",
+            "to-gateway",
+            1,
+            json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
+        ),
+        route(
+            "default",
+            "to-set",
+            2,
+            json!({"parentRefs": [{"kind": "ListenerSet", "name": "a"}],
+                   "rules": [{"backendRefs": [backend("api", 80)]}]}),
+        ),
+    ];
+    let sets = vec![
+        listener_set(
+            "default",
+            "a",
+            1,
+            json!([http("a", "a.example"), http("clash", "gw.example"),
+                   {"name": "tcp", "port": 80, "protocol": "TCP"}]),
+        ),
+        listener_set("default", "b", 2, json!([http("b", "a.example")])),
+        listener_set("other", "c", 3, json!([http("c", "c.example")])),
+    ];
+
+    // Not allowed by default.
+    let mut inputs = world(vec![Arc::new(gw.clone())], routes.clone());
+    inputs.listener_sets = sets.clone();
+    let out = compiled(&inputs);
+    for set in &out.gateway.listener_sets {
+        assert_eq!(
+            conditions(&set.listener_set.conditions),
+            [
+                ("Accepted", false, "NotAllowed"),
+                ("Programmed", false, "NotAllowed")
+            ]
+        );
+    }
+    assert_eq!(answer(&out.table, &get("a.example", "/")), None);
+
+    gw.spec.allowed_listeners =
+        serde_json::from_value(json!({"namespaces": {"from": "Same"}})).expect("allowed");
+    let mut inputs = world(vec![Arc::new(gw)], routes);
+    inputs.listener_sets = sets;
+    let out = compiled(&inputs);
+    let set = |name: &str| {
+        out.gateway
+            .listener_sets
+            .iter()
+            .find(|s| s.listener_set.object.name == name)
+            .unwrap()
+    };
+    assert_eq!(
+        conditions(&set("a").listener_set.conditions),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", true, "Programmed")
+        ]
+    );
+    let listener = |s: &str, l: &str| {
+        conditions(
+            &set(s)
+                .listeners
+                .iter()
+                .find(|x| x.name == l)
+                .unwrap()
+                .conditions,
+        )
+    };
+    assert_eq!(listener("a", "a")[0], ("Accepted", true, "Accepted"));
+    assert_eq!(set("a").listeners[0].attached_routes, 1);
+    // Clashes with the Gateway's own listener: refused alone, the Gateway keeps its own.
+    assert_eq!(
+        listener("a", "clash")[0],
+        ("Accepted", false, "HostnameConflict")
+    );
+    assert_eq!(
+        listener("a", "tcp")[0],
+        ("Accepted", false, "ProtocolConflict")
+    );
+    // `b` names the host `a` has: the older one keeps it, `b` has no valid listener.
+    assert_eq!(
+        conditions(&set("b").listener_set.conditions),
+        [
+            ("Accepted", false, "ListenersNotValid"),
+            ("Programmed", false, "ListenersNotValid")
+        ]
+    );
+    assert_eq!(
+        conditions(&set("c").listener_set.conditions)[0],
+        ("Accepted", false, "NotAllowed")
+    );
+    let gateway = &out.gateway.gateways[0];
+    assert_eq!(gateway.attached_listener_sets, Some(1));
+    assert_eq!(
+        gateway.listeners.len(),
+        1,
+        "the Gateway lists its own listeners only"
+    );
+    assert_eq!(gateway.listeners[0].attached_routes, 1);
+    // Each route on its own parent's listeners only.
+    assert_eq!(
+        answer(&out.table, &get("a.example", "/")).as_deref(),
+        Some("to-set->api")
+    );
+    assert_eq!(
+        answer(&out.table, &get("gw.example", "/")).as_deref(),
+        Some("to-gateway->web")
+    );
+}

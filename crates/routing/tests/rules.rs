@@ -1344,6 +1344,7 @@ fn empty_and_skeletal_objects_never_panic() {
         secrets: vec![Arc::new(Default::default())],
         config_maps: vec![Arc::new(Default::default())],
         backend_tls_policies: vec![Arc::new(Default::default())],
+        listener_sets: vec![Arc::new(Default::default())],
         gateway_classes: vec![Arc::new(Default::default())],
         gateways: vec![Arc::new(Default::default())],
         http_routes: vec![Arc::new(Default::default())],

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
     BackendTlsPolicy, Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute,
-    HttpRoute, ObjectStatus, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
+    HttpRoute, ListenerSet, ListenerSetStatus, ListenerStatus, ObjectStatus, RouteStatus, TcpRoute,
+    TlsRoute, UdpRoute,
 };
 
 use crate::sources::GatewayInformers;
@@ -108,6 +109,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRetryBackendTimeout",
     "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
@@ -139,32 +141,7 @@ pub fn gateway_status(
     addresses: &[String],
     now: &str,
 ) -> Value {
-    let old_listener = |name: &str| {
-        old.and_then(|o| o.get("listeners"))
-            .and_then(Value::as_array)
-            .and_then(|l| l.iter().find(|l| l["name"] == name))
-            .and_then(|l| l.get("conditions"))
-    };
-    let listeners: Vec<Value> = status
-        .listeners
-        .iter()
-        .map(|l| {
-            json!({
-                "name": l.name,
-                "attachedRoutes": l.attached_routes,
-                "supportedKinds": l.supported_kinds.iter().map(|k| json!({
-                    "group": k.group.as_deref().unwrap_or(sluice_routing::gateway::GROUP),
-                    "kind": k.kind,
-                })).collect::<Vec<_>>(),
-                "conditions": conditions_json(
-                    &l.conditions,
-                    status.gateway.generation,
-                    old_listener(&l.name),
-                    now,
-                ),
-            })
-        })
-        .collect();
+    let listeners = listeners_json(&status.listeners, status.gateway.generation, old, now);
     // A Gateway with addresses of its own publishes those; one on the shared listeners the
     // proxy's (as Ingresses do).
     let own: Option<Vec<String>> = status
@@ -196,7 +173,54 @@ pub fn gateway_status(
     if !addresses.is_empty() {
         out["addresses"] = Value::Array(addresses);
     }
+    if let Some(attached) = status.attached_listener_sets {
+        out["attachedListenerSets"] = json!(attached);
+    }
     out
+}
+
+/// ListenerSet `status`: conditions and listeners.
+pub fn listener_set_status(status: &ListenerSetStatus, old: Option<&Value>, now: &str) -> Value {
+    let generation = status.listener_set.generation;
+    json!({
+        "conditions": conditions_json(
+            &status.listener_set.conditions,
+            generation,
+            old.and_then(|o| o.get("conditions")),
+            now,
+        ),
+        "listeners": listeners_json(&status.listeners, generation, old, now),
+    })
+}
+
+/// `status.listeners` of a Gateway or ListenerSet, each listener's condition times kept
+/// from `old` while they hold.
+fn listeners_json(
+    listeners: &[ListenerStatus],
+    generation: Option<i64>,
+    old: Option<&Value>,
+    now: &str,
+) -> Vec<Value> {
+    let old_listener = |name: &str| {
+        old.and_then(|o| o.get("listeners"))
+            .and_then(Value::as_array)
+            .and_then(|l| l.iter().find(|l| l["name"] == name))
+            .and_then(|l| l.get("conditions"))
+    };
+    listeners
+        .iter()
+        .map(|l| {
+            json!({
+                "name": l.name,
+                "attachedRoutes": l.attached_routes,
+                "supportedKinds": l.supported_kinds.iter().map(|k| json!({
+                    "group": k.group.as_deref().unwrap_or(sluice_routing::gateway::GROUP),
+                    "kind": k.kind,
+                })).collect::<Vec<_>>(),
+                "conditions": conditions_json(&l.conditions, generation, old_listener(&l.name), now),
+            })
+        })
+        .collect()
 }
 
 /// Where a status lists its Gateways: a route's `parents[].parentRef`, a policy's
@@ -331,7 +355,8 @@ with_status!(
     TcpRoute,
     TlsRoute,
     UdpRoute,
-    BackendTlsPolicy
+    BackendTlsPolicy,
+    ListenerSet
 );
 
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
@@ -415,6 +440,20 @@ impl GatewayStatusWriter {
                 })
                 .await,
             );
+        }
+        if let Some(informer) = &self.informers.listener_sets {
+            for set in &statuses.listener_sets {
+                let object = &set.listener_set.object;
+                let key = format!("{}/{}", object.namespace, object.name);
+                let Some(current) = informer.store().get_by_key(&key) else {
+                    continue;
+                };
+                let api: Api<ListenerSet> = Api::namespaced(self.client.clone(), &object.namespace);
+                tally(
+                    self.write(&api, &current, |old| listener_set_status(set, old, &now))
+                        .await,
+                );
+            }
         }
         // Each kind's routes: written, then our entries taken out of those the compiler
         // no longer lists (no parentRef names a Gateway of ours any more), leaving others'.
@@ -718,6 +757,7 @@ mod tests {
             },
             listeners: vec![],
             addresses: None,
+            attached_listener_sets: None,
         };
         let out = gateway_status(
             &status,
@@ -733,6 +773,7 @@ mod tests {
         // A Gateway with an address of its own publishes that one, not the proxy's.
         let own = GatewayStatus {
             addresses: Some(vec!["127.1.0.7".parse().unwrap()]),
+            attached_listener_sets: None,
             ..status
         };
         let out = gateway_status(&own, None, &["10.0.0.1".into()], "t");
@@ -764,6 +805,7 @@ mod tests {
                 binds: vec![],
             }],
             addresses: None,
+            attached_listener_sets: None,
         }
     }
 

@@ -166,6 +166,7 @@ pub async fn optional_gateway_kinds(client: &kube::Client) -> crate::sources::Op
         tls_route: has("TLSRoute"),
         udp_route: has("UDPRoute"),
         backend_tls_policy: has("BackendTLSPolicy"),
+        listener_set: has("ListenerSet"),
     }
 }
 

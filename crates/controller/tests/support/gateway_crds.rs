@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::World;
 
-const CRDS: [&str; 9] = [
+const CRDS: [&str; 10] = [
     include_str!("../../../../deploy/gateway-api/gatewayclasses.yaml"),
     include_str!("../../../../deploy/gateway-api/gateways.yaml"),
     include_str!("../../../../deploy/gateway-api/httproutes.yaml"),
@@ -14,6 +14,7 @@ const CRDS: [&str; 9] = [
     include_str!("../../../../deploy/gateway-api/udproutes.yaml"),
     include_str!("../../../../deploy/gateway-api/referencegrants.yaml"),
     include_str!("../../../../deploy/gateway-api/backendtlspolicies.yaml"),
+    include_str!("../../../../deploy/gateway-api/listenersets.yaml"),
 ];
 
 static CRDS_INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();

@@ -14,10 +14,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use super::addresses::{self, Assigned};
 use super::frontend_tls::{self, ClientAuth};
 use super::hostname;
+use super::listener_set::{self, AllowedSets, Owner};
 use super::rule::{RuleOut, build_conditions, checked_rule, full_match};
 use super::status::{
-    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, PolicyStatus,
-    RouteParentStatus, RouteStatus,
+    Condition, GatewayStatus, GatewayStatuses, ListenerSetStatus, ListenerStatus, ObjectStatus,
+    PolicyStatus, RouteParentStatus, RouteStatus,
 };
 use super::types::{
     BackendObjectReference, GROUP, Gateway, GatewayClass, HttpRoute, HttpRouteRule, Listener,
@@ -96,6 +97,15 @@ enum Site {
 /// certificate its Gateway shows backends (`spec.tls.backend`).
 type Served = (Site, u16, HostPattern, Option<Arc<TlsCertificate>>);
 
+/// A ListenerSet naming one of our Gateways.
+struct OurSet<'a> {
+    set: &'a Arc<super::types::ListenerSet>,
+    /// Its Gateway.
+    gateway: usize,
+    /// The Gateway's `allowedListeners` let it in.
+    allowed: bool,
+}
+
 /// `allowedRoutes.namespaces.from`.
 enum AllowedFrom<'a> {
     Same,
@@ -105,7 +115,10 @@ enum AllowedFrom<'a> {
 
 /// A listener of one of our Gateways, checked.
 struct OurListener<'a> {
+    /// The Gateway it is served on (its addresses).
     gateway: usize,
+    /// Who declares it: the Gateway, or a ListenerSet of it.
+    owner: Owner,
     /// The Gateway's namespace (`allowedRoutes.namespaces.from: Same`).
     namespace: &'a str,
     spec: &'a Listener,
@@ -269,62 +282,108 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut certs: Vec<(HostPattern, Arc<TlsCertificate>)> = Vec::new();
         let mut loaded: HashMap<(String, String), Arc<TlsCertificate>> = HashMap::new();
         let mut backend_clients = Vec::with_capacity(gateways.len());
+        let mut sets: Vec<OurSet<'_>> = Vec::new();
         for (g, gateway) in gateways.iter().enumerate() {
             let first = listeners.len();
             let backend_client = self.backend_client_certificate(gateway, &mut loaded);
-            for spec in &gateway.spec.listeners {
-                let mut listener = self.listener(g, gateway, spec, &mut certs, &mut loaded);
-                listener.backend_client = backend_client.as_ref().ok().cloned().flatten();
-                // A Gateway that is not accepted (parameters sluice cannot honour) serves
-                // nothing and takes no routes.
-                if has_parameters(gateway) {
-                    listener.attachable = false;
-                    listener.usable = false;
-                    for c in listener
-                        .conditions
-                        .iter_mut()
-                        .filter(|c| c.type_ == "Programmed")
-                    {
-                        *c = Condition::no("Programmed", "Invalid", "the Gateway is not accepted");
-                    }
+            // The Gateway's own listeners, then those of the ListenerSets it allows, in
+            // precedence order.
+            let gateway_ns = gateway.metadata.namespace.as_deref().unwrap_or("");
+            let mut sources: Vec<(Owner, &str, &'static str, &[Listener])> = vec![(
+                Owner::Gateway(g),
+                gateway_ns,
+                "Gateway",
+                &gateway.spec.listeners,
+            )];
+            for set in listener_set::of_gateway(&self.inputs.listener_sets, gateway) {
+                if !self.watched(&set.metadata) {
+                    continue;
                 }
-                listener.sites = if has_parameters(gateway) {
-                    Vec::new()
-                } else {
-                    sites(&assigned[g], &listener)
+                let set_ns = set.metadata.namespace.as_deref().unwrap_or("");
+                let allowed = match listener_set::allowed(gateway) {
+                    AllowedSets::None => false,
+                    AllowedSets::Same => set_ns == gateway_ns,
+                    AllowedSets::All => true,
+                    AllowedSets::Selector(selector) => {
+                        selector_matches(selector, self.namespace_labels(set_ns))
+                    }
                 };
-                // Whole connections, and client certificates asked for by port, need a
-                // socket of the Gateway's own: the shared HTTPS socket serves every Gateway
-                // and Ingress.
-                let own_socket = if listener.proto.is_some_and(Proto::stream) {
-                    Some(format!("a {} listener", listener.spec.protocol))
-                } else if matches!(listener.client_auth, Some(ClientAuth::Validate(_))) {
-                    Some("client certificate validation (spec.tls.frontend)".to_owned())
-                } else {
-                    None
-                };
-                if let Some(what) = own_socket
-                    && assigned[g] == Assigned::Shared
-                    && listener.usable
-                {
-                    listener.usable = false;
-                    for c in listener
-                        .conditions
-                        .iter_mut()
-                        .filter(|c| c.type_ == "Programmed")
+                if allowed && !has_parameters(gateway) {
+                    let owner = Owner::ListenerSet(sets.len());
+                    sources.push((owner, set_ns, "ListenerSet", &set.spec.listeners));
+                }
+                sets.push(OurSet {
+                    set,
+                    gateway: g,
+                    allowed,
+                });
+            }
+            for (owner, namespace, from_kind, specs) in sources {
+                for spec in specs {
+                    let mut listener = self.listener(
+                        (g, owner),
+                        gateway,
+                        (namespace, from_kind),
+                        spec,
+                        &mut certs,
+                        &mut loaded,
+                    );
+                    listener.backend_client = backend_client.as_ref().ok().cloned().flatten();
+                    // A Gateway that is not accepted (parameters sluice cannot honour) serves
+                    // nothing and takes no routes.
+                    if has_parameters(gateway) {
+                        listener.attachable = false;
+                        listener.usable = false;
+                        for c in listener
+                            .conditions
+                            .iter_mut()
+                            .filter(|c| c.type_ == "Programmed")
+                        {
+                            *c = Condition::no(
+                                "Programmed",
+                                "Invalid",
+                                "the Gateway is not accepted",
+                            );
+                        }
+                    }
+                    listener.sites = if has_parameters(gateway) {
+                        Vec::new()
+                    } else {
+                        sites(&assigned[g], &listener)
+                    };
+                    // Whole connections, and client certificates asked for by port, need a
+                    // socket of the Gateway's own: the shared HTTPS socket serves every Gateway
+                    // and Ingress.
+                    let own_socket = if listener.proto.is_some_and(Proto::stream) {
+                        Some(format!("a {} listener", listener.spec.protocol))
+                    } else if matches!(listener.client_auth, Some(ClientAuth::Validate(_))) {
+                        Some("client certificate validation (spec.tls.frontend)".to_owned())
+                    } else {
+                        None
+                    };
+                    if let Some(what) = own_socket
+                        && assigned[g] == Assigned::Shared
+                        && listener.usable
                     {
-                        *c = Condition::no(
-                            "Programmed",
-                            "Invalid",
-                            format!(
-                                "{what} is served on an address of the Gateway's own: give the \
+                        listener.usable = false;
+                        for c in listener
+                            .conditions
+                            .iter_mut()
+                            .filter(|c| c.type_ == "Programmed")
+                        {
+                            *c = Condition::no(
+                                "Programmed",
+                                "Invalid",
+                                format!(
+                                    "{what} is served on an address of the Gateway's own: give the \
                                  Gateway spec.addresses, or run sluice with \
                                  --gateway-address-pool"
-                            ),
-                        );
+                                ),
+                            );
+                        }
                     }
+                    listeners.push(listener);
                 }
-                listeners.push(listener);
             }
             backend_clients.push(backend_client);
             conflicts(&mut listeners[first..]);
@@ -368,7 +427,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         for route in &routes {
             let Some(status) = self.route(
                 route,
-                &gateways,
+                (&gateways, &sets),
                 &mut listeners,
                 &mut builders,
                 &mut regexes,
@@ -385,7 +444,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
         // 4. Gateway statuses, now that attached routes are counted.
         for (g, gateway) in gateways.iter().enumerate() {
-            let own: Vec<&OurListener<'_>> = listeners.iter().filter(|l| l.gateway == g).collect();
+            let own: Vec<&OurListener<'_>> = listeners
+                .iter()
+                .filter(|l| l.owner == Owner::Gateway(g))
+                .collect();
             let valid = own.iter().filter(|l| l.usable).count();
             // ListenersNotValid when any listener is not Accepted: with status True while
             // another is, False when none is (Gateway API conformance
@@ -477,30 +539,28 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     generation: gateway.metadata.generation,
                     conditions,
                 },
-                listeners: own
-                    .iter()
-                    .map(|l| ListenerStatus {
-                        name: l.spec.name.clone(),
-                        attached_routes: l.attached,
-                        supported_kinds: l.kinds.clone(),
-                        conditions: l.conditions.clone(),
-                        binds: l
-                            .sites
-                            .iter()
-                            .filter_map(|site| match site {
-                                Site::Own(addr, _) => Some(*addr),
-                                Site::Shared(_) => None,
-                            })
-                            .collect(),
-                    })
-                    .collect(),
+                listeners: own.iter().map(|l| listener_status(l)).collect(),
                 addresses: match &assigned[g] {
                     Assigned::Own(ips) => Some(ips.clone()),
                     Assigned::Shared => None,
                     Assigned::Failed { .. } => Some(Vec::new()),
                 },
+                attached_listener_sets: (gateway.spec.allowed_listeners.is_some()
+                    || sets.iter().any(|s| s.gateway == g))
+                .then(|| {
+                    let accepted = (0..sets.len())
+                        .filter(|&s| sets[s].gateway == g && sets[s].allowed)
+                        .filter(|&s| {
+                            listeners
+                                .iter()
+                                .any(|l| l.owner == Owner::ListenerSet(s) && l.usable)
+                        })
+                        .count();
+                    i32::try_from(accepted).unwrap_or(i32::MAX)
+                }),
             });
         }
+        statuses.listener_sets = listener_set_statuses(&sets, &listeners);
 
         // 5. Lookup structures and certificates.
         let mut gateway_routes = GatewayRoutes::default();
@@ -656,15 +716,19 @@ impl<'a> GatewayCompiler<'_, 'a> {
     }
 
     /// Checks one listener; an HTTPS listener's certificate joins `certs`.
+    /// `(g, owner)`: the Gateway it is served on and who declares it; `(namespace,
+    /// from_kind)`: the declaring object's namespace and kind (what `allowedRoutes: Same`
+    /// and ReferenceGrants are about).
     fn listener<'g>(
         &self,
-        g: usize,
+        (g, owner): (usize, Owner),
         gateway: &'g Gateway,
+        (namespace, from_kind): (&'g str, &'static str),
         spec: &'g Listener,
         certs: &mut Vec<(HostPattern, Arc<TlsCertificate>)>,
         loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
     ) -> OurListener<'g> {
-        let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
+        let gateway_ns = gateway.metadata.namespace.as_deref().unwrap_or("");
         let mut conditions = Vec::new();
         let mut usable = true;
         let tls_mode = spec
@@ -748,7 +812,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         // Client certificate validation (`spec.tls.frontend`) of an HTTPS listener's port.
         let client_auth = match frontend_tls::settings_for(gateway, spec.port) {
             Some((validation, field)) if proto == Some(Proto::Https) => {
-                match self.client_validation(namespace, validation, &field) {
+                match self.client_validation(gateway_ns, validation, &field) {
                     Ok(validation) => Some(ClientAuth::Validate(validation)),
                     Err(unresolved) => {
                         resolved =
@@ -800,7 +864,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 )
             }
             (Some(Proto::Https | Proto::TlsTerminate), Some(host)) => {
-                match self.listener_certificate(namespace, spec, loaded) {
+                match self.listener_certificate((namespace, from_kind), spec, loaded) {
                     Ok(cert) => {
                         certs.push((host.clone(), cert));
                         Condition::yes("Accepted", "Accepted", "accepted")
@@ -839,6 +903,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         conditions.push(Condition::no("Conflicted", "NoConflicts", "no conflicts"));
         OurListener {
             gateway: g,
+            owner,
             namespace,
             spec,
             proto,
@@ -873,7 +938,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         };
         let namespace = gateway.metadata.namespace.as_deref().unwrap_or("");
         self.certificate_ref(
-            namespace,
+            (namespace, "Gateway"),
             cert_ref,
             "spec.tls.backend.clientCertificateRef",
             "InvalidClientCertificateRef",
@@ -885,7 +950,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// The certificate of an HTTPS listener (its first certificateRef).
     fn listener_certificate(
         &self,
-        namespace: &str,
+        (namespace, from_kind): (&str, &'static str),
         spec: &Listener,
         loaded: &mut HashMap<(String, String), Arc<TlsCertificate>>,
     ) -> Result<Arc<TlsCertificate>, (&'static str, String)> {
@@ -904,7 +969,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             "tls.certificateRefs is empty".to_owned(),
         ))?;
         self.certificate_ref(
-            namespace,
+            (namespace, from_kind),
             cert_ref,
             "tls.certificateRefs[0]",
             "InvalidCertificateRef",
@@ -917,7 +982,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// present and usable. Errors are (`RefNotPermitted` or `invalid`, a sentence).
     fn certificate_ref(
         &self,
-        namespace: &str,
+        (namespace, from_kind): (&str, &'static str),
         cert_ref: &super::types::SecretObjectReference,
         field: &str,
         invalid: &'static str,
@@ -931,7 +996,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let secret_ns = cert_ref.namespace.as_deref().unwrap_or(namespace);
         if secret_ns != namespace
             && !self.granted(
-                "Gateway",
+                from_kind,
                 namespace,
                 secret_ns,
                 "",
@@ -986,7 +1051,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     fn route(
         &self,
         input: &RouteIn,
-        gateways: &[&Arc<Gateway>],
+        (gateways, sets): (&[&Arc<Gateway>], &[OurSet<'_>]),
         listeners: &mut [OurListener<'_>],
         builders: &mut HashMap<(Site, HostPattern), RuleSetBuilder>,
         regexes: &mut HashMap<String, regex::Regex>,
@@ -997,19 +1062,28 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let route = &*input.route;
         let kind = input.kind;
         let (namespace, _) = meta_name(&route.metadata);
-        let mut parents: Vec<(usize, &ParentReference)> = Vec::new();
+        let mut parents: Vec<(usize, Owner, &ParentReference)> = Vec::new();
         for parent in &route.spec.parent_refs {
-            if parent.group.as_deref().unwrap_or(GROUP) != GROUP
-                || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
-            {
+            if parent.group.as_deref().unwrap_or(GROUP) != GROUP {
                 continue;
             }
             let parent_ns = parent.namespace.as_deref().unwrap_or(namespace);
-            if let Some(g) = gateways
-                .iter()
-                .position(|g| meta_name(&g.metadata) == (parent_ns, parent.name.as_str()))
-            {
-                parents.push((g, parent));
+            let named = |meta: &ObjectMeta| meta_name(meta) == (parent_ns, parent.name.as_str());
+            match parent.kind.as_deref().unwrap_or("Gateway") {
+                "Gateway" => {
+                    if let Some(g) = gateways.iter().position(|g| named(&g.metadata)) {
+                        parents.push((g, Owner::Gateway(g), parent));
+                    }
+                }
+                "ListenerSet" => {
+                    if let Some(s) = sets
+                        .iter()
+                        .position(|s| s.allowed && named(&s.set.metadata))
+                    {
+                        parents.push((sets[s].gateway, Owner::ListenerSet(s), parent));
+                    }
+                }
+                _ => {}
             }
         }
         if parents.is_empty() {
@@ -1060,12 +1134,12 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut statuses = Vec::new();
         // (proto, listener port, host names) the route is served on.
         let mut served: Vec<Served> = Vec::new();
-        for (g, parent) in parents {
+        for (g, owner, parent) in parents {
             let accepted = match &invalid {
                 Some(why) => Condition::no("Accepted", "UnsupportedValue", why.clone()),
                 None => self.attach(
                     input,
-                    g,
+                    (g, owner),
                     parent,
                     hosts.as_deref().unwrap_or_default(),
                     listeners,
@@ -1099,7 +1173,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     fn attach(
         &self,
         input: &RouteIn,
-        g: usize,
+        (g, owner): (usize, Owner),
         parent: &ParentReference,
         hosts: &[HostPattern],
         listeners: &mut [OurListener<'_>],
@@ -1116,7 +1190,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .filter(|l| l.gateway == g && l.attachable)
             .map(|l| (l.spec.port, l.proto, l.host.clone()))
             .collect();
-        for listener in listeners.iter_mut().filter(|l| l.gateway == g) {
+        for listener in listeners.iter_mut().filter(|l| l.owner == owner) {
             if parent
                 .section_name
                 .as_deref()
@@ -1197,15 +1271,18 @@ impl<'a> GatewayCompiler<'_, 'a> {
             AllowedFrom::Same => namespace == listener.namespace,
             AllowedFrom::All => true,
             AllowedFrom::Selector(selector) => {
-                let labels = self
-                    .inputs
-                    .namespaces
-                    .iter()
-                    .find(|n: &&Arc<Namespace>| n.metadata.name.as_deref() == Some(namespace))
-                    .and_then(|n| n.metadata.labels.as_ref());
-                selector_matches(selector, labels)
+                selector_matches(selector, self.namespace_labels(namespace))
             }
         }
+    }
+
+    /// The labels of namespace `name`, if it is known.
+    fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.inputs
+            .namespaces
+            .iter()
+            .find(|n: &&Arc<Namespace>| n.metadata.name.as_deref() == Some(name))
+            .and_then(|n| n.metadata.labels.as_ref())
     }
 
     /// `ResolvedRefs` of a route (the same for every parent).
@@ -1510,6 +1587,73 @@ impl<'a> GatewayCompiler<'_, 'a> {
 }
 
 /// Whether a listener's `Accepted` condition is True.
+/// The status of one listener.
+fn listener_status(l: &OurListener<'_>) -> ListenerStatus {
+    ListenerStatus {
+        name: l.spec.name.clone(),
+        attached_routes: l.attached,
+        supported_kinds: l.kinds.clone(),
+        conditions: l.conditions.clone(),
+        binds: l
+            .sites
+            .iter()
+            .filter_map(|site| match site {
+                Site::Own(addr, _) => Some(*addr),
+                Site::Shared(_) => None,
+            })
+            .collect(),
+    }
+}
+
+/// The status of each ListenerSet naming one of our Gateways (Gateway API ListenerSet
+/// conformance): `NotAllowed` when its Gateway's `allowedListeners` keeps it out,
+/// `ListenersNotValid` when none of its listeners is valid.
+fn listener_set_statuses(
+    sets: &[OurSet<'_>],
+    listeners: &[OurListener<'_>],
+) -> Vec<ListenerSetStatus> {
+    sets.iter()
+        .enumerate()
+        .map(|(s, set)| {
+            let own: Vec<&OurListener<'_>> = listeners
+                .iter()
+                .filter(|l| l.owner == Owner::ListenerSet(s))
+                .collect();
+            let conditions = if !set.allowed {
+                let why = "the Gateway's spec.allowedListeners does not allow ListenerSets from \
+                           this namespace";
+                vec![
+                    Condition::no("Accepted", "NotAllowed", why),
+                    Condition::no("Programmed", "NotAllowed", why),
+                ]
+            } else if !own.iter().any(|l| l.usable) {
+                let why = "no listener is valid; see status.listeners";
+                vec![
+                    Condition::no("Accepted", "ListenersNotValid", why),
+                    Condition::no("Programmed", "ListenersNotValid", why),
+                ]
+            } else {
+                vec![
+                    Condition::yes("Accepted", "Accepted", "accepted by sluice"),
+                    Condition::yes(
+                        "Programmed",
+                        "Programmed",
+                        "served on its Gateway's addresses",
+                    ),
+                ]
+            };
+            ListenerSetStatus {
+                listener_set: ObjectStatus {
+                    object: object("ListenerSet", &set.set.metadata),
+                    generation: set.set.metadata.generation,
+                    conditions,
+                },
+                listeners: own.iter().map(|l| listener_status(l)).collect(),
+            }
+        })
+        .collect()
+}
+
 fn listener_accepted(listener: &OurListener<'_>) -> bool {
     listener
         .conditions
@@ -1543,25 +1687,50 @@ fn sites(assigned: &Assigned, listener: &OurListener<'_>) -> Vec<Site> {
     }
 }
 
-/// Listeners of one Gateway that share a port: different protocols conflict
-/// (`ProtocolConflict`), equal host names on one protocol conflict (`HostnameConflict`).
+/// Listeners of one Gateway (its own, then its ListenerSets', in precedence order) that
+/// share a port: different protocols conflict (`ProtocolConflict`), equal host names on one
+/// protocol conflict (`HostnameConflict`). Within one object both listeners of a pair are
+/// conflicted; across objects only the later one, which is then not Accepted either (Gateway
+/// API ListenerSet conformance: the Gateway, then older ListenerSets, keep their listeners).
 fn conflicts(listeners: &mut [OurListener<'_>]) {
     let n = listeners.len();
-    let mut reasons: Vec<Option<&'static str>> = vec![None; n];
-    for i in 0..n {
-        for j in 0..n {
-            if i == j || listeners[i].spec.port != listeners[j].spec.port {
-                continue;
-            }
-            if listeners[i].spec.protocol != listeners[j].spec.protocol {
-                reasons[i] = Some("ProtocolConflict");
-            } else if listeners[i].host == listeners[j].host && reasons[i].is_none() {
-                reasons[i] = Some("HostnameConflict");
-            }
+    let clash = |a: &OurListener<'_>, b: &OurListener<'_>| {
+        if a.spec.port != b.spec.port {
+            None
+        } else if a.spec.protocol != b.spec.protocol {
+            Some("ProtocolConflict")
+        } else if a.host == b.host {
+            Some("HostnameConflict")
+        } else {
+            None
         }
+    };
+    // First, in precedence order, a listener that clashes with an earlier one of another
+    // object (not itself refused) is refused; it then clashes with nothing.
+    let mut reasons: Vec<Option<(&'static str, bool)>> = vec![None; n];
+    for i in 0..n {
+        reasons[i] = (0..i)
+            .filter(|&j| reasons[j].is_none() && listeners[j].owner != listeners[i].owner)
+            .filter_map(|j| clash(&listeners[i], &listeners[j]))
+            .min_by_key(|r| *r != "ProtocolConflict")
+            .map(|r| (r, true));
+    }
+    // Then, within one object, both listeners of a clashing pair.
+    let refused: Vec<bool> = reasons.iter().map(Option::is_some).collect();
+    for i in 0..n {
+        if refused[i] {
+            continue;
+        }
+        reasons[i] = (0..n)
+            .filter(|&j| j != i && !refused[j] && listeners[j].owner == listeners[i].owner)
+            .filter_map(|j| clash(&listeners[i], &listeners[j]))
+            .min_by_key(|r| *r != "ProtocolConflict")
+            .map(|r| (r, false));
     }
     for (listener, reason) in listeners.iter_mut().zip(reasons) {
-        let Some(reason) = reason else { continue };
+        let Some((reason, across)) = reason else {
+            continue;
+        };
         listener.attachable = false;
         listener.usable = false;
         for c in &mut listener.conditions {
@@ -1572,6 +1741,20 @@ fn conflicts(listeners: &mut [OurListener<'_>]) {
                         reason,
                         "another listener on this port conflicts",
                     );
+                }
+                "Programmed" if across => {
+                    *c = Condition::no(
+                        "Programmed",
+                        reason,
+                        "an earlier listener of the Gateway has this port and host name",
+                    )
+                }
+                "Accepted" if across => {
+                    *c = Condition::no(
+                        "Accepted",
+                        reason,
+                        "an earlier listener of the Gateway has this port and host name",
+                    )
                 }
                 "Programmed" => *c = Condition::no("Programmed", "Invalid", "conflicted"),
                 _ => {}

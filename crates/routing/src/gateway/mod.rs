@@ -34,6 +34,7 @@ mod cors;
 mod frontend_tls;
 mod grpc;
 pub(crate) mod hostname;
+mod listener_set;
 mod retry;
 mod rule;
 mod status;
@@ -42,7 +43,7 @@ mod types;
 
 pub use addresses::AddressPool;
 pub use status::{
-    Condition, GatewayStatus, GatewayStatuses, ListenerStatus, ObjectStatus, PolicyStatus,
-    RouteParentStatus, RouteStatus,
+    Condition, GatewayStatus, GatewayStatuses, ListenerSetStatus, ListenerStatus, ObjectStatus,
+    PolicyStatus, RouteParentStatus, RouteStatus,
 };
 pub use types::*;

@@ -86,6 +86,18 @@ pub struct GatewayStatus {
     /// `status.addresses`: the Gateway's own IP addresses; `None` on the shared listeners
     /// (the controller publishes the proxy's addresses, as for Ingresses).
     pub addresses: Option<Vec<std::net::IpAddr>>,
+    /// `status.attachedListenerSets`: accepted ListenerSets; `None` when the Gateway allows
+    /// none.
+    pub attached_listener_sets: Option<i32>,
+}
+
+/// A ListenerSet's status: `Accepted` and `Programmed`, and its listeners'.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSetStatus {
+    /// The ListenerSet and its conditions.
+    pub listener_set: ObjectStatus,
+    /// One per listener, in spec order (none when its Gateway does not allow it).
+    pub listeners: Vec<ListenerStatus>,
 }
 
 /// `HTTPRoute.status.parents[]` for one parentRef that names a Gateway of ours.
@@ -120,6 +132,8 @@ pub struct GatewayStatuses {
     pub routes: Vec<RouteStatus>,
     /// BackendTLSPolicies that apply to traffic of those Gateways.
     pub policies: Vec<PolicyStatus>,
+    /// ListenerSets naming those Gateways.
+    pub listener_sets: Vec<ListenerSetStatus>,
 }
 
 /// A policy's status (`status.ancestors[]`): one entry per Gateway of ours whose routes

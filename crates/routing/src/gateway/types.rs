@@ -66,6 +66,7 @@ serialize_object!(TlsRoute, metadata, spec; status);
 serialize_object!(UdpRoute, metadata, spec; status);
 serialize_object!(ReferenceGrant, metadata, spec);
 serialize_object!(BackendTlsPolicy, metadata, spec; status);
+serialize_object!(ListenerSet, metadata, spec; status);
 
 resource!(
     GatewayClass,
@@ -114,6 +115,13 @@ resource!(
     "v1",
     "UDPRoute",
     "udproutes",
+    k8s_openapi::NamespaceResourceScope
+);
+resource!(
+    ListenerSet,
+    "v1",
+    "ListenerSet",
+    "listenersets",
     k8s_openapi::NamespaceResourceScope
 );
 resource!(
@@ -194,6 +202,18 @@ pub struct GatewaySpec {
     /// `tls`: client certificate validation on the Gateway's TLS ports (`frontend`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<GatewayTls>,
+    /// `allowedListeners`: which ListenerSets may add listeners (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_listeners: Option<AllowedListeners>,
+}
+
+/// `Gateway.spec.allowedListeners`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedListeners {
+    /// From which namespaces; `None` (the default): from none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<RouteNamespaces>,
 }
 
 /// `Gateway.spec.tls`.
@@ -1038,4 +1058,50 @@ pub struct SubjectAltNameSpec {
     /// For `URI`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,
+}
+
+/// `ListenerSet`: listeners added to a Gateway that allows it (`allowedListeners`); routes
+/// attach to them by naming the ListenerSet as their parent.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSet {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: ListenerSetSpec,
+    /// `status`, as last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// `ListenerSet.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetSpec {
+    /// The Gateway the listeners join.
+    #[serde(default)]
+    pub parent_ref: ParentGatewayReference,
+    /// The listeners, as a Gateway's.
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+}
+
+/// `ListenerSet.spec.parentRef`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentGatewayReference {
+    /// `gateway.networking.k8s.io` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `Gateway` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The Gateway's name.
+    #[serde(default)]
+    pub name: String,
+    /// The ListenerSet's namespace by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
