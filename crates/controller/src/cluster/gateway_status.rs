@@ -118,8 +118,29 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "UDPRoute",
 ];
 
-/// GatewayClass `status`: conditions and [`SUPPORTED_FEATURES`]; other fields as they were.
-pub fn class_status(status: &ObjectStatus, old: Option<&Value>, now: &str) -> Value {
+/// Claimed besides [`SUPPORTED_FEATURES`] when sluice makes a Service per Gateway
+/// (`--gateway-service-type`).
+pub const INFRASTRUCTURE_FEATURE: &str = "GatewayInfrastructurePropagation";
+
+/// The features a GatewayClass claims: [`SUPPORTED_FEATURES`], and
+/// [`INFRASTRUCTURE_FEATURE`] with `services`; sorted.
+pub fn supported_features(services: bool) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = SUPPORTED_FEATURES.to_vec();
+    if services {
+        out.push(INFRASTRUCTURE_FEATURE);
+        out.sort_unstable();
+    }
+    out
+}
+
+/// GatewayClass `status`: conditions and the supported `features`; other fields as they
+/// were.
+pub fn class_status(
+    status: &ObjectStatus,
+    old: Option<&Value>,
+    now: &str,
+    features: &[&str],
+) -> Value {
     let mut out = old.cloned().unwrap_or_else(|| json!({}));
     out["conditions"] = conditions_json(
         &status.conditions,
@@ -127,10 +148,7 @@ pub fn class_status(status: &ObjectStatus, old: Option<&Value>, now: &str) -> Va
         old.and_then(|o| o.get("conditions")),
         now,
     );
-    out["supportedFeatures"] = SUPPORTED_FEATURES
-        .iter()
-        .map(|name| json!({"name": name}))
-        .collect();
+    out["supportedFeatures"] = features.iter().map(|name| json!({"name": name})).collect();
     out
 }
 
@@ -379,15 +397,42 @@ pub struct GatewayStatusWriter {
     client: kube::Client,
     controller_name: String,
     informers: GatewayInformers,
+    /// The Services of the Gateways (`--gateway-service-type`).
+    services: std::sync::Arc<super::gateway_service::ServiceSync>,
+    /// What GatewayClasses claim.
+    features: Vec<&'static str>,
 }
 
 impl GatewayStatusWriter {
     /// A writer comparing against the objects in `informers`' stores.
     pub fn new(client: kube::Client, controller_name: String, informers: GatewayInformers) -> Self {
+        Self::with_services(
+            client,
+            controller_name,
+            informers,
+            super::gateway_service::GatewayServices {
+                type_: super::gateway_service::GatewayServiceType::None,
+                selector: Default::default(),
+                shared_ports: (80, 443),
+            },
+        )
+    }
+
+    /// A writer that also keeps a Service per Gateway as `services` says.
+    pub fn with_services(
+        client: kube::Client,
+        controller_name: String,
+        informers: GatewayInformers,
+        services: super::gateway_service::GatewayServices,
+    ) -> Self {
+        let features =
+            supported_features(services.type_ != super::gateway_service::GatewayServiceType::None);
         GatewayStatusWriter {
             client,
             controller_name,
             informers,
+            services: std::sync::Arc::new(super::gateway_service::ServiceSync::new(services)),
+            features,
         }
     }
 
@@ -423,8 +468,10 @@ impl GatewayStatusWriter {
             };
             let api: Api<GatewayClass> = Api::all(self.client.clone());
             tally(
-                self.write(&api, &current, |old| class_status(class, old, &now))
-                    .await,
+                self.write(&api, &current, |old| {
+                    class_status(class, old, &now, &self.features)
+                })
+                .await,
             );
         }
         for gateway in &statuses.gateways {
@@ -441,6 +488,21 @@ impl GatewayStatusWriter {
                 .await,
             );
         }
+        // The Services of the accepted Gateways.
+        let accepted: Vec<(std::sync::Arc<Gateway>, &GatewayStatus)> = (statuses.gateways.iter())
+            .filter(|g| {
+                g.gateway
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Accepted" && c.status)
+            })
+            .filter_map(|g| {
+                let object = &g.gateway.object;
+                let key = format!("{}/{}", object.namespace, object.name);
+                Some((self.informers.gateways.store().get_by_key(&key)?, g))
+            })
+            .collect();
+        tally(self.services.sync(&self.client, &accepted).await);
         if let Some(informer) = &self.informers.listener_sets {
             for set in &statuses.listener_sets {
                 let object = &set.listener_set.object;
@@ -841,14 +903,14 @@ mod tests {
                             "lastTransitionTime": "t0", "observedGeneration": 2}],
             "somethingNewer": [{"name": "x"}],
         });
-        let out = class_status(&class, Some(&old), "t1");
+        let out = class_status(&class, Some(&old), "t1", SUPPORTED_FEATURES);
         assert_eq!(out["conditions"][0]["lastTransitionTime"], "t0");
         assert_eq!(out["conditions"][0]["observedGeneration"], 3);
         assert_eq!(out["somethingNewer"], old["somethingNewer"]);
         // The API server's default (`Unknown`/`Pending`) is a different condition.
         let pending = json!({"conditions": [{"type": "Accepted", "status": "Unknown",
             "reason": "Pending", "lastTransitionTime": "1970-01-01T00:00:00Z"}]});
-        let out = class_status(&class, Some(&pending), "t1");
+        let out = class_status(&class, Some(&pending), "t1", SUPPORTED_FEATURES);
         assert_eq!(out["conditions"][0]["lastTransitionTime"], "t1");
     }
 
@@ -867,7 +929,7 @@ mod tests {
             conditions: vec![Condition::yes("Accepted", "Accepted", "ours")],
         };
         let old = json!({"supportedFeatures": [{"name": "SomethingOld"}]});
-        let out = class_status(&class, Some(&old), "t1");
+        let out = class_status(&class, Some(&old), "t1", &supported_features(false));
         let names: Vec<&str> = out["supportedFeatures"]
             .as_array()
             .into_iter()
@@ -877,6 +939,9 @@ mod tests {
         assert_eq!(names, SUPPORTED_FEATURES);
         assert!(names.contains(&"HTTPRoute") && !names.contains(&"SomethingOld"));
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
+        let with = supported_features(true);
+        assert!(with.contains(&INFRASTRUCTURE_FEATURE));
+        assert!(with.windows(2).all(|w| w[0] < w[1]), "sorted: {with:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! ([`status`]) and Events ([`events`]); every replica serves traffic from its own cache.
 
 pub mod events;
+pub mod gateway_service;
 pub mod gateway_status;
 pub mod status;
 pub mod webhook;
@@ -96,10 +97,40 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "FILE", requires = "webhook_addr")]
     pub webhook_key_file: Option<PathBuf>,
 
+    /// Makes a Service per Gateway of ours, of this type (`ClusterIP`, `NodePort`,
+    /// `LoadBalancer`), selecting the proxy's pods (`--gateway-service-selector`) with a
+    /// port per listener port and the Gateway's `spec.infrastructure` labels and
+    /// annotations; `None` (the default): none.
+    #[arg(long, value_enum, default_value = "None")]
+    pub gateway_service_type: gateway_service::GatewayServiceType,
+
+    /// The labels of the proxy's pods, for the Services of `--gateway-service-type`.
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "app.kubernetes.io/name=sluice",
+          value_parser = parse_labels)]
+    pub gateway_service_selector: Labels,
+
     /// The data plane's settings.
 
     #[command(flatten)]
     pub proxy: ProxyArgs,
+}
+
+/// `--gateway-service-selector`: labels, `KEY=VALUE` comma-separated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels(pub std::collections::BTreeMap<String, String>);
+
+/// Parses `KEY=VALUE,...` (at least one; keys and values non-empty).
+fn parse_labels(value: &str) -> Result<Labels, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for pair in value.split(',') {
+        match pair.trim().split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+                out.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+            _ => return Err(format!("{pair:?} is not KEY=VALUE")),
+        }
+    }
+    Ok(Labels(out))
 }
 
 /// `--gateway-api`.
@@ -498,6 +529,11 @@ async fn start_loops(
     let gateway_writer = GatewayWriterSlot {
         client: client.clone(),
         controller_name: args.class.gateway_controller_name.clone(),
+        services: gateway_service::GatewayServices {
+            type_: args.gateway_service_type,
+            selector: args.gateway_service_selector.0.clone(),
+            shared_ports: (args.proxy.http_addr.port(), args.proxy.https_addr.port()),
+        },
         informers: informers.clone(),
         writer: None,
     };
@@ -558,6 +594,7 @@ async fn watch_for_gateway_api(
 struct GatewayWriterSlot {
     client: kube::Client,
     controller_name: String,
+    services: gateway_service::GatewayServices,
     informers: IngressInformers,
     writer: Option<gateway_status::GatewayStatusWriter>,
 }
@@ -567,10 +604,11 @@ impl GatewayWriterSlot {
         if self.writer.is_none()
             && let Some(g) = self.informers.gateway()
         {
-            self.writer = Some(gateway_status::GatewayStatusWriter::new(
+            self.writer = Some(gateway_status::GatewayStatusWriter::with_services(
                 self.client.clone(),
                 self.controller_name.clone(),
                 g.clone(),
+                self.services.clone(),
             ));
         }
         self.writer.as_ref()

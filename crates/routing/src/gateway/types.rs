@@ -188,9 +188,8 @@ pub struct GatewaySpec {
     /// The GatewayClass.
     #[serde(default)]
     pub gateway_class_name: String,
-    /// `infrastructure`: only its `parametersRef` is read (sluice has no parameters and
-    /// refuses a Gateway that names some); labels and annotations have no infrastructure to
-    /// go to.
+    /// `infrastructure`: `parametersRef` (sluice has no parameters and refuses a Gateway
+    /// that names some), and the labels and annotations of the Gateway's Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
     /// The listeners.
@@ -310,6 +309,13 @@ pub struct GatewayInfrastructure {
     /// `parametersRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_ref: Option<serde_json::Value>,
+    /// Labels for what sluice creates for the Gateway (its Service, with
+    /// `--gateway-service-type`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations for the same.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// `Gateway.spec.listeners[]`.

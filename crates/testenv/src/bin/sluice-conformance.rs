@@ -163,6 +163,8 @@ async fn run(args: Args) -> anyhow::Result<u8> {
         .args(["--election-namespace", "sluice-system"])
         .args(["--identity", "conformance"])
         .args(["--gateway-address-pool", &args.address_pool])
+        // A Service per Gateway (GatewayInfrastructurePropagation).
+        .args(["--gateway-service-type", "ClusterIP"])
         // The shared listeners serve Ingresses only here: every Gateway has its own address.
         .args(["--http-addr", "127.0.0.1:0"])
         .args(["--https-addr", "127.0.0.1:0"])
