@@ -111,6 +111,18 @@ async fn tcp_route_pipes_connections_to_backends_by_weight() {
         assert_eq!(a + b, 80);
         // 3:1 of 80 is 60:20; far outside any plausible draw only when weights are ignored.
         assert!((45..=75).contains(&a), "{seen:?}");
+        // Each connection counted under the backend it was piped to.
+        let (_, text) = admin_get(proxy.admin, "/metrics").await;
+        let count = |service: &str| {
+            let series = format!(
+                "sluice_stream_connections_total{{service=\"{NS}/{service}:80\",transport=\"tcp\"}} "
+            );
+            text.lines()
+                .find_map(|l| l.strip_prefix(series.as_str()))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!((count("a"), count("b"), count("never")), (a, b, 0), "{text}");
 
         proxy.shutdown().await;
     })

@@ -153,6 +153,9 @@ async fn open(
         debug!(upstream = %to, %error, "UDP upstream connect failed");
         return None;
     }
+    state
+        .metrics
+        .count_stream(crate::observe::metrics::StreamTransport::Udp);
     let upstream = Arc::new(upstream);
     let last = Arc::new(AtomicU64::new(millis(epoch)));
     let replies = tokio::spawn(relay_replies(

@@ -17,7 +17,7 @@ use tracing::debug;
 
 use crate::backend::balancer;
 use crate::context::ConnCtx;
-use crate::observe::metrics::UpstreamErrorKind;
+use crate::observe::metrics::{StreamTransport, UpstreamErrorKind};
 use crate::runtime::shutdown::Phases;
 
 /// The most endpoints one connection tries to connect to.
@@ -111,8 +111,13 @@ async fn pipe<C: AsyncRead + AsyncWrite + Unpin>(
             return;
         };
         let addr = backend.balancer.get(index).addr;
+        let started = Instant::now();
         match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => break (stream, index),
+            Ok(Ok(stream)) => {
+                backend.metrics.observe_connect(started.elapsed());
+                backend.metrics.count_stream(StreamTransport::Tcp);
+                break (stream, index);
+            }
             Ok(Err(error)) => debug!(upstream = %addr, %error, "stream connect failed"),
             Err(_) => debug!(upstream = %addr, "stream connect timed out"),
         }

@@ -173,6 +173,24 @@ struct Families {
     upstream_errors: Family<ErrorLabels, ShardedCounter, Shards>,
     upstream_connect: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
     upstream_header: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
+    streams: Family<StreamLabels, ShardedCounter, Shards>,
+}
+
+/// Labels of `sluice_stream_connections_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    service: String,
+    /// `tcp` (TCPRoute, TLSRoute) or `udp` (UDPRoute sessions).
+    transport: &'static str,
+}
+
+/// What a stream route carries (`transport` label of `sluice_stream_connections_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamTransport {
+    /// A TCP connection piped (TCPRoute, TLSRoute).
+    Tcp = 0,
+    /// A client's UDP session (UDPRoute).
+    Udp = 1,
 }
 
 /// Every metric of the proxy. Shared (`Arc`) by the request path and the admin server.
@@ -256,6 +274,7 @@ impl Metrics {
             upstream_errors: Family::new_with_constructor(shards),
             upstream_connect: Family::new_with_constructor(histogram),
             upstream_header: Family::new_with_constructor(histogram),
+            streams: Family::new_with_constructor(shards),
         };
         let rebuilds = Counter::default();
         // Observed by the control plane only: one shard.
@@ -302,6 +321,12 @@ impl Metrics {
             "upstream_header_duration_seconds",
             "Time from sending a request upstream to its response head, by service",
             families.upstream_header.clone(),
+        );
+        registry.register(
+            "stream_connections",
+            "Connections (TCP, TLS) and UDP sessions of Gateway stream routes relayed to an \
+             endpoint, by service and transport",
+            families.streams.clone(),
         );
         registry.register(
             "table_rebuilds",
@@ -421,6 +446,8 @@ pub(crate) struct BackendMetrics {
     errors: [ShardedCounter; 3],
     connect: ShardedHistogram,
     header: ShardedHistogram,
+    /// Indexed by [`StreamTransport`].
+    streams: [ShardedCounter; 2],
 }
 
 impl BackendMetrics {
@@ -434,11 +461,18 @@ impl BackendMetrics {
                 kind: kind.label(),
             })
         });
+        let streams = ["tcp", "udp"].map(|transport| {
+            families.streams.get_or_create_owned(&StreamLabels {
+                service: service.clone(),
+                transport,
+            })
+        });
         BackendMetrics {
             connect: families.upstream_connect.get_or_create_owned(&labels),
             header: families.upstream_header.get_or_create_owned(&labels),
             service,
             errors,
+            streams,
         }
     }
 
@@ -450,6 +484,11 @@ impl BackendMetrics {
     /// Records the time a new upstream connection took to open.
     pub(crate) fn observe_connect(&self, elapsed: Duration) {
         self.connect.observe(elapsed);
+    }
+
+    /// Counts one stream route connection or session relayed to an endpoint.
+    pub(crate) fn count_stream(&self, transport: StreamTransport) {
+        self.streams[transport as usize].inc();
     }
 
     /// Records the time from sending a request upstream to its response head.
