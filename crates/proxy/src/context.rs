@@ -67,6 +67,9 @@ pub(crate) struct ConnCtx {
     /// The TLS server name the client asked for, kept on a Gateway socket (where a request
     /// for another listener's host is misdirected).
     pub(crate) sni: Option<Box<str>>,
+    /// The certificates the client showed in the handshake, leaf first (asked for on hosts
+    /// with `auth-tls-*` and Gateway ports with client certificate validation).
+    pub(crate) client_certificates: Option<Box<[rustls::pki_types::CertificateDer<'static>]>>,
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

@@ -58,6 +58,9 @@ pub(crate) struct Snapshot {
     /// TLS client configurations for HTTPS and GRPCS backends (`None` only for the empty
     /// table, which routes nowhere).
     pub(crate) tls_clients: Option<TlsClients>,
+    /// The verifier of each host's client certificate check (`auth-tls-*`), keyed by the
+    /// address of its `Arc<ClientCertAuth>` in `table`; absent where the CA does not load.
+    client_cert_verifiers: HashMap<usize, Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 impl Snapshot {
@@ -71,6 +74,7 @@ impl Snapshot {
             parsed: Vec::new(),
             default_key: None,
             tls_clients: None,
+            client_cert_verifiers: HashMap::new(),
         }
     }
 
@@ -78,6 +82,15 @@ impl Snapshot {
     pub(crate) fn certified_key(&self, server_name: &str) -> Option<&Arc<CertifiedKey>> {
         let cert = self.table.certificate(server_name)?;
         self.keys.get(&(Arc::as_ptr(cert) as usize))
+    }
+
+    /// The verifier of a client certificate check of this snapshot's table.
+    pub(crate) fn client_cert_verifier(
+        &self,
+        auth: &Arc<sluice_routing::ClientCertAuth>,
+    ) -> Option<&Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+        self.client_cert_verifiers
+            .get(&(Arc::as_ptr(auth) as usize))
     }
 
     /// The table's default certificate (`--default-ssl-certificate`), `None` for "use the
@@ -155,7 +168,15 @@ impl Snapshot {
             .and_then(|cert| keys.get(&(Arc::as_ptr(cert) as usize)))
             .cloned();
         let tls_clients = Some(TlsClients::new(&table, provider));
+        let client_cert_verifiers = table
+            .client_cert_auths()
+            .filter_map(|auth| {
+                let verifier = crate::pipeline::client_cert::verifier(auth, provider)?;
+                Some((Arc::as_ptr(auth) as usize, verifier))
+            })
+            .collect();
         Snapshot {
+            client_cert_verifiers,
             table,
             backends,
             routes,

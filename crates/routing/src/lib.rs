@@ -106,6 +106,7 @@
 mod backend;
 mod backend_registry;
 mod cidr;
+mod client_cert;
 mod diagnostic;
 mod explain;
 mod explain_check;
@@ -129,6 +130,7 @@ mod weighted;
 
 pub use backend::{Backend, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};
+pub use client_cert::{ClientCertAuth, ClientCertMode};
 pub use diagnostic::{Diagnostic, Reason};
 pub use explain::{
     Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,

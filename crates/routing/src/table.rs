@@ -265,6 +265,8 @@ pub struct RouteTable {
     pub(crate) backends: Vec<Arc<Backend>>,
     /// Gateway API routes, when there are any.
     pub(crate) gateway: Option<Box<crate::rules::GatewayRoutes>>,
+    /// Hosts whose clients are asked for certificates (`auth-tls-*`).
+    pub(crate) client_certs: crate::client_cert::ClientCertHosts,
 }
 
 impl RouteTable {
@@ -293,6 +295,22 @@ impl RouteTable {
         let sni = normalize_request_host_in(sni, &mut sni_buf);
         let host = normalize_request_host_in(host, &mut host_buf);
         routes.misdirected(&sni, &host)
+    }
+
+    /// The client certificate check of requests for `host` and of handshakes for that
+    /// server name on the shared HTTPS listener (ingress-nginx `auth-tls-*`).
+    pub fn client_cert_auth(&self, host: &str) -> Option<&Arc<crate::ClientCertAuth>> {
+        if self.client_certs.is_empty() {
+            return None;
+        }
+        let mut buf = [0u8; 256];
+        let host = normalize_request_host_in(host, &mut buf);
+        self.client_certs.get(&host)
+    }
+
+    /// Every host's client certificate check, each once.
+    pub fn client_cert_auths(&self) -> impl Iterator<Item = &Arc<crate::ClientCertAuth>> {
+        self.client_certs.all()
     }
 
     /// How a TLS handshake on Gateway socket `socket` checks client certificates

@@ -356,6 +356,7 @@ async fn serve_connection(
         tls: client.tls,
         gateway: client.gateway,
         sni: None,
+        client_certificates: None,
     };
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);
@@ -441,6 +442,7 @@ async fn serve_connection(
             if ctx.gateway.is_some() {
                 ctx.sni = tls.get_ref().1.server_name().map(Box::from);
             }
+            ctx.client_certificates = tls.get_ref().1.peer_certificates().map(Box::from);
             let ctx = Arc::new(ctx);
             let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {

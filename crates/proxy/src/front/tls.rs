@@ -114,18 +114,24 @@ impl TlsConfigs {
     }
 
     /// The configuration for a handshake on `gateway` (a Gateway socket; `None`: a shared
-    /// listener) that starts with `hello`: one that checks client certificates where the
-    /// current table says the socket does (Gateway API `spec.tls.frontend`).
+    /// listener) that starts with `hello`: one that asks for client certificates where the
+    /// current table says the socket does (Gateway API `spec.tls.frontend`) or the server
+    /// name's host does (`auth-tls-*`).
     pub(crate) fn for_connection(
         &self,
         hello: &ClientHello<'_>,
         gateway: Option<std::net::SocketAddr>,
     ) -> anyhow::Result<Arc<ServerConfig>> {
-        let Some(socket) = gateway else {
-            return Ok(self.for_hello(hello));
-        };
         let snapshot = self.base.resolver.table.current.load();
-        match snapshot.table.client_validation(socket) {
+        let validation = match gateway {
+            Some(socket) => snapshot.table.client_validation(socket),
+            // A host with `auth-tls-*`: asked for, checked per request.
+            None => hello
+                .server_name()
+                .and_then(|name| snapshot.table.client_cert_auth(name))
+                .map(|auth| &auth.handshake),
+        };
+        match validation {
             None => Ok(self.for_hello(hello)),
             Some(validation) => Ok(self
                 .base

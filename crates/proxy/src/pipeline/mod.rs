@@ -10,8 +10,9 @@
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward.
-//! 4. `basic_auth` and `auth`: basic authentication from a Secret, and the external auth
-//!    service (`auth-url`), when the route has them.
+//! 4. `client_cert`, `basic_auth` and `auth`: the host's client certificate check
+//!    (`auth-tls-*`), basic authentication from a Secret, and the external auth service
+//!    (`auth-url`), when the route has them.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
 //!    endpoint; `http::header_policy` decides which fields cross, both directions); `mirror`
 //!    sends copies.
@@ -24,6 +25,7 @@ pub(crate) mod admit;
 pub(crate) mod affinity;
 pub(crate) mod auth;
 pub(crate) mod basic_auth;
+pub(crate) mod client_cert;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod mirror;
@@ -166,6 +168,21 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         done.log = None;
     }
 
+    // The host's client certificate check (nginx checks it in the `server`, before any
+    // location): only on the shared HTTPS listener, where `auth-tls-*` hosts are served.
+    let mut auth_fields = Vec::new();
+    if ctx.tls
+        && ctx.gateway.is_none()
+        && let Some(auth) = done.snapshot.table.client_cert_auth(request.host())
+    {
+        let verifier = done.snapshot.client_cert_verifier(auth);
+        let shown = ctx.client_certificates.as_deref().unwrap_or_default();
+        match client_cert::check(auth, verifier, shown) {
+            client_cert::Verdict::Allow(fields) => auth_fields.extend(fields),
+            client_cert::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
+        }
+    }
+
     // 3. The route's own answers, rewrite, limits.
     let cors = route_policy.cors.is_some();
     let facts = route_policy::Request {
@@ -197,7 +214,6 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
 
     // 4. Authentication: basic, then external. With `satisfy: any`, a client the source
     // ranges allow needs neither (`route_policy::answer` left the ranges to this step).
-    let mut auth_fields = Vec::new();
     let range_suffices =
         route_policy.satisfy_any && route_policy::source_range_allows(route_policy, facts.client);
     if let Some(basic) = route_policy.basic_auth.as_ref().filter(|_| !range_suffices) {

@@ -54,7 +54,7 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    fn status(status: StatusCode) -> Answer {
+    pub(crate) fn status(status: StatusCode) -> Answer {
         Answer {
             status,
             location: None,

@@ -191,6 +191,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         slot_of: HashMap::with_capacity(2 * ingresses.len()),
         policies: Vec::with_capacity(ingresses.len()),
         tls_hosts: HashSet::new(),
+        client_certs: Default::default(),
         no_policy: Arc::new(Policy::default()),
         redirect_only: Arc::new(Policy {
             https_redirect: Some(HTTPS_REDIRECT_CODE),
@@ -213,6 +214,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         policies,
         tls_hosts,
         regexes,
+        client_certs,
         ..
     } = compiler;
 
@@ -261,6 +263,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     if let Some(cert) = default_certificate {
         set_default_certificate(&mut table, cert);
     }
+    table.client_certs = client_certs;
     let gateway = crate::gateway::compile::GatewayCompiler {
         inputs,
         options,
@@ -568,6 +571,8 @@ struct Compiler<'c, 'a> {
     policies: Vec<IngressPolicy>,
     /// Every host some Ingress of ours lists under `spec.tls` (for `ssl-redirect`).
     tls_hosts: HashSet<HostPattern>,
+    /// Hosts with a client certificate check (`auth-tls-*`; the oldest Ingress decides).
+    client_certs: crate::client_cert::ClientCertHosts,
     /// The policy of Ingresses without annotations, shared.
     no_policy: Arc<Policy>,
     /// The same with an HTTPS redirect, shared.
@@ -674,6 +679,9 @@ impl<'a> Compiler<'_, 'a> {
         if let Some(spec) = parsed.basic_auth.take() {
             self.basic_auth_secret(index, spec, &mut parsed.policy);
         }
+        if let Some(spec) = parsed.client_cert.take() {
+            self.client_cert(index, spec, &mut parsed.policy);
+        }
         let mirror = parsed
             .mirror
             .take()
@@ -765,6 +773,71 @@ impl<'a> Compiler<'_, 'a> {
                 let detail = format!("Secret {namespace}/{name} is not usable: {why}");
                 self.diag(index, field, Reason::TlsSecretInvalid, detail);
             }
+        }
+    }
+
+    /// Makes the client certificate check of `auth-tls-*` the check of the Ingress's hosts
+    /// (those without an older one). A Secret that is missing, in another namespace or
+    /// without a usable `ca.crt` closes the Ingress's routes (503) with a `FailedClosed`
+    /// diagnostic, as ingress-nginx denies the location.
+    fn client_cert(
+        &mut self,
+        index: usize,
+        spec: annotations::client_cert::ClientCertSpec,
+        policy: &mut Policy,
+    ) {
+        let ingress = &self.ingresses[index];
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let namespace = spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| ingress.namespace.to_owned());
+        let name = spec.name.as_str();
+        let roots = if namespace != ingress.namespace {
+            Err(format!(
+                "Secret {namespace}/{name} is in another namespace than the Ingress: not \
+                 allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+            ))
+        } else {
+            match self.secrets.get(&(namespace.as_str(), name)) {
+                None => Err(format!("Secret {namespace}/{name} not found")),
+                Some(secret) => match crate::tls::secret_value(secret, crate::tls::CA_CERT_KEY) {
+                    None => Err(format!("Secret {namespace}/{name} has no ca.crt")),
+                    Some(pem) => crate::tls::parse_ca_bundle(pem)
+                        .map_err(|why| format!("Secret {namespace}/{name}: {why}")),
+                },
+            }
+        };
+        let roots = match roots {
+            Ok(roots) => roots,
+            Err(why) => {
+                policy.fail_closed = true;
+                let detail = format!("{why}; {}", annotations::fail_closed::CLOSED);
+                self.diag(index, field, Reason::FailedClosed, detail);
+                return;
+            }
+        };
+        let auth = Arc::new(crate::ClientCertAuth {
+            mode: spec.mode,
+            depth: spec.depth,
+            error_page: spec.error_page,
+            pass_certificate: spec.pass_certificate,
+            // Checked when the annotation was read.
+            match_cn: spec.match_cn.and_then(|p| regex::Regex::new(&p).ok()),
+            handshake: Arc::new(crate::ClientValidation {
+                roots,
+                insecure_fallback: true,
+                sources: vec![ObjectRef::secret(namespace.clone(), name.to_owned())],
+            }),
+            source: ingress.object.clone(),
+        });
+        let hosts = ingress
+            .spec
+            .iter()
+            .flat_map(|s| s.rules.iter().flatten())
+            .filter_map(|rule| parse_rule_host(rule.host.as_deref()).ok());
+        for host in hosts {
+            self.client_certs.insert(&host, &auth);
         }
     }
 

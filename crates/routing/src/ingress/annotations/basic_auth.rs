@@ -54,7 +54,7 @@ fn parse_realm(value: &str) -> Result<String, String> {
 }
 
 /// `auth-secret`: `name` or `namespace/name`, DNS names.
-fn parse_secret_name(value: &str) -> Result<(Option<String>, String), String> {
+pub(super) fn parse_secret_name(value: &str) -> Result<(Option<String>, String), String> {
     let value = value.trim();
     let dns = |s: &str| {
         !s.is_empty()

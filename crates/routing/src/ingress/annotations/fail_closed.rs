@@ -11,9 +11,6 @@
 
 use super::*;
 
-/// Client certificate authentication: `auth-tls-secret` turns it on.
-pub(crate) const CLIENT_CERT_TRIGGER: &str = "auth-tls-secret";
-
 /// Directives of a snippet that decide who gets an answer. A snippet that carries one of
 /// them and is refused would leave the route more open than its author wrote it.
 const ACCESS_DIRECTIVES: &[&str] = &[
@@ -61,29 +58,8 @@ pub(crate) fn restricting_directive(snippet: &str) -> Option<String> {
 pub(crate) const CLOSED: &str =
     "the Ingress's routes answer 503 to every request until it is removed (fail closed)";
 
-/// The access annotations sluice does not implement close the route
-/// ([`crate::ingress::annotations::fail_closed`]); returns `satisfy: any`.
-pub(super) fn unenforced_access(cx: &mut Cx<'_>) -> bool {
-    let verify_off = cx
-        .pending
-        .get("auth-tls-verify-client")
-        .is_some_and(|entry| entry.value.trim() == "off");
-    if cx.pending.contains_key(CLIENT_CERT_TRIGGER) && !verify_off {
-        let names: Vec<&str> = cx
-            .pending
-            .keys()
-            .copied()
-            .filter(|name| name.starts_with("auth-tls-"))
-            .collect();
-        for name in names {
-            if let Some(entry) = cx.take(name) {
-                cx.fail_closed(
-                    entry,
-                    "client certificate authentication is not supported yet",
-                );
-            }
-        }
-    }
+/// `satisfy`: returns whether it is `any`.
+pub(super) fn satisfy_any(cx: &mut Cx<'_>) -> bool {
     // nginx `satisfy`: `all` (default) or `any`, honoured for source ranges with basic or
     // external authentication.
     let Some(entry) = cx.take("satisfy") else {

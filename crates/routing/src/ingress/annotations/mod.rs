@@ -27,6 +27,7 @@ pub(crate) mod affinity;
 pub(crate) mod auth;
 pub(crate) mod basic_auth;
 pub(crate) mod canary;
+pub(crate) mod client_cert;
 mod cors;
 pub(crate) mod fail_closed;
 pub(crate) mod hosts;
@@ -44,7 +45,7 @@ use canary::canary;
 
 use crate::table::CanaryRule;
 use cors::*;
-use fail_closed::{CLOSED, restricting_directive, unenforced_access};
+use fail_closed::{CLOSED, restricting_directive, satisfy_any};
 use rate_limit::*;
 use redirect::*;
 use source_range::*;
@@ -99,6 +100,12 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-ssl-name",
     "proxy-ssl-server-name",
     "proxy-ssl-secret",
+    "auth-tls-secret",
+    "auth-tls-verify-client",
+    "auth-tls-verify-depth",
+    "auth-tls-error-page",
+    "auth-tls-pass-certificate-to-upstream",
+    "auth-tls-match-cn",
     "limit-rps",
     "limit-rpm",
     "limit-connections",
@@ -221,6 +228,9 @@ pub(crate) struct Parsed {
     /// `auth-type: basic` and its Secret, which the compiler resolves into
     /// [`Policy::basic_auth`].
     pub basic_auth: Option<BasicAuthSpec>,
+    /// `auth-tls-*`, which the compiler resolves into the host's
+    /// [`crate::ClientCertAuth`].
+    pub client_cert: Option<client_cert::ClientCertSpec>,
     /// `server-alias`: more names for the hosts of this Ingress's rules.
     pub server_alias: Vec<crate::host::HostPattern>,
     /// `from-to-www-redirect` (default false): the `www.` twin of each rule host (or the
@@ -365,10 +375,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
     let basic_auth = basic_auth(&mut cx);
+    let client_cert = client_cert::client_cert(&mut cx);
     response::response(&mut cx, &mut policy);
     let mirror = mirror::mirror(&mut cx);
     policy.mirror_host = mirror.as_ref().map(|m| m.host.clone());
-    policy.satisfy_any = unenforced_access(&mut cx);
+    policy.satisfy_any = satisfy_any(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
         "ewma" => Ok(LoadBalance::Ewma),
@@ -408,6 +419,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         ssl_secret,
         canary,
         basic_auth,
+        client_cert,
         server_alias,
         from_to_www,
         mirror,
@@ -586,10 +598,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         | "proxy-max-temp-file-size"
         | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
         "affinity-canary-behavior" => "not supported yet",
-        _ if starts("auth-tls-") => {
-            "client certificate authentication is not supported yet (has no effect without \
-             auth-tls-secret, which closes the route)"
-        }
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"

@@ -832,10 +832,6 @@ fn unknown_keys_are_reported_as_unsupported() {
             "not supported by sluice: not supported yet",
         ),
         (
-            "auth-tls-verify-depth",
-            "not supported by sluice: client certificate authentication",
-        ),
-        (
             "proxy-ssl-ciphers",
             "not supported by sluice: TLS settings towards backends",
         ),
@@ -869,10 +865,19 @@ fn access_annotations_sluice_cannot_honour_fail_closed() {
         &[("auth-type", "digest")],
         &[("auth-secret", "htpasswd"), ("auth-realm", "Staff only")],
         &[("auth-type", "nonsense")],
-        &[("auth-tls-secret", "default/ca")],
+        // ingress-nginx "Client Certificate Authentication": values that do not parse.
         &[
             ("auth-tls-secret", "default/ca"),
-            ("auth-tls-verify-client", "on"),
+            ("auth-tls-verify-client", "sometimes"),
+        ],
+        &[("auth-tls-secret", "not/a/secret")],
+        &[
+            ("auth-tls-secret", "default/ca"),
+            ("auth-tls-match-cn", "client"),
+        ],
+        &[
+            ("auth-tls-secret", "default/ca"),
+            ("auth-tls-verify-depth", "deep"),
         ],
         &[("auth-url", "not a url")],
         &[("auth-url", "ftp://auth.example/check")],
@@ -904,6 +909,12 @@ fn access_annotations_sluice_cannot_honour_fail_closed() {
         &[
             ("auth-tls-secret", "default/ca"),
             ("auth-tls-verify-client", "off"),
+        ],
+        // Honoured; the compiler closes the routes if the Secret cannot be read.
+        &[
+            ("auth-tls-secret", "default/ca"),
+            ("auth-tls-verify-client", "optional"),
+            ("auth-tls-match-cn", "CN=client-.*"),
         ],
         &[
             ("auth-url", "http://auth.example/check"),
