@@ -252,7 +252,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         services: &services,
         secrets: &secrets,
     }
-    .compile_into(&mut table);
+    .compile_into(&mut table, &mut diagnostics);
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,
