@@ -358,6 +358,13 @@ async fn ngx_http_gzip_module_gzip_brotli_and_zstd_round_trip_on_every_front_end
             assert_eq!(answer.status, 404);
             assert_compressed(&answer, "br", &original, front);
         }
+        // Counted per coding: per front end, gzip twice, br twice, zstd once.
+        let (_, metrics) = admin_get(proxy.admin, "/metrics").await;
+        for (encoding, count) in [("gzip", 6), ("br", 6), ("zstd", 3)] {
+            let line =
+                format!("sluice_compressed_responses_total{{encoding=\"{encoding}\"}} {count}");
+            assert!(metrics.contains(&line), "{line} in {metrics}");
+        }
     })
     .await;
 }

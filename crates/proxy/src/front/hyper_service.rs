@@ -237,8 +237,9 @@ fn compression(
     let encoder = outcome
         .coding
         .and_then(|coding| Compressing::new(coding, settings).ok());
-    if encoder.is_none() {
-        outcome.coding = None;
+    match (&encoder, outcome.coding) {
+        (Some(_), Some(coding)) => done.ctx.shared.metrics.compressed(coding),
+        _ => outcome.coding = None,
     }
     compress::edit_headers(headers, outcome);
     encoder

@@ -864,7 +864,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
         // sluice's Gateway policy until a policy CRD exists: `sluice.dev/compression` on the
         // route, for all its rules. An invalid value is reported and the global setting
         // stays.
-        let compression = route_compression(kind, &route.metadata, diagnostics);
+        let compression = if matches!(kind, HTTP_ROUTE | GRPC_ROUTE) {
+            route_compression(kind, &route.metadata, diagnostics)
+        } else {
+            None
+        };
         let rules: Result<Vec<RuleOut>, String> = match &input.invalid {
             Some(why) => Err(why.clone()),
             None => specs
