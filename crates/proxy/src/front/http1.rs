@@ -273,6 +273,8 @@ where
         // A body that came whole is compressed whole, and goes out as one chunk.
         (Started::Complete(bytes), Some(encoder)) => {
             let Ok(compressed) = encoder.whole(bytes.as_deref().unwrap_or_default()) else {
+                // The codec writes to memory and does not fail; if it did, nothing was
+                // sent yet and closing is all that is left.
                 return Ok(false);
             };
             let sent = write_whole_chunk(io, out, &compressed, limit, &mut done.bytes).await;
