@@ -795,3 +795,60 @@ async fn ingress_nginx_gzip_disable_turns_gzip_off_for_matching_clients() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn sluice_compression_annotation_on_an_http_route_overrides_the_global_setting() {
+    bounded(async {
+        let backend = backend().await;
+        let proxy = TestProxy::start(gzip_only()).await;
+        // An Ingress for another host makes the Service `zip` and its endpoint.
+        let mut inputs = inputs(&[Route::new("svc.example", "zip", vec![backend.addr])]);
+        let route = |host: &str| {
+            serde_json::json!({"parentRefs": [{"name": "gw"}], "hostnames": [host],
+                "rules": [{"backendRefs": [{"name": "zip", "port": 80}]}]})
+        };
+        add_gateway(
+            &mut inputs,
+            serde_json::json!({"listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}),
+            &[
+                ("off", route("off.example")),
+                ("global", route("global.example")),
+            ],
+        );
+        let mut off = (*inputs.http_routes[0]).clone();
+        off.metadata.annotations = Some(
+            [("sluice.dev/compression".to_owned(), "off".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        inputs.http_routes[0] = Arc::new(off);
+        let compiled = compile(&inputs, &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:#?}",
+            compiled.diagnostics
+        );
+        proxy.table.update(compiled.table, Duration::from_millis(1));
+        let original = json_body(4000);
+        for (front, method) in [("own loop", "GET"), ("hyper", "POST")] {
+            let ask = |host: &'static str| {
+                let proxy = &proxy;
+                async move {
+                    let mut sender = http1_connect(proxy.http).await;
+                    let body = if method == "POST" { "x=1" } else { "" };
+                    let request = Request::builder()
+                        .method(method)
+                        .uri("/json")
+                        .header("host", host)
+                        .header("accept-encoding", "gzip")
+                        .body(Full::new(Bytes::from(body)))
+                        .unwrap();
+                    send(&mut sender, request).await
+                }
+            };
+            assert_identity(&ask("off.example").await, &original, front);
+            assert_compressed(&ask("global.example").await, "gzip", &original, front);
+        }
+    })
+    .await;
+}
