@@ -852,3 +852,77 @@ async fn sluice_compression_annotation_on_an_http_route_overrides_the_global_set
     })
     .await;
 }
+
+/// An HTTP/2 (h2c) backend answering every request with [`json_body`] in two data frames
+/// and a trailer `x-checksum: done`.
+async fn h2c_backend() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use http_body::Frame;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_request| async {
+                    let body = json_body(4000);
+                    let (first, second) = body.split_at(1500);
+                    let mut trailers = HeaderMap::new();
+                    trailers.insert("x-checksum", http::HeaderValue::from_static("done"));
+                    let frames = vec![
+                        Ok::<_, std::convert::Infallible>(Frame::data(Bytes::copy_from_slice(
+                            first,
+                        ))),
+                        Ok(Frame::data(Bytes::copy_from_slice(second))),
+                        Ok(Frame::trailers(trailers)),
+                    ];
+                    let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+                    let response = http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .unwrap();
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn an_http2_backend_response_is_compressed_and_keeps_its_trailers() {
+    bounded(async {
+        let (addr, task) = h2c_backend().await;
+        let proxy = TestProxy::start(all_on()).await;
+        // Plain HTTP/2 towards the backend (as `backend-protocol: GRPC` or appProtocol
+        // `kubernetes.io/h2c` choose): the answer comes through hyper's client.
+        proxy.route(&[Route::new(HOST, "h2", vec![addr])
+            .with_annotation("nginx.ingress.kubernetes.io/backend-protocol", "GRPC")]);
+        let stream = TcpStream::connect(proxy.http).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        let connection = tokio::spawn(connection);
+        let request = Request::get(format!("http://{HOST}/json"))
+            .header("accept-encoding", "zstd")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(header(response.headers(), "content-encoding"), Some("zstd"));
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned().expect("trailers kept");
+        assert_eq!(header(&trailers, "x-checksum"), Some("done"));
+        assert_eq!(decode("zstd", &collected.to_bytes()), json_body(4000));
+        connection.abort();
+        task.abort();
+    })
+    .await;
+}
