@@ -400,6 +400,13 @@ async fn rfc9110_accept_encoding_q_values_choose_the_coding() {
                     }
                 }
             }
+            // Two Accept-Encoding fields are one list.
+            let two = [
+                ("accept-encoding", "gzip;q=0.1"),
+                ("accept-encoding", "br;q=0.5"),
+            ];
+            let answer = fetch(&proxy, method, "/json", &two).await;
+            assert_compressed(&answer, "br", &original, front);
             // No Accept-Encoding at all: identity.
             let answer = fetch(&proxy, method, "/json", &[]).await;
             assert_identity(&answer, &original, front);

@@ -30,7 +30,7 @@ use crate::compress::{self, negotiate};
 use crate::context::ConnCtx;
 use crate::errors::page_for;
 use crate::front::response_out::{self, ClientFraming, ClientSide};
-use crate::http::header_policy::UpstreamRequest;
+use crate::http::header_policy::{Fields as _, UpstreamRequest};
 use crate::http::request_fields::RequestFields;
 use crate::http::request_head::{self, Parsed, PlainHead};
 use crate::http::response_head::BodyKind;
@@ -329,7 +329,13 @@ fn compression(
         range: request.field(b"range").is_some(),
         user_agent: request.field(b"user-agent"),
     };
-    let accept = request.field(b"accept-encoding");
+    // Every Accept-Encoding field: together they are one list (RFC 9110 §5.3).
+    let accept = request
+        .head
+        .fields(request.buf)
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"accept-encoding"))
+        .map(|(_, value)| value);
     let Some(asked) = negotiate::asked(settings, route, facts, accept) else {
         return Default::default();
     };
