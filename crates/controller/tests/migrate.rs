@@ -502,8 +502,8 @@ fn readme_lists_every_supported_annotation() {
             "README table lists {key}, which sluice does not support"
         );
     }
-    // The count the section states (ingress-nginx's keys: all but the two sluice.dev/ ones).
-    let count = supported_annotations().len() - 2;
+    // The count the section states (ingress-nginx's keys: all but the three sluice.dev/ ones).
+    let count = supported_annotations().len() - 3;
     let stated = format!("sluice honours **{count} ingress-nginx annotations**");
     assert!(
         section.contains(&stated),

@@ -162,6 +162,10 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
           default_missing_value = "on")]
     pub access_log: bool,
+
+    /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
+    #[command(flatten)]
+    pub compression: crate::compress::Compression,
 }
 
 impl Default for ProxyArgs {
@@ -197,6 +201,7 @@ impl Default for ProxyArgs {
             pin_workers: false,
             http1_server: Http1Server::Sluice,
             access_log: false,
+            compression: crate::compress::Compression::default(),
         }
     }
 }
@@ -345,6 +350,52 @@ mod tests {
         assert!(p.access_log);
         let cli = Cli::try_parse_from(["sluice", "--access-log", "off"]).unwrap();
         assert!(!cli.proxy.access_log);
+    }
+
+    #[test]
+    fn compression_flags_take_ingress_nginx_key_values() {
+        let cli = Cli::try_parse_from([
+            "sluice",
+            "--gzip",
+            "--gzip-level",
+            "6",
+            "--gzip-min-length",
+            "1000",
+            "--gzip-types",
+            "text/plain application/json",
+            "--gzip-disable",
+            "msie6",
+            "--brotli",
+            "on",
+            "--brotli-level",
+            "11",
+            "--zstd-types",
+            "*",
+        ])
+        .unwrap();
+        let c = cli.proxy.compression;
+        assert!(c.use_gzip && c.enable_brotli && !c.enable_zstd);
+        assert_eq!(
+            (c.gzip_level, c.gzip_min_length, c.brotli_level),
+            (6, 1000, 11)
+        );
+        assert_eq!(
+            c.gzip_types,
+            crate::compress::MediaTypes::List(vec!["text/plain".into(), "application/json".into()])
+        );
+        assert_eq!(c.zstd_types, crate::compress::MediaTypes::Any);
+        assert!(
+            c.gzip_disable
+                .matches(b"Mozilla/4.0 (compatible; MSIE 6.0)")
+        );
+        for bad in [
+            &["sluice", "--gzip-level", "10"][..],
+            &["sluice", "--brotli-level", "12"],
+            &["sluice", "--gzip-types", "json"],
+            &["sluice", "--gzip", "maybe"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

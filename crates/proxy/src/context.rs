@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) tunnels: TaskTracker,
     /// Cancelled when tunnels must close.
     pub(crate) tunnels_stop: CancellationToken,
+    /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
+    pub(crate) compression: crate::compress::Compression,
 }
 
 /// One client connection.

@@ -52,6 +52,9 @@
 //! * `http/`: messages: the request head parsed in place (`request_head`), a request's
 //!   fields (`request_fields`), the upstream response head (`response_head`), and which
 //!   fields cross the proxy (`header_policy`).
+//! * `compress/`: response compression (gzip, brotli, zstd): the settings, the
+//!   `Accept-Encoding` negotiation, the streaming body encoder; used by both front ends'
+//!   writers and the response body.
 //! * Leaves: `rate_limit` (the limiters' state), `chunked`, `stall`, `errors` (the
 //!   pages), `config` (flags).
 //!
@@ -103,6 +106,7 @@
 mod backend;
 mod body;
 mod chunked;
+mod compress;
 mod config;
 mod context;
 mod errors;
@@ -130,6 +134,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
+pub use compress::{
+    Compression, DEFAULT_BROTLI_TYPES, DEFAULT_GZIP_TYPES, MediaTypes, UserAgents, parse_types,
+    parse_user_agents,
+};
 pub use config::{
     Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
     parse_cidr, parse_duration, parse_size, parse_switch,
@@ -242,6 +250,7 @@ impl Proxy {
             auth_timeout: args.auth_timeout,
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
+            compression: args.compression.clone(),
         });
         Ok(Proxy {
             args,

@@ -171,7 +171,7 @@ impl Snapshot {
         let client_cert_verifiers = table
             .client_cert_auths()
             .filter_map(|auth| {
-                let verifier = crate::pipeline::client_cert::verifier(auth, provider)?;
+                let verifier = client_cert_verifier(auth, provider)?;
                 Some((Arc::as_ptr(auth) as usize, verifier))
             })
             .collect();
@@ -413,6 +413,22 @@ impl TableHandle {
     pub fn backend_count(&self) -> usize {
         self.shared.current.load().backends.len()
     }
+}
+
+/// The verifier of a host's client certificate check: the CA certificates of its Secret
+/// (`None` when none loads: nothing verifies then).
+fn client_cert_verifier(
+    auth: &sluice_routing::ClientCertAuth,
+    provider: &Arc<CryptoProvider>,
+) -> Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(auth.handshake.roots.iter().cloned());
+    rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(provider),
+    )
+    .build()
+    .ok()
 }
 
 /// Each certificate of `table` with when it expires, for the expiry gauges (one that cannot

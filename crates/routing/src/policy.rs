@@ -104,6 +104,10 @@ pub struct Policy {
     pub response_rewrites: Option<Arc<ResponseRewrites>>,
     /// `enable-access-log: "false"`: the route's requests are not written to the access log.
     pub access_log_off: bool,
+    /// `sluice.dev/compression` (on an Ingress or an HTTPRoute): response compression on or
+    /// off for this route; `None`: the proxy's global setting (`--gzip`, `--brotli`,
+    /// `--zstd`).
+    pub compression: Option<bool>,
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
@@ -473,6 +477,9 @@ impl Policy {
         }
         if self.access_log_off {
             out.push("no access log".to_owned());
+        }
+        if let Some(on) = self.compression {
+            out.push(format!("compression {}", if on { "on" } else { "off" }));
         }
         if self.satisfy_any {
             out.push("satisfy any (source range or authentication)".to_owned());

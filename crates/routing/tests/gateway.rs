@@ -2411,3 +2411,65 @@ fn listener_sets_add_listeners_to_gateways_that_allow_them() {
         Some("to-gateway->web")
     );
 }
+
+/// An HTTPRoute with `sluice.dev/compression: value` sending every path to `web`.
+fn compression_route(name: &str, host: &str, value: &str) -> Arc<HttpRoute> {
+    from(
+        json!({"metadata": {"namespace": "default", "name": name, "generation": 1,
+        "creationTimestamp": ts(1), "annotations": {"sluice.dev/compression": value}},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host],
+            "rules": [{"backendRefs": [backend("web", 80)]}]}}),
+    )
+}
+
+#[test]
+fn sluice_compression_annotation_on_an_http_route_switches_its_rules() {
+    let gw = gateway("default", "gw", json!([http_listener("http", None)]));
+    let routes = vec![
+        compression_route("on", "on.example", "on"),
+        compression_route("off", "off.example", "off"),
+        compression_route("bad", "bad.example", "gzip"),
+    ];
+    let out = compiled(&world(vec![gw], routes));
+    let policy = |host: &'static str| {
+        let id = out
+            .table
+            .route_request(&RequestInfo {
+                listener: None,
+                https: false,
+                host,
+                path: "/",
+                query: "",
+                method: "GET",
+                headers: &Headers(vec![]),
+            })
+            .expect("routed");
+        out.table.entry(id).policy.compression
+    };
+    assert_eq!(policy("on.example"), Some(true));
+    assert_eq!(policy("off.example"), Some(false));
+    // Invalid: the global setting stays, the route is still served, and a diagnostic
+    // (a Warning Event) names the route and the key.
+    assert_eq!(policy("bad.example"), None);
+    assert_eq!(accepted(&out.gateway, "bad"), (true, "Accepted"));
+    let problems: Vec<_> = out
+        .diagnostics
+        .iter()
+        .filter(|d| d.object.kind == "HTTPRoute")
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].object.name, "bad");
+    assert_eq!(
+        problems[0].reason,
+        sluice_routing::Reason::InvalidAnnotation
+    );
+    assert_eq!(
+        problems[0].field,
+        "metadata.annotations[sluice.dev/compression]"
+    );
+    assert!(
+        problems[0].message.contains("is not on or off"),
+        "{}",
+        problems[0].message
+    );
+}

@@ -46,6 +46,7 @@ impl EventPublisher {
                     .get_by_key(&key)
                     .and_then(|i| i.metadata.uid.clone()),
             ),
+            "HTTPRoute" | "GRPCRoute" => ("gateway.networking.k8s.io/v1", None),
             _ => ("v1", None),
         };
         ObjectReference {

@@ -16,6 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::body::upstream::{Started, UpstreamBody};
+use crate::compress::encoder::{Compressing, Failure};
 use crate::context::ConnCtx;
 use crate::observe::access_log::{LogOutcome, LogRecord};
 use crate::observe::metrics::SeriesAt;
@@ -207,6 +208,8 @@ pub(crate) struct ResponseBody {
     source: Source,
     /// `limit-rate`: the body's pace, when the route limits it.
     pace: Option<Box<Pace>>,
+    /// The body's compression, when the response is compressed.
+    compress: Option<Box<Compress>>,
     /// Present until the body ends or is dropped; then the request is accounted for.
     done: Option<Completion>,
 }
@@ -329,6 +332,7 @@ impl ResponseBody {
         ResponseBody {
             source,
             pace,
+            compress: None,
             done: Some(done),
         }
     }
@@ -347,6 +351,7 @@ impl ResponseBody {
                 stall: StallTimer::default(),
             },
             pace,
+            compress: None,
             done: Some(done),
         }
     }
@@ -356,6 +361,7 @@ impl ResponseBody {
         ResponseBody {
             source: Source::Fixed(bytes),
             pace: None,
+            compress: None,
             done: Some(done),
         }
     }
@@ -365,8 +371,20 @@ impl ResponseBody {
         ResponseBody {
             source: Source::Fixed(Some(bytes)),
             pace: None,
+            compress: None,
             done: None,
         }
+    }
+
+    /// The body compressed by `encoder` (its head says so already).
+    pub(crate) fn compressed(mut self, encoder: Option<Compressing>) -> ResponseBody {
+        self.compress = encoder.map(|encoder| {
+            Box::new(Compress {
+                encoder,
+                trailers: None,
+            })
+        });
+        self
     }
 
     fn finish(&mut self) {
@@ -399,28 +417,9 @@ impl Body for ResponseBody {
                 return Poll::Ready(Some(Ok(Frame::data(pace.sent(rest, &mut this.done)))));
             }
         }
-        let frame = match &mut this.source {
-            Source::Upstream(inner) => match ready!(inner.poll_data(cx)) {
-                Some(Ok(data)) => Some(Ok(Frame::data(data))),
-                Some(Err(e)) => Some(Err(e.into())),
-                None => None,
-            },
-            Source::Fixed(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
-            Source::Streamed {
-                inner,
-                read_timeout,
-                stall,
-            } => match Pin::new(inner).poll_frame(cx) {
-                Poll::Ready(frame) => {
-                    stall.progressed();
-                    frame.map(|frame| frame.map_err(BoxError::from))
-                }
-                Poll::Pending => {
-                    ready!(stall.poll_stalled(cx, *read_timeout));
-                    tracing::debug!("upstream read timed out");
-                    Some(Err(UpstreamReadTimeout.into()))
-                }
-            },
+        let frame = match &mut this.compress {
+            None => ready!(this.source.poll_frame(cx)),
+            Some(compress) => ready!(compress.poll_frame(&mut this.source, cx)),
         };
         if let (Some(pace), Some(Ok(data))) = (&mut this.pace, &frame)
             && data.is_data()
@@ -450,6 +449,9 @@ impl Body for ResponseBody {
         if self.pace.as_ref().is_some_and(|p| p.rest.is_some()) {
             return false;
         }
+        if let Some(compress) = &self.compress {
+            return compress.encoder.is_finished() && compress.trailers.is_none();
+        }
         match &self.source {
             Source::Upstream(inner) => inner.is_end_stream(),
             Source::Fixed(bytes) => bytes.is_none(),
@@ -458,11 +460,83 @@ impl Body for ResponseBody {
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.compress.is_some() {
+            // The compressed length is known at the end only.
+            return SizeHint::default();
+        }
         match &self.source {
             Source::Upstream(inner) => inner.size_hint(),
             Source::Fixed(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Source::Fixed(None) => SizeHint::with_exact(0),
             Source::Streamed { inner, .. } => inner.size_hint(),
         }
+    }
+}
+
+impl Source {
+    /// The next frame as the upstream (or the fixed body) gives it.
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Poll::Ready(match self {
+            Source::Upstream(inner) => match ready!(inner.poll_data(cx)) {
+                Some(Ok(data)) => Some(Ok(Frame::data(data))),
+                Some(Err(e)) => Some(Err(e.into())),
+                None => None,
+            },
+            Source::Fixed(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
+            Source::Streamed {
+                inner,
+                read_timeout,
+                stall,
+            } => match Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(frame) => {
+                    stall.progressed();
+                    frame.map(|frame| frame.map_err(BoxError::from))
+                }
+                Poll::Pending => {
+                    ready!(stall.poll_stalled(cx, *read_timeout));
+                    tracing::debug!("upstream read timed out");
+                    Some(Err(UpstreamReadTimeout.into()))
+                }
+            },
+        })
+    }
+}
+
+/// A response body being compressed: the data frames go through the encoder; trailers
+/// (an HTTP/2 upstream's) end the data and follow the compressed body's end.
+#[derive(Debug)]
+struct Compress {
+    encoder: Compressing,
+    /// Trailers that came after the data, sent once the encoder is done.
+    trailers: Option<http::HeaderMap>,
+}
+
+impl Compress {
+    fn poll_frame(
+        &mut self,
+        source: &mut Source,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let trailers = &mut self.trailers;
+        let polled = self.encoder.poll_next(cx, |cx| {
+            Poll::Ready(match ready!(source.poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => Some(Ok(data)),
+                    Err(frame) => {
+                        // Trailers end the data.
+                        *trailers = frame.into_trailers().ok();
+                        None
+                    }
+                },
+                Some(Err(error)) => Some(Err(error)),
+                None => None,
+            })
+        });
+        Poll::Ready(match ready!(polled) {
+            Some(Ok(data)) => Some(Ok(Frame::data(data))),
+            Some(Err(Failure::Upstream(error))) => Some(Err(error)),
+            Some(Err(Failure::Encoder(error))) => Some(Err(error.into())),
+            None => self.trailers.take().map(|t| Ok(Frame::trailers(t))),
+        })
     }
 }

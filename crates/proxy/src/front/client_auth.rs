@@ -17,8 +17,6 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use sluice_routing::ClientValidation;
 
-use crate::front::tls::ConfigPair;
-
 /// How many settings keep their configurations (each a handful of Gateway ports); the
 /// oldest goes first.
 const KEPT: usize = 64;
@@ -26,19 +24,27 @@ const KEPT: usize = 64;
 /// The server configurations of each client validation setting in use, built at the first
 /// handshake that needs them and found again by content, so a new routing table with the
 /// same setting keeps them (and their session tickets).
-#[derive(Default)]
-pub(crate) struct ClientAuthConfigs {
-    built: ArcSwap<Vec<(Arc<ClientValidation>, ConfigPair)>>,
+/// `C`: the configurations (`front::tls`'s pair).
+pub(crate) struct ClientAuthConfigs<C> {
+    built: ArcSwap<Vec<(Arc<ClientValidation>, C)>>,
 }
 
-impl ClientAuthConfigs {
+impl<C> Default for ClientAuthConfigs<C> {
+    fn default() -> Self {
+        ClientAuthConfigs {
+            built: ArcSwap::from_pointee(Vec::new()),
+        }
+    }
+}
+
+impl<C: Clone> ClientAuthConfigs<C> {
     /// The configurations for `validation`, built with `build` the first time.
     pub(crate) fn get(
         &self,
         validation: &Arc<ClientValidation>,
-        build: impl FnOnce(&ClientValidation) -> anyhow::Result<ConfigPair>,
-    ) -> anyhow::Result<ConfigPair> {
-        let found = |built: &[(Arc<ClientValidation>, ConfigPair)]| {
+        build: impl FnOnce(&ClientValidation) -> anyhow::Result<C>,
+    ) -> anyhow::Result<C> {
+        let found = |built: &[(Arc<ClientValidation>, C)]| {
             built
                 .iter()
                 .find(|(v, _)| Arc::ptr_eq(v, validation) || **v == **validation)

@@ -25,12 +25,15 @@ use crate::body;
 use crate::body::Completion;
 use crate::body::upstream::{ReturnTo, Started};
 use crate::chunked;
+use crate::compress::encoder::{Compressing, Failure};
+use crate::compress::{self, negotiate};
 use crate::context::ConnCtx;
 use crate::errors::page_for;
 use crate::front::response_out::{self, ClientFraming, ClientSide};
-use crate::http::header_policy::UpstreamRequest;
+use crate::http::header_policy::{Fields as _, UpstreamRequest};
 use crate::http::request_fields::RequestFields;
 use crate::http::request_head::{self, Parsed, PlainHead};
+use crate::http::response_head::BodyKind;
 use crate::pipeline::admit::{Facts, Version};
 use crate::pipeline::route::Routing;
 use crate::pipeline::route_policy;
@@ -246,6 +249,7 @@ where
         return Ok(page(io, out, &mut done, host, status, head_request, client).await);
     }
     let status = response.status;
+    let (outcome, encoder) = compression(&done, request, &response);
     let body = body::upstream::start(
         conn,
         response.body,
@@ -258,13 +262,26 @@ where
     );
     out.clear();
     let edits = proxied.edits.resolve(&done.snapshot);
-    let (framing, keep_alive) = response_out::encode_head(&response, client, edits, out);
+    let (framing, keep_alive) = response_out::encode_head(&response, client, edits, outcome, out);
     drop(response);
     done.count(host, status.as_u16());
     // `limit-rate`: the body goes out paced (nginx `limit_rate`).
     let limit = done
         .entry
         .and_then(|entry| done.snapshot.table.entry(entry).policy.limit_rate);
+    let (body, encoder) = match (body, encoder) {
+        // A body that came whole is compressed whole, and goes out as one chunk.
+        (Started::Complete(bytes), Some(encoder)) => {
+            let Ok(compressed) = encoder.whole(bytes.as_deref().unwrap_or_default()) else {
+                // The codec writes to memory and does not fail; if it did, nothing was
+                // sent yet and closing is all that is left.
+                return Ok(false);
+            };
+            let sent = write_whole_chunk(io, out, &compressed, limit, &mut done.bytes).await;
+            return Ok(sent && keep_alive);
+        }
+        other => other,
+    };
     let sent = match (body, limit) {
         (Started::Complete(Some(bytes)), Some(limit)) => {
             let mut pace = Paced::new(limit);
@@ -285,10 +302,85 @@ where
         }
         (Started::Streaming(mut body), limit) => {
             let pace = limit.map(Paced::new);
-            stream_body(io, out, &mut body, framing, &mut done.bytes, pace).await
+            let body = &mut body;
+            stream_body(io, out, body, encoder, framing, &mut done.bytes, pace).await
         }
     };
     Ok(sent && keep_alive)
+}
+
+/// Compression of the upstream's `response` to `request`: the head's changes and the
+/// body's encoder (`None` when it goes out as it is).
+fn compression(
+    done: &Completion,
+    request: PlainRequest<'_>,
+    response: &crate::http::response_head::ResponseHead,
+) -> (negotiate::Outcome, Option<Compressing>) {
+    let settings = &done.ctx.shared.compression;
+    let route = done
+        .entry
+        .and_then(|entry| done.snapshot.table.entry(entry).policy.compression);
+    if route.is_none() && !settings.any_enabled() {
+        return Default::default();
+    }
+    let facts = negotiate::RequestFacts {
+        head: request.method == "HEAD",
+        http10: request.head.http10,
+        range: request.field(b"range").is_some(),
+        user_agent: request.field(b"user-agent"),
+    };
+    // Every Accept-Encoding field: together they are one list (RFC 9110 §5.3).
+    let accept = request
+        .head
+        .fields(request.buf)
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"accept-encoding"))
+        .map(|(_, value)| value);
+    let Some(asked) = negotiate::asked(settings, route, facts, accept) else {
+        return Default::default();
+    };
+    let length = match response.body {
+        BodyKind::Length(length) => Some(length),
+        BodyKind::Empty => Some(0),
+        BodyKind::Chunked | BodyKind::UntilClose => None,
+    };
+    let facts = compress::facts_of(response.status.as_u16(), response.fields(), length);
+    let mut outcome = negotiate::outcome(settings, &asked, facts);
+    let encoder = outcome
+        .coding
+        .and_then(|coding| Compressing::new(coding, settings).ok());
+    match (&encoder, outcome.coding) {
+        (Some(_), Some(coding)) => done.ctx.shared.metrics.compressed(coding),
+        _ => outcome.coding = None,
+    }
+    (outcome, encoder)
+}
+
+/// Sends the head already in `out`, then `data` as one chunk and the last chunk (paced
+/// under `limit`). False if the client is gone.
+async fn write_whole_chunk<I: AsyncWrite + Unpin>(
+    io: &mut I,
+    out: &mut Vec<u8>,
+    data: &[u8],
+    limit: Option<sluice_routing::LimitRate>,
+    bytes: &mut u64,
+) -> bool {
+    if let Some(limit) = limit {
+        let mut pace = Paced::new(limit);
+        return write_out(io, out).await
+            && pace
+                .write(io, out, data, ClientFraming::Chunked, bytes)
+                .await
+            && write_out(io, chunked::LAST_CHUNK).await;
+    }
+    if !data.is_empty() {
+        out.extend_from_slice(&chunked::chunk_header(data.len()));
+        out.extend_from_slice(data);
+        out.extend_from_slice(chunked::CHUNK_END);
+    }
+    out.extend_from_slice(chunked::LAST_CHUNK);
+    *bytes += data.len() as u64;
+    write_out(io, out).await
 }
 
 /// A plain head with the buffer it was parsed from: the own loop's request as the
@@ -381,6 +473,7 @@ async fn stream_body<I: AsyncWrite + Unpin>(
     io: &mut I,
     out: &mut Vec<u8>,
     body: &mut body::upstream::UpstreamBody,
+    mut encoder: Option<Compressing>,
     framing: ClientFraming,
     bytes: &mut u64,
     mut pace: Option<Paced>,
@@ -388,14 +481,26 @@ async fn stream_body<I: AsyncWrite + Unpin>(
     if !write_out(io, out).await {
         return false;
     }
-    while let Some(data) = std::future::poll_fn(|cx| body.poll_data(cx)).await {
-        let data = match data {
-            Ok(data) => data,
-            Err(error) => {
+    loop {
+        let next = std::future::poll_fn(|cx| match &mut encoder {
+            None => body
+                .poll_data(cx)
+                .map(|next| next.map(|piece| piece.map_err(Failure::Upstream))),
+            Some(encoder) => encoder.poll_next(cx, |cx| body.poll_data(cx)),
+        });
+        let data = match next.await {
+            None => break,
+            Some(Ok(data)) => data,
+            Some(Err(Failure::Upstream(error))) => {
                 debug!(%error, "upstream body failed");
                 return false;
             }
+            Some(Err(Failure::Encoder(error))) => {
+                debug!(%error, "compressing the response failed");
+                return false;
+            }
         };
+
         if let Some(pace) = &mut pace {
             if !pace.write(io, out, &data, framing, bytes).await {
                 return false;

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{
-    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, TRANSFER_ENCODING, UPGRADE, VIA,
+    ACCEPT_ENCODING, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, RANGE,
+    TRANSFER_ENCODING, UPGRADE, USER_AGENT, VIA,
 };
 use http::request::Parts;
 use http::uri::PathAndQuery;
@@ -20,11 +21,13 @@ use hyper::body::Incoming;
 use crate::body;
 use crate::body::upstream::ReturnTo;
 use crate::body::{Completion, ResponseBody};
+use crate::compress::{self, encoder::Compressing, negotiate};
 use crate::context::ConnCtx;
 use crate::errors::error_response;
 use crate::front::websocket;
 use crate::http::header_policy::{self, ConnectionOptions, Framing, UpstreamRequest};
 use crate::http::request_fields::RequestFields;
+use crate::http::response_head::BodyKind;
 use crate::observe::metrics::UpstreamErrorKind;
 use crate::pipeline::admit::{self, Facts};
 use crate::pipeline::route::Routing;
@@ -174,10 +177,72 @@ pub(crate) async fn handle(
     let proxied = match reply {
         Reply::Page(status) => return Ok(fail(done, grpc, host, status)),
         Reply::Answer(answer) => return Ok(answered(done, host, answer)),
-        Reply::Client(proxied) => return Ok(from_client(done, host, proxied)),
+        Reply::Client(proxied) => {
+            let asked = asked(&done, &request.parts);
+            return Ok(from_client(done, host, proxied, asked));
+        }
         Reply::Upstream(proxied) => proxied,
     };
-    Ok(from_upstream(done, grpc, host, proxied, client_upgrade))
+    let asked = asked(&done, &request.parts);
+    Ok(from_upstream(
+        done,
+        grpc,
+        host,
+        proxied,
+        client_upgrade,
+        asked,
+    ))
+}
+
+/// The request half of compression: `None` when the route's response cannot be
+/// compressed for this request (nothing is parsed when compression is off).
+fn asked(done: &Completion, request: &Parts) -> Option<negotiate::Asked> {
+    let settings = &done.ctx.shared.compression;
+    let route = done
+        .entry
+        .and_then(|entry| done.snapshot.table.entry(entry).policy.compression);
+    if route.is_none() && !settings.any_enabled() {
+        return None;
+    }
+    let headers = &request.headers;
+    let facts = negotiate::RequestFacts {
+        head: request.method == http::Method::HEAD,
+        http10: request.version < Version::HTTP_11,
+        range: headers.contains_key(RANGE),
+        user_agent: headers.get(USER_AGENT).map(HeaderValue::as_bytes),
+    };
+    let accept = headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .map(HeaderValue::as_bytes);
+    negotiate::asked(settings, route, facts, accept)
+}
+
+/// The response half: edits `headers` for the coding chosen (or only `Vary`) and returns
+/// the encoder for the body.
+fn compression(
+    done: &Completion,
+    asked: Option<negotiate::Asked>,
+    status: StatusCode,
+    headers: &mut http::HeaderMap,
+    length: Option<u64>,
+) -> Option<Compressing> {
+    let asked = asked?;
+    let settings = &done.ctx.shared.compression;
+    let fields = headers
+        .iter()
+        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+    let facts = compress::facts_of(status.as_u16(), fields, length);
+    let mut outcome = negotiate::outcome(settings, &asked, facts);
+    let encoder = outcome
+        .coding
+        .and_then(|coding| Compressing::new(coding, settings).ok());
+    match (&encoder, outcome.coding) {
+        (Some(_), Some(coding)) => done.ctx.shared.metrics.compressed(coding),
+        _ => outcome.coding = None,
+    }
+    compress::edit_headers(headers, outcome);
+    encoder
 }
 
 /// The response of a plain HTTP/1.1 backend: its head with the edits, the body streamed
@@ -188,6 +253,7 @@ fn from_upstream(
     host: &str,
     proxied: Proxied<upstream::Answer>,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    asked: Option<negotiate::Asked>,
 ) -> Response<ResponseBody> {
     let upstream::Answer {
         response: upstream::Response { head, conn },
@@ -230,6 +296,12 @@ fn from_upstream(
         return response.map(|()| ResponseBody::fixed(None, done));
     }
 
+    let length = match head.body {
+        BodyKind::Length(length) => Some(length),
+        BodyKind::Empty => Some(0),
+        BodyKind::Chunked | BodyKind::UntilClose => None,
+    };
+    let encoder = compression(&done, asked, status, response.headers_mut(), length);
     let body = body::upstream::start(
         conn,
         head.body,
@@ -241,7 +313,7 @@ fn from_upstream(
         },
     );
     done.count(host, status.as_u16());
-    response.map(|()| ResponseBody::upstream(body, done))
+    response.map(|()| ResponseBody::upstream(body, done).compressed(encoder))
 }
 
 /// The host the client asked for: `:authority` for HTTP/2 (Host if absent), the Host header
@@ -332,6 +404,7 @@ fn from_client(
     mut done: Completion,
     host: &str,
     proxied: Proxied<upstream::client::Answer>,
+    asked: Option<negotiate::Asked>,
 ) -> Response<ResponseBody> {
     let (mut parts, body) = proxied.answer.response.into_parts();
     parts.version = Version::default();
@@ -341,8 +414,11 @@ fn from_client(
         .edits
         .resolve(&done.snapshot)
         .apply(&mut parts.headers);
+    let length = body.size_hint().exact();
+    let encoder = compression(&done, asked, parts.status, &mut parts.headers, length);
     let status = parts.status.as_u16();
     done.count(host, status);
     let read_timeout = proxied.read_timeout;
-    Response::from_parts(parts, ResponseBody::streamed(body, read_timeout, done))
+    let body = ResponseBody::streamed(body, read_timeout, done).compressed(encoder);
+    Response::from_parts(parts, body)
 }

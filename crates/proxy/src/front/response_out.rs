@@ -11,6 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, StatusCode};
 
+use crate::compress::negotiate::Outcome;
+use crate::compress::{self, FieldEdit};
 use crate::http::header_policy::{put_header, removed};
 use crate::http::response_head::{BodyKind, ResponseHead};
 use crate::pipeline::response_edits::ResponseEdits;
@@ -36,14 +38,17 @@ pub(crate) struct ClientSide {
 }
 
 /// Writes the head of the upstream's `response` for the client: its end-to-end fields as
-/// received, `Date` if it had none, the route's `edits`, and the client-side framing.
-/// Returns that framing and whether the connection stays open.
+/// received, `Date` if it had none, the route's `edits`, the compression's (`compress`)
+/// and the client-side framing. Returns that framing and whether the connection stays
+/// open.
 pub(crate) fn encode_head(
     response: &ResponseHead,
     client: ClientSide,
     edits: ResponseEdits<'_>,
+    compress: Outcome,
     out: &mut Vec<u8>,
 ) -> (ClientFraming, bool) {
+    let compressed = compress.coding.is_some();
     let ResponseEdits {
         set,
         add,
@@ -64,6 +69,14 @@ pub(crate) fn encode_head(
         if removed(remove, name) {
             continue;
         }
+        let value = match compress::field_edit(name, value, compressed) {
+            FieldEdit::Keep => value,
+            FieldEdit::Drop => continue,
+            FieldEdit::Replace(new) => {
+                put_header(out, name, &new);
+                continue;
+            }
+        };
         // nginx `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
         if let Some(new) = rewrites.and_then(|r| r.rewrite(name, value)) {
             put_header(out, name, &new);
@@ -80,11 +93,29 @@ pub(crate) fn encode_head(
     if let Some(cookie) = cookie {
         put_header(out, b"set-cookie", cookie.as_bytes());
     }
+    if let Some(coding) = compress.coding {
+        put_header(out, b"content-encoding", coding.token().as_bytes());
+    }
+    if compress.vary {
+        let sent = set
+            .iter()
+            .chain(add)
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+        if !compress::varies(response.fields().chain(sent)) {
+            put_header(out, b"vary", b"Accept-Encoding");
+        }
+    }
     if !response.has_date() {
         // A proxy adds the Date an upstream left out (RFC 9110 §6.6.1).
         put_date(out);
     }
     let framing = match response.body {
+        // Compressed: the length is known at the end only.
+        BodyKind::Length(_) if compressed && client.http10 => ClientFraming::Close,
+        BodyKind::Length(_) if compressed => {
+            put_header(out, b"transfer-encoding", b"chunked");
+            ClientFraming::Chunked
+        }
         BodyKind::Empty | BodyKind::Length(_) => ClientFraming::AsIs,
         BodyKind::Chunked | BodyKind::UntilClose if client.http10 => ClientFraming::Close,
         BodyKind::Chunked | BodyKind::UntilClose => {
@@ -229,8 +260,13 @@ mod tests {
             .unwrap();
         assert_eq!(response.body, body);
         let mut out = Vec::new();
-        let (framing, keep_alive) =
-            encode_head(&response, client, ResponseEdits::default(), &mut out);
+        let (framing, keep_alive) = encode_head(
+            &response,
+            client,
+            ResponseEdits::default(),
+            Outcome::default(),
+            &mut out,
+        );
         (String::from_utf8(out).unwrap(), framing, keep_alive)
     }
 

@@ -104,7 +104,7 @@ struct ServerBase {
     provider: Arc<CryptoProvider>,
     resolver: Arc<SniResolver>,
     /// Configurations of the Gateway sockets that check client certificates, by setting.
-    client_auth: crate::front::client_auth::ClientAuthConfigs,
+    client_auth: crate::front::client_auth::ClientAuthConfigs<ConfigPair>,
 }
 
 impl TlsConfigs {

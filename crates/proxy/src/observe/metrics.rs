@@ -15,6 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::compress::negotiate::Coding;
 use crate::runtime::shard::{
     HistogramShards, MAX_BOUNDS, ShardedCounter, ShardedGauge, ShardedHistogram, Shards,
 };
@@ -90,6 +91,12 @@ impl MirrorResult {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MirrorLabels {
     result: &'static str,
+}
+
+/// The label of `sluice_compressed_responses_total`: the `Content-Encoding` applied.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EncodingLabels {
+    encoding: &'static str,
 }
 
 /// Labels of the request series: the route (namespace, Ingress, Service port), the host as
@@ -213,6 +220,8 @@ pub(crate) struct Metrics {
     unrouted: Arc<RouteMetrics>,
     /// `sluice_mirror_requests_total`, indexed by [`MirrorResult`].
     mirror_requests: [Counter; 4],
+    /// `sluice_compressed_responses_total`, indexed by [`Coding`] (gzip, br, zstd).
+    compressed_responses: [Counter; 3],
     /// `sluice_ssl_certificate_expiry_timestamp_seconds`: each certificate of the table
     /// being served, set on every swap.
     certificate_expiry: Family<CertificateLabels, Gauge>,
@@ -372,6 +381,19 @@ impl Metrics {
              dropped: too many in flight, skipped: a body or no endpoint)",
             mirrors,
         );
+        let encodings: Family<EncodingLabels, Counter> = Family::default();
+        let compressed_responses = [Coding::Gzip, Coding::Brotli, Coding::Zstd].map(|coding| {
+            encodings
+                .get_or_create(&EncodingLabels {
+                    encoding: coding.token(),
+                })
+                .clone()
+        });
+        registry.register(
+            "compressed_responses",
+            "Responses compressed by the proxy, by Content-Encoding (gzip, br, zstd)",
+            encodings,
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -394,6 +416,7 @@ impl Metrics {
         Arc::new(Metrics {
             certificate_expiry,
             mirror_requests,
+            compressed_responses,
             families,
             rebuilds,
             rebuild_duration,
@@ -414,6 +437,11 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(not_after);
         }
+    }
+
+    /// Counts one response compressed with `coding`.
+    pub(crate) fn compressed(&self, coding: Coding) {
+        self.compressed_responses[coding as usize].inc();
     }
 
     /// Counts one mirror copy's fate.

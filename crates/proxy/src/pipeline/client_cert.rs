@@ -28,21 +28,6 @@ pub(crate) enum Verdict {
     Deny(Answer),
 }
 
-/// The verifier of a check: the CA certificates of its Secret.
-pub(crate) fn verifier(
-    auth: &ClientCertAuth,
-    provider: &Arc<rustls::crypto::CryptoProvider>,
-) -> Option<Arc<dyn ClientCertVerifier>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(auth.handshake.roots.iter().cloned());
-    rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        Arc::clone(provider),
-    )
-    .build()
-    .ok()
-}
-
 /// Checks `shown` (the connection's certificates, leaf first; empty: none) against `auth`.
 /// `verifier`: `auth`'s (`None`: its CA could not be loaded, nothing verifies).
 pub(crate) fn check(

@@ -36,7 +36,9 @@ use crate::rules::{
 };
 use crate::table::{Mirror, RouteEntry, RuleIndex, WeightedBackend};
 use crate::tls::{TlsCertificate, parse_secret};
-use crate::{CompileOptions, Inputs, ObjectRef, PortRef, RouteTable, ServiceRef};
+use crate::{
+    CompileOptions, Diagnostic, Inputs, ObjectRef, PortRef, Reason, RouteTable, ServiceRef,
+};
 
 /// What a listener speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,6 +181,32 @@ impl RouteIn {
     }
 }
 
+/// The annotation through which a Gateway API route switches compression.
+pub(crate) const COMPRESSION_ANNOTATION: &str = "sluice.dev/compression";
+
+/// `sluice.dev/compression` of a route: `Some(on)`, or `None` when absent or invalid (an
+/// invalid value becomes a diagnostic on the route).
+fn route_compression(
+    kind: &'static str,
+    meta: &ObjectMeta,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<bool> {
+    let value = meta.annotations.as_ref()?.get(COMPRESSION_ANNOTATION)?;
+    match crate::ingress::annotations::parse_compression(value) {
+        Ok(on) => Some(on),
+        Err(detail) => {
+            let field = format!("metadata.annotations[{COMPRESSION_ANNOTATION}]");
+            diagnostics.push(Diagnostic::new(
+                &object(kind, meta),
+                field,
+                Reason::InvalidAnnotation,
+                detail,
+            ));
+            None
+        }
+    }
+}
+
 fn meta_name(meta: &ObjectMeta) -> (&str, &str) {
     (
         meta.namespace.as_deref().unwrap_or(""),
@@ -230,8 +258,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
             })
     }
 
-    /// Compiles the Gateway API objects into `table` and returns their statuses.
-    pub(crate) fn compile_into(&self, table: &mut RouteTable) -> GatewayStatuses {
+    /// Compiles the Gateway API objects into `table` and returns their statuses; problems
+    /// that are not a status condition (an invalid `sluice.dev/` annotation) go to
+    /// `diagnostics`.
+    pub(crate) fn compile_into(
+        &self,
+        table: &mut RouteTable,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> GatewayStatuses {
         let mut statuses = GatewayStatuses::default();
         // 1. Our classes.
         let mut our_classes: Vec<&str> = Vec::new();
@@ -434,6 +468,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 &mut backends,
                 &mut streams,
                 table,
+                diagnostics,
             ) else {
                 continue;
             };
@@ -1058,6 +1093,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         backends: &mut BackendRegistry,
         streams: &mut HashMap<SocketAddr, StreamRoutes>,
         table: &mut RouteTable,
+        diagnostics: &mut Vec<Diagnostic>,
     ) -> Option<RouteStatus> {
         let route = &*input.route;
         let kind = input.kind;
@@ -1098,6 +1134,14 @@ impl<'a> GatewayCompiler<'_, 'a> {
         } else {
             &route.spec.rules
         };
+        // sluice's Gateway policy until a policy CRD exists: `sluice.dev/compression` on the
+        // route, for all its rules. An invalid value is reported and the global setting
+        // stays.
+        let compression = if matches!(kind, HTTP_ROUTE | GRPC_ROUTE) {
+            route_compression(kind, &route.metadata, diagnostics)
+        } else {
+            None
+        };
         let rules: Result<Vec<RuleOut>, String> = match &input.invalid {
             Some(why) => Err(why.clone()),
             None => specs
@@ -1105,6 +1149,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                 .enumerate()
                 .map(|(i, r)| {
                     let mut out = checked_rule(i, r)?;
+                    out.policy.compression = compression;
                     if kind == GRPC_ROUTE {
                         // gRPC is HTTP/2 to the backend, whatever its appProtocol says.
                         out.policy.protocol = Some(crate::protocol::UpstreamProtocol::Grpc);

@@ -271,7 +271,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         secrets: &secrets,
         config_maps: &config_maps,
     }
-    .compile_into(&mut table);
+    .compile_into(&mut table, &mut diagnostics);
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,

@@ -82,6 +82,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-read-timeout",
     "proxy-send-timeout",
     "request-headers",
+    "compression",
     "response-headers",
     "ssl-redirect",
     "temporal-redirect",
@@ -165,7 +166,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
-pub(crate) const SLUICE_ONLY: &[&str] = &["request-headers", "response-headers"];
+pub(crate) const SLUICE_ONLY: &[&str] = &["request-headers", "response-headers", "compression"];
 
 /// `cors-allow-methods` default (ingress-nginx `defaultCorsMethods`).
 pub(crate) const DEFAULT_CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
@@ -394,6 +395,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.response_headers = cx
         .sluice_value("response-headers", parse_fields)
         .unwrap_or_default();
+    policy.compression = cx.sluice_value("compression", parse_compression);
 
     if refuse_everyone {
         policy.allow.clear();
@@ -660,6 +662,18 @@ fn parse_bool(value: &str) -> Result<bool, String> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
         _ => Err(format!(
             "value {} is not a boolean (true or false)",
+            shown(value)
+        )),
+    }
+}
+
+/// `sluice.dev/compression`: `on` or `off` (the global setting stays when invalid).
+pub(crate) fn parse_compression(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!(
+            "value {} is not on or off; the global compression setting applies",
             shown(value)
         )),
     }

@@ -1089,3 +1089,39 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn sluice_compression_annotation_switches_the_route() {
+    for (value, expected) in [
+        ("on", Some(true)),
+        ("off", Some(false)),
+        (" on ", Some(true)),
+    ] {
+        let parsed = parse(&map(&[(&sluice("compression"), value)]));
+        assert_eq!(parsed.policy.compression, expected, "{value:?}");
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    }
+    assert_eq!(parse(&map(&[])).policy.compression, None);
+}
+
+#[test]
+fn sluice_compression_annotation_invalid_value_is_reported_and_the_global_setting_stays() {
+    for bad in ["true", "gzip", "", "ON"] {
+        let parsed = parse(&map(&[(&sluice("compression"), bad)]));
+        assert_eq!(parsed.policy.compression, None);
+        assert_eq!(parsed.problems.len(), 1, "{bad:?}");
+        let p = &parsed.problems[0];
+        assert_eq!(p.annotation, "sluice.dev/compression");
+        assert_eq!(p.reason, Reason::InvalidAnnotation);
+        assert!(p.detail.contains("is not on or off"), "{}", p.detail);
+    }
+    // Under the nginx prefix it is not an ingress-nginx annotation.
+    let parsed = one("compression", "on");
+    assert_eq!(parsed.policy.compression, None);
+    let p = problem(&parsed, "compression");
+    assert_eq!(p.reason, Reason::UnsupportedAnnotation);
+    assert_eq!(
+        p.detail,
+        "not an ingress-nginx annotation; use sluice.dev/compression"
+    );
+}
