@@ -1,0 +1,103 @@
+//! The counters in Redis (what Traefik and Envoy Gateway use), through the `redis` client.
+//!
+//! A count is one pipeline, one round trip: `SET <key> 0 EX <ttl> NX` (the window's
+//! expiry, set once), `INCR <key>`, and `GET <last key>` when the decision cache does not
+//! have the previous window's count.
+//!
+//! Each worker thread holds one multiplexed connection per limiter (requests pipeline over
+//! it; its driver runs on that thread's runtime); a failed command drops it and the next
+//! request connects again.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+
+use super::StoreError;
+
+thread_local! {
+    /// The connection per limiter (by id) on this thread.
+    static CONNECTIONS: RefCell<HashMap<u64, MultiplexedConnection>> = RefCell::new(HashMap::new());
+}
+
+/// A Redis server.
+#[derive(Debug, Clone)]
+pub(crate) struct Redis {
+    /// The limiter's id: connections of two proxies in one process never mix.
+    pub(crate) id: u64,
+    /// The client (address and database).
+    pub(crate) client: redis::Client,
+    /// Connect, and each command.
+    pub(crate) timeout: Duration,
+}
+
+impl Redis {
+    /// Increments `key` (expiring after `ttl_secs`) and reads `last_key`: the count after
+    /// the increment, and the previous count (0 when absent).
+    pub(crate) async fn count(
+        &self,
+        key: &str,
+        last_key: Option<&str>,
+        ttl_secs: u64,
+    ) -> Result<(u64, Option<u64>), StoreError> {
+        let mut connection = self.connection().await?;
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(key)
+            .arg(0)
+            .arg("EX")
+            .arg(ttl_secs)
+            .arg("NX")
+            .ignore()
+            .cmd("INCR")
+            .arg(key);
+        let answer = match last_key {
+            Some(last_key) => {
+                pipe.cmd("GET").arg(last_key);
+                self.run::<(u64, Option<u64>)>(&pipe, &mut connection)
+                    .await
+                    .map(|(count, last)| (count, Some(last.unwrap_or(0))))
+            }
+            None => self
+                .run::<(u64,)>(&pipe, &mut connection)
+                .await
+                .map(|(count,)| (count, None)),
+        };
+        if answer.is_err() {
+            CONNECTIONS.with(|c| c.borrow_mut().remove(&self.id));
+        }
+        answer
+    }
+
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        connection: &mut MultiplexedConnection,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.timeout, pipe.query_async::<T>(connection))
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| StoreError::Failed(e.to_string()))
+    }
+
+    /// This thread's connection, or a new one.
+    async fn connection(&self) -> Result<MultiplexedConnection, StoreError> {
+        if let Some(connection) = CONNECTIONS.with(|c| c.borrow().get(&self.id).cloned()) {
+            return Ok(connection);
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        let connect = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config);
+        let connection = tokio::time::timeout(self.timeout, connect)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| StoreError::Unreachable(e.to_string()))?;
+        CONNECTIONS.with(|c| c.borrow_mut().insert(self.id, connection.clone()));
+        Ok(connection)
+    }
+}

@@ -1,0 +1,488 @@
+//! ingress-nginx's "Global Rate Limiting" (`global-rate-limit`, `-window`, `-key`,
+//! `-ignored-cidrs`, and the ConfigMap's `global-rate-limit-memcached-*` and
+//! `-status-code` as flags) through the real proxy, against real memcached and Redis
+//! servers (Debian's `memcached` and `redis-server`, which `scripts/testenv.sh` installs).
+//! Each test starts its own server on a free loopback port and kills it when dropped, on
+//! every path (panics included).
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use common::*;
+use http::Request;
+use http_body_util::Full;
+use sluice_echo::EchoServer;
+use sluice_proxy::{GlobalRateLimitBackend, ProxyArgs};
+
+const NGINX: &str = "nginx.ingress.kubernetes.io/";
+const HOST: &str = "limited.example.com";
+
+/// A store server of this test, killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Which store.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Memcached,
+    Redis,
+}
+
+impl Server {
+    /// Starts `kind` on a free loopback port and waits (bounded) until it answers.
+    async fn start(kind: Kind) -> Server {
+        for _ in 0..5 {
+            let port = free_port().await;
+            let dir = tempfile::tempdir().unwrap();
+            let mut command = match kind {
+                Kind::Memcached => {
+                    let mut c = Command::new("memcached");
+                    c.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"]);
+                    // memcached refuses to run as root unless told which user to be.
+                    // SAFETY: geteuid has no preconditions.
+                    if unsafe { libc::geteuid() } == 0 {
+                        c.args(["-u", "root"]);
+                    }
+                    c
+                }
+                Kind::Redis => {
+                    let mut c = Command::new("redis-server");
+                    c.args([
+                        "--port",
+                        &port.to_string(),
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--daemonize",
+                        "no",
+                    ]);
+                    c.arg("--dir").arg(dir.path());
+                    c
+                }
+            };
+            let child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("starting {kind:?} ({e}); scripts/testenv.sh installs memcached and redis-server")
+                });
+            let mut server = Server {
+                child,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                _dir: dir,
+            };
+            for _ in 0..100 {
+                if tokio::net::TcpStream::connect(server.addr).await.is_ok() {
+                    return server;
+                }
+                if let Ok(Some(_)) = server.child.try_wait() {
+                    break; // The port was taken meanwhile: try another.
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        panic!("{kind:?} did not start");
+    }
+
+    /// Proxy flags pointing at this server.
+    fn args(&self, kind: Kind) -> ProxyArgs {
+        let mut args = ProxyArgs::loopback();
+        let g = &mut args.global_rate_limit;
+        // Generous for a loaded test machine; the default is ingress-nginx's 50 ms.
+        g.global_rate_limit_memcached_connect_timeout = Duration::from_secs(2);
+        match kind {
+            Kind::Memcached => {
+                g.global_rate_limit_memcached_host = "127.0.0.1".into();
+                g.global_rate_limit_memcached_port = self.addr.port();
+            }
+            Kind::Redis => {
+                g.global_rate_limit_backend = GlobalRateLimitBackend::Redis;
+                g.global_rate_limit_redis_addr = Some(self.addr.to_string());
+            }
+        }
+        args
+    }
+}
+
+async fn free_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Waits (at most `need` seconds) until at least `need` seconds remain in the current
+/// window of `window` seconds, so a burst of requests stays in one window.
+async fn early_in_window(window: u64, need: u64) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = now.as_millis() as u64 % (window * 1000);
+    let left = window * 1000 - into;
+    if left < need * 1000 {
+        tokio::time::sleep(Duration::from_millis(left + 20)).await;
+    }
+}
+
+/// Sleeps until `offset_ms` after the start of the next window of `window` seconds.
+async fn next_window(window: u64, offset_ms: u64) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = now.as_millis() as u64 % (window * 1000);
+    tokio::time::sleep(Duration::from_millis(window * 1000 - into + offset_ms)).await;
+}
+
+fn route(backend: &EchoServer, annotations: &[(&str, &str)]) -> Route {
+    let mut route = Route::new(HOST, "web", vec![backend.addr()]);
+    for (key, value) in annotations {
+        route = route.with_annotation(&format!("{NGINX}{key}"), value);
+    }
+    route
+}
+
+/// A GET (sluice's own HTTP/1.1 loop) or, with a body, a POST (hyper's path).
+async fn send_one(proxy: &TestProxy, method: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut sender = http1_connect(proxy.http).await;
+    let body = if method == "POST" { "x=1" } else { "" };
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", HOST);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(Full::new(Bytes::from(body))).unwrap();
+    send(&mut sender, request).await.status.as_u16()
+}
+
+/// `n` GETs of `/` with `headers`: their statuses.
+async fn burst(proxy: &TestProxy, n: usize, headers: &[(&str, &str)]) -> Vec<u16> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(send_one(proxy, "GET", "/", headers).await);
+    }
+    out
+}
+
+fn admitted(statuses: &[u16]) -> usize {
+    statuses.iter().filter(|s| **s == 200).count()
+}
+
+/// The limit holds within a window, for both front ends drawing on one count; the
+/// refusal is `global-rate-limit-status-code`'s default 429.
+async fn limit_within_a_window(kind: Kind) {
+    let server = Server::start(kind).await;
+    let backend = echo("web", "web-0").await;
+    let proxy = TestProxy::start(server.args(kind)).await;
+    proxy.route(&[route(
+        &backend,
+        &[
+            ("global-rate-limit", "5"),
+            ("global-rate-limit-window", "1m"),
+        ],
+    )]);
+    early_in_window(60, 20).await;
+    let mut statuses = burst(&proxy, 3, &[]).await;
+    for _ in 0..2 {
+        statuses.push(send_one(&proxy, "POST", "/", &[]).await);
+    }
+    statuses.extend(burst(&proxy, 5, &[]).await);
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 200, 429, 429, 429, 429, 429],
+        "{kind:?}"
+    );
+    assert_eq!(send_one(&proxy, "POST", "/", &[]).await, 429);
+    let (_, metrics) = admin_get(proxy.admin, "/metrics").await;
+    assert!(
+        metrics.contains("sluice_global_rate_limit_refused_total{by=\"cache\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn global_rate_limiting_memcached_holds_the_limit_within_a_window() {
+    init_tracing();
+    bounded(limit_within_a_window(Kind::Memcached)).await;
+}
+
+#[tokio::test]
+async fn global_rate_limiting_redis_holds_the_limit_within_a_window() {
+    init_tracing();
+    bounded(limit_within_a_window(Kind::Redis)).await;
+}
+
+/// The proof: three replicas against one memcached admit the limit in all, not
+/// three times it.
+#[tokio::test]
+async fn global_rate_limiting_three_replicas_share_one_limit() {
+    init_tracing();
+    bounded(async {
+        let server = Server::start(Kind::Memcached).await;
+        let backend = echo("web", "web-0").await;
+        let annotations = [
+            ("global-rate-limit", "10"),
+            ("global-rate-limit-window", "1m"),
+        ];
+        let mut replicas = Vec::new();
+        for _ in 0..3 {
+            let proxy = TestProxy::start(server.args(Kind::Memcached)).await;
+            proxy.route(&[route(&backend, &annotations)]);
+            replicas.push(proxy);
+        }
+        // Against the per-replica limit, each would admit 10: 30 in all.
+        early_in_window(60, 20).await;
+        let mut statuses = Vec::new();
+        for _ in 0..15 {
+            for proxy in &replicas {
+                statuses.push(send_one(proxy, "GET", "/", &[]).await);
+            }
+        }
+        assert_eq!(admitted(&statuses), 10, "{statuses:?}");
+        assert!(statuses.iter().all(|s| *s == 200 || *s == 429));
+        // Every replica refuses now, the ones that never saw a refusal too.
+        for proxy in &replicas {
+            assert_eq!(send_one(proxy, "GET", "/", &[]).await, 429);
+        }
+    })
+    .await;
+}
+
+/// `global-rate-limit-key`: nginx variables and text; the count is per expanded key.
+#[tokio::test]
+async fn global_rate_limiting_key_variants() {
+    init_tracing();
+    bounded(async {
+        let server = Server::start(Kind::Memcached).await;
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(server.args(Kind::Memcached)).await;
+        early_in_window(60, 20).await;
+        // Per API client (a header), as ingress-nginx's documented example.
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "2"),
+                ("global-rate-limit-window", "1m"),
+                (
+                    "global-rate-limit-key",
+                    "${remote_addr}-${http_x_api_client}",
+                ),
+            ],
+        )]);
+        let a = [("x-api-client", "a")];
+        let b = [("x-api-client", "b")];
+        assert_eq!(burst(&proxy, 3, &a).await, [200, 200, 429]);
+        assert_eq!(burst(&proxy, 3, &b).await, [200, 200, 429]);
+        assert_eq!(burst(&proxy, 1, &a).await, [429]);
+        // Per path: `$uri` counts /x and /y apart.
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+                ("global-rate-limit-key", "path:$uri"),
+            ],
+        )]);
+        assert_eq!(send_one(&proxy, "GET", "/x", &[]).await, 200);
+        assert_eq!(send_one(&proxy, "GET", "/x", &[]).await, 429);
+        assert_eq!(send_one(&proxy, "GET", "/y", &[]).await, 200);
+        // Literal text: one count for everyone, whatever the header.
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "2"),
+                ("global-rate-limit-window", "1m"),
+                ("global-rate-limit-key", "everyone"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 1, &a).await, [200]);
+        assert_eq!(burst(&proxy, 1, &b).await, [200]);
+        assert_eq!(burst(&proxy, 1, &[]).await, [429]);
+        // An unsupported variable is refused (an Event) and $remote_addr counts.
+        let compiled = sluice_routing::compile(
+            &inputs(&[route(
+                &backend,
+                &[
+                    ("global-rate-limit", "2"),
+                    ("global-rate-limit-window", "1m"),
+                    ("global-rate-limit-key", "$cookie_session"),
+                ],
+            )]),
+            &sluice_routing::CompileOptions::default(),
+        );
+        let named = compiled.diagnostics.iter().any(|d| {
+            d.message.contains("global-rate-limit-key") && d.message.contains("$cookie_session")
+        });
+        assert!(named, "{:?}", compiled.diagnostics);
+    })
+    .await;
+}
+
+/// `global-rate-limit-ignored-cidrs`: such clients are neither counted nor limited.
+#[tokio::test]
+async fn global_rate_limiting_ignored_cidrs_bypass() {
+    init_tracing();
+    bounded(async {
+        let server = Server::start(Kind::Redis).await;
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(server.args(Kind::Redis)).await;
+        early_in_window(60, 20).await;
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+                ("global-rate-limit-ignored-cidrs", "10.0.0.0/8, 127.0.0.0/8"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 10, &[]).await, [200; 10]);
+        // The same Ingress without the exemption: counted from zero, so one passes.
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 2, &[]).await, [200, 429]);
+    })
+    .await;
+}
+
+/// The window slides: after a full window the next one starts with the previous rate's
+/// weight (one request at its very start), and two windows later the full limit is back.
+#[tokio::test]
+async fn global_rate_limiting_window_slides() {
+    init_tracing();
+    bounded(async {
+        let server = Server::start(Kind::Memcached).await;
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(server.args(Kind::Memcached)).await;
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "3"),
+                ("global-rate-limit-window", "2s"),
+            ],
+        )]);
+        next_window(2, 20).await;
+        assert_eq!(burst(&proxy, 4, &[]).await, [200, 200, 200, 429]);
+        // Next window, 20 ms in: the estimate 3 * 1.98 / 2 + count allows one request
+        // (count 0), not a second.
+        next_window(2, 20).await;
+        assert_eq!(burst(&proxy, 2, &[]).await, [200, 429]);
+        // Two windows on, nothing of the past weighs: the full limit again.
+        next_window(2, 0).await;
+        next_window(2, 20).await;
+        assert_eq!(burst(&proxy, 4, &[]).await, [200, 200, 200, 429]);
+    })
+    .await;
+}
+
+/// `--global-rate-limit-status-code` (ingress-nginx's `global-rate-limit-status-code`).
+#[tokio::test]
+async fn global_rate_limiting_status_code() {
+    init_tracing();
+    bounded(async {
+        let server = Server::start(Kind::Redis).await;
+        let backend = echo("web", "web-0").await;
+        let mut args = server.args(Kind::Redis);
+        args.global_rate_limit.global_rate_limit_status_code = 503;
+        let proxy = TestProxy::start(args).await;
+        early_in_window(60, 20).await;
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 2, &[]).await, [200, 503]);
+    })
+    .await;
+}
+
+/// A store that does not answer: requests pass (ingress-nginx fails open) and the error
+/// metric counts them; with `--global-rate-limit-fail-closed` they get 503.
+#[tokio::test]
+async fn global_rate_limiting_store_down_fails_open_or_closed() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let annotations = [
+            ("global-rate-limit", "1"),
+            ("global-rate-limit-window", "1m"),
+        ];
+        // memcached, stopped: its port refuses.
+        let server = Server::start(Kind::Memcached).await;
+        let args = server.args(Kind::Memcached);
+        drop(server);
+        let proxy = TestProxy::start(args.clone()).await;
+        proxy.route(&[route(&backend, &annotations)]);
+        assert_eq!(burst(&proxy, 4, &[]).await, [200; 4]);
+        let (_, metrics) = admin_get(proxy.admin, "/metrics").await;
+        assert!(
+            metrics.contains("sluice_global_rate_limit_store_errors_total{store=\"memcached\"} 4"),
+            "{metrics}"
+        );
+        // Fail closed.
+        let mut closed = args;
+        closed.global_rate_limit.global_rate_limit_fail_closed = true;
+        let proxy = TestProxy::start(closed).await;
+        proxy.route(&[route(&backend, &annotations)]);
+        assert_eq!(burst(&proxy, 2, &[]).await, [503, 503]);
+        // A Redis that accepts connections but never answers: the timeout applies.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut args = ProxyArgs::loopback();
+        args.global_rate_limit.global_rate_limit_backend = GlobalRateLimitBackend::Redis;
+        args.global_rate_limit.global_rate_limit_redis_addr =
+            Some(silent.local_addr().unwrap().to_string());
+        args.global_rate_limit
+            .global_rate_limit_memcached_connect_timeout = Duration::from_millis(200);
+        let proxy = TestProxy::start(args).await;
+        proxy.route(&[route(&backend, &annotations)]);
+        let started = std::time::Instant::now();
+        assert_eq!(burst(&proxy, 2, &[]).await, [200, 200]);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let (_, metrics) = admin_get(proxy.admin, "/metrics").await;
+        assert!(
+            metrics.contains("sluice_global_rate_limit_store_errors_total{store=\"redis\"} 2"),
+            "{metrics}"
+        );
+    })
+    .await;
+}
+
+/// Without a store address the annotations count nothing (as ingress-nginx without a
+/// memcached host).
+#[tokio::test]
+async fn global_rate_limiting_needs_a_store() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 3, &[]).await, [200; 3]);
+    })
+    .await;
+}
