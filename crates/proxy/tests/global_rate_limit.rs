@@ -123,6 +123,112 @@ impl Server {
     }
 }
 
+/// The counters memcached at `addr` holds: (key, value), asked with its text protocol.
+async fn memcached_counters(addr: SocketAddr) -> Vec<(String, u64)> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut stream = BufReader::new(stream);
+    stream
+        .get_mut()
+        .write_all(b"lru_crawler metadump all\r\n")
+        .await
+        .unwrap();
+    let mut keys = Vec::new();
+    let mut line = String::new();
+    for _ in 0..1000 {
+        line.clear();
+        stream.read_line(&mut line).await.unwrap();
+        if line.trim() == "END" || line.is_empty() {
+            break;
+        }
+        if let Some(key) = line.strip_prefix("key=") {
+            keys.push(key.split(' ').next().unwrap_or("").to_owned());
+        }
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        // metadump escapes keys as URLs; ours have no `%` but the escapes they carry.
+        let key = key.replace("%2F", "/").replace("%25", "%");
+        let command = format!("mg {key} v\r\n");
+        stream
+            .get_mut()
+            .write_all(command.as_bytes())
+            .await
+            .unwrap();
+        line.clear();
+        stream.read_line(&mut line).await.unwrap();
+        if line.starts_with("VA") {
+            line.clear();
+            stream.read_line(&mut line).await.unwrap();
+            out.push((key, line.trim().parse().unwrap()));
+        }
+    }
+    out
+}
+
+/// The counters Redis at `addr` holds: (key, value), asked in RESP (`KEYS *`, `GET`).
+async fn redis_counters(addr: SocketAddr) -> Vec<(String, u64)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut stream = BufReader::new(stream);
+    async fn bulk(stream: &mut BufReader<tokio::net::TcpStream>) -> Option<String> {
+        let mut line = String::new();
+        stream.read_line(&mut line).await.unwrap();
+        let len: i64 = line.trim().strip_prefix('$')?.parse().ok()?;
+        let mut data = vec![0; usize::try_from(len).ok()? + 2];
+        stream.read_exact(&mut data).await.unwrap();
+        data.truncate(data.len() - 2);
+        Some(String::from_utf8(data).unwrap())
+    }
+    stream
+        .get_mut()
+        .write_all(b"*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n")
+        .await
+        .unwrap();
+    let mut line = String::new();
+    stream.read_line(&mut line).await.unwrap();
+    let n: usize = line.trim().trim_start_matches('*').parse().unwrap();
+    let mut keys = Vec::new();
+    for _ in 0..n.min(1000) {
+        keys.extend(bulk(&mut stream).await);
+    }
+    let mut out = Vec::new();
+    for key in keys {
+        let command = format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len());
+        stream
+            .get_mut()
+            .write_all(command.as_bytes())
+            .await
+            .unwrap();
+        if let Some(value) = bulk(&mut stream).await {
+            out.push((key, value.parse().unwrap()));
+        }
+    }
+    out
+}
+
+/// The counters of the store at `addr`.
+async fn counters(kind: Kind, addr: SocketAddr) -> Vec<(String, u64)> {
+    match kind {
+        Kind::Memcached => memcached_counters(addr).await,
+        Kind::Redis => redis_counters(addr).await,
+    }
+}
+
+/// Waits (bounded) until the store holds one counter of `value`, and returns the
+/// counters it holds then.
+async fn one_counter_of(kind: Kind, addr: SocketAddr, value: u64) -> Vec<(String, u64)> {
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        held = counters(kind, addr).await;
+        if held.len() == 1 && held[0].1 == value {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    held
+}
+
 async fn free_port() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     listener.local_addr().unwrap().port()
@@ -209,9 +315,17 @@ async fn limit_within_a_window(kind: Kind) {
     assert_eq!(send_one(&proxy, "POST", "/", &[]).await, 429);
     let (_, metrics) = admin_get(proxy.admin, "/metrics").await;
     assert!(
-        metrics.contains("sluice_global_rate_limit_refused_total{by=\"cache\"}"),
+        metrics.contains("sluice_global_rate_limit_refused_total{by=\"store\"} 1"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("sluice_global_rate_limit_refused_total{by=\"cache\"} 5"),
+        "{metrics}"
+    );
+    // The store counts what was admitted: the refused increment was taken back.
+    let held = one_counter_of(kind, server.addr, 5).await;
+    assert_eq!(held.len(), 1, "{kind:?}: {held:?}");
+    assert_eq!(held[0].1, 5, "{kind:?}: {held:?}");
 }
 
 #[tokio::test]
@@ -258,6 +372,14 @@ async fn global_rate_limiting_three_replicas_share_one_limit() {
         for proxy in &replicas {
             assert_eq!(send_one(proxy, "GET", "/", &[]).await, 429);
         }
+        // One counter in the shared store, holding the admitted requests only (refused
+        // increments are taken back, as lua-resty-global-throttle counts what it admits).
+        let counters = one_counter_of(Kind::Memcached, server.addr, 10).await;
+        assert_eq!(counters.len(), 1, "{counters:?}");
+        let (key, count) = &counters[0];
+        assert!(key.starts_with("default/ing-0.127.0.0.1."), "{key}");
+        assert!(key.ends_with(".counter"), "{key}");
+        assert_eq!(*count, 10, "{key}");
     })
     .await;
 }

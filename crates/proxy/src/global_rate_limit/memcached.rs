@@ -88,6 +88,20 @@ impl Memcached {
         Ok((count?, last?))
     }
 
+    /// Takes one off `key` (a refused request's increment); a missing key stays missing.
+    pub(crate) async fn uncount(&self, key: &str) -> Result<(), StoreError> {
+        let mut client = self.checkout().await?;
+        tokio::time::timeout(
+            self.timeout,
+            client.meta_decrement(key, false, None, None, None),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout)?
+        .map_err(|e| StoreError::Failed(e.to_string()))?;
+        self.checkin(client);
+        Ok(())
+    }
+
     /// An idle connection of this thread, or a new one.
     async fn checkout(&self) -> Result<Client, StoreError> {
         let now = Instant::now();

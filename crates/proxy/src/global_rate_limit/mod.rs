@@ -8,7 +8,8 @@
 //! 2. the key (`global-rate-limit-key`, [`key`]) is looked up in the [`decision_cache`]: a
 //!    key refused recently is refused again with no store command;
 //! 3. otherwise one round trip increments the window's counter (and reads the previous
-//!    window's count, once per window), and [`window`] judges the count;
+//!    window's count, once per window), and [`window`] judges the count; a refused
+//!    request's increment is taken back by a task of its own, off the request path;
 //! 4. a store that does not answer within `--global-rate-limit-memcached-connect-timeout`
 //!    lets the request through (ingress-nginx's choice), or refuses it with 503 under
 //!    `--global-rate-limit-fail-closed`; either way
@@ -72,6 +73,21 @@ enum Store {
 }
 
 impl Store {
+    /// Takes back a refused request's increment, off the request path (a task of its
+    /// own); if that fails the count stays one higher, which only makes the limit stricter.
+    fn uncount(&self, key: String) {
+        match self {
+            Store::Memcached(store) => {
+                let store = store.clone();
+                tokio::spawn(async move { store.uncount(&key).await });
+            }
+            Store::Redis(store) => {
+                let store = store.clone();
+                tokio::spawn(async move { store.uncount(&key).await });
+            }
+        }
+    }
+
     async fn count(
         &self,
         key: &str,
@@ -263,6 +279,8 @@ impl GlobalLimiter {
         match verdict {
             Verdict::Admit => None,
             Verdict::Refuse { .. } => {
+                // lua-resty-global-throttle counts only what it admits.
+                self.store.uncount(current);
                 self.refused_by_store.inc();
                 Some(self.status)
             }

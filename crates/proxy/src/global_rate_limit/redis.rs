@@ -71,6 +71,27 @@ impl Redis {
         answer
     }
 
+    /// Takes one off `key` (a refused request's increment), never below 0 nor creating it.
+    pub(crate) async fn uncount(&self, key: &str) -> Result<(), StoreError> {
+        let mut connection = self.connection().await?;
+        // DECR would create a missing key at -1: only an existing counter above 0 moves.
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(
+            "local n = tonumber(redis.call('GET', KEYS[1]) or '0') \
+             if n > 0 then return redis.call('DECR', KEYS[1]) end return 0",
+        )
+        .arg(1)
+        .arg(key);
+        let answer = tokio::time::timeout(self.timeout, eval.query_async::<i64>(&mut connection))
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| StoreError::Failed(e.to_string()));
+        if answer.is_err() {
+            CONNECTIONS.with(|c| c.borrow_mut().remove(&self.id));
+        }
+        answer.map(|_| ())
+    }
+
     async fn run<T: redis::FromRedisValue>(
         &self,
         pipe: &redis::Pipeline,

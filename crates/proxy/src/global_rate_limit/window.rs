@@ -12,10 +12,11 @@
 //! (counts over it come from racing replicas and would over-punish).
 //!
 //! One difference, for one round trip per request: lua-resty-global-throttle reads the
-//! counter, and increments it only for a request it admits (three store commands); sluice
-//! increments first and judges the count before its own increment, so a refused request
-//! that reaches the store is counted too. The decision cache in front keeps those few: once
-//! a key is refused, the replica answers it locally until the refusal ends.
+//! counter, and increments it only for a request it admits (three store commands in
+//! turn); sluice increments first and judges the count before its own increment, then
+//! takes a refused request's increment back off the request path. The decision cache in
+//! front keeps those few: once a key is refused, the replica answers it locally until the
+//! refusal ends.
 
 /// What to do with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
