@@ -353,8 +353,12 @@ async fn global_rate_limiting_three_replicas_share_one_limit() {
             ("global-rate-limit-window", "1m"),
         ];
         let mut replicas = Vec::new();
-        for _ in 0..3 {
-            let proxy = TestProxy::start(server.args(Kind::Memcached)).await;
+        for i in 0..3 {
+            let mut args = server.args(Kind::Memcached);
+            // Worker threads (each with its own event loop and store connections), as
+            // `sluice serve` runs, for two of them; the test's runtime for the third.
+            args.workers = (i > 0).then_some(2);
+            let proxy = TestProxy::start(args).await;
             proxy.route(&[route(&backend, &annotations)]);
             replicas.push(proxy);
         }
@@ -524,6 +528,8 @@ async fn global_rate_limiting_status_code() {
         let backend = echo("web", "web-0").await;
         let mut args = server.args(Kind::Redis);
         args.global_rate_limit.global_rate_limit_status_code = 503;
+        // Worker threads, each with its own Redis connection.
+        args.workers = Some(2);
         let proxy = TestProxy::start(args).await;
         early_in_window(60, 20).await;
         proxy.route(&[route(

@@ -17,8 +17,9 @@ use std::sync::{Mutex, PoisonError};
 
 /// Shards (a power of two).
 const SHARDS: usize = 64;
-/// Entries per shard at most.
-const PER_SHARD: usize = 4096;
+/// Entries per shard at most: 65,536 keys in all (as many as the per-replica limiter's
+/// slots), a few MiB.
+const PER_SHARD: usize = 1024;
 
 /// One shard: keys to what is known of them.
 type Shard = Mutex<HashMap<Box<str>, Entry>>;
