@@ -147,8 +147,8 @@ async fn memcached_counters(addr: SocketAddr) -> Vec<(String, u64)> {
     }
     let mut out = Vec::new();
     for key in keys {
-        // metadump escapes keys as URLs; ours have no `%` but the escapes they carry.
-        let key = key.replace("%2F", "/").replace("%25", "%");
+        // metadump escapes keys as URLs.
+        let key = percent_decode(&key);
         let command = format!("mg {key} v\r\n");
         stream
             .get_mut()
@@ -164,6 +164,30 @@ async fn memcached_counters(addr: SocketAddr) -> Vec<(String, u64)> {
         }
     }
     out
+}
+
+/// `%XX` escapes decoded (the keys themselves are printable ASCII).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
 }
 
 /// The counters Redis at `addr` holds: (key, value), asked in RESP (`KEYS *`, `GET`).
@@ -438,6 +462,22 @@ async fn global_rate_limiting_key_variants() {
         assert_eq!(burst(&proxy, 1, &a).await, [200]);
         assert_eq!(burst(&proxy, 1, &b).await, [200]);
         assert_eq!(burst(&proxy, 1, &[]).await, [429]);
+        // `$binary_remote_addr`: raw bytes, escaped into a valid memcached key.
+        proxy.route(&[route(
+            &backend,
+            &[
+                ("global-rate-limit", "1"),
+                ("global-rate-limit-window", "1m"),
+                ("global-rate-limit-key", "bin:$binary_remote_addr"),
+            ],
+        )]);
+        assert_eq!(burst(&proxy, 2, &[]).await, [200, 429]);
+        let held = memcached_counters(server.addr).await;
+        assert!(
+            held.iter()
+                .any(|(key, n)| key.starts_with("default/ing-0.bin:%7F%00%00%01.") && *n == 1),
+            "{held:?}"
+        );
         // An unsupported variable is refused (an Event) and $remote_addr counts.
         let compiled = sluice_routing::compile(
             &inputs(&[route(
