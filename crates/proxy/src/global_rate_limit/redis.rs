@@ -6,7 +6,7 @@
 //!
 //! Each worker thread holds one multiplexed connection per limiter (requests pipeline over
 //! it; its driver runs on that thread's runtime); a failed command drops it and the next
-//! request connects again.
+//! request connects again (at once, for a command the server's restart cut).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,7 +42,6 @@ impl Redis {
         last_key: Option<&str>,
         ttl_secs: u64,
     ) -> Result<(u64, Option<u64>), StoreError> {
-        let mut connection = self.connection().await?;
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
             .arg(key)
@@ -53,60 +52,72 @@ impl Redis {
             .ignore()
             .cmd("INCR")
             .arg(key);
-        let answer = match last_key {
+        match last_key {
             Some(last_key) => {
                 pipe.cmd("GET").arg(last_key);
-                self.run::<(u64, Option<u64>)>(&pipe, &mut connection)
+                self.query::<(u64, Option<u64>)>(&pipe)
                     .await
                     .map(|(count, last)| (count, Some(last.unwrap_or(0))))
             }
             None => self
-                .run::<(u64,)>(&pipe, &mut connection)
+                .query::<(u64,)>(&pipe)
                 .await
                 .map(|(count,)| (count, None)),
-        };
-        if answer.is_err() {
-            CONNECTIONS.with(|c| c.borrow_mut().remove(&self.id));
         }
-        answer
     }
 
     /// Takes one off `key` (a refused request's increment), never below 0 nor creating it.
     pub(crate) async fn uncount(&self, key: &str) -> Result<(), StoreError> {
-        let mut connection = self.connection().await?;
         // DECR would create a missing key at -1: only an existing counter above 0 moves.
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(
-            "local n = tonumber(redis.call('GET', KEYS[1]) or '0') \
-             if n > 0 then return redis.call('DECR', KEYS[1]) end return 0",
-        )
-        .arg(1)
-        .arg(key);
-        let answer = tokio::time::timeout(self.timeout, eval.query_async::<i64>(&mut connection))
-            .await
-            .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| StoreError::Failed(e.to_string()));
-        if answer.is_err() {
-            CONNECTIONS.with(|c| c.borrow_mut().remove(&self.id));
-        }
-        answer.map(|_| ())
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(
+                "local n = tonumber(redis.call('GET', KEYS[1]) or '0') \
+                 if n > 0 then return redis.call('DECR', KEYS[1]) end return 0",
+            )
+            .arg(1)
+            .arg(key);
+        self.query::<(i64,)>(&pipe).await.map(|_| ())
     }
 
-    async fn run<T: redis::FromRedisValue>(
+    /// Sends `pipe` in one round trip. A failure drops this thread's connection; when the
+    /// connection was an old one that the server dropped (it restarted), the pipeline goes
+    /// once more on a new connection, so a store restart lets no request through uncounted.
+    async fn query<T: redis::FromRedisValue>(
         &self,
         pipe: &redis::Pipeline,
-        connection: &mut MultiplexedConnection,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout, pipe.query_async::<T>(connection))
-            .await
-            .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| StoreError::Failed(e.to_string()))
+        let mut retried = false;
+        loop {
+            let (mut connection, reused) = self.connection().await?;
+            let answer =
+                tokio::time::timeout(self.timeout, pipe.query_async::<T>(&mut connection)).await;
+            let error = match answer {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    self.forget();
+                    return Err(StoreError::Timeout);
+                }
+            };
+            self.forget();
+            if reused && !retried && (error.is_connection_dropped() || error.is_io_error()) {
+                retried = true;
+                continue;
+            }
+            return Err(StoreError::Failed(error.to_string()));
+        }
     }
 
-    /// This thread's connection, or a new one.
-    async fn connection(&self) -> Result<MultiplexedConnection, StoreError> {
+    /// Drops this thread's connection: the next command connects again.
+    fn forget(&self) {
+        CONNECTIONS.with(|c| c.borrow_mut().remove(&self.id));
+    }
+
+    /// This thread's connection, or a new one; and whether it was made earlier.
+    async fn connection(&self) -> Result<(MultiplexedConnection, bool), StoreError> {
         if let Some(connection) = CONNECTIONS.with(|c| c.borrow().get(&self.id).cloned()) {
-            return Ok(connection);
+            return Ok((connection, true));
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -119,6 +130,6 @@ impl Redis {
             .map_err(|_| StoreError::Timeout)?
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
         CONNECTIONS.with(|c| c.borrow_mut().insert(self.id, connection.clone()));
-        Ok(connection)
+        Ok((connection, false))
     }
 }

@@ -9,7 +9,8 @@
 //!    loop hands to hyper carries this routing.
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
-//!    now, or forward.
+//!    now, or forward; then the global rate limit (`crate::global_rate_limit`, a store
+//!    shared by the replicas).
 //! 4. `basic_auth` and `auth`: basic authentication from a Secret, and the external auth
 //!    service (`auth-url`), when the route has them.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
