@@ -38,9 +38,12 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 #    iproute2: pods are network namespaces on a bridge; libcap2-bin (setcap), util-linux
 #    (setpriv, unshare) and curl: the unprivileged-bind test runs sluice as the DaemonSet does;
 #    kubectl (`kubectl kustomize`): the deploy/ overlays test; chromium (headless): the
-#    dashboard is tested in a real browser; golang-go only where no go is installed.
+#    dashboard is tested in a real browser; memcached and redis-server: the global rate
+#    limit's tests start their own servers (the packages' system services need not run);
+#    golang-go only where no go is installed.
 need=()
-for p in iproute2 openssl ca-certificates libcap2-bin util-linux curl chromium; do
+for p in iproute2 openssl ca-certificates libcap2-bin util-linux curl chromium memcached \
+  redis-server; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 command -v go >/dev/null 2>&1 || need+=(golang-go)

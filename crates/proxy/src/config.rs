@@ -89,6 +89,10 @@ pub struct ProxyArgs {
     #[arg(long, default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
     pub limit_req_status_code: u16,
 
+    /// The global rate limit's store (`--global-rate-limit-*`).
+    #[command(flatten)]
+    pub global_rate_limit: crate::global_rate_limit::config::GlobalRateLimitArgs,
+
     /// Peers whose `X-Forwarded-*` / `X-Real-IP` / `Forwarded` headers are believed
     /// (comma-separated CIDRs, e.g. a load balancer's range); everyone else's are replaced.
     /// ingress-nginx's `use-forwarded-headers` + `proxy-real-ip-cidr`.
@@ -186,6 +190,7 @@ impl Default for ProxyArgs {
             send_timeout: Duration::from_secs(60),
             websocket_idle_timeout: Duration::from_secs(60),
             limit_req_status_code: 503,
+            global_rate_limit: Default::default(),
             auth_timeout: Duration::from_secs(5),
             trusted_proxies: Vec::new(),
             proxy_protocol: false,

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) limiter: crate::rate_limit::Limiter,
     /// `--limit-req-status-code`.
     pub(crate) limit_status: http::StatusCode,
+    /// The global rate limit's store and decision cache, when a store is configured.
+    pub(crate) global_limiter: Option<crate::global_rate_limit::GlobalLimiter>,
     /// `--auth-timeout`: longest wait for an `auth-url` answer.
     pub(crate) auth_timeout: Duration,
     /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.

@@ -55,6 +55,8 @@
 //! * `compress/`: response compression (gzip, brotli, zstd): the settings, the
 //!   `Accept-Encoding` negotiation, the streaming body encoder; used by both front ends'
 //!   writers and the response body.
+//! * `global_rate_limit/`: the rate limit counted in a store all replicas share (memcached,
+//!   Redis), with its decision cache and its flags.
 //! * Leaves: `rate_limit` (the limiters' state), `chunked`, `stall`, `errors` (the
 //!   pages), `config` (flags).
 //!
@@ -111,6 +113,7 @@ mod config;
 mod context;
 mod errors;
 mod front;
+mod global_rate_limit;
 mod http;
 mod observe;
 mod pipeline;
@@ -143,6 +146,7 @@ pub use config::{
     parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
+pub use global_rate_limit::config::{GlobalRateLimitArgs, GlobalRateLimitBackend, parse_millis};
 pub use observe::control_info::{Explainer, Warning};
 pub use observe::log_filter::log_filter;
 pub use observe::metrics::LeaderStatus;
@@ -218,6 +222,9 @@ impl Proxy {
         } else {
             None
         };
+        let global_limiter =
+            global_rate_limit::GlobalLimiter::new(&args.global_rate_limit, &mut registry)
+                .context("setting up the global rate limit")?;
         let proxy_id = match &args.proxy_id {
             Some(id) => id.clone(),
             None => random_proxy_id(),
@@ -247,6 +254,7 @@ impl Proxy {
             body_limit: args.body_limit(),
             limiter: rate_limit::Limiter::default(),
             limit_status: args.limit_req_status(),
+            global_limiter,
             auth_timeout: args.auth_timeout,
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),

@@ -147,9 +147,9 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, HashBy, LimitRate, LoadBalance,
-    NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect,
-    ResponseRewrites, same_site_none_compatible,
+    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,
+    LimitRate, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
+    RequestRedirect, ResponseRewrites, same_site_none_compatible,
 };
 pub use protocol::{SubjectAltName, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

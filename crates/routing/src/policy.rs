@@ -88,6 +88,9 @@ pub struct Policy {
     /// Requests per client address (`limit-rps`, `limit-rpm`, `limit-burst-multiplier`,
     /// `limit-allowlist`).
     pub rate_limit: Option<RateLimit>,
+    /// A limit counted in a store every sluice replica shares (`global-rate-limit`,
+    /// `global-rate-limit-window`, `global-rate-limit-key`, `global-rate-limit-ignored-cidrs`).
+    pub global_rate_limit: Option<Arc<GlobalRateLimit>>,
     /// Session affinity (`affinity: cookie`, `session-cookie-*`, `affinity-mode`).
     pub affinity: Option<Affinity>,
     /// Consistent hashing of requests onto endpoints (`upstream-hash-by`); affinity wins
@@ -309,6 +312,41 @@ pub struct RateLimit {
     pub zone: u64,
 }
 
+/// ingress-nginx's global rate limit (lua-resty-global-throttle): `limit` requests per
+/// `window` and key, counted in memcached or Redis so that every replica shares the count.
+/// One counter per Ingress (all its paths), as ingress-nginx's namespace per Ingress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalRateLimit {
+    /// `global-rate-limit`: requests per window (> 0).
+    pub limit: u32,
+    /// `global-rate-limit-window`, in whole seconds (> 0), as ingress-nginx rounds it.
+    pub window_secs: u32,
+    /// `global-rate-limit-key` (default `$remote_addr`): what is counted.
+    pub key: Vec<KeyPart>,
+    /// `global-rate-limit-ignored-cidrs`: clients never counted nor limited.
+    pub ignored: Vec<Cidr>,
+    /// Names the Ingress in the store's keys (`namespace/name`), set by the compiler.
+    pub namespace: String,
+}
+
+/// One piece of a `global-rate-limit-key` template: literal text or an nginx variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// Literal text.
+    Text(String),
+    /// `$remote_addr`: the client address as text.
+    ClientAddress,
+    /// `$binary_remote_addr`: the client address as 4 or 16 bytes.
+    BinaryClientAddress,
+    /// `$http_<name>`: a request header's value (`_` in the name for `-`); nothing when
+    /// absent.
+    Header(http::HeaderName),
+    /// `$host`: the host of the request, without port, lower case.
+    Host,
+    /// `$uri`: the normalised request path.
+    Path,
+}
+
 /// nginx's `proxy_next_upstream`: which failures send a request (without a body) to another
 /// endpoint, and how many endpoints are tried in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -425,6 +463,12 @@ impl Policy {
                 parts.push(format!("{connections} connections"));
             }
             out.push(format!("rate limit {}", parts.join(", ")));
+        }
+        if let Some(global) = &self.global_rate_limit {
+            out.push(format!(
+                "global rate limit {} per {}s",
+                global.limit, global.window_secs
+            ));
         }
         if let Some(affinity) = &self.affinity {
             out.push(format!(

@@ -51,3 +51,27 @@ fn an_unreadable_log_filter_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The global rate limit's flags (ingress-nginx's `global-rate-limit-*` ConfigMap keys)
+/// are on both serving subcommands, with one spelling, and a bad value names the flag.
+#[test]
+fn global_rate_limit_flags_are_on_serve_and_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_str().unwrap();
+    for args in [&["serve", "--manifests", dir][..], &["controller"][..]] {
+        let mut args = args.to_vec();
+        args.extend(["--global-rate-limit-backend", "etcd"]);
+        let (code, err) = sluice(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("--global-rate-limit-backend"), "{err}");
+        assert!(err.contains("memcached") && err.contains("redis"), "{err}");
+        args.truncate(args.len() - 2);
+        args.extend(["--global-rate-limit-memcached-connect-timeout", "soon"]);
+        let (code, err) = sluice(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--global-rate-limit-memcached-connect-timeout"),
+            "{err}"
+        );
+    }
+}

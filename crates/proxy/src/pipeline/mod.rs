@@ -9,7 +9,8 @@
 //!    loop hands to hyper carries this routing.
 //! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
-//!    now, or forward.
+//!    now, or forward; then the global rate limit (`crate::global_rate_limit`, a store
+//!    shared by the replicas).
 //! 4. `client_cert`, `basic_auth` and `auth`: the host's client certificate check
 //!    (`auth-tls-*`), basic authentication from a Secret, and the external auth service
 //!    (`auth-url`), when the route has them.
@@ -211,6 +212,21 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         Decision::Answer(answer) => return (done, Reply::Answer(answer)),
     };
     done.limit_slot = limit_slot;
+    // The global rate limit (one store round trip at most), after the local limits: a
+    // request they refuse never costs a store command.
+    if let (Some(limit), Some(limiter)) = (&route_policy.global_rate_limit, &shared.global_limiter)
+    {
+        let sample = crate::global_rate_limit::key::Request {
+            client: facts.client,
+            host: facts.host,
+            path,
+            field: |name: &[u8]| request.field(name),
+        };
+        // Boxed: only routes with a global limit pay for the larger future.
+        if let Some(status) = Box::pin(limiter.check(limit, &sample)).await {
+            return (done, Reply::Page(status));
+        }
+    }
 
     // 4. Authentication: basic, then external. With `satisfy: any`, a client the source
     // ranges allow needs neither (`route_policy::answer` left the ranges to this step).

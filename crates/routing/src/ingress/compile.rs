@@ -673,6 +673,12 @@ impl<'a> Compiler<'_, 'a> {
             let ingress = &self.ingresses[index].object;
             limit.zone = zone_of(&ingress.namespace, &ingress.name);
         }
+        if let Some(global) = &mut parsed.policy.global_rate_limit {
+            // One counter per Ingress, as ingress-nginx's namespace (the Ingress's UID).
+            let ingress = &self.ingresses[index].object;
+            std::sync::Arc::make_mut(global).namespace =
+                format!("{}/{}", ingress.namespace, ingress.name);
+        }
         if let Some((namespace, name)) = parsed.ssl_secret.take() {
             self.upstream_secret(index, namespace, name, &mut parsed.policy);
         }

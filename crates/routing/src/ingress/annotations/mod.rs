@@ -30,6 +30,7 @@ pub(crate) mod canary;
 pub(crate) mod client_cert;
 mod cors;
 pub(crate) mod fail_closed;
+mod global_rate_limit;
 pub(crate) mod hosts;
 pub(crate) mod mirror;
 mod rate_limit;
@@ -46,6 +47,7 @@ use canary::canary;
 use crate::table::CanaryRule;
 use cors::*;
 use fail_closed::{CLOSED, restricting_directive, satisfy_any};
+use global_rate_limit::global_rate_limit;
 use rate_limit::*;
 use redirect::*;
 use source_range::*;
@@ -113,6 +115,10 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "limit-burst-multiplier",
     "limit-allowlist",
     "limit-whitelist",
+    "global-rate-limit",
+    "global-rate-limit-window",
+    "global-rate-limit-key",
+    "global-rate-limit-ignored-cidrs",
     "canary",
     "canary-by-header",
     "canary-by-header-value",
@@ -371,6 +377,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
     policy.rate_limit = rate_limit(&mut cx);
+    policy.global_rate_limit = global_rate_limit(&mut cx);
     let canary = canary(&mut cx);
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
