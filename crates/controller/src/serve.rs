@@ -81,6 +81,12 @@ pub struct ClassArgs {
     /// Ingresses this changes.
     #[arg(long)]
     pub ingress_nginx_compat: bool,
+
+    /// Honour the `ssl-passthrough` annotation (ingress-nginx's flag of the same name): TLS
+    /// connections for those hosts go to the backend of their `/` path untouched. Off: the
+    /// annotation is reported and TLS is terminated.
+    #[arg(long)]
+    pub enable_ssl_passthrough: bool,
 }
 
 impl ClassArgs {
@@ -94,6 +100,7 @@ impl ClassArgs {
             gateway_controller_name: self.gateway_controller_name.clone(),
             gateway_address_pool: self.gateway_address_pool.clone(),
             ingress_nginx_compat: self.ingress_nginx_compat,
+            enable_ssl_passthrough: self.enable_ssl_passthrough,
             ..CompileOptions::default()
         }
     }

@@ -390,3 +390,71 @@ async fn tls_routes_terminate_or_pass_through_by_listener_on_one_port() {
     })
     .await;
 }
+
+/// ingress-nginx "SSL Passthrough" (`ssl-passthrough: "true"` with
+/// `--enable-ssl-passthrough`): on the shared HTTPS listener, a connection whose ClientHello
+/// names the Ingress's host goes to the backend of its `/` path with the TLS bytes untouched
+/// (the client verifies the backend's own certificate); other names are still terminated by
+/// sluice with their Ingress's certificate.
+#[tokio::test]
+async fn ingress_ssl_passthrough_pipes_tls_by_server_name() {
+    init_tracing();
+    bounded(async {
+        let (backend, backend_ca) = tls_backend("pass.example.com").await;
+        let echo = echo("web", "web-1").await;
+        let (cert, key, terminated_ca) = ca_and_leaf("term.example.com");
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let inputs = inputs(&[
+            Route::new("pass.example.com", "pass", vec![backend])
+                .with_annotation("nginx.ingress.kubernetes.io/ssl-passthrough", "true"),
+            Route::new("term.example.com", "web", vec![echo.addr()]).with_tls(cert, key),
+        ]);
+        let options = sluice_routing::CompileOptions {
+            enable_ssl_passthrough: true,
+            ..Default::default()
+        };
+        let compiled = sluice_routing::compile(&inputs, &options);
+        assert!(
+            compiled
+                .table
+                .passthrough_target("pass.example.com")
+                .is_some()
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        assert_eq!(
+            tls_exchange(proxy.https, "pass.example.com", &backend_ca, "ping").await,
+            Ok("pass.example.com: ping".to_owned())
+        );
+        // Another host on the same listener: TLS ends in sluice, HTTP goes on.
+        let answer = tls_exchange(
+            proxy.https,
+            "term.example.com",
+            &terminated_ca,
+            "GET / HTTP/1.1\r\nHost: term.example.com\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .expect("terminated by sluice");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        // Without the flag the annotation is reported and TLS is terminated.
+        let compiled = sluice_routing::compile(&inputs, &Default::default());
+        assert!(
+            compiled
+                .table
+                .passthrough_target("pass.example.com")
+                .is_none()
+        );
+        assert!(
+            compiled
+                .diagnostics
+                .iter()
+                .any(|d| d.message.contains("--enable-ssl-passthrough")),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy.shutdown().await;
+    })
+    .await;
+}

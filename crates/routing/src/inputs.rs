@@ -92,6 +92,9 @@ pub struct CompileOptions {
     /// path is `/my-path` (nginx's redirect for a `proxy_pass` location ending in `/`); never
     /// on a host with regex paths. See [`crate::Compiled::trailing_slash_redirects`].
     pub ingress_nginx_compat: bool,
+    /// `ssl-passthrough` is honoured (ingress-nginx's `--enable-ssl-passthrough`); default
+    /// `false`: the annotation is reported and TLS is terminated.
+    pub enable_ssl_passthrough: bool,
 }
 
 /// Default value of [`CompileOptions::controller_name`].
@@ -113,6 +116,7 @@ impl Default for CompileOptions {
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_owned(),
             gateway_address_pool: None,
             ingress_nginx_compat: false,
+            enable_ssl_passthrough: false,
         }
     }
 }

@@ -267,6 +267,9 @@ pub struct RouteTable {
     pub(crate) gateway: Option<Box<crate::rules::GatewayRoutes>>,
     /// Hosts whose clients are asked for certificates (`auth-tls-*`).
     pub(crate) client_certs: crate::client_cert::ClientCertHosts,
+    /// `ssl-passthrough` hosts (exact names): their TLS connections on the shared HTTPS
+    /// listener are piped to the backend of their `/` path.
+    pub(crate) passthrough: FastMap<Key, Arc<crate::rules::StreamTarget>>,
 }
 
 impl RouteTable {
@@ -306,6 +309,20 @@ impl RouteTable {
         let mut buf = [0u8; 256];
         let host = normalize_request_host_in(host, &mut buf);
         self.client_certs.get(&host)
+    }
+
+    /// Where a TLS connection for server name `sni` on the shared HTTPS listener goes
+    /// without being terminated (`ssl-passthrough`); `None`: TLS ends here.
+    pub fn passthrough_target(&self, sni: &str) -> Option<&crate::rules::StreamTarget> {
+        let mut buf = [0u8; 256];
+        let name = normalize_request_host_in(sni, &mut buf);
+        self.passthrough.get(&*name).map(|t| &**t)
+    }
+
+    /// Whether some host is `ssl-passthrough` (then the shared HTTPS listener reads each
+    /// ClientHello's server name first).
+    pub fn has_passthrough(&self) -> bool {
+        !self.passthrough.is_empty()
     }
 
     /// Every host's client certificate check, each once.

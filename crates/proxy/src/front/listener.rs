@@ -410,6 +410,18 @@ async fn serve_connection(
             }
         }
         Transport::Tls(configs) => {
+            // `ssl-passthrough` hosts' connections are piped before any TLS here.
+            let passthrough =
+                ctx.gateway.is_none() && ctx.shared.table.current.load().table.has_passthrough();
+            let (stream, early) = if passthrough {
+                let hello = protocols.handshake_timeout;
+                match crate::front::stream::passthrough(stream, early, &ctx, hello, &phases).await {
+                    Some(back) => back,
+                    None => return,
+                }
+            } else {
+                (stream, early)
+            };
             let stream = Prefixed::new(early.freeze(), stream);
             // The configuration is chosen by the ClientHello (cipher suite preference).
             let handshake = tokio::time::timeout(protocols.handshake_timeout, async move {

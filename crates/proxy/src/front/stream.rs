@@ -1,4 +1,5 @@
-//! The connections of Gateway `TCP` and `TLS` listeners: each is piped whole to an endpoint
+//! The connections of Gateway `TCP` and `TLS` listeners, and the `ssl-passthrough` hosts'
+//! connections of the shared HTTPS listener: each is piped whole to an endpoint
 //! of its route's backend (TCPRoute; TLSRoute chosen by the SNI of the ClientHello, which is
 //! read, not consumed: in `Passthrough` mode the backend gets the TLS bytes as the client
 //! sent them, in `Terminate` mode TLS ends here with the listener's certificate and the
@@ -83,6 +84,39 @@ pub(crate) async fn serve(
             }
         }
     }
+}
+
+/// A connection of the shared HTTPS listener while some Ingress is `ssl-passthrough`
+/// (ingress-nginx's TCP proxy in front of nginx): its ClientHello's server name is read, not
+/// consumed; a passthrough host's connection is piped whole to the backend of the host's `/`
+/// path and `None` comes back. Any other connection comes back with what was read, for the
+/// TLS handshake.
+pub(crate) async fn passthrough(
+    mut client: TcpStream,
+    mut early: BytesMut,
+    ctx: &ConnCtx,
+    hello_timeout: Duration,
+    phases: &Phases,
+) -> Option<(TcpStream, BytesMut)> {
+    let read = tokio::time::timeout(hello_timeout, server_name(&mut client, &mut early));
+    let name = match read.await {
+        Ok(Ok(name)) => name,
+        // Not TLS: the handshake says so.
+        Ok(Err(_)) => return Some((client, early)),
+        Err(_) => {
+            debug!(peer = %ctx.peer, "no TLS ClientHello within the handshake timeout");
+            return None;
+        }
+    };
+    let snapshot = ctx.shared.table.snapshot();
+    let Some(target) = name
+        .as_deref()
+        .and_then(|name| snapshot.table.passthrough_target(name))
+    else {
+        return Some((client, early));
+    };
+    pipe(client, &early, ctx, &snapshot, target, phases).await;
+    None
 }
 
 /// Pipes `client` (after `early`, bytes already read from it) to an endpoint of a backend

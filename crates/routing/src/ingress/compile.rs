@@ -192,6 +192,8 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         policies: Vec::with_capacity(ingresses.len()),
         tls_hosts: HashSet::new(),
         client_certs: Default::default(),
+        passthrough: Vec::new(),
+        enable_ssl_passthrough: options.enable_ssl_passthrough,
         no_policy: Arc::new(Policy::default()),
         redirect_only: Arc::new(Policy {
             https_redirect: Some(HTTPS_REDIRECT_CODE),
@@ -215,6 +217,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         tls_hosts,
         regexes,
         client_certs,
+        passthrough,
         ..
     } = compiler;
 
@@ -264,6 +267,23 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         set_default_certificate(&mut table, cert);
     }
     table.client_certs = client_certs;
+    for (host, index) in passthrough {
+        // ingress-nginx: the backend of the host's `/` location, whichever Ingress has it.
+        let Some(entry) = table.route(&host, "/") else {
+            continue;
+        };
+        let target = Arc::new(crate::rules::StreamTarget {
+            split: vec![crate::WeightedBackend {
+                backend: Arc::clone(&entry.backend),
+                weight: 1,
+                usable: true,
+                entry: None,
+            }],
+            source: ingresses[index].object.clone(),
+            terminate: false,
+        });
+        table.passthrough.entry(Key::new(&host)).or_insert(target);
+    }
     let gateway = crate::gateway::compile::GatewayCompiler {
         inputs,
         options,
@@ -573,6 +593,10 @@ struct Compiler<'c, 'a> {
     tls_hosts: HashSet<HostPattern>,
     /// Hosts with a client certificate check (`auth-tls-*`; the oldest Ingress decides).
     client_certs: crate::client_cert::ClientCertHosts,
+    /// `ssl-passthrough` hosts and their Ingress, oldest first.
+    passthrough: Vec<(String, usize)>,
+    /// `--enable-ssl-passthrough`.
+    enable_ssl_passthrough: bool,
     /// The policy of Ingresses without annotations, shared.
     no_policy: Arc<Policy>,
     /// The same with an HTTPS redirect, shared.
@@ -688,6 +712,9 @@ impl<'a> Compiler<'_, 'a> {
         if let Some(spec) = parsed.client_cert.take() {
             self.client_cert(index, spec, &mut parsed.policy);
         }
+        if parsed.ssl_passthrough {
+            self.ssl_passthrough(index);
+        }
         let mirror = parsed
             .mirror
             .take()
@@ -778,6 +805,47 @@ impl<'a> Compiler<'_, 'a> {
             Err(why) => {
                 let detail = format!("Secret {namespace}/{name} is not usable: {why}");
                 self.diag(index, field, Reason::TlsSecretInvalid, detail);
+            }
+        }
+    }
+
+    /// `ssl-passthrough`: the Ingress's exact hosts with a `/` path are passed through
+    /// (ingress-nginx's TCP proxy matches server names exactly; other paths cannot be told
+    /// apart without terminating TLS). Without `--enable-ssl-passthrough` the annotation is
+    /// reported and TLS is terminated, as ingress-nginx ignores it then.
+    fn ssl_passthrough(&mut self, index: usize) {
+        let field = self.annotation_field(index, "ssl-passthrough");
+        if !self.enable_ssl_passthrough {
+            let detail = "ssl-passthrough needs sluice to run with --enable-ssl-passthrough \
+                          (as ingress-nginx); TLS is terminated";
+            self.diag(index, field, Reason::UnsupportedAnnotation, detail);
+            return;
+        }
+        let ingress = &self.ingresses[index];
+        let rules = ingress.spec.iter().flat_map(|s| s.rules.iter().flatten());
+        for rule in rules {
+            match parse_rule_host(rule.host.as_deref()) {
+                Ok(HostPattern::Exact(host)) => {
+                    let root =
+                        rule.http.iter().flat_map(|h| &h.paths).any(|p| {
+                            p.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("/") == "/"
+                        });
+                    if root {
+                        self.passthrough.push((host, index));
+                    } else {
+                        let detail = format!(
+                            "ssl-passthrough: host {host} has no / path, whose backend TLS \
+                             connections would go to; TLS is terminated"
+                        );
+                        self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                    }
+                }
+                _ => {
+                    let detail = "ssl-passthrough applies to exact host names (the \
+                                  ClientHello's server name is matched exactly, as \
+                                  ingress-nginx); wildcard and empty hosts are terminated";
+                    self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                }
             }
         }
     }

@@ -109,6 +109,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-tls-error-page",
     "auth-tls-pass-certificate-to-upstream",
     "auth-tls-match-cn",
+    "ssl-passthrough",
     "limit-rps",
     "limit-rpm",
     "limit-connections",
@@ -238,6 +239,9 @@ pub(crate) struct Parsed {
     /// `auth-tls-*`, which the compiler resolves into the host's
     /// [`crate::ClientCertAuth`].
     pub client_cert: Option<client_cert::ClientCertSpec>,
+    /// `ssl-passthrough`: TLS connections for the Ingress's hosts go to the backend of
+    /// their `/` path untouched (with `--enable-ssl-passthrough`).
+    pub ssl_passthrough: bool,
     /// `server-alias`: more names for the hosts of this Ingress's rules.
     pub server_alias: Vec<crate::host::HostPattern>,
     /// `from-to-www-redirect` (default false): the `www.` twin of each rule host (or the
@@ -384,6 +388,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.auth = external_auth(&mut cx);
     let basic_auth = basic_auth(&mut cx);
     let client_cert = client_cert::client_cert(&mut cx);
+    let ssl_passthrough = cx
+        .value("ssl-passthrough", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; TLS is terminated"))
+        })
+        .unwrap_or(false);
     response::response(&mut cx, &mut policy);
     let mirror = mirror::mirror(&mut cx);
     policy.mirror_host = mirror.as_ref().map(|m| m.host.clone());
@@ -429,6 +438,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         canary,
         basic_auth,
         client_cert,
+        ssl_passthrough,
         server_alias,
         from_to_www,
         mirror,
@@ -591,7 +601,6 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
         "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
-        "ssl-passthrough" => "TLS passthrough is not supported yet",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
         }
