@@ -45,6 +45,8 @@ pub struct Rebuilder {
     explain_unserved: bool,
     /// The inputs of the last rebuild, for `sluice explain` through the admin port.
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
+    /// What ingress-nginx's ConfigMap came to last time.
+    nginx_config: Mutex<Option<Arc<sluice_routing::config_map::NginxConfig>>>,
 }
 
 const KEY: &str = "rebuild";
@@ -71,6 +73,7 @@ impl Rebuilder {
             report,
             explain_unserved: false,
             last_inputs,
+            nginx_config: Mutex::new(None),
         }
     }
 
@@ -102,15 +105,25 @@ impl Rebuilder {
     /// Compiles once now (e.g. right after the caches synced).
     pub fn rebuild_now(&self) {
         let started = Instant::now();
-        let inputs = self.informers.inputs();
+        let mut inputs = self.informers.inputs();
+        // A ConfigMap value that stops parsing keeps the one in force.
+        inputs.nginx_config_previous = self
+            .nginx_config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let Compiled {
             table,
             diagnostics,
             ours,
             flag_diagnostics,
             mut gateway,
+            nginx_config,
             ..
         } = compile(&inputs, &self.options);
+        if nginx_config.is_some() {
+            *self.nginx_config.lock().unwrap_or_else(|e| e.into_inner()) = nginx_config;
+        }
         let unserved = if !self.explain_unserved {
             Vec::new()
         } else {

@@ -82,6 +82,13 @@ pub struct ClassArgs {
     #[arg(long)]
     pub ingress_nginx_compat: bool,
 
+    /// ingress-nginx's ConfigMap of global settings, read live (in `sluice serve`, from the
+    /// manifest directory): the keys that are also annotations become every Ingress's
+    /// default, `block-cidrs` applies to every Ingress route, and each other key gets an
+    /// Event saying what to use instead (README "The ingress-nginx ConfigMap").
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_namespaced_name)]
+    pub configmap: Option<NamespacedName>,
+
     /// Honour the `ssl-passthrough` annotation (ingress-nginx's flag of the same name): TLS
     /// connections for those hosts go to the backend of their `/` path untouched. Off: the
     /// annotation is reported and TLS is terminated.
@@ -216,7 +223,10 @@ async fn start_control(
             args.manifests.display()
         )
     })?;
-    let informers = IngressInformers::from_manifests(&dir);
+    let mut informers = IngressInformers::from_manifests(&dir);
+    if let Some(config) = &args.class.configmap {
+        informers.watch_nginx_config_in_manifests(&dir, &config.namespace, &config.name);
+    }
     let rebuilder = Arc::new(
         Rebuilder::new(
             informers.clone(),

@@ -42,6 +42,8 @@ pub struct IngressInformers {
     /// (`auth-secret`), which ingress-nginx's docs create with `kubectl create secret
     /// generic`.
     pub opaque_secrets: Option<SharedIndexInformer<Secret>>,
+    /// ingress-nginx's ConfigMap (`--configmap`) and its `namespace/name`.
+    pub nginx_config: Option<(SharedIndexInformer<ConfigMap>, String)>,
     /// Gateway API kinds once watched: at start when the cluster serves them (always from
     /// manifests), or later through [`IngressInformers::add_gateway`]. Shared by clones.
     gateway: Arc<OnceLock<GatewayInformers>>,
@@ -268,6 +270,7 @@ impl IngressInformers {
             endpoint_slices,
             secrets,
             opaque_secrets: None,
+            nginx_config: None,
             gateway: cell,
             all,
             changed: Arc::default(),
@@ -400,6 +403,35 @@ impl IngressInformers {
         informers
     }
 
+    /// Also watches ingress-nginx's ConfigMap `namespace/name` (`--configmap`), in that
+    /// namespace only and by name, from `factory`'s cluster.
+    pub fn watch_nginx_config_in_cluster(
+        &mut self,
+        factory: &SharedInformerFactory,
+        namespace: &str,
+        name: &str,
+    ) {
+        let api: Api<ConfigMap> = Api::namespaced(factory.client().clone(), namespace);
+        let informer = trimmed(factory.informer_for(
+            api,
+            ListOptions::default().fields(&format!("metadata.name={name}")),
+        ));
+        self.all.push(Arc::new(informer.clone()));
+        self.nginx_config = Some((informer, format!("{namespace}/{name}")));
+    }
+
+    /// Also reads ingress-nginx's ConfigMap `namespace/name` (`--configmap`) from `dir`.
+    pub fn watch_nginx_config_in_manifests(
+        &mut self,
+        dir: &ManifestDir,
+        namespace: &str,
+        name: &str,
+    ) {
+        let informer = SharedIndexInformer::new(dir.source::<ConfigMap>(), None);
+        self.all.push(Arc::new(informer.clone()));
+        self.nginx_config = Some((informer, format!("{namespace}/{name}")));
+    }
+
     /// Every informer, type-erased (the Gateway API's too, once watched).
     pub fn handles(&self) -> Vec<Arc<dyn InformerHandle>> {
         let mut all = self.all.clone();
@@ -529,6 +561,11 @@ impl IngressInformers {
                 .gateway()
                 .map(|g| g.config_maps.store().list())
                 .unwrap_or_default(),
+            nginx_config_map: self
+                .nginx_config
+                .as_ref()
+                .and_then(|(informer, key)| informer.store().get_by_key(key)),
+            nginx_config_previous: None,
         }
     }
 }

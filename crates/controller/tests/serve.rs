@@ -657,3 +657,110 @@ spec:
     web.shutdown().await.unwrap();
     api.shutdown().await.unwrap();
 }
+
+/// Writes `config.yaml`: ingress-nginx's ConfigMap `default/nginx` with `data`, by rename.
+fn write_config_map(dir: &Path, data: &[(&str, &str)]) {
+    let data: serde_json::Map<String, serde_json::Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+        .collect();
+    let map = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "nginx", "namespace": "default"},
+        "data": data,
+    });
+    let tmp = dir.join(".config.json.tmp");
+    std::fs::write(&tmp, map.to_string()).unwrap();
+    std::fs::rename(&tmp, dir.join("config.json")).unwrap();
+}
+
+/// ingress-nginx "ConfigMaps" (`--configmap`): a key that is also an annotation is every
+/// Ingress's default, read live; an Ingress's own annotation wins; `block-cidrs` refuses
+/// its clients everywhere; a value that stops parsing keeps the previous one, and is said.
+#[tokio::test]
+async fn the_ingress_nginx_configmap_sets_defaults_live() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let api = EchoServer::start("127.0.0.1:0", Identity::new("api", "api-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    manifests(dir.path(), web.addr(), api.addr());
+    // A second Ingress whose own annotation lets loopback in.
+    std::fs::write(
+        dir.path().join("own.yaml"),
+        "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: own
+  annotations: {nginx.ingress.kubernetes.io/whitelist-source-range: 127.0.0.0/8}
+spec:
+  rules:
+  - host: own.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: api, port: {name: http}}}}
+",
+    )
+    .unwrap();
+    write_config_map(dir.path(), &[("whitelist-source-range", "10.0.0.0/8")]);
+    let (args, addr) = serve_args(dir.path(), &["--configmap", "default/nginx"]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await
+    .unwrap();
+    let status = |host: &'static str| async move { ask_host(addr, host).await.0 };
+    sluice_testenv::eventually(Duration::from_secs(10), "the ConfigMap's range", || async {
+        (status("app.test").await == 403).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(status("own.test").await, 200, "the annotation wins");
+
+    // Changed: followed without a restart.
+    write_config_map(dir.path(), &[("whitelist-source-range", "127.0.0.1/32")]);
+    sluice_testenv::eventually(Duration::from_secs(10), "the new range", || async {
+        (status("app.test").await == 200).then_some(())
+    })
+    .await
+    .unwrap();
+
+    // A bad value: the previous one stays, and the log names the key.
+    write_config_map(
+        dir.path(),
+        &[
+            ("whitelist-source-range", "not-a-cidr"),
+            ("use-gzip", "true"),
+        ],
+    );
+    sluice_testenv::eventually(Duration::from_secs(10), "the bad value said", || async {
+        (!log_lines("data[whitelist-source-range]").is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(status("app.test").await, 200, "127.0.0.1/32 stays in force");
+
+    // block-cidrs refuses loopback on every route, annotations or not.
+    write_config_map(dir.path(), &[("block-cidrs", "127.0.0.0/8")]);
+    sluice_testenv::eventually(Duration::from_secs(10), "blocked", || async {
+        (status("app.test").await == 403 && status("own.test").await == 403).then_some(())
+    })
+    .await
+    .unwrap();
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+    api.shutdown().await.unwrap();
+}

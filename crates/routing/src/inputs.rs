@@ -51,6 +51,11 @@ pub struct Inputs {
     /// core/v1 ConfigMaps holding CA certificates (`ca.crt`), for Gateway API's
     /// `caCertificateRefs` (client certificate validation, BackendTLSPolicy).
     pub config_maps: Vec<Arc<ConfigMap>>,
+    /// ingress-nginx's ConfigMap (`--configmap`), when one is named and exists.
+    pub nginx_config_map: Option<Arc<ConfigMap>>,
+    /// What the ConfigMap came to in the previous compile: a value that does not parse
+    /// now keeps that one ([`crate::Compiled::nginx_config`]).
+    pub nginx_config_previous: Option<Arc<crate::config_map::NginxConfig>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is
     /// `Selector` (only their labels are read).
     pub namespaces: Vec<Arc<Namespace>>,

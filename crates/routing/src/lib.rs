@@ -107,6 +107,7 @@ mod backend;
 mod backend_registry;
 mod cidr;
 mod client_cert;
+pub mod config_map;
 mod diagnostic;
 mod explain;
 mod explain_check;

@@ -31,6 +31,7 @@ pub const MANAGED_LABEL: &str = "sluice.dev/gateway-service";
 pub enum GatewayServiceType {
     /// No Service per Gateway.
     #[default]
+    #[value(name = "None")]
     None,
     /// An in-cluster address per Gateway.
     #[value(name = "ClusterIP")]

@@ -446,8 +446,11 @@ async fn start_informers(
     };
     tracing::info!(gateway_api, ?optional, namespace = ?args.watch_namespace, "watching");
     let factory = SharedInformerFactory::new(client);
-    let informers =
+    let mut informers =
         IngressInformers::from_cluster(&factory, args.watch_namespace.as_deref(), optional);
+    if let Some(config) = &args.class.configmap {
+        informers.watch_nginx_config_in_cluster(&factory, &config.namespace, &config.name);
+    }
     let rebuilder = Arc::new(Rebuilder::new(
         informers.clone(),
         args.defaults

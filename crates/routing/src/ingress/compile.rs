@@ -57,6 +57,9 @@ pub struct Compiled {
     /// Conditions for the Gateway API objects of ours (GatewayClasses, Gateways,
     /// HTTPRoutes), for the controller's status writer.
     pub gateway: crate::gateway::GatewayStatuses,
+    /// What ingress-nginx's ConfigMap came to (`None`: no ConfigMap); pass it back as
+    /// [`Inputs::nginx_config_previous`] so that a value that stops parsing keeps this one.
+    pub nginx_config: Option<Arc<crate::config_map::NginxConfig>>,
     /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
     /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
     /// the table answers them so): what `sluice migrate` names. Sorted.
@@ -137,12 +140,32 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     // Annotations first: whether a host's paths are regular expressions depends on every
     // Ingress naming it (ingress-nginx: `use-regex` or `rewrite-target` on one Ingress makes
     // all paths of its hosts regexes).
+    // ingress-nginx's ConfigMap: annotation defaults for every Ingress, `block-cidrs`.
+    let mut config_diagnostics = Vec::new();
+    let nginx_config = inputs.nginx_config_map.as_deref().map(|map| {
+        let (config, problems) =
+            crate::config_map::read(map, inputs.nginx_config_previous.as_deref());
+        config_diagnostics = problems;
+        Arc::new(config)
+    });
     let parsed: Vec<Option<annotations::Parsed>> = ingresses
         .iter()
         .map(|i| {
-            i.annotations
-                .filter(|m| !m.is_empty())
-                .map(annotations::parse)
+            let Some(config) = &nginx_config else {
+                return i
+                    .annotations
+                    .filter(|m| !m.is_empty())
+                    .map(annotations::parse);
+            };
+            let mut parsed = match config.with_defaults(i.annotations) {
+                Some(merged) => annotations::parse(&merged),
+                None => annotations::parse(i.annotations.unwrap_or(&BTreeMap::new())),
+            };
+            parsed
+                .policy
+                .deny
+                .extend(config.block_cidrs.iter().cloned());
+            Some(parsed)
         })
         .collect();
     // A rewrite counts where its target differs from the path (ingress-nginx's
@@ -292,6 +315,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         config_maps: &config_maps,
     }
     .compile_into(&mut table, &mut diagnostics);
+    diagnostics.extend(config_diagnostics);
     diagnostics.sort_by(|a, b| {
         (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
             &b.object,
@@ -318,6 +342,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         ours,
         flag_diagnostics,
         gateway,
+        nginx_config,
         trailing_slash_redirects,
     }
 }

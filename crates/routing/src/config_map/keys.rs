@@ -1,0 +1,254 @@
+//! What sluice does with each key of ingress-nginx's ConfigMap (ingress-nginx docs,
+//! "ConfigMaps", the table of configuration options), for the Events on the ConfigMap,
+//! `sluice migrate` and README's table.
+
+/// What sluice does with a ConfigMap key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// The default of the Ingress annotation of the same name: every Ingress without the
+    /// annotation gets the ConfigMap's value (annotations override, as in ingress-nginx).
+    /// Read live.
+    AnnotationDefault,
+    /// Applied to every request of every Ingress host. Read live.
+    Server,
+    /// A setting of the whole process: this flag of `sluice serve` and `sluice controller`.
+    Flag(&'static str),
+    /// Not applied; what to use instead, or why there is nothing to set.
+    No(&'static str),
+}
+
+/// Keys whose values are Ingress annotation defaults (the same name and value syntax).
+const ANNOTATION_DEFAULTS: &[&str] = &[
+    "denylist-source-range",
+    "force-ssl-redirect",
+    "limit-rate",
+    "limit-rate-after",
+    "load-balance",
+    "proxy-body-size",
+    "proxy-buffering",
+    "proxy-connect-timeout",
+    "proxy-next-upstream",
+    "proxy-next-upstream-timeout",
+    "proxy-next-upstream-tries",
+    "proxy-read-timeout",
+    "proxy-request-buffering",
+    "proxy-send-timeout",
+    "ssl-redirect",
+    "whitelist-source-range",
+];
+
+/// Keys applied to every request of every Ingress host.
+const SERVER: &[&str] = &["block-cidrs"];
+
+/// What sluice does with `key`; `None`: not a key of ingress-nginx's ConfigMap.
+pub fn support(key: &str) -> Option<Support> {
+    use Support::*;
+    if ANNOTATION_DEFAULTS.contains(&key) {
+        return Some(AnnotationDefault);
+    }
+    if SERVER.contains(&key) {
+        return Some(Server);
+    }
+    let flag = |f| Some(Flag(f));
+    match key {
+        "use-gzip" => flag("--gzip"),
+        "gzip-level" => flag("--gzip-level"),
+        "gzip-min-length" => flag("--gzip-min-length"),
+        "gzip-types" => flag("--gzip-types"),
+        "gzip-disable" => flag("--gzip-disable"),
+        "enable-brotli" => flag("--brotli"),
+        "brotli-level" => flag("--brotli-level"),
+        "brotli-min-length" => flag("--brotli-min-length"),
+        "brotli-types" => flag("--brotli-types"),
+        "global-rate-limit-memcached-host" => flag("--global-rate-limit-memcached-host"),
+        "global-rate-limit-memcached-port" => flag("--global-rate-limit-memcached-port"),
+        "global-rate-limit-memcached-connect-timeout" => {
+            flag("--global-rate-limit-memcached-connect-timeout")
+        }
+        "global-rate-limit-memcached-max-idle-timeout" => {
+            flag("--global-rate-limit-memcached-max-idle-timeout")
+        }
+        "global-rate-limit-memcached-pool-size" => flag("--global-rate-limit-memcached-pool-size"),
+        "global-rate-limit-status-code" => flag("--global-rate-limit-status-code"),
+        "limit-req-status-code" | "limit-conn-status-code" => flag("--limit-req-status-code"),
+        "use-forwarded-headers" | "proxy-real-ip-cidr" | "enable-real-ip" => {
+            flag("--trusted-proxies")
+        }
+        "use-proxy-protocol" => flag("--proxy-protocol"),
+        "enable-underscores-in-headers" => flag("--allow-underscore-headers"),
+        "hsts" => flag("--hsts"),
+        "hsts-max-age" => flag("--hsts-max-age"),
+        "hsts-include-subdomains" => flag("--hsts-include-subdomains"),
+        "hsts-preload" => flag("--hsts-preload"),
+        "client-header-timeout" => flag("--client-header-timeout"),
+        "client-body-timeout" => flag("--client-body-timeout"),
+        "keep-alive" => flag("--idle-timeout"),
+        "upstream-keepalive-timeout" => flag("--idle-timeout"),
+        "worker-processes" => flag("--workers"),
+        "worker-shutdown-timeout" => flag("--drain-timeout"),
+        "disable-access-log" | "access-log-path" | "http-access-log-path" => flag("--access-log"),
+        "large-client-header-buffers" | "client-header-buffer-size" => flag("--max-header-bytes"),
+        "enable-opentelemetry"
+        | "opentelemetry-trust-incoming-span"
+        | "opentelemetry-operation-name"
+        | "otlp-collector-host"
+        | "otlp-collector-port"
+        | "otel-service-name"
+        | "otel-sampler"
+        | "otel-sampler-ratio"
+        | "otel-sampler-parent-based"
+        | "otel-max-queuesize"
+        | "otel-schedule-delay-millis"
+        | "otel-max-export-batch-size" => Some(No(
+            "tracing is not supported yet; the per-Ingress annotations are reported too",
+        )),
+        "allow-snippet-annotations"
+        | "annotations-risk-level"
+        | "annotation-value-word-blocklist" => Some(No(
+            "snippets are refused whatever it says; nothing is templated into configuration",
+        )),
+        "ssl-protocols" | "ssl-ciphers" | "ssl-ecdh-curve" | "ssl-dh-param" => Some(No(
+            "TLS 1.2 and 1.3 with rustls's safe defaults, not configurable",
+        )),
+        "ssl-session-cache"
+        | "ssl-session-cache-size"
+        | "ssl-session-tickets"
+        | "ssl-session-ticket-key"
+        | "ssl-session-timeout" => Some(No(
+            "stateless session tickets are always on, with a key made at start",
+        )),
+        "use-http2" => Some(No("HTTP/2 is always offered (ALPN h2) on HTTPS")),
+        "server-tokens" => Some(No("sluice never names itself or its version in answers")),
+        "custom-http-errors" => Some(No(
+            "use the custom-http-errors annotation with default-backend on the Ingresses",
+        )),
+        "log-format-upstream"
+        | "log-format-escape-json"
+        | "log-format-escape-none"
+        | "log-format-stream" => Some(No(
+            "the access log (--access-log) is one JSON object per request with fixed fields",
+        )),
+        "upstream-keepalive-connections"
+        | "upstream-keepalive-requests"
+        | "upstream-keepalive-time"
+        | "keep-alive-requests" => Some(No(
+            "connections are reused without a count limit; --idle-timeout closes idle ones",
+        )),
+        "service-upstream" => Some(No(
+            "sluice sends to the endpoints, not the Service's ClusterIP",
+        )),
+        "main-snippet"
+        | "http-snippet"
+        | "server-snippet"
+        | "stream-snippet"
+        | "location-snippet"
+        | "modsecurity-snippet"
+        | "global-auth-snippet" => {
+            Some(No("snippets are nginx configuration; sluice refuses them"))
+        }
+        "enable-modsecurity" | "enable-owasp-modsecurity-crs" => {
+            Some(No("ModSecurity is not part of sluice"))
+        }
+        _ if key.starts_with("jaeger-") => {
+            Some(No("Jaeger tracing was removed from ingress-nginx"))
+        }
+        _ if KNOWN_NGINX_INTERNALS.contains(&key) => Some(No(
+            "an nginx internal (buffers, hash tables, workers, logs, Lua) with no equivalent",
+        )),
+        _ if KNOWN_OTHERS.contains(&key) => Some(No("not supported yet")),
+        _ => None,
+    }
+}
+
+/// ingress-nginx keys for nginx internals.
+const KNOWN_NGINX_INTERNALS: &[&str] = &[
+    "access-log-params",
+    "client-body-buffer-size",
+    "enable-aio-write",
+    "enable-multi-accept",
+    "enable-serial-reloads",
+    "error-log-level",
+    "error-log-path",
+    "grpc-buffer-size-kb",
+    "http2-max-concurrent-streams",
+    "http2-max-field-size",
+    "http2-max-header-size",
+    "http2-max-requests",
+    "lua-shared-dicts",
+    "map-hash-bucket-size",
+    "max-worker-connections",
+    "max-worker-open-files",
+    "proxy-buffer-size",
+    "proxy-buffers-number",
+    "proxy-busy-buffers-size",
+    "proxy-headers-hash-bucket-size",
+    "proxy-headers-hash-max-size",
+    "reuse-port",
+    "server-name-hash-bucket-size",
+    "server-name-hash-max-size",
+    "ssl-buffer-size",
+    "stream-access-log-path",
+    "variables-hash-bucket-size",
+    "variables-hash-max-size",
+    "worker-cpu-affinity",
+];
+
+/// Other ingress-nginx keys sluice does not apply yet.
+const KNOWN_OTHERS: &[&str] = &[
+    "add-headers",
+    "allow-backend-server-header",
+    "allow-cross-namespace-resources",
+    "bind-address",
+    "block-referers",
+    "block-user-agents",
+    "compute-full-forwarded-for",
+    "debug-connections",
+    "default-type",
+    "disable-ipv6",
+    "disable-ipv6-dns",
+    "enable-access-log-for-default-backend",
+    "enable-ocsp",
+    "enable-syslog",
+    "forwarded-for-header",
+    "forwarded-for-proxy-protocol-header",
+    "generate-request-id",
+    "geoip2-autoreload-in-minutes",
+    "global-allowed-response-headers",
+    "global-auth-cache-duration",
+    "global-auth-cache-key",
+    "global-auth-method",
+    "global-auth-request-redirect",
+    "global-auth-response-headers",
+    "global-auth-signin",
+    "global-auth-signin-redirect-param",
+    "global-auth-url",
+    "hide-headers",
+    "http-redirect-code",
+    "ignore-invalid-headers",
+    "limit-conn-zone-variable",
+    "nginx-status-ipv4-whitelist",
+    "nginx-status-ipv6-whitelist",
+    "no-auth-locations",
+    "no-tls-redirect-locations",
+    "proxy-add-original-uri-header",
+    "proxy-cookie-domain",
+    "proxy-cookie-path",
+    "proxy-protocol-header-timeout",
+    "proxy-redirect-from",
+    "proxy-set-headers",
+    "proxy-ssl-location-only",
+    "proxy-stream-next-upstream",
+    "proxy-stream-next-upstream-timeout",
+    "proxy-stream-next-upstream-tries",
+    "proxy-stream-responses",
+    "proxy-stream-timeout",
+    "relative-redirects",
+    "retry-non-idempotent",
+    "skip-access-log-urls",
+    "ssl-reject-handshake",
+    "strict-validate-path-type",
+    "syslog-host",
+    "syslog-port",
+    "use-geoip",
+    "use-geoip2",
+];
