@@ -1345,6 +1345,8 @@ fn empty_and_skeletal_objects_never_panic() {
         config_maps: vec![Arc::new(Default::default())],
         backend_tls_policies: vec![Arc::new(Default::default())],
         listener_sets: vec![Arc::new(Default::default())],
+        nginx_config_map: Some(Arc::new(Default::default())),
+        nginx_config_previous: None,
         gateway_classes: vec![Arc::new(Default::default())],
         gateways: vec![Arc::new(Default::default())],
         http_routes: vec![Arc::new(Default::default())],
