@@ -98,6 +98,65 @@ pub struct MigrationReport {
     pub summary: Summary,
     /// The exit status `sluice migrate` ends with.
     pub exit_code: i32,
+    /// ingress-nginx's ConfigMap (`--configmap`), key by key.
+    pub config_map: Option<ConfigMapReport>,
+}
+
+/// What sluice does with each key of ingress-nginx's ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConfigMapReport {
+    /// `namespace/name`; `found: false` when it does not exist.
+    pub name: String,
+    /// Whether it was found.
+    pub found: bool,
+    /// Keys applied as written (annotation defaults, `block-cidrs`).
+    pub applied: Vec<String>,
+    /// Keys not applied, with why or what to use instead.
+    pub problems: Vec<(String, String)>,
+}
+
+impl ConfigMapReport {
+    /// The report of `map` (named `name`), `None` for one that does not exist.
+    pub fn new(name: String, map: Option<&k8s_openapi::api::core::v1::ConfigMap>) -> Self {
+        let Some(map) = map else {
+            return ConfigMapReport {
+                name,
+                found: false,
+                applied: Vec::new(),
+                problems: Vec::new(),
+            };
+        };
+        let (_, diagnostics) = sluice_routing::config_map::read(map, None);
+        let problems: Vec<(String, String)> = diagnostics
+            .iter()
+            .map(|d| {
+                let key = d
+                    .field
+                    .trim_start_matches("data[")
+                    .trim_end_matches(']')
+                    .to_owned();
+                let why = d
+                    .message
+                    .rsplit_once(&format!("{}: ", d.field))
+                    .map_or(d.message.as_str(), |(_, why)| why)
+                    .to_owned();
+                (key, why)
+            })
+            .collect();
+        let applied = map
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .filter(|k| !problems.iter().any(|(p, _)| p == k))
+            .collect();
+        ConfigMapReport {
+            name,
+            found: true,
+            applied,
+            problems,
+        }
+    }
 }
 
 /// What sluice makes of one Ingress.
@@ -274,6 +333,19 @@ impl MigrationReport {
             }
             for note in &ingress.notes {
                 let _ = writeln!(s, "  {:W$} {note}", "note");
+            }
+        }
+        if let Some(config) = &self.config_map {
+            if config.found {
+                let _ = writeln!(s, "ConfigMap {} (--configmap):", config.name);
+            } else {
+                let _ = writeln!(s, "ConfigMap {} (--configmap): not found", config.name);
+            }
+            for key in &config.applied {
+                let _ = writeln!(s, "  {:W$} {key}", "applied");
+            }
+            for (key, why) in &config.problems {
+                let _ = writeln!(s, "  {:W$} {key}: {why}", "not applied");
             }
         }
         let sum = &self.summary;
@@ -472,6 +544,7 @@ pub fn build_report(
         errors: Vec::new(),
         summary: Summary::default(),
         exit_code: EXIT_CLEAN,
+        config_map: None,
     };
     report.update();
     report
@@ -674,6 +747,7 @@ pub fn from_manifests(
     dir: &Path,
     namespace: Option<&str>,
     options: &CompileOptions,
+    config_map: Option<&crate::serve::NamespacedName>,
 ) -> std::io::Result<MigrationReport> {
     let mut scanner = Scanner::new(dir, manifest_kinds());
     scanner.scan()?;
@@ -699,6 +773,16 @@ pub fn from_manifests(
         }
     }
     let mut report = build_report(&ingresses, &classes, options);
+    if let Some(name) = config_map {
+        let mut found: Vec<k8s_openapi::api::core::v1::ConfigMap> = Vec::new();
+        for (key, value) in &snapshot.objects {
+            if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
+                typed(key, value, &mut found, &mut errors);
+            }
+        }
+        let shown = format!("{}/{}", name.namespace, name.name);
+        report.config_map = Some(ConfigMapReport::new(shown, found.first()));
+    }
     report.source = format!("manifests in {}", dir.display());
     if let Some(ns) = namespace {
         report.source.push_str(&format!(", namespace {ns}"));
@@ -756,6 +840,7 @@ pub async fn from_cluster(
     client: &kube::Client,
     namespace: Option<&str>,
     options: &CompileOptions,
+    config_map: Option<&crate::serve::NamespacedName>,
 ) -> anyhow::Result<MigrationReport> {
     let api: Api<Ingress> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -768,6 +853,17 @@ pub async fn from_cluster(
         Err(e) => (Vec::new(), Some(e)),
     };
     let mut report = build_report(&ingresses, &classes, options);
+    if let Some(name) = config_map {
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), &name.namespace);
+        let shown = format!("{}/{}", name.namespace, name.name);
+        match api.get_opt(&name.name).await {
+            Ok(found) => report.config_map = Some(ConfigMapReport::new(shown, found.as_ref())),
+            Err(e) => report
+                .notes
+                .push(format!("cannot read ConfigMap {shown}: {e}")),
+        }
+    }
     if let Some(e) = class_error {
         report.notes.insert(
             0,
@@ -787,10 +883,12 @@ pub async fn run(args: &MigrateArgs, out: &mut dyn Write, err: &mut dyn Write) -
     let options = args.class.compile_options(None);
     let namespace = args.namespace.as_deref();
     let report = match &args.manifests {
-        Some(dir) => from_manifests(dir, namespace, &options)
+        Some(dir) => from_manifests(dir, namespace, &options, args.class.configmap.as_ref())
             .with_context(|| format!("cannot read manifest directory {}", dir.display())),
         None => match client_from(args.kubeconfig.as_deref()).await {
-            Ok(client) => from_cluster(&client, namespace, &options).await,
+            Ok(client) => {
+                from_cluster(&client, namespace, &options, args.class.configmap.as_ref()).await
+            }
             Err(e) => Err(e),
         },
     };
@@ -1344,5 +1442,26 @@ mod tests {
         assert_eq!(i["class"]["served"], true);
         assert_eq!(i["problems"][0]["annotation"], nginx("auth-type"));
         assert_eq!(i["problems"][0]["reason"], "FailedClosed");
+    }
+
+    /// #30: `sluice migrate --configmap` says what each key of ingress-nginx's ConfigMap
+    /// does in sluice.
+    #[test]
+    fn the_configmap_is_reported_key_by_key() {
+        let map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+            "metadata": {"namespace": "ingress-nginx", "name": "controller"},
+            "data": {"proxy-body-size": "8m", "use-gzip": "true", "proxy-read-timeout": "later"}
+        }))
+        .unwrap();
+        let r = ConfigMapReport::new("ingress-nginx/controller".into(), Some(&map));
+        assert_eq!(r.applied, ["proxy-body-size"]);
+        let keys: Vec<&str> = r.problems.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["proxy-read-timeout", "use-gzip"]);
+        assert!(r.problems[1].1.contains("--gzip"), "{:?}", r.problems);
+        let mut report = build_report(&[], &[], &CompileOptions::default());
+        report.config_map = Some(r);
+        let text = report.to_text();
+        assert!(text.contains("applied      proxy-body-size"), "{text}");
+        assert!(!ConfigMapReport::new("a/b".into(), None).found);
     }
 }
