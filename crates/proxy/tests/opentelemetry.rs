@@ -190,6 +190,25 @@ async fn request(proxy: &TestProxy, method: &str, host: &str, headers: &[(&str, 
     .await
 }
 
+/// `GET /traced/path` to `host` over HTTP/2 (h2c, prior knowledge).
+async fn request_h2(proxy: &TestProxy, host: &str) -> Answer {
+    let stream = tokio::net::TcpStream::connect(proxy.http).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2c handshake");
+    let connection = tokio::spawn(connection);
+    let request = Request::get(format!("http://{host}/traced/path"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = sender.send_request(request).await.expect("h2 response");
+    let answer = collect(response).await;
+    connection.abort();
+    answer
+}
+
 /// The `traceparent` the backend got: (trace id, parent id, flags).
 fn backend_traceparent(answer: &Answer) -> (String, String, String) {
     let report = answer.report();
@@ -214,16 +233,19 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
         let backend = echo("traced", "pod-a").await;
         let proxy = TestProxy::start(args(collector.tracing())).await;
         proxy.route(&[Route::new(HOST, "traced", vec![backend.addr()])]);
-        // The own HTTP/1.1 loop, then hyper's front end.
+        // The own HTTP/1.1 loop, hyper's HTTP/1.1 front end, HTTP/2.
         let get = request(&proxy, "GET", HOST, &[]).await;
         let post = request(&proxy, "POST", HOST, &[]).await;
-        assert_eq!(get.status, 200);
-        assert_eq!(post.status, 200);
+        let h2 = request_h2(&proxy, HOST).await;
+        for answer in [&get, &post, &h2] {
+            assert_eq!(answer.status, 200);
+        }
         proxy.shutdown().await;
 
         let spans = collector.spans();
-        assert_eq!(spans.len(), 2, "{spans:#?}");
-        for (span, (answer, method)) in spans.iter().zip([(&get, "GET"), (&post, "POST")]) {
+        assert_eq!(spans.len(), 3, "{spans:#?}");
+        let requests = [(&get, "GET"), (&post, "POST"), (&h2, "GET")];
+        for (span, (answer, method)) in spans.iter().zip(requests) {
             assert_eq!(span.service_name, "sluice");
             assert_eq!(span.span.name, format!("HTTP {method} default/traced"));
             // SPAN_KIND_SERVER.
@@ -253,6 +275,7 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
             assert_eq!(flags, "01");
         }
         assert_ne!(spans[0].trace_id(), spans[1].trace_id());
+        assert_ne!(spans[1].trace_id(), spans[2].trace_id());
     })
     .await;
 }
