@@ -25,6 +25,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use sluice_proxy::{OtelSampler, ProxyArgs, SamplerRatio, Tracing};
 
 const HOST: &str = "traced.example";
+const H2C_HOST: &str = "h2c.traced.example";
 /// A caller's trace and span.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
@@ -232,20 +233,32 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
         let collector = Collector::start().await;
         let backend = echo("traced", "pod-a").await;
         let proxy = TestProxy::start(args(collector.tracing())).await;
-        proxy.route(&[Route::new(HOST, "traced", vec![backend.addr()])]);
-        // The own HTTP/1.1 loop, hyper's HTTP/1.1 front end, HTTP/2.
+        proxy.route(&[
+            Route::new(HOST, "traced", vec![backend.addr()]),
+            // A backend behind hyper's client (h2c), the other upstream transport.
+            Route::new(H2C_HOST, "traced", vec![backend.addr()])
+                .with_annotation("nginx.ingress.kubernetes.io/backend-protocol", "H2C"),
+        ]);
+        // The own HTTP/1.1 loop, hyper's HTTP/1.1 front end, HTTP/2; an h2c backend.
         let get = request(&proxy, "GET", HOST, &[]).await;
         let post = request(&proxy, "POST", HOST, &[]).await;
         let h2 = request_h2(&proxy, HOST).await;
-        for answer in [&get, &post, &h2] {
+        let h2c = request(&proxy, "GET", H2C_HOST, &[]).await;
+        for answer in [&get, &post, &h2, &h2c] {
             assert_eq!(answer.status, 200);
         }
+        assert_eq!(h2c.report().protocol, "HTTP/2");
         proxy.shutdown().await;
 
         let spans = collector.spans();
-        assert_eq!(spans.len(), 3, "{spans:#?}");
-        let requests = [(&get, "GET"), (&post, "POST"), (&h2, "GET")];
-        for (span, (answer, method)) in spans.iter().zip(requests) {
+        assert_eq!(spans.len(), 4, "{spans:#?}");
+        let requests = [
+            (&get, "GET", HOST, "ing-0"),
+            (&post, "POST", HOST, "ing-0"),
+            (&h2, "GET", HOST, "ing-0"),
+            (&h2c, "GET", H2C_HOST, "ing-1"),
+        ];
+        for (span, (answer, method, host, ingress)) in spans.iter().zip(requests) {
             assert_eq!(span.service_name, "sluice");
             assert_eq!(span.span.name, format!("HTTP {method} default/traced"));
             // SPAN_KIND_SERVER.
@@ -253,9 +266,9 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
             assert_eq!(span.parent_id(), "", "a new trace");
             let attributes = span.attributes();
             assert_eq!(attributes["http.request.method"], method);
-            assert_eq!(attributes["http.route"], "default/ing-0");
+            assert_eq!(attributes["http.route"], format!("default/{ingress}"));
             assert_eq!(attributes["sluice.route.kind"], "Ingress");
-            assert_eq!(attributes["server.address"], HOST);
+            assert_eq!(attributes["server.address"], host);
             assert_eq!(attributes["url.path"], "/traced/path");
             assert_eq!(attributes["sluice.service"], "default/traced:80");
             assert_eq!(
@@ -276,6 +289,7 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
         }
         assert_ne!(spans[0].trace_id(), spans[1].trace_id());
         assert_ne!(spans[1].trace_id(), spans[2].trace_id());
+        assert_ne!(spans[2].trace_id(), spans[3].trace_id());
     })
     .await;
 }
