@@ -170,6 +170,10 @@ pub struct ProxyArgs {
     /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
     #[command(flatten)]
     pub compression: crate::compress::Compression,
+
+    /// Distributed tracing (`--enable-opentelemetry`, `--otlp-collector-host`, `--otel-*`).
+    #[command(flatten)]
+    pub tracing: crate::trace::Tracing,
 }
 
 impl Default for ProxyArgs {
@@ -207,6 +211,7 @@ impl Default for ProxyArgs {
             http1_server: Http1Server::Sluice,
             access_log: false,
             compression: crate::compress::Compression::default(),
+            tracing: crate::trace::Tracing::default(),
         }
     }
 }

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub(crate) tunnels_stop: CancellationToken,
     /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
     pub(crate) compression: crate::compress::Compression,
+    /// Distributed tracing, when a collector is set (`--otlp-collector-host`).
+    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 /// One client connection.

@@ -57,6 +57,8 @@
 //!   writers and the response body.
 //! * `global_rate_limit/`: the rate limit counted in a store all replicas share (memcached,
 //!   Redis), with its decision cache and its flags.
+//! * `trace/`: distributed tracing (W3C Trace Context, OpenTelemetry server spans over
+//!   OTLP), with its flags; a request pays one branch when it is off.
 //! * Leaves: `rate_limit` (the limiters' state), `chunked`, `stall`, `errors` (the
 //!   pages), `config` (flags).
 //!
@@ -122,6 +124,7 @@ mod runtime;
 mod serve;
 mod snapshot;
 mod stall;
+mod trace;
 mod upstream;
 
 use std::future::Future;
@@ -153,6 +156,7 @@ pub use observe::metrics::LeaderStatus;
 pub use runtime::gateway_sockets::BindFailures;
 pub use serve::admin::Readiness;
 pub use snapshot::TableHandle;
+pub use trace::{OtelSampler, SamplerRatio, Tracing, parse_sampler_ratio};
 
 use backend::pool;
 use context::Shared;
@@ -225,6 +229,7 @@ impl Proxy {
         let global_limiter =
             global_rate_limit::GlobalLimiter::new(&args.global_rate_limit, &mut registry)
                 .context("setting up the global rate limit")?;
+        let tracer = trace::Tracer::new(&args.tracing).context("setting up tracing")?;
         let proxy_id = match &args.proxy_id {
             Some(id) => id.clone(),
             None => random_proxy_id(),
@@ -259,6 +264,7 @@ impl Proxy {
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
             compression: args.compression.clone(),
+            tracer,
         });
         Ok(Proxy {
             args,
@@ -596,6 +602,10 @@ impl BoundProxy {
             }
         })
         .await;
+        if let Some(tracer) = &shared.tracer {
+            // The spans still queued go to the collector.
+            tracer.shutdown().await;
+        }
         admin_stop.cancel();
         let _ = admin.await;
         let _ = sampler.await;

@@ -111,6 +111,12 @@ pub struct Policy {
     /// off for this route; `None`: the proxy's global setting (`--gzip`, `--brotli`,
     /// `--zstd`).
     pub compression: Option<bool>,
+    /// `enable-opentelemetry`: this route's requests traced or not; `None`: the proxy's
+    /// `--enable-opentelemetry`.
+    pub opentelemetry: Option<bool>,
+    /// `opentelemetry-trust-incoming-span`: whether a caller's `traceparent` is continued;
+    /// `None`: the proxy's `--opentelemetry-trust-incoming-span`.
+    pub opentelemetry_trust_incoming_span: Option<bool>,
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
@@ -524,6 +530,12 @@ impl Policy {
         }
         if let Some(on) = self.compression {
             out.push(format!("compression {}", if on { "on" } else { "off" }));
+        }
+        if let Some(on) = self.opentelemetry {
+            out.push(format!("tracing {}", if on { "on" } else { "off" }));
+        }
+        if self.opentelemetry_trust_incoming_span == Some(false) {
+            out.push("incoming trace not trusted".to_owned());
         }
         if self.satisfy_any {
             out.push("satisfy any (source range or authentication)".to_owned());

@@ -244,6 +244,8 @@ pub(crate) struct Completion {
     pub(crate) log: Option<Box<LogRecord>>,
     /// The `limit-connections` count this request holds, released when it is over.
     pub(crate) limit_slot: Option<usize>,
+    /// The request's server span, when it is traced (ended with the books).
+    pub(crate) trace: Option<Box<crate::trace::RequestSpan>>,
 }
 
 impl Completion {
@@ -268,6 +270,7 @@ impl Completion {
             bytes: 0,
             log,
             limit_slot: None,
+            trace: None,
         }
     }
 
@@ -306,6 +309,13 @@ impl Drop for Completion {
             }
             _ => None,
         };
+        if let Some(span) = self.trace.take() {
+            span.end(&crate::trace::Ended {
+                status: self.status,
+                service: backend.map_or("", |state| state.metrics.service.as_str()),
+                upstream,
+            });
+        }
         if let (Some(record), Some(sink)) = (&self.log, &self.ctx.shared.access_log) {
             sink.write(
                 record,

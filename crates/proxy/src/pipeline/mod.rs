@@ -168,6 +168,21 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         // `enable-access-log: "false"`.
         done.log = None;
     }
+    // Tracing: off, this is the one branch a request pays.
+    if let Some(tracer) = &shared.tracer
+        && tracer.traces(route_policy.opentelemetry)
+    {
+        done.trace = Some(tracer.start(&crate::trace::Started {
+            method: request.method(),
+            host: request.host(),
+            uri: path,
+            route: &route_entry.source,
+            service: &done.snapshot.backends[id].metrics.service,
+            traceparent: request.field(b"traceparent"),
+            tracestate: request.field(b"tracestate"),
+            trust: route_policy.opentelemetry_trust_incoming_span,
+        }));
+    }
 
     // The host's client certificate check (nginx checks it in the `server`, before any
     // location): only on the shared HTTPS listener, where `auth-tls-*` hosts are served.
@@ -298,7 +313,11 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             }
         }
     }
-    let request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
+    let mut request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
+    if let Some(span) = &done.trace {
+        // The backend's spans are children of this request's.
+        request_set.to_mut().extend(span.fields());
+    }
     let balancer = &done.snapshot.backends[id].balancer;
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
         let now = crate::backend::balancer::now_millis(start);
@@ -346,6 +365,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         cookie,
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
+    let asked = done.trace.as_ref().map(|_| Instant::now());
     if protocol != UpstreamProtocol::Http {
         // Boxed: the own loop never takes this branch (it hands such requests to hyper),
         // and its future would otherwise size every request's.
@@ -356,6 +376,9 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             Err(failure) => return (done, Reply::Page(failure.status())),
         };
         done.endpoint = Some(answer.endpoint);
+        if let (Some(span), Some(asked)) = (&mut done.trace, asked) {
+            span.upstream_answered(asked.elapsed());
+        }
         let cookie = affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint);
         let edits = edits(cookie);
         let proxied = Proxied {
@@ -377,6 +400,9 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     done.backend = Some(from);
     done.endpoint = Some(answer.endpoint);
+    if let (Some(span), Some(asked)) = (&mut done.trace, asked) {
+        span.upstream_answered(asked.elapsed());
+    }
     // The affinity cookie names an endpoint of the route's own backend only.
     let cookie = (from == id)
         .then(|| affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint))

@@ -88,20 +88,18 @@ pub fn support(key: &str) -> Option<Support> {
         "worker-shutdown-timeout" => flag("--drain-timeout"),
         "disable-access-log" | "access-log-path" | "http-access-log-path" => flag("--access-log"),
         "large-client-header-buffers" | "client-header-buffer-size" => flag("--max-header-bytes"),
-        "enable-opentelemetry"
-        | "opentelemetry-trust-incoming-span"
-        | "opentelemetry-operation-name"
-        | "otlp-collector-host"
-        | "otlp-collector-port"
-        | "otel-service-name"
-        | "otel-sampler"
-        | "otel-sampler-ratio"
-        | "otel-sampler-parent-based"
-        | "otel-max-queuesize"
-        | "otel-schedule-delay-millis"
-        | "otel-max-export-batch-size" => Some(No(
-            "tracing is not supported yet; the per-Ingress annotations are reported too",
-        )),
+        "enable-opentelemetry" => flag("--enable-opentelemetry"),
+        "opentelemetry-trust-incoming-span" => flag("--opentelemetry-trust-incoming-span"),
+        "opentelemetry-operation-name" => flag("--opentelemetry-operation-name"),
+        "otlp-collector-host" => flag("--otlp-collector-host"),
+        "otlp-collector-port" => flag("--otlp-collector-port"),
+        "otel-service-name" => flag("--otel-service-name"),
+        "otel-sampler" => flag("--otel-sampler"),
+        "otel-sampler-ratio" => flag("--otel-sampler-ratio"),
+        "otel-sampler-parent-based" => flag("--otel-sampler-parent-based"),
+        "otel-max-queuesize" => flag("--otel-max-queuesize"),
+        "otel-schedule-delay-millis" => flag("--otel-schedule-delay-millis"),
+        "otel-max-export-batch-size" => flag("--otel-max-export-batch-size"),
         "allow-snippet-annotations"
         | "annotations-risk-level"
         | "annotation-value-word-blocklist" => Some(No(

@@ -157,6 +157,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-cookie-domain",
     "proxy-cookie-path",
     "enable-access-log",
+    "enable-opentelemetry",
+    "opentelemetry-trust-incoming-span",
     "connection-proxy-header",
     "proxy-request-buffering",
     "proxy-buffering",
@@ -412,6 +414,14 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         .sluice_value("response-headers", parse_fields)
         .unwrap_or_default();
     policy.compression = cx.sluice_value("compression", parse_compression);
+    // Tracing (`enable-opentelemetry`, `opentelemetry-trust-incoming-span`): `None` keeps
+    // the proxy's flag.
+    policy.opentelemetry = cx.value("enable-opentelemetry", |v| {
+        parse_bool(v).map_err(|e| format!("{e}; --enable-opentelemetry applies"))
+    });
+    policy.opentelemetry_trust_incoming_span = cx.value("opentelemetry-trust-incoming-span", |v| {
+        parse_bool(v).map_err(|e| format!("{e}; --opentelemetry-trust-incoming-span applies"))
+    });
 
     if refuse_everyone {
         policy.allow.clear();
@@ -620,8 +630,8 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
             "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
         }
-        _ if starts("opentelemetry") || name == "enable-opentelemetry" => {
-            "tracing is not supported yet"
+        "opentelemetry-operation-name" | "opentelemetry-location-operation-name" => {
+            "the span name is --opentelemetry-operation-name, for every route"
         }
         _ => return None,
     })

@@ -1125,3 +1125,37 @@ fn sluice_compression_annotation_invalid_value_is_reported_and_the_global_settin
         "not an ingress-nginx annotation; use sluice.dev/compression"
     );
 }
+
+#[test]
+fn opentelemetry_annotations_switch_tracing_and_trust_per_ingress() {
+    let parsed = parse(&map(&[
+        (&nginx("enable-opentelemetry"), "true"),
+        (&nginx("opentelemetry-trust-incoming-span"), "false"),
+    ]));
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    assert_eq!(parsed.policy.opentelemetry, Some(true));
+    assert_eq!(parsed.policy.opentelemetry_trust_incoming_span, Some(false));
+    let off = one("enable-opentelemetry", "false");
+    assert_eq!(off.policy.opentelemetry, Some(false));
+    assert_eq!(off.policy.opentelemetry_trust_incoming_span, None);
+    // Absent: the proxy's flags decide.
+    let none = parse(&map(&[]));
+    assert_eq!(none.policy.opentelemetry, None);
+    assert_eq!(none.policy.opentelemetry_trust_incoming_span, None);
+}
+
+#[test]
+fn opentelemetry_annotations_invalid_value_is_reported_and_the_flag_applies() {
+    let parsed = one("enable-opentelemetry", "sometimes");
+    assert_eq!(parsed.policy.opentelemetry, None);
+    let p = problem(&parsed, "enable-opentelemetry");
+    assert_eq!(p.reason, Reason::InvalidAnnotation);
+    assert!(
+        p.detail.contains("--enable-opentelemetry applies"),
+        "{}",
+        p.detail
+    );
+    let parsed = one("opentelemetry-operation-name", "HTTP $request_method");
+    let p = problem(&parsed, "opentelemetry-operation-name");
+    assert_eq!(p.reason, Reason::UnsupportedAnnotation);
+}
