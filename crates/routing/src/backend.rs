@@ -173,7 +173,7 @@ pub(crate) struct ServiceIndex<'a> {
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
     endpoints: HashMap<(&'a str, &'a str), &'a Endpoints>,
     /// BackendTLSPolicies by the Service ports they target.
-    backend_tls: crate::gateway::backend_tls::BackendTlsPolicies,
+    backend_tls: crate::protocol::UpstreamTlsByPort,
 }
 
 fn key<'a>(namespace: &'a Option<String>, name: &'a Option<String>) -> (&'a str, &'a str) {
@@ -309,17 +309,9 @@ impl<'a> ServiceIndex<'a> {
         })
     }
 
-    /// Sets the BackendTLSPolicies that [`Self::resolve`] applies.
-    pub(crate) fn set_backend_tls(
-        &mut self,
-        policies: crate::gateway::backend_tls::BackendTlsPolicies,
-    ) {
-        self.backend_tls = policies;
-    }
-
-    /// The BackendTLSPolicies, with each one's conditions.
-    pub(crate) fn backend_tls(&self) -> &crate::gateway::backend_tls::BackendTlsPolicies {
-        &self.backend_tls
+    /// Sets the BackendTLSPolicy settings that [`Self::resolve`] applies.
+    pub(crate) fn set_backend_tls(&mut self, settings: crate::protocol::UpstreamTlsByPort) {
+        self.backend_tls = settings;
     }
 
     /// Ready endpoints of the Service port named `port_name`, sorted and deduplicated, and

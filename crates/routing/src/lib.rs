@@ -107,7 +107,6 @@ mod backend;
 mod backend_registry;
 mod cidr;
 mod client_cert;
-pub mod config_map;
 mod diagnostic;
 mod explain;
 mod explain_check;
@@ -143,6 +142,7 @@ pub use ingress::annotations::{
 };
 pub use ingress::class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
 pub use ingress::compile::{Compiled, TrailingSlashRedirect, compile};
+pub use ingress::config_map;
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,

@@ -120,6 +120,35 @@ pub struct UpstreamTls {
     pub policy: Option<ObjectRef>,
 }
 
+/// The TLS settings of Service ports from BackendTLSPolicies, by (namespace, Service): the
+/// port a policy names (`sectionName`; `None`: every port) and its setting. What
+/// [`crate::backend::ServiceIndex`] gives each backend it resolves.
+#[derive(Debug, Default)]
+pub(crate) struct UpstreamTlsByPort {
+    pub(crate) by_service:
+        std::collections::HashMap<(String, String), Vec<(Option<String>, Arc<UpstreamTls>)>>,
+}
+
+impl UpstreamTlsByPort {
+    /// The setting for port `port_name` (`""`: unnamed) of Service `namespace/name`: the
+    /// policy naming that port, else the one naming the whole Service.
+    pub(crate) fn for_port(
+        &self,
+        namespace: &str,
+        name: &str,
+        port_name: &str,
+    ) -> Option<&Arc<UpstreamTls>> {
+        let policies = self
+            .by_service
+            .get(&(namespace.to_owned(), name.to_owned()))?;
+        policies
+            .iter()
+            .find(|(section, _)| section.as_deref() == Some(port_name))
+            .or_else(|| policies.iter().find(|(section, _)| section.is_none()))
+            .map(|(_, tls)| tls)
+    }
+}
+
 /// A name a backend's certificate may carry (BackendTLSPolicy `subjectAltNames[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubjectAltName {

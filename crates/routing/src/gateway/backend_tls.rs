@@ -19,18 +19,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::status::Condition;
 use super::types::BackendTlsPolicy;
-use crate::protocol::{SubjectAltName, UpstreamTls};
+use crate::protocol::{SubjectAltName, UpstreamTls, UpstreamTlsByPort};
 use crate::refs::{Age, ObjectRef};
 use crate::tls::{CA_CERT_KEY, parse_ca_bundle};
 
-/// The policies of one Service by the port they name (`sectionName`; `None`: every port).
-type ByPort = Vec<(Option<String>, Arc<UpstreamTls>)>;
-
-/// The policies of a compilation: settings by Service port, and each policy's conditions.
+/// The policies of a compilation: the winners' settings by Service port, and each
+/// policy's conditions.
 #[derive(Debug, Default)]
 pub(crate) struct BackendTlsPolicies {
-    /// By (namespace, Service): (`sectionName`, setting), the winners only.
-    by_service: HashMap<(String, String), ByPort>,
+    /// The settings the Service index applies.
+    pub by_port: UpstreamTlsByPort,
     /// Every policy of ours, in namespace/name order.
     pub outcomes: Vec<PolicyOutcome>,
 }
@@ -46,26 +44,6 @@ pub(crate) struct PolicyOutcome {
     pub services: Vec<(String, String)>,
     /// `Accepted` and `ResolvedRefs`.
     pub conditions: Vec<Condition>,
-}
-
-impl BackendTlsPolicies {
-    /// The setting for port `port_name` (`""`: unnamed) of Service `namespace/name`: the
-    /// policy naming that port, else the one naming the whole Service.
-    pub(crate) fn for_port(
-        &self,
-        namespace: &str,
-        name: &str,
-        port_name: &str,
-    ) -> Option<&Arc<UpstreamTls>> {
-        let policies = self
-            .by_service
-            .get(&(namespace.to_owned(), name.to_owned()))?;
-        policies
-            .iter()
-            .find(|(section, _)| section.as_deref() == Some(port_name))
-            .or_else(|| policies.iter().find(|(section, _)| section.is_none()))
-            .map(|(_, tls)| tls)
-    }
 }
 
 /// Resolves `policies` (those `watched` says are ours) against `config_maps`.
@@ -99,6 +77,7 @@ pub(crate) fn resolve(
         let mut conflicted = None;
         for (service, section) in &targets {
             let slot = out
+                .by_port
                 .by_service
                 .entry((namespace.clone(), (*service).to_owned()))
                 .or_default();

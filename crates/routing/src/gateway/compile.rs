@@ -152,6 +152,8 @@ pub(crate) struct GatewayCompiler<'c, 'a> {
     pub secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
     /// ConfigMaps by namespace/name (CA certificates).
     pub config_maps: &'c HashMap<(&'a str, &'a str), &'a ConfigMap>,
+    /// What each BackendTLSPolicy came to.
+    pub backend_tls: &'c [super::backend_tls::PolicyOutcome],
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
@@ -659,7 +661,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
     /// BackendTLSPolicy statuses: a policy's ancestors are the Gateways of ours that accept
     /// a route sending to a Service it targets.
     fn policy_statuses(&self, routes: &[RouteIn], statuses: &[RouteStatus]) -> Vec<PolicyStatus> {
-        let outcomes = &self.services.backend_tls().outcomes;
+        let outcomes = self.backend_tls;
         if outcomes.is_empty() {
             return Vec::new();
         }

@@ -59,7 +59,7 @@ pub struct Compiled {
     pub gateway: crate::gateway::GatewayStatuses,
     /// What ingress-nginx's ConfigMap came to (`None`: no ConfigMap); pass it back as
     /// [`Inputs::nginx_config_previous`] so that a value that stops parsing keeps this one.
-    pub nginx_config: Option<Arc<crate::config_map::NginxConfig>>,
+    pub nginx_config: Option<Arc<crate::ingress::config_map::NginxConfig>>,
     /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
     /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
     /// the table answers them so): what `sluice migrate` names. Sorted.
@@ -122,11 +122,10 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
             .filter(|e| watched(&e.metadata))
             .map(|e| &**e),
     );
-    services.set_backend_tls(crate::gateway::backend_tls::resolve(
-        &inputs.backend_tls_policies,
-        &config_maps,
-        watched,
-    ));
+    let backend_tls =
+        crate::gateway::backend_tls::resolve(&inputs.backend_tls_policies, &config_maps, watched);
+    services.set_backend_tls(backend_tls.by_port);
+    let backend_tls_outcomes = backend_tls.outcomes;
     let secrets: HashMap<(&str, &str), _> = inputs
         .secrets
         .iter()
@@ -144,7 +143,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     let mut config_diagnostics = Vec::new();
     let nginx_config = inputs.nginx_config_map.as_deref().map(|map| {
         let (config, problems) =
-            crate::config_map::read(map, inputs.nginx_config_previous.as_deref());
+            crate::ingress::config_map::read(map, inputs.nginx_config_previous.as_deref());
         config_diagnostics = problems;
         Arc::new(config)
     });
@@ -313,6 +312,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         services: &services,
         secrets: &secrets,
         config_maps: &config_maps,
+        backend_tls: &backend_tls_outcomes,
     }
     .compile_into(&mut table, &mut diagnostics);
     diagnostics.extend(config_diagnostics);

@@ -9,3 +9,4 @@
 pub(crate) mod annotations;
 pub(crate) mod class;
 pub(crate) mod compile;
+pub mod config_map;

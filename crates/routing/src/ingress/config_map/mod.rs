@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 
 pub use keys::{Support, support};
 
+use super::annotations::{NGINX_PREFIX, SLUICE_PREFIX, check_annotations};
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::{Diagnostic, Reason};
-use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX, check_annotations};
 use crate::refs::ObjectRef;
 
 /// The ConfigMap as sluice applies it.
