@@ -55,7 +55,7 @@ pub struct Inputs {
     pub nginx_config_map: Option<Arc<ConfigMap>>,
     /// What the ConfigMap came to in the previous compile: a value that does not parse
     /// now keeps that one ([`crate::Compiled::nginx_config`]).
-    pub nginx_config_previous: Option<Arc<crate::ingress::config_map::NginxConfig>>,
+    pub nginx_config_previous: Option<Arc<crate::nginx_config::NginxConfig>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is
     /// `Selector` (only their labels are read).
     pub namespaces: Vec<Arc<Namespace>>,

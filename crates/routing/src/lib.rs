@@ -117,6 +117,7 @@ mod htpasswd;
 mod ingress;
 mod inputs;
 mod key;
+mod nginx_config;
 mod path;
 mod policy;
 mod protocol;

@@ -1076,6 +1076,18 @@ fn escape_component(text: &str) -> String {
     out
 }
 
+/// `sluice.dev/compression`: `on` or `off` (the global setting stays when invalid).
+pub(crate) fn parse_compression(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!(
+            "value {:?} is not on or off; the global compression setting applies",
+            value.trim()
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

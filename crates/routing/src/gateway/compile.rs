@@ -194,7 +194,7 @@ fn route_compression(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<bool> {
     let value = meta.annotations.as_ref()?.get(COMPRESSION_ANNOTATION)?;
-    match crate::ingress::annotations::parse_compression(value) {
+    match crate::policy::parse_compression(value) {
         Ok(on) => Some(on),
         Err(detail) => {
             let field = format!("metadata.annotations[{COMPRESSION_ANNOTATION}]");

@@ -59,7 +59,7 @@ pub struct Compiled {
     pub gateway: crate::gateway::GatewayStatuses,
     /// What ingress-nginx's ConfigMap came to (`None`: no ConfigMap); pass it back as
     /// [`Inputs::nginx_config_previous`] so that a value that stops parsing keeps this one.
-    pub nginx_config: Option<Arc<crate::ingress::config_map::NginxConfig>>,
+    pub nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
     /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
     /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
     /// the table answers them so): what `sluice migrate` names. Sorted.
@@ -156,7 +156,8 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                     .filter(|m| !m.is_empty())
                     .map(annotations::parse);
             };
-            let mut parsed = match config.with_defaults(i.annotations) {
+            let mut parsed = match crate::ingress::config_map::with_defaults(config, i.annotations)
+            {
                 Some(merged) => annotations::parse(&merged),
                 None => annotations::parse(i.annotations.unwrap_or(&BTreeMap::new())),
             };

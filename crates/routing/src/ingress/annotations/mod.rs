@@ -413,7 +413,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
     policy.response_headers = cx
         .sluice_value("response-headers", parse_fields)
         .unwrap_or_default();
-    policy.compression = cx.sluice_value("compression", parse_compression);
+    policy.compression = cx.sluice_value("compression", crate::policy::parse_compression);
     // Tracing (`enable-opentelemetry`, `opentelemetry-trust-incoming-span`): `None` keeps
     // the proxy's flag.
     policy.opentelemetry = cx.value("enable-opentelemetry", |v| {
@@ -688,18 +688,6 @@ fn parse_bool(value: &str) -> Result<bool, String> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
         _ => Err(format!(
             "value {} is not a boolean (true or false)",
-            shown(value)
-        )),
-    }
-}
-
-/// `sluice.dev/compression`: `on` or `off` (the global setting stays when invalid).
-pub(crate) fn parse_compression(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!(
-            "value {} is not on or off; the global compression setting applies",
             shown(value)
         )),
     }

@@ -18,42 +18,31 @@ use k8s_openapi::api::core::v1::ConfigMap;
 pub use keys::{Support, support};
 
 use super::annotations::{NGINX_PREFIX, SLUICE_PREFIX, check_annotations};
-use crate::cidr::{Cidr, parse_cidr};
+use crate::cidr::parse_cidr;
 use crate::diagnostic::{Diagnostic, Reason};
 use crate::refs::ObjectRef;
 
-/// The ConfigMap as sluice applies it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NginxConfig {
-    /// Annotation defaults: key (without prefix) and value, each one that parses.
-    pub annotation_defaults: BTreeMap<String, String>,
-    /// `block-cidrs`: clients refused (403) on every Ingress route.
-    pub block_cidrs: Vec<Cidr>,
-    /// The raw value of each key applied, for telling later what changed.
-    applied: BTreeMap<String, String>,
-}
+pub use crate::nginx_config::NginxConfig;
 
-impl NginxConfig {
-    /// `annotations` with this ConfigMap's defaults for the keys they do not set (under
-    /// either prefix); `None` when nothing is added.
-    pub(crate) fn with_defaults(
-        &self,
-        annotations: Option<&BTreeMap<String, String>>,
-    ) -> Option<BTreeMap<String, String>> {
-        if self.annotation_defaults.is_empty() {
-            return None;
-        }
-        let mut out = annotations.cloned().unwrap_or_default();
-        for (key, value) in &self.annotation_defaults {
-            let set = [NGINX_PREFIX, SLUICE_PREFIX]
-                .iter()
-                .any(|prefix| out.contains_key(&format!("{prefix}{key}")));
-            if !set {
-                out.insert(format!("{NGINX_PREFIX}{key}"), value.clone());
-            }
-        }
-        Some(out)
+/// `annotations` with the ConfigMap defaults of `config` for the keys they do not set (under
+/// either prefix); `None` when nothing is added.
+pub(crate) fn with_defaults(
+    config: &NginxConfig,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    if config.annotation_defaults.is_empty() {
+        return None;
     }
+    let mut out = annotations.cloned().unwrap_or_default();
+    for (key, value) in &config.annotation_defaults {
+        let set = [NGINX_PREFIX, SLUICE_PREFIX]
+            .iter()
+            .any(|prefix| out.contains_key(&format!("{prefix}{key}")));
+        if !set {
+            out.insert(format!("{NGINX_PREFIX}{key}"), value.clone());
+        }
+    }
+    Some(out)
 }
 
 /// Reads `config_map`; a key whose value does not parse keeps its value in `previous`.
@@ -222,13 +211,13 @@ mod tests {
             None,
         );
         let own = BTreeMap::from([(format!("{SLUICE_PREFIX}proxy-read-timeout"), "5".to_owned())]);
-        let merged = config.with_defaults(Some(&own)).expect("defaults");
+        let merged = with_defaults(&config, Some(&own)).expect("defaults");
         assert_eq!(
             merged.get(&format!("{NGINX_PREFIX}proxy-read-timeout")),
             None
         );
         assert_eq!(merged[&format!("{NGINX_PREFIX}ssl-redirect")], "false");
-        assert!(NginxConfig::default().with_defaults(Some(&own)).is_none());
+        assert!(with_defaults(&NginxConfig::default(), Some(&own)).is_none());
     }
 
     /// Every key of ingress-nginx's ConfigMap table (v1.15) is known.
