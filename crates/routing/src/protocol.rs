@@ -122,7 +122,7 @@ pub struct UpstreamTls {
 
 /// The TLS settings of Service ports from BackendTLSPolicies, by (namespace, Service): the
 /// port a policy names (`sectionName`; `None`: every port) and its setting. What
-/// [`crate::backend::ServiceIndex`] gives each backend it resolves.
+/// the Service index (`backend.rs`) gives each backend it resolves.
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamTlsByPort {
     pub(crate) by_service:
