@@ -125,9 +125,11 @@ pub struct UpstreamTls {
 /// the Service index (`backend.rs`) gives each backend it resolves.
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamTlsByPort {
-    pub(crate) by_service:
-        std::collections::HashMap<(String, String), Vec<(Option<String>, Arc<UpstreamTls>)>>,
+    pub(crate) by_service: std::collections::HashMap<(String, String), PortSettings>,
 }
+
+/// The settings of one Service by the port they name (`None`: every port).
+pub(crate) type PortSettings = Vec<(Option<String>, Arc<UpstreamTls>)>;
 
 impl UpstreamTlsByPort {
     /// The setting for port `port_name` (`""`: unnamed) of Service `namespace/name`: the
