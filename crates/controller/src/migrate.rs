@@ -1450,14 +1450,19 @@ mod tests {
     fn the_configmap_is_reported_key_by_key() {
         let map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
             "metadata": {"namespace": "ingress-nginx", "name": "controller"},
-            "data": {"proxy-body-size": "8m", "use-gzip": "true", "proxy-read-timeout": "later"}
+            "data": {
+                "proxy-body-size": "8m",
+                "use-gzip": "true",
+                "proxy-read-timeout": "later",
+                "worker-processes": "4"
+            }
         }))
         .unwrap();
         let r = ConfigMapReport::new("ingress-nginx/controller".into(), Some(&map));
-        assert_eq!(r.applied, ["proxy-body-size"]);
+        assert_eq!(r.applied, ["proxy-body-size", "use-gzip"]);
         let keys: Vec<&str> = r.problems.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["proxy-read-timeout", "use-gzip"]);
-        assert!(r.problems[1].1.contains("--gzip"), "{:?}", r.problems);
+        assert_eq!(keys, ["proxy-read-timeout", "worker-processes"]);
+        assert!(r.problems[1].1.contains("--workers"), "{:?}", r.problems);
         let mut report = build_report(&[], &[], &CompileOptions::default());
         report.config_map = Some(r);
         let text = report.to_text();

@@ -675,8 +675,9 @@ fn write_config_map(dir: &Path, data: &[(&str, &str)]) {
 }
 
 /// ingress-nginx "ConfigMaps" (`--configmap`): a key that is also an annotation is every
-/// Ingress's default, read live; an Ingress's own annotation wins; `block-cidrs` refuses
-/// its clients everywhere; a value that stops parsing keeps the previous one, and is said.
+/// Ingress's default, read live; an Ingress's own annotation wins; a key of the whole
+/// proxy applies live too; `block-cidrs` refuses its clients everywhere; a value that stops
+/// parsing keeps the previous one, and is said.
 #[tokio::test]
 async fn the_ingress_nginx_configmap_sets_defaults_live() {
     logs();
@@ -746,6 +747,38 @@ spec:
     .await
     .unwrap();
     assert_eq!(status("app.test").await, 200, "127.0.0.1/32 stays in force");
+
+    // A key of the whole proxy, live: with use-forwarded-headers the range checks the
+    // client a trusted peer names (ingress-nginx's realip `$remote_addr`).
+    write_config_map(
+        dir.path(),
+        &[
+            ("whitelist-source-range", "203.0.113.0/24"),
+            ("use-forwarded-headers", "true"),
+            ("proxy-real-ip-cidr", "127.0.0.1/32"),
+        ],
+    );
+    let forwarded = |client: &'static str| async move {
+        let mut conn = connect(addr).await;
+        let req = hyper::Request::get("/")
+            .header("host", "app.test")
+            .header("x-forwarded-for", client)
+            .body(Empty::new())
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), conn.send_request(req))
+            .await
+            .unwrap()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    // Until the new ConfigMap is read, loopback itself is allowed (127.0.0.1/32).
+    sluice_testenv::eventually(Duration::from_secs(10), "the forwarded client", || async {
+        (forwarded("198.51.100.5").await == 403).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(forwarded("203.0.113.5").await, 200);
 
     // block-cidrs refuses loopback on every route, annotations or not.
     write_config_map(dir.path(), &[("block-cidrs", "127.0.0.0/8")]);

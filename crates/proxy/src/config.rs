@@ -265,30 +265,9 @@ impl ProxyArgs {
         builder.build()
     }
 
-    /// The `Strict-Transport-Security` value for HTTPS responses, `None` when off.
-    pub(crate) fn hsts_value(&self) -> Option<http::HeaderValue> {
-        if !self.hsts {
-            return None;
-        }
-        let mut value = format!("max-age={}", self.hsts_max_age);
-        if self.hsts_include_subdomains {
-            value.push_str("; includeSubDomains");
-        }
-        if self.hsts_preload {
-            value.push_str("; preload");
-        }
-        http::HeaderValue::try_from(value).ok()
-    }
-
     /// The request body limit, `None` when unlimited.
     pub(crate) fn body_limit(&self) -> Option<u64> {
         (self.max_body_bytes != 0).then_some(self.max_body_bytes)
-    }
-
-    /// `--limit-req-status-code` as a status (503 if out of range, which clap prevents).
-    pub(crate) fn limit_req_status(&self) -> http::StatusCode {
-        http::StatusCode::from_u16(self.limit_req_status_code)
-            .unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE)
     }
 }
 
@@ -408,21 +387,25 @@ mod tests {
         }
     }
 
+    fn hsts(args: &ProxyArgs) -> Option<http::HeaderValue> {
+        crate::settings::Settings::from_flags(args, "p").hsts
+    }
+
     #[test]
     fn hsts_like_ingress_nginx_defaults() {
         let cli = Cli::try_parse_from(["sluice"]).unwrap();
         assert_eq!(
-            cli.proxy.hsts_value().unwrap(),
+            hsts(&cli.proxy).unwrap(),
             "max-age=31536000; includeSubDomains"
         );
         let cli =
             Cli::try_parse_from(["sluice", "--hsts-preload", "--hsts-max-age", "60"]).unwrap();
         assert_eq!(
-            cli.proxy.hsts_value().unwrap(),
+            hsts(&cli.proxy).unwrap(),
             "max-age=60; includeSubDomains; preload"
         );
         let cli = Cli::try_parse_from(["sluice", "--hsts", "off"]).unwrap();
-        assert!(cli.proxy.hsts_value().is_none());
+        assert!(hsts(&cli.proxy).is_none());
     }
 
     #[test]

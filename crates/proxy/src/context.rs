@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::backend::pool::PoolConfig;
-use crate::http::header_policy::{Forwarded, HeaderPolicy};
+use crate::http::header_policy::Forwarded;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
 use crate::snapshot::TableShared;
@@ -24,36 +24,24 @@ pub(crate) struct Shared {
     pub(crate) upstreams: Upstreams,
     /// Metric families.
     pub(crate) metrics: Arc<Metrics>,
-    /// The access log, when enabled.
+    /// The access log's writer (whether a request is written: [`crate::settings::Settings`]).
     pub(crate) access_log: Option<AccessLog>,
-    /// Forwarding fields, underscores, `Via`.
-    pub(crate) policy: HeaderPolicy,
     /// `--upstream-header-timeout`.
     pub(crate) upstream_header_timeout: Duration,
-    /// `--client-body-timeout`.
-    pub(crate) client_body_timeout: Duration,
-    /// `Strict-Transport-Security` for HTTPS responses (`--hsts*`).
-    pub(crate) hsts: Option<http::HeaderValue>,
     /// `--websocket-idle-timeout`.
     pub(crate) websocket_idle_timeout: Duration,
     /// `--max-body-bytes` (`None`: unlimited).
     pub(crate) body_limit: Option<u64>,
     /// Rate-limit buckets (`limit-rps`, `limit-rpm`).
     pub(crate) limiter: crate::rate_limit::Limiter,
-    /// `--limit-req-status-code`.
-    pub(crate) limit_status: http::StatusCode,
     /// The global rate limit's store and decision cache, when a store is configured.
-    pub(crate) global_limiter: Option<crate::global_rate_limit::GlobalLimiter>,
+    pub(crate) global_limiter: crate::global_rate_limit::GlobalLimiter,
     /// `--auth-timeout`: longest wait for an `auth-url` answer.
     pub(crate) auth_timeout: Duration,
     /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
     pub(crate) tunnels: TaskTracker,
     /// Cancelled when tunnels must close.
     pub(crate) tunnels_stop: CancellationToken,
-    /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
-    pub(crate) compression: crate::compress::Compression,
-    /// Distributed tracing, when a collector is set (`--otlp-collector-host`).
-    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 /// One client connection.
@@ -76,6 +64,22 @@ pub(crate) struct ConnCtx {
     /// The certificates the client showed in the handshake, leaf first (asked for on hosts
     /// with `auth-tls-*` and Gateway ports with client certificate validation).
     pub(crate) client_certificates: Option<Box<[rustls::pki_types::CertificateDer<'static>]>>,
+    /// HTTP/1 requests served on the connection so far.
+    pub(crate) requests: std::sync::atomic::AtomicU64,
+    /// HTTP/1 requests one connection serves at most (nginx `keepalive_requests`).
+    pub(crate) max_requests: Option<u64>,
+}
+
+impl ConnCtx {
+    /// Counts an HTTP/1 request; `true` when it is the last the connection may serve
+    /// (its answer then says `Connection: close`).
+    pub(crate) fn last_request(&self) -> bool {
+        let served = self
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        self.max_requests.is_some_and(|max| served >= max)
+    }
 }
 
 /// How the proxy reaches upstreams: pool identity and connection settings.

@@ -122,6 +122,7 @@ mod pipeline;
 mod rate_limit;
 mod runtime;
 mod serve;
+mod settings;
 mod snapshot;
 mod stall;
 mod trace;
@@ -161,7 +162,6 @@ pub use trace::{OtelSampler, SamplerRatio, Tracing, parse_sampler_ratio};
 use backend::pool;
 use context::Shared;
 use front::{listener, tls};
-use http::header_policy;
 use listener::{Listening, Protocols, Transport};
 use metrics::Metrics;
 use observe::{access_log, metrics};
@@ -215,56 +215,51 @@ impl Proxy {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let (sockets, gateway_sockets) =
             gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));
-        let table = TableHandle::new(Arc::clone(&metrics), Arc::clone(&provider), sockets);
-        let default_key =
-            tls::default_certificate(&provider).context("generating the default certificate")?;
-        let default_cert = tls::leaf(&default_key);
-        let tls_configs = tls::server_configs(provider, Arc::clone(&table.shared), default_key)
-            .context("building the TLS configuration")?;
-        let access_log = if args.access_log {
-            Some(access_log::AccessLog::spawn().context("starting the access log writer")?)
-        } else {
-            None
-        };
-        let global_limiter =
-            global_rate_limit::GlobalLimiter::new(&args.global_rate_limit, &mut registry)
-                .context("setting up the global rate limit")?;
         let tracer = trace::Tracer::new(&args.tracing).context("setting up tracing")?;
         let proxy_id = match &args.proxy_id {
             Some(id) => id.clone(),
             None => random_proxy_id(),
         };
+        let table = TableHandle::new(
+            Arc::clone(&metrics),
+            Arc::clone(&provider),
+            sockets,
+            snapshot::Flags {
+                args: args.clone(),
+                proxy_id,
+            },
+            tracer,
+            global_rate_limit::StoreHandle::new(&args.global_rate_limit)
+                .context("setting up the global rate limit")?,
+        );
+        let default_key =
+            tls::default_certificate(&provider).context("generating the default certificate")?;
+        let default_cert = tls::leaf(&default_key);
+        let tls_configs = tls::server_configs(provider, Arc::clone(&table.shared), default_key)
+            .context("building the TLS configuration")?;
+        // Always started: the ConfigMap's `disable-access-log` can turn logging on later.
+        let access_log =
+            Some(access_log::AccessLog::spawn().context("starting the access log writer")?);
+        let global_limiter =
+            global_rate_limit::GlobalLimiter::new(&args.global_rate_limit, &mut registry);
         let shared = Arc::new(Shared {
             table: Arc::clone(&table.shared),
             upstreams: context::Upstreams {
-                pool: pool::PoolConfig {
-                    id: pool::PoolId::next(),
-                    idle_timeout: args.idle_timeout,
-                },
+                pool: pool::PoolConfig::new(pool::PoolId::next(), args.idle_timeout),
                 connect_timeout: args.connect_timeout,
                 send_timeout: args.upstream_send_timeout,
                 read_timeout: args.upstream_read_timeout,
             },
             metrics,
             access_log,
-            policy: header_policy::HeaderPolicy::new(
-                args.trusted_proxies.clone(),
-                args.allow_underscore_headers,
-                &proxy_id,
-            ),
             upstream_header_timeout: args.upstream_header_timeout,
-            client_body_timeout: args.client_body_timeout,
             websocket_idle_timeout: args.websocket_idle_timeout,
-            hsts: args.hsts_value(),
             body_limit: args.body_limit(),
             limiter: rate_limit::Limiter::default(),
-            limit_status: args.limit_req_status(),
             global_limiter,
             auth_timeout: args.auth_timeout,
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
-            compression: args.compression.clone(),
-            tracer,
         });
         Ok(Proxy {
             args,
@@ -468,7 +463,10 @@ impl BoundProxy {
         } = proxy;
         let phases = Phases::default();
         let connections = TaskTracker::new();
-        let protocols = Arc::new(Protocols::new(&args));
+        let protocols = Arc::new(Protocols::new(
+            &args,
+            &shared.table.current.load().settings.connections,
+        ));
         let admin_stop = CancellationToken::new();
         let worker_count = match &data {
             DataListeners::Shared { .. } => 0,
@@ -602,7 +600,8 @@ impl BoundProxy {
             }
         })
         .await;
-        if let Some(tracer) = &shared.tracer {
+        let tracer = shared.table.current.load().tracer.clone();
+        if let Some(tracer) = tracer {
             // The spans still queued go to the collector.
             tracer.shutdown().await;
         }

@@ -20,9 +20,12 @@ use tracing::{debug, warn};
 
 use crate::backend::balancer::{Balancer, Endpoint};
 use crate::backend::tls::TlsClients;
+use crate::global_rate_limit::StoreHandle;
 use crate::observe::control_info::{ControlInfo, Warning};
 use crate::observe::metrics::{BackendMetrics, Metrics, RouteMetrics};
 use crate::runtime::gateway_sockets::{BindFailures, GatewaySockets};
+use crate::settings::Settings;
+use crate::trace::Tracer;
 
 /// Per-backend state, at the same index as the backend in [`RouteTable::backends`].
 #[derive(Debug)]
@@ -61,12 +64,37 @@ pub(crate) struct Snapshot {
     /// The verifier of each host's client certificate check (`auth-tls-*`), keyed by the
     /// address of its `Arc<ClientCertAuth>` in `table`; absent where the CA does not load.
     client_cert_verifiers: HashMap<usize, Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    /// The flags with the table's ConfigMap keys over them.
+    pub(crate) settings: Arc<Settings>,
+    /// The keys [`Snapshot::settings`] were worked out from.
+    settings_from: Arc<sluice_routing::ProxyGlobals>,
+    /// The span exporter of [`Settings::tracing`], when a collector is set.
+    pub(crate) tracer: Option<Arc<Tracer>>,
+    /// The global rate limit's store of [`Settings::global_rate_limit`], when one is set.
+    pub(crate) global_store: Option<Arc<StoreHandle>>,
+}
+
+/// The flags every snapshot's [`Settings`] start from.
+#[derive(Debug)]
+pub(crate) struct Flags {
+    /// The proxy's flags.
+    pub(crate) args: crate::config::ProxyArgs,
+    /// This proxy's `Via` name (`--proxy-id`, or made at start).
+    pub(crate) proxy_id: String,
 }
 
 impl Snapshot {
     /// The snapshot of an empty table (everything 404, default certificate only).
-    fn empty() -> Snapshot {
+    fn empty(
+        settings: Arc<Settings>,
+        tracer: Option<Arc<Tracer>>,
+        global_store: Option<Arc<StoreHandle>>,
+    ) -> Snapshot {
         Snapshot {
+            settings,
+            tracer,
+            global_store,
+            settings_from: Arc::default(),
             table: RouteTable::empty(),
             backends: Box::default(),
             routes: Box::default(),
@@ -105,7 +133,28 @@ impl Snapshot {
         previous: &Snapshot,
         metrics: &Metrics,
         provider: &Arc<CryptoProvider>,
+        flags: &Flags,
     ) -> Snapshot {
+        // Worked out again only when the ConfigMap's keys changed.
+        let settings = if Arc::ptr_eq(table.globals(), &previous.settings_from)
+            || **table.globals() == *previous.settings_from
+        {
+            Arc::clone(&previous.settings)
+        } else {
+            Arc::new(Settings::new(&flags.args, &flags.proxy_id, table.globals()))
+        };
+        // A new exporter only when the tracing settings changed.
+        let tracer = if settings.tracing == previous.settings.tracing {
+            previous.tracer.clone()
+        } else {
+            match Tracer::new(&settings.tracing) {
+                Ok(tracer) => tracer.map(Arc::new),
+                Err(error) => {
+                    warn!(%error, "the new tracing settings cannot be applied; the previous stay");
+                    previous.tracer.clone()
+                }
+            }
+        };
         // Endpoint state (in-flight counts, down marks) follows the address.
         let mut endpoints: HashMap<SocketAddr, Arc<Endpoint>> = previous
             .backends
@@ -175,7 +224,24 @@ impl Snapshot {
                 Some((Arc::as_ptr(auth) as usize, verifier))
             })
             .collect();
+        // A new store client only when its settings changed (counts live in the store,
+        // so nothing is lost).
+        let global_store = if settings.global_rate_limit == previous.settings.global_rate_limit {
+            previous.global_store.clone()
+        } else {
+            match StoreHandle::new(&settings.global_rate_limit) {
+                Ok(store) => store.map(Arc::new),
+                Err(error) => {
+                    warn!(%error, "the new global rate limit store cannot be used; the previous stays");
+                    previous.global_store.clone()
+                }
+            }
+        };
         Snapshot {
+            settings_from: Arc::clone(table.globals()),
+            settings,
+            tracer,
+            global_store,
             client_cert_verifiers,
             table,
             backends,
@@ -294,6 +360,8 @@ pub(crate) struct TableShared {
     pub(crate) current: ArcSwap<Snapshot>,
     pub(crate) metrics: Arc<Metrics>,
     provider: Arc<CryptoProvider>,
+    /// What every snapshot's settings start from.
+    flags: Flags,
     /// Serializes updates so that state carried from the previous snapshot is never lost.
     updating: Mutex<()>,
     /// Warnings and the explainer, reported by the control plane for the admin server.
@@ -339,13 +407,19 @@ impl TableHandle {
         metrics: Arc<Metrics>,
         provider: Arc<CryptoProvider>,
         sockets: GatewaySockets,
+        flags: Flags,
+        tracer: Option<Tracer>,
+        global_store: Option<StoreHandle>,
     ) -> TableHandle {
+        let settings = Arc::new(Settings::from_flags(&flags.args, &flags.proxy_id));
+        let empty = Snapshot::empty(settings, tracer.map(Arc::new), global_store.map(Arc::new));
         TableHandle {
             sockets: Arc::new(sockets),
             shared: Arc::new(TableShared {
-                current: ArcSwap::from_pointee(Snapshot::empty()),
+                current: ArcSwap::from_pointee(empty),
                 metrics,
                 provider,
+                flags,
                 updating: Mutex::new(()),
                 control: Mutex::new(ControlInfo::default()),
             }),
@@ -364,13 +438,39 @@ impl TableHandle {
         let _updating = shared.updating.lock().unwrap_or_else(|e| e.into_inner());
         let sockets = table.gateway_sockets();
         let previous = shared.current.load();
-        let next = Snapshot::build(table, &previous, &shared.metrics, &shared.provider);
+        let next = Snapshot::build(
+            table,
+            &previous,
+            &shared.metrics,
+            &shared.provider,
+            &shared.flags,
+        );
         debug!(
             backends = next.backends.len(),
             certificates = next.keys.len(),
             "routing table swapped"
         );
+        let replaced = previous
+            .tracer
+            .as_ref()
+            .filter(|old| {
+                !next
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|new| Arc::ptr_eq(old, new))
+            })
+            .map(Arc::clone);
         shared.current.store(Arc::new(next));
+        if let Some(old) = replaced {
+            // Its queued spans go out off the request path; this holds the last reference,
+            // so no worker thread ever blocks dropping it.
+            let stopping = std::thread::Builder::new()
+                .name("sluice-trace-stop".into())
+                .spawn(move || old.shutdown_blocking());
+            if let Err(error) = stopping {
+                warn!(%error, "stopping the previous span exporter");
+            }
+        }
         shared.metrics.rebuilds.inc();
         shared.metrics.rebuild_duration.observe(build_time);
         shared.metrics.generation.inc();
@@ -461,6 +561,12 @@ mod tests {
             metrics,
             Arc::new(rustls::crypto::ring::default_provider()),
             GatewaySockets::new(1).0,
+            Flags {
+                args: crate::config::ProxyArgs::default(),
+                proxy_id: "test".to_owned(),
+            },
+            None,
+            None,
         )
     }
 

@@ -1,6 +1,6 @@
 //! ingress-nginx's "Global Rate Limiting" (`global-rate-limit`, `-window`, `-key`,
 //! `-ignored-cidrs`, and the ConfigMap's `global-rate-limit-memcached-*` and
-//! `-status-code` as flags) through the real proxy, against real memcached and Redis
+//! `-status-code`, as flags and as ConfigMap keys) through the real proxy, against real memcached and Redis
 //! servers (Debian's `memcached` and `redis-server`, which `scripts/testenv.sh` installs).
 //! Each test starts its own server on a free loopback port and kills it when dropped, on
 //! every path (panics included).
@@ -728,6 +728,50 @@ async fn global_rate_limiting_needs_a_store() {
             ],
         )]);
         assert_eq!(burst(&proxy, 3, &[]).await, [200; 3]);
+    })
+    .await;
+}
+
+/// ingress-nginx's ConfigMap keys `global-rate-limit-memcached-host`/`-port`/
+/// `-connect-timeout` and `global-rate-limit-status-code`, read live: a proxy started
+/// without a store counts in memcached once the ConfigMap names it, and refuses with the
+/// ConfigMap's status.
+#[tokio::test]
+async fn global_rate_limiting_store_from_the_configmap() {
+    bounded(async {
+        let server = Server::start(Kind::Memcached).await;
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [route(
+            &backend,
+            &[
+                ("global-rate-limit", "2"),
+                ("global-rate-limit-window", "1m"),
+            ],
+        )];
+        proxy.route(&routes);
+        early_in_window(60, 20).await;
+        assert_eq!(
+            admitted(&burst(&proxy, 4, &[]).await),
+            4,
+            "no store: nothing counted"
+        );
+
+        let port = server.addr.port().to_string();
+        let data = [
+            ("global-rate-limit-memcached-host", "127.0.0.1"),
+            ("global-rate-limit-memcached-port", port.as_str()),
+            ("global-rate-limit-memcached-connect-timeout", "2000"),
+            ("global-rate-limit-status-code", "503"),
+        ];
+        proxy
+            .table
+            .update(table_with(&routes, &data), Duration::from_millis(1));
+        assert_eq!(burst(&proxy, 4, &[]).await, [200, 200, 503, 503]);
+        assert_eq!(
+            one_counter_of(Kind::Memcached, server.addr, 2).await.len(),
+            1
+        );
     })
     .await;
 }

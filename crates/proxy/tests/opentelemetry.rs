@@ -540,3 +540,66 @@ async fn opentelemetry_parent_based_sampling_follows_the_callers_flag() {
     })
     .await;
 }
+
+/// ingress-nginx's ConfigMap keys `enable-opentelemetry`, `otlp-collector-host`/`-port`,
+/// `otel-sampler`, `otel-service-name`, `otel-schedule-delay-millis`: tracing switched on
+/// live, without flags; a changed setting gets a new exporter and the old one sends what it
+/// queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opentelemetry_configmap_keys_turn_tracing_on_live() {
+    bounded(async {
+        let collector = Collector::start().await;
+        let backend = echo("traced", "pod-a").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let routes = [Route::new(HOST, "traced", vec![backend.addr()])];
+        let host = collector.addr.ip().to_string();
+        let port = collector.addr.port().to_string();
+        let install = |service: &str| {
+            let data = [
+                ("enable-opentelemetry", "true"),
+                ("otlp-collector-host", host.as_str()),
+                ("otlp-collector-port", port.as_str()),
+                ("otel-sampler", "AlwaysOn"),
+                ("otel-schedule-delay-millis", "50"),
+                ("otel-service-name", service),
+            ];
+            proxy.table.update(
+                table_with(&routes, &data),
+                std::time::Duration::from_millis(1),
+            );
+        };
+        proxy.route(&routes);
+        let untraced = request(&proxy, "GET", HOST, &[]).await;
+        assert_eq!(untraced.status, 200);
+
+        install("first");
+        let first = request(&proxy, "GET", HOST, &[]).await;
+        backend_traceparent(&first);
+        install("second");
+        let second = request(&proxy, "GET", HOST, &[]).await;
+        backend_traceparent(&second);
+        proxy.shutdown().await;
+
+        let spans = collector.spans();
+        // The replaced exporter sends from its own thread: wait for it, bounded.
+        let mut names: Vec<String> = spans.iter().map(|g| g.service_name.clone()).collect();
+        for _ in 0..50 {
+            if names.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            names = collector
+                .spans()
+                .iter()
+                .map(|g| g.service_name.clone())
+                .collect();
+        }
+        names.sort();
+        assert_eq!(
+            names,
+            ["first", "second"],
+            "one span each, none before the keys"
+        );
+    })
+    .await;
+}

@@ -148,6 +148,9 @@ pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,
 };
+pub use nginx_config::{
+    CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TracingGlobals, ValueMatch,
+};
 pub use policy::{
     Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,
     LimitRate, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,

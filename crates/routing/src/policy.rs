@@ -30,6 +30,11 @@ pub struct Policy {
     pub allow: Vec<Cidr>,
     /// Clients refused with 403 (`denylist-source-range`); checked before `allow`.
     pub deny: Vec<Cidr>,
+    /// Requests whose `User-Agent` matches one of these get 403 (the ConfigMap's
+    /// `block-user-agents`), checked with `deny`.
+    pub block_user_agents: Vec<crate::nginx_config::ValueMatch>,
+    /// Requests whose `Referer` matches one of these get 403 (`block-referers`).
+    pub block_referers: Vec<crate::nginx_config::ValueMatch>,
     /// An access restriction of the route cannot be honoured (an authentication annotation
     /// sluice does not implement, or one whose value is invalid): every request answers 503,
     /// as ingress-nginx answers a location it marked denied. Checked before everything else.

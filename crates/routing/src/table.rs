@@ -270,6 +270,9 @@ pub struct RouteTable {
     /// `ssl-passthrough` hosts (exact names): their TLS connections on the shared HTTPS
     /// listener are piped to the backend of their `/` path.
     pub(crate) passthrough: FastMap<Key, Arc<crate::rules::StreamTarget>>,
+    /// ingress-nginx's ConfigMap keys that set the whole proxy (default: none set, the
+    /// flags apply).
+    pub(crate) globals: Arc<crate::nginx_config::ProxyGlobals>,
 }
 
 impl RouteTable {
@@ -443,6 +446,12 @@ impl RouteTable {
                 cert
             }
         }
+    }
+
+    /// ingress-nginx's ConfigMap keys that set the whole proxy, as this table was compiled
+    /// with them (every field `None` without a ConfigMap).
+    pub fn globals(&self) -> &Arc<crate::nginx_config::ProxyGlobals> {
+        &self.globals
     }
 
     /// A table that routes nothing (every request gets `None`, i.e. 404) and has no certificates.

@@ -40,6 +40,24 @@ pub(crate) struct Conn {
     pub(crate) wbuf: Vec<u8>,
     /// Whether it served a request before (a failure on it may just be a stale keep-alive).
     pub(crate) reused: bool,
+    /// Responses read to their end on it so far.
+    pub(crate) requests: u64,
+    /// When it was opened.
+    pub(crate) born: Instant,
+}
+
+impl Conn {
+    /// A connection just opened.
+    pub(crate) fn new(stream: TcpStream, buf: BytesMut, wbuf: Vec<u8>) -> Conn {
+        Conn {
+            stream,
+            buf,
+            wbuf,
+            reused: false,
+            requests: 0,
+            born: Instant::now(),
+        }
+    }
 }
 
 /// Identifies a proxy's pool, so two proxies in one process (tests) never share sockets
@@ -60,8 +78,36 @@ impl PoolId {
 pub(crate) struct PoolConfig {
     /// Whose connections.
     pub(crate) id: PoolId,
-    /// Idle connections older than this are closed.
+    /// Idle connections older than this are closed (nginx `keepalive_timeout` in an
+    /// upstream block, ingress-nginx `upstream-keepalive-timeout`); zero: none is kept.
     pub(crate) idle_timeout: Duration,
+    /// A connection is closed after this many responses (`upstream-keepalive-requests`).
+    pub(crate) max_requests: Option<u64>,
+    /// A connection is not reused once this old (`upstream-keepalive-time`).
+    pub(crate) max_age: Option<Duration>,
+    /// Idle connections kept per endpoint and thread (`upstream-keepalive-connections`).
+    pub(crate) max_idle: usize,
+}
+
+impl PoolConfig {
+    /// A pool `id` with the flags' idle timeout and no other limit.
+    pub(crate) fn new(id: PoolId, idle_timeout: Duration) -> PoolConfig {
+        PoolConfig {
+            id,
+            idle_timeout,
+            max_requests: None,
+            max_age: None,
+            max_idle: MAX_IDLE_PER_ENDPOINT,
+        }
+    }
+
+    /// Whether `conn` may not carry another request: too many served, or too old.
+    fn retired(&self, conn_requests: u64, born: Instant, now: Instant) -> bool {
+        self.max_requests.is_some_and(|max| conn_requests >= max)
+            || self
+                .max_age
+                .is_some_and(|age| now.duration_since(born) >= age)
+    }
 }
 
 struct Idle {
@@ -71,6 +117,8 @@ struct Idle {
     buf: BytesMut,
     wbuf: Vec<u8>,
     since: Instant,
+    requests: u64,
+    born: Instant,
 }
 
 #[derive(Default)]
@@ -114,7 +162,10 @@ pub(crate) fn checkout(config: PoolConfig, addr: SocketAddr) -> Option<Conn> {
         let idle = pool.endpoints.get_mut(&(config.id, addr))?;
         let now = Instant::now();
         while let Some(conn) = idle.pop() {
-            if now.duration_since(conn.since) >= config.idle_timeout || !looks_open(&conn.stream) {
+            if now.duration_since(conn.since) >= config.idle_timeout
+                || config.retired(conn.requests, conn.born, now)
+                || !looks_open(&conn.stream)
+            {
                 continue;
             }
             return Some(Conn {
@@ -122,6 +173,8 @@ pub(crate) fn checkout(config: PoolConfig, addr: SocketAddr) -> Option<Conn> {
                 buf: conn.buf,
                 wbuf: conn.wbuf,
                 reused: true,
+                requests: conn.requests,
+                born: conn.born,
             });
         }
         None
@@ -129,9 +182,13 @@ pub(crate) fn checkout(config: PoolConfig, addr: SocketAddr) -> Option<Conn> {
 }
 
 /// Returns a connection whose last response was read to its end.
-pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
+pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, mut conn: Conn) {
     if !conn.buf.is_empty() {
         // Bytes beyond the response: the upstream is confused; do not reuse.
+        return;
+    }
+    conn.requests += 1;
+    if config.idle_timeout.is_zero() || config.retired(conn.requests, conn.born, Instant::now()) {
         return;
     }
     // During thread teardown the pool may be gone; the connection just closes.
@@ -150,13 +207,15 @@ pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
             });
         }
         let idle = pool.endpoints.entry((config.id, addr)).or_default();
-        if idle.len() < MAX_IDLE_PER_ENDPOINT {
+        if idle.len() < config.max_idle {
             // Buffers grown by a large transfer are not kept: hundreds of idle connections
             // must not pin 64 KiB each.
             let Conn {
                 stream,
                 mut buf,
                 mut wbuf,
+                requests,
+                born,
                 ..
             } = conn;
             if buf.capacity() > MAX_KEPT_BUFFER {
@@ -170,6 +229,8 @@ pub(crate) fn checkin(config: PoolConfig, addr: SocketAddr, conn: Conn) {
                 buf,
                 wbuf,
                 since: now,
+                requests,
+                born,
             });
         }
     });
@@ -189,10 +250,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     fn fresh_config() -> PoolConfig {
-        PoolConfig {
-            id: PoolId::next(),
-            idle_timeout: Duration::from_secs(60),
-        }
+        PoolConfig::new(PoolId::next(), Duration::from_secs(60))
     }
 
     async fn pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
@@ -202,12 +260,7 @@ mod tests {
     }
 
     fn conn(stream: TcpStream) -> Conn {
-        Conn {
-            stream,
-            buf: BytesMut::new(),
-            wbuf: Vec::new(),
-            reused: false,
-        }
+        Conn::new(stream, BytesMut::new(), Vec::new())
     }
 
     #[tokio::test]
@@ -277,13 +330,50 @@ mod tests {
     async fn idle_timeout_expires() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let config = PoolConfig {
-            id: PoolId::next(),
-            idle_timeout: Duration::from_millis(20),
-        };
+        let config = PoolConfig::new(PoolId::next(), Duration::from_millis(20));
         let (stream, _peer) = pair(&listener).await;
         checkin(config, addr, conn(stream));
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(checkout(config, addr).is_none());
+    }
+
+    /// nginx's upstream `keepalive_requests` and `keepalive_time` (ingress-nginx
+    /// `upstream-keepalive-requests`, `-time`) and `keepalive` (`-connections`).
+    #[tokio::test]
+    async fn connections_retire_after_their_requests_age_or_count() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = fresh_config();
+        config.max_requests = Some(2);
+        let (stream, _peer) = pair(&listener).await;
+        checkin(config, addr, conn(stream));
+        let again = checkout(config, addr).expect("one response: kept");
+        checkin(config, addr, again);
+        assert!(checkout(config, addr).is_none(), "two responses: closed");
+
+        let mut config = fresh_config();
+        config.max_age = Some(Duration::from_millis(30));
+        let (stream, _peer) = pair(&listener).await;
+        checkin(config, addr, conn(stream));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(checkout(config, addr).is_none(), "too old to reuse");
+
+        let mut config = fresh_config();
+        config.max_idle = 1;
+        let (one, _p1) = pair(&listener).await;
+        let (two, _p2) = pair(&listener).await;
+        checkin(config, addr, conn(one));
+        checkin(config, addr, conn(two));
+        assert!(checkout(config, addr).is_some());
+        assert!(checkout(config, addr).is_none(), "only one idle kept");
+
+        let mut config = fresh_config();
+        config.idle_timeout = Duration::ZERO;
+        let (stream, _peer) = pair(&listener).await;
+        checkin(config, addr, conn(stream));
+        assert!(
+            checkout(config, addr).is_none(),
+            "keep-alive off: none kept"
+        );
     }
 }

@@ -73,6 +73,9 @@ pub(crate) struct UpstreamBody {
 /// A body, either already complete in the bytes read with the head (the common case for
 /// small responses: the connection is back in the pool before the client sees a byte),
 /// or still to be read.
+// Moved once into the response body: boxing the streaming variant would cost an allocation
+// per streamed response instead.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Started {
     /// The whole body (possibly empty).

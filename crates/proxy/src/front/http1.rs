@@ -145,9 +145,10 @@ where
             }
         };
         head_since = None;
+        let last = ctx.last_request();
         let client = ClientSide {
             http10: head.http10,
-            keep_alive: head.keep_alive && !signals.closing.load(Ordering::Relaxed),
+            keep_alive: head.keep_alive && !last && !signals.closing.load(Ordering::Relaxed),
         };
         let closing = &signals.closing;
         let keep_alive = match exchange(&mut io, &buf, &head, client, closing, ctx, &mut out).await
@@ -254,7 +255,7 @@ where
         conn,
         response.body,
         ReturnTo {
-            pool: ctx.shared.upstreams.pool,
+            pool: done.snapshot.settings.pool(ctx.shared.upstreams.pool),
             addr,
             reusable: response.reusable,
             read_timeout: proxied.read_timeout,
@@ -316,7 +317,7 @@ fn compression(
     request: PlainRequest<'_>,
     response: &crate::http::response_head::ResponseHead,
 ) -> (negotiate::Outcome, Option<Compressing>) {
-    let settings = &done.ctx.shared.compression;
+    let settings = &done.snapshot.settings.compression;
     let route = done
         .entry
         .and_then(|entry| done.snapshot.table.entry(entry).policy.compression);

@@ -131,6 +131,23 @@ impl<'a> RequestView<'a> for &'a HyperRequest {
 /// over): it is not routed again.
 pub(crate) async fn handle(
     ctx: Arc<ConnCtx>,
+    request: Request<Incoming>,
+    routing: Option<Routing>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    // nginx's `keepalive_requests` (HTTP/1 only; HTTP/2 has its own limits).
+    let last = request.version() < Version::HTTP_2 && ctx.last_request();
+    let mut response = respond(ctx, request, routing).await?;
+    if last && response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(response)
+}
+
+/// The answer to one request.
+async fn respond(
+    ctx: Arc<ConnCtx>,
     mut request: Request<Incoming>,
     routing: Option<Routing>,
 ) -> Result<Response<ResponseBody>, Infallible> {
@@ -197,7 +214,7 @@ pub(crate) async fn handle(
 /// The request half of compression: `None` when the route's response cannot be
 /// compressed for this request (nothing is parsed when compression is off).
 fn asked(done: &Completion, request: &Parts) -> Option<negotiate::Asked> {
-    let settings = &done.ctx.shared.compression;
+    let settings = &done.snapshot.settings.compression;
     let route = done
         .entry
         .and_then(|entry| done.snapshot.table.entry(entry).policy.compression);
@@ -228,7 +245,7 @@ fn compression(
     length: Option<u64>,
 ) -> Option<Compressing> {
     let asked = asked?;
-    let settings = &done.ctx.shared.compression;
+    let settings = &done.snapshot.settings.compression;
     let fields = headers
         .iter()
         .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
@@ -306,7 +323,7 @@ fn from_upstream(
         conn,
         head.body,
         ReturnTo {
-            pool: done.ctx.shared.upstreams.pool,
+            pool: done.snapshot.settings.pool(done.ctx.shared.upstreams.pool),
             addr,
             reusable: head.reusable,
             read_timeout: proxied.read_timeout,

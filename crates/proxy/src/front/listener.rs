@@ -37,6 +37,7 @@ use crate::http::header_policy::Forwarded;
 use crate::pipeline::route::Routing;
 use crate::runtime::gateway_sockets::NewSocket;
 use crate::runtime::shutdown::Phases;
+use crate::settings::Connections;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -63,23 +64,45 @@ pub(crate) struct Protocols {
     send_timeout: Duration,
     /// `--proxy-protocol`.
     proxy_protocol: bool,
+    /// Requests on one HTTP/1 connection at most (`keep-alive-requests`).
+    pub(crate) max_requests: Option<u64>,
+    /// What these were built from.
+    connections: Connections,
 }
 
 impl Protocols {
-    pub(crate) fn new(args: &ProxyArgs) -> Protocols {
+    /// The settings of `args` with `connections` (the flags, or the ConfigMap's keys over
+    /// them) for what the ConfigMap can change.
+    pub(crate) fn new(args: &ProxyArgs, connections: &Connections) -> Protocols {
+        Protocols::with(
+            args.http1_server == Http1Server::Sluice,
+            args.send_timeout,
+            connections,
+        )
+    }
+
+    /// These protocols with other connection settings (the ConfigMap changed them).
+    fn rebuilt(&self, connections: &Connections) -> Protocols {
+        Protocols::with(self.own_http1, self.send_timeout, connections)
+    }
+
+    fn with(own_http1: bool, send_timeout: Duration, connections: &Connections) -> Protocols {
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        let max_header = usize::try_from(args.max_header_bytes).unwrap_or(usize::MAX);
+        let max_header = usize::try_from(connections.max_header_bytes).unwrap_or(usize::MAX);
+        // nginx's `keepalive_timeout 0` (ingress-nginx `keep-alive: "0"`): every response
+        // closes its connection.
+        let keep_alive = !connections.idle_timeout.is_zero();
         builder
             .http1()
             .timer(TokioTimer::new())
             // hyper also runs this timer while a keep-alive connection waits for its next
             // request, so it bounds idle HTTP/1 connections too.
-            .header_read_timeout(args.client_header_timeout)
+            .header_read_timeout(connections.header_timeout)
             // A head that does not fit the read buffer is answered with 431.
             .max_buf_size(max_header.max(MIN_BUF_SIZE))
             // hyper's default of 100 header fields (more get 431): a larger limit makes
             // hyper move its parse arrays from the stack to two allocations per request.
-            .keep_alive(true);
+            .keep_alive(keep_alive);
         builder
             .http2()
             .timer(TokioTimer::new())
@@ -89,18 +112,29 @@ impl Protocols {
             // fast; larger than the 64 KiB defaults so 10 MiB transfers do not crawl.
             .initial_stream_window_size(1 << 20)
             .initial_connection_window_size(4 << 20);
+        let max_requests = if keep_alive {
+            connections.max_requests
+        } else {
+            Some(1)
+        };
         Protocols {
             http1: builder.clone().http1_only(),
             http2: builder.http2_only(),
-            handshake_timeout: args.client_header_timeout,
-            idle_timeout: args.idle_timeout,
-            own_http1: args.http1_server == Http1Server::Sluice,
+            handshake_timeout: connections.header_timeout,
+            idle_timeout: if keep_alive {
+                connections.idle_timeout
+            } else {
+                connections.header_timeout
+            },
+            own_http1,
             limits: http1::Limits {
                 max_head: max_header,
-                header_timeout: args.client_header_timeout,
+                header_timeout: connections.header_timeout,
             },
-            send_timeout: args.send_timeout,
-            proxy_protocol: args.proxy_protocol,
+            max_requests,
+            send_timeout,
+            proxy_protocol: connections.proxy_protocol,
+            connections: connections.clone(),
         }
     }
 }
@@ -150,7 +184,7 @@ impl Listening {
 pub(crate) async fn accept_loop(
     listening: Listening,
     shared: Arc<Shared>,
-    protocols: Arc<Protocols>,
+    mut protocols: Arc<Protocols>,
     phases: Phases,
     connections: TaskTracker,
     per_worker: Option<prometheus_client::metrics::counter::Counter>,
@@ -180,6 +214,14 @@ pub(crate) async fn accept_loop(
         };
         // Small responses must not wait for Nagle.
         let _ = stream.set_nodelay(true);
+        // The ConfigMap may have changed the connection settings: new connections get them.
+        {
+            let snapshot = shared.table.snapshot();
+            let connections = &snapshot.settings.connections;
+            if *connections != protocols.connections {
+                protocols = Arc::new(protocols.rebuilt(connections));
+            }
+        }
         shared.metrics.connections_accepted.inc();
         if let Some(counter) = &per_worker {
             counter.inc();
@@ -348,7 +390,13 @@ async fn serve_connection(
     let Some((peer, early)) = header else {
         return;
     };
-    let trusted = client.shared.policy.trusts(peer.ip());
+    let trusted = client
+        .shared
+        .table
+        .snapshot()
+        .settings
+        .policy
+        .trusts(peer.ip());
     let mut ctx = ConnCtx {
         shared: client.shared,
         peer,
@@ -357,6 +405,8 @@ async fn serve_connection(
         gateway: client.gateway,
         sni: None,
         client_certificates: None,
+        requests: AtomicU64::new(0),
+        max_requests: protocols.max_requests,
     };
     let activity = Arc::new(AtomicU64::new(0));
     let send_timeout = Some(protocols.send_timeout);

@@ -15,7 +15,8 @@ use crate::compress::negotiate::Outcome;
 use crate::compress::{self, FieldEdit};
 use crate::http::header_policy::{put_header, removed};
 use crate::http::response_head::{BodyKind, ResponseHead};
-use crate::pipeline::response_edits::ResponseEdits;
+use crate::pipeline::response_edits::{OUR_SERVER, ResponseEdits};
+use crate::settings::ServerHeader;
 
 /// How the body after a head is delimited towards the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,7 @@ pub(crate) fn encode_head(
         remove,
         cookie,
         rewrites,
+        server,
     } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
@@ -66,7 +68,7 @@ pub(crate) fn encode_head(
         {
             continue;
         }
-        if removed(remove, name) {
+        if removed(remove, name) || edits.drops_server(name) {
             continue;
         }
         let value = match compress::field_edit(name, value, compressed) {
@@ -92,6 +94,9 @@ pub(crate) fn encode_head(
     }
     if let Some(cookie) = cookie {
         put_header(out, b"set-cookie", cookie.as_bytes());
+    }
+    if server == ServerHeader::Ours {
+        put_header(out, b"server", OUR_SERVER);
     }
     if let Some(coding) = compress.coding {
         put_header(out, b"content-encoding", coding.token().as_bytes());

@@ -115,31 +115,22 @@ struct RefusedLabels {
     by: &'static str,
 }
 
-/// The global rate limit of one proxy.
+/// The store of the global rate limit, as the flags and the ConfigMap's
+/// `global-rate-limit-memcached-*` keys say: rebuilt when they change (the routing snapshot
+/// holds the one in force).
 #[derive(Debug)]
-pub(crate) struct GlobalLimiter {
+pub(crate) struct StoreHandle {
     store: Store,
     /// For logs: `memcached host:port` or `redis <address>`.
     name: String,
-    cache: DecisionCache,
-    /// `--global-rate-limit-status-code`.
-    status: StatusCode,
-    /// `--global-rate-limit-fail-closed`.
-    fail_closed: bool,
-    store_errors: Counter,
-    refused_by_store: Counter,
-    refused_by_cache: Counter,
-    /// When the last warning about the store was logged (ms since the epoch).
-    last_warning: AtomicU64,
+    /// `memcached` or `redis`, for the error metric.
+    label: &'static str,
 }
 
-impl GlobalLimiter {
-    /// The limiter the flags ask for, its metrics registered in `registry`; `None` without
-    /// a store address (the annotations then count nothing, as in ingress-nginx).
-    pub(crate) fn new(
-        args: &GlobalRateLimitArgs,
-        registry: &mut Registry,
-    ) -> anyhow::Result<Option<GlobalLimiter>> {
+impl StoreHandle {
+    /// The store `args` name; `None` without a store address (the annotations then count
+    /// nothing, as in ingress-nginx).
+    pub(crate) fn new(args: &GlobalRateLimitArgs) -> anyhow::Result<Option<StoreHandle>> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let timeout = args.global_rate_limit_memcached_connect_timeout;
@@ -188,8 +179,37 @@ impl GlobalLimiter {
                 (Store::Redis(store), format!("redis {address}"), "redis")
             }
         };
+        Ok(Some(StoreHandle { store, name, label }))
+    }
+}
+
+/// The global rate limit of one proxy: the decision cache and the metrics, whatever store
+/// is in force.
+#[derive(Debug)]
+pub(crate) struct GlobalLimiter {
+    cache: DecisionCache,
+    /// `--global-rate-limit-status-code`.
+    status: StatusCode,
+    /// `--global-rate-limit-fail-closed`.
+    fail_closed: bool,
+    store_errors: Family<StoreLabels, Counter>,
+    refused_by_store: Counter,
+    refused_by_cache: Counter,
+    /// When the last warning about the store was logged (ms since the epoch).
+    last_warning: AtomicU64,
+}
+
+impl GlobalLimiter {
+    /// The limiter of the flags, its metrics registered in `registry`.
+    pub(crate) fn new(args: &GlobalRateLimitArgs, registry: &mut Registry) -> GlobalLimiter {
         let errors: Family<StoreLabels, Counter> = Family::default();
-        let store_errors = errors.get_or_create(&StoreLabels { store: label }).clone();
+        // The flags' store shows from the start (at 0), so an alert can tell "no errors"
+        // from "no data".
+        let store = match args.global_rate_limit_backend {
+            GlobalRateLimitBackend::Memcached => "memcached",
+            GlobalRateLimitBackend::Redis => "redis",
+        };
+        drop(errors.get_or_create(&StoreLabels { store }));
         let refused: Family<RefusedLabels, Counter> = Family::default();
         let refused_by_store = refused
             .get_or_create(&RefusedLabels { by: "store" })
@@ -202,7 +222,7 @@ impl GlobalLimiter {
             "global_rate_limit_store_errors",
             "Requests whose global rate limit the store could not count (unreachable, timed \
              out or failed), let through or refused as --global-rate-limit-fail-closed says",
-            errors,
+            errors.clone(),
         );
         registry.register(
             "global_rate_limit_refused",
@@ -210,24 +230,23 @@ impl GlobalLimiter {
              read; cache: a refusal remembered until it ends)",
             refused,
         );
-        Ok(Some(GlobalLimiter {
-            store,
-            name,
+        GlobalLimiter {
             cache: DecisionCache::default(),
             status: StatusCode::from_u16(args.global_rate_limit_status_code)
                 .unwrap_or(StatusCode::TOO_MANY_REQUESTS),
             fail_closed: args.global_rate_limit_fail_closed,
-            store_errors,
+            store_errors: errors,
             refused_by_store,
             refused_by_cache,
             last_warning: AtomicU64::new(0),
-        }))
+        }
     }
 
     /// Whether `request` may go on under `limit`: `None` when it may, else the status to
     /// answer.
     pub(crate) async fn check<'a, F>(
         &self,
+        store: &StoreHandle,
         limit: &GlobalRateLimit,
         request: &key::Request<'a, F>,
     ) -> Option<StatusCode>
@@ -254,9 +273,9 @@ impl GlobalLimiter {
         let last_key = known_last.is_none().then(|| key::counter(&base, last_id));
         // The counter outlives its window by one: it is the next window's "previous".
         let ttl = 2 * u64::from(limit.window_secs);
-        let (count, read_last) = match self.store.count(&current, last_key.as_deref(), ttl).await {
+        let (count, read_last) = match store.store.count(&current, last_key.as_deref(), ttl).await {
             Ok(answer) => answer,
-            Err(error) => return self.store_failed(&error),
+            Err(error) => return self.store_failed(store, &error),
         };
         let last = known_last.or(read_last).unwrap_or(0);
         let verdict = window::judge(
@@ -280,7 +299,7 @@ impl GlobalLimiter {
             Verdict::Admit => None,
             Verdict::Refuse { .. } => {
                 // lua-resty-global-throttle counts only what it admits.
-                self.store.uncount(current);
+                store.store.uncount(current);
                 self.refused_by_store.inc();
                 Some(self.status)
             }
@@ -289,8 +308,10 @@ impl GlobalLimiter {
 
     /// The answer when the store could not count: counted, logged at most every 10 s, and
     /// open or closed as configured.
-    fn store_failed(&self, error: &StoreError) -> Option<StatusCode> {
-        self.store_errors.inc();
+    fn store_failed(&self, store: &StoreHandle, error: &StoreError) -> Option<StatusCode> {
+        self.store_errors
+            .get_or_create(&StoreLabels { store: store.label })
+            .inc();
         let now = now_ms();
         let last = self.last_warning.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= WARN_EVERY_MS
@@ -305,7 +326,7 @@ impl GlobalLimiter {
                 "letting requests through (fail open)"
             };
             tracing::warn!(
-                store = %self.name,
+                store = %store.name,
                 "global rate limit store did not count a request ({error}); {then}"
             );
         }

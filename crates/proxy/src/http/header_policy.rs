@@ -241,11 +241,22 @@ pub(crate) fn is_websocket_upgrade(value: &[u8]) -> bool {
     }) && protocols.next().is_none()
 }
 
-/// How the proxy treats forwarding fields and odd names; one per proxy.
+/// How the proxy treats forwarding fields and odd names; one per routing table (the
+/// ConfigMap's keys can change it).
 #[derive(Debug, Clone)]
 pub(crate) struct HeaderPolicy {
-    /// Peers whose forwarding fields are believed.
+    /// Peers whose forwarding fields are believed (nginx `set_real_ip_from`).
     pub(crate) trusted: Vec<Cidr>,
+    /// A trusted peer's `X-Forwarded-Proto/-Host/-Port` are believed too (ingress-nginx
+    /// `use-forwarded-headers`; not with `enable-real-ip` alone).
+    pub(crate) believe_fields: bool,
+    /// A trusted peer's `X-Forwarded-For` chain goes upstream with the peer appended
+    /// (ingress-nginx `compute-full-forwarded-for`); else the upstream gets the client's
+    /// address alone.
+    pub(crate) full_forwarded_for: bool,
+    /// The field a trusted peer names the client in (nginx `real_ip_header`, ingress-nginx
+    /// `forwarded-for-header`; default `X-Forwarded-For`).
+    pub(crate) forwarded_for: http::HeaderName,
     /// Forward names with `_`.
     pub(crate) allow_underscores: bool,
     /// This proxy's `Via` entry (`1.1 <id>`).
@@ -261,6 +272,9 @@ impl HeaderPolicy {
             .unwrap_or_else(|_| HeaderValue::from_static("1.1 sluice"));
         HeaderPolicy {
             trusted,
+            believe_fields: true,
+            full_forwarded_for: true,
+            forwarded_for: http::header::HeaderName::from_static("x-forwarded-for"),
             allow_underscores,
             via,
             id: id.as_bytes().into(),
@@ -270,6 +284,23 @@ impl HeaderPolicy {
     /// Whether `ip` is a trusted proxy.
     pub(crate) fn trusts(&self, ip: IpAddr) -> bool {
         self.trusted.iter().any(|net| net.contains(ip))
+    }
+
+    /// The client's address as nginx's realip module sets `$remote_addr`: for a trusted
+    /// `peer`, the rightmost address of its [`HeaderPolicy::forwarded_for`] fields that is
+    /// not trusted itself (`real_ip_recursive on`); else, or when the field is absent or
+    /// does not parse, the peer.
+    pub(crate) fn client_address<'a>(
+        &self,
+        peer: IpAddr,
+        values: impl Iterator<Item = &'a [u8]>,
+    ) -> IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        real_client(values, self)
+            .and_then(|entry| std::str::from_utf8(entry).ok()?.parse().ok())
+            .unwrap_or(peer)
     }
 
     /// How many `Via` entries in `values` name this proxy.
@@ -501,6 +532,7 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
         Vec::new()
     };
     let trusted = forwarded.trusted;
+    let fields_trusted = trusted && policy.believe_fields;
     let mut believed = Believed::default();
     let (mut chain, mut cookies, mut via) = (false, false, false);
     for (name, value) in request.fields.iter() {
@@ -515,28 +547,29 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
                 continue;
             }
             RequestField::Cookie => {}
-            RequestField::Forwarded if trusted => {}
+            RequestField::Forwarded if fields_trusted => {}
             RequestField::ForwardedFor => {
-                chain |= trusted;
+                chain |= trusted && policy.full_forwarded_for;
                 continue;
             }
             RequestField::Via => {
                 via = true;
                 continue;
             }
-            RequestField::ForwardedProto if trusted => {
+            RequestField::ForwardedProto if fields_trusted => {
                 believed.proto.get_or_insert(value);
                 continue;
             }
-            RequestField::ForwardedHost if trusted => {
+            RequestField::ForwardedHost if fields_trusted => {
                 believed.host.get_or_insert(value);
                 continue;
             }
-            RequestField::ForwardedPort if trusted => {
+            RequestField::ForwardedPort if fields_trusted => {
                 believed.port.get_or_insert(value);
                 continue;
             }
-            RequestField::ForwardedPrefix if trusted && request.forwarded_prefix.is_none() => {}
+            RequestField::ForwardedPrefix
+                if fields_trusted && request.forwarded_prefix.is_none() => {}
             _ => continue,
         }
         if !policy.allow_underscores && name.contains(&b'_') {
@@ -593,23 +626,44 @@ pub(crate) fn encode_request_head<'a, 'f, F, S>(
             .filter(move |(name, _)| request_field(name) == wanted)
             .map(|(_, value)| value)
     };
-    // A trusted client's chain is kept and the peer appended; anyone else's is replaced.
+    // The client behind a trusted peer, read from the configured field (nginx's realip).
     let client_ip = forwarded.client_ip.as_bytes();
+    let named_client = |out: &mut Vec<u8>| {
+        let values = request
+            .fields
+            .iter()
+            .filter(|(name, _)| {
+                policy
+                    .forwarded_for
+                    .as_str()
+                    .as_bytes()
+                    .eq_ignore_ascii_case(name)
+            })
+            .map(|(_, value)| value);
+        out.extend_from_slice(real_client(values, policy).unwrap_or(client_ip));
+    };
+    // A trusted client's chain is kept and the peer appended (`compute-full-forwarded-for`);
+    // else the upstream gets the client's address alone (ingress-nginx's `$remote_addr`).
     out.field_with(b"x-forwarded-for", |out| {
         if chain {
             for value in values_of(RequestField::ForwardedFor) {
                 out.extend_from_slice(value);
                 out.extend_from_slice(b", ");
             }
+            out.extend_from_slice(client_ip);
+        } else if trusted {
+            named_client(out);
+        } else {
+            out.extend_from_slice(client_ip);
         }
-        out.extend_from_slice(client_ip);
     });
-    let real_ip = if chain {
-        real_client(values_of(RequestField::ForwardedFor), policy).unwrap_or(client_ip)
-    } else {
-        client_ip
-    };
-    out.field(b"x-real-ip", real_ip);
+    out.field_with(b"x-real-ip", |out| {
+        if trusted {
+            named_client(out);
+        } else {
+            out.extend_from_slice(client_ip);
+        }
+    });
     let proto = believed.proto.unwrap_or(forwarded.proto.as_bytes());
     out.field(b"x-forwarded-proto", proto);
     out.field(b"x-forwarded-host", believed.host.unwrap_or(request.host));

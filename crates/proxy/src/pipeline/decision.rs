@@ -72,6 +72,7 @@ pub(crate) fn destination(
 /// request's query as received.
 pub(crate) fn decide(
     ctx: &ConnCtx,
+    settings: &crate::settings::Settings,
     entry: &RouteEntry,
     request: &route_policy::Request<'_>,
     query: Option<&str>,
@@ -97,12 +98,17 @@ pub(crate) fn decide(
     let limit_slot =
         match route_policy::within_limits(route_policy, &ctx.shared, request.client, start) {
             Ok(slot) => slot,
-            Err(()) => return Decision::Page(ctx.shared.limit_status),
+            Err(route_policy::Limited::Rate) => {
+                return Decision::Page(settings.limit_req_status);
+            }
+            Err(route_policy::Limited::Connections) => {
+                return Decision::Page(settings.limit_conn_status);
+            }
         };
     // Allocates nothing for a route that sets no response fields (over plain HTTP).
     let mut response_fields = route_policy::response_fields(route_policy, request.origin);
     if ctx.tls
-        && let Some(hsts) = &ctx.shared.hsts
+        && let Some(hsts) = &settings.hsts
     {
         response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
     }

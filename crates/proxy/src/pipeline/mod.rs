@@ -87,10 +87,10 @@ pub(crate) fn arrive<'r, V: RequestView<'r>>(
 ) -> Arrived<'r> {
     // Matching and every policy see the normalised path; upstream gets the target as
     // sent (unless rewritten).
-    let path = admit::admit(request.facts(), &ctx.shared.policy)
-        .and_then(|()| admit::request_path(request.path()));
-    let routing = routing.unwrap_or_else(|| {
+    let Some(routing) = routing else {
         let snapshot = ctx.shared.table.snapshot();
+        let path = admit::admit(request.facts(), &snapshot.settings.policy)
+            .and_then(|()| admit::request_path(request.path()));
         let normalized = path.as_deref().unwrap_or("/");
         let routed = route::lookup(
             &snapshot,
@@ -100,8 +100,11 @@ pub(crate) fn arrive<'r, V: RequestView<'r>>(
             ctx.gateway,
             ctx.sni.as_deref(),
         );
-        Routing { snapshot, routed }
-    });
+        let routing = Routing { snapshot, routed };
+        return Arrived { path, routing };
+    };
+    let path = admit::admit(request.facts(), &routing.snapshot.settings.policy)
+        .and_then(|()| admit::request_path(request.path()));
     Arrived { path, routing }
 }
 
@@ -142,10 +145,11 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     let shared = &ctx.shared;
     let Arrived { path, routing } = arrived;
     let Routing { snapshot, routed } = routing;
-    let log = shared
-        .access_log
-        .as_ref()
-        .map(|_| Box::new(log_record(ctx, request)));
+    // Read from the snapshot the request holds anyway: the ConfigMap's keys over the flags.
+    let settings = Arc::clone(&snapshot.settings);
+    let client = client_address(&settings, ctx.peer.ip(), request);
+    let log = (settings.access_log && shared.access_log.is_some())
+        .then(|| Box::new(log_record(request, client)));
     // The request's books own the connection and snapshot references from here on, and
     // account for it when dropped, on every path.
     let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
@@ -169,7 +173,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         done.log = None;
     }
     // Tracing: off, this is the one branch a request pays.
-    if let Some(tracer) = &shared.tracer
+    if let Some(tracer) = &done.snapshot.tracer
         && tracer.traces(route_policy.opentelemetry)
     {
         done.trace = Some(tracer.start(&crate::trace::Started {
@@ -207,7 +211,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         host: request.host(),
         path,
         target: request.target(),
-        client: ctx.peer.ip(),
+        client,
         // Only a CORS route looks at these: no field walk per request otherwise.
         origin: cors.then(|| request.field(b"origin")).flatten(),
         asked_method: cors
@@ -216,12 +220,26 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         asked_headers: cors
             .then(|| request.field(b"access-control-request-headers"))
             .flatten(),
+        user_agent: (!route_policy.block_user_agents.is_empty())
+            .then(|| request.field(b"user-agent"))
+            .flatten(),
+        referer: (!route_policy.block_referers.is_empty())
+            .then(|| request.field(b"referer"))
+            .flatten(),
     };
     let Forward {
         limit_slot,
         rewritten,
         response_fields,
-    } = match decide(ctx, route_entry, &facts, request.query(), fixed, start) {
+    } = match decide(
+        ctx,
+        &settings,
+        route_entry,
+        &facts,
+        request.query(),
+        fixed,
+        start,
+    ) {
         Decision::Forward(forward) => forward,
         Decision::Page(status) => return (done, Reply::Page(status)),
         Decision::Answer(answer) => return (done, Reply::Answer(answer)),
@@ -229,7 +247,8 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     done.limit_slot = limit_slot;
     // The global rate limit (one store round trip at most), after the local limits: a
     // request they refuse never costs a store command.
-    if let (Some(limit), Some(limiter)) = (&route_policy.global_rate_limit, &shared.global_limiter)
+    if let (Some(limit), Some(store)) =
+        (&route_policy.global_rate_limit, &done.snapshot.global_store)
     {
         let sample = crate::global_rate_limit::key::Request {
             client: facts.client,
@@ -238,7 +257,9 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             field: |name: &[u8]| request.field(name),
         };
         // Boxed: only routes with a global limit pay for the larger future.
-        if let Some(status) = Box::pin(limiter.check(limit, &sample)).await {
+        if let Some(status) = Box::pin(shared.global_limiter.check(store, limit, &sample)).await {
+            // The ConfigMap's `global-rate-limit-status-code` over the flag's.
+            let status = settings.global_rate_limit_status.unwrap_or(status);
             return (done, Reply::Page(status));
         }
     }
@@ -284,7 +305,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             return (done, Reply::Page(StatusCode::PAYLOAD_TOO_LARGE));
         }
         Some(body) if !body.is_end_stream() => {
-            RequestBody::streaming(body, body_limit, shared.client_body_timeout)
+            RequestBody::streaming(body, body_limit, settings.client_body_timeout)
         }
         _ => RequestBody::Empty,
     };
@@ -327,6 +348,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     let sending = outgoing::Sending {
         ctx,
+        settings: &settings,
         route_policy,
         target: rewritten.as_deref(),
         set: &request_set,
@@ -336,12 +358,15 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     if let Some(length) = buffered {
         outgoing.head.framing = crate::http::header_policy::Framing::Length(length);
     }
-    let upstreams = &route_policy::upstreams(&shared.upstreams, route_policy);
+    let mut upstreams = route_policy::upstreams(&shared.upstreams, route_policy);
+    // The ConfigMap's `upstream-keepalive-*` (the flags' `--idle-timeout` otherwise).
+    upstreams.pool = settings.pool(upstreams.pool);
+    let upstreams = &upstreams;
     let header_timeout = route_policy::header_timeout(route_policy, shared.upstream_header_timeout);
     if !route_entry.mirrors.is_empty() {
         let copying = mirror::Copying {
             forwarded: &ctx.forwarded,
-            policy: &shared.policy,
+            policy: &settings.policy,
             metrics: &shared.metrics,
             connect_timeout: upstreams.connect_timeout,
             deadline: header_timeout,
@@ -417,10 +442,27 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
 }
 
 /// The access log's record of a request.
-fn log_record<'r, V: RequestView<'r>>(ctx: &ConnCtx, request: V) -> LogRecord {
+/// The client's address as the route's policies, limits and log see it: nginx's realip
+/// `$remote_addr` (the peer, or the client a trusted peer names).
+fn client_address<'r, V: RequestView<'r>>(
+    settings: &crate::settings::Settings,
+    peer: std::net::IpAddr,
+    request: V,
+) -> std::net::IpAddr {
+    use crate::http::header_policy::Fields as _;
+    let name = settings.policy.forwarded_for.as_str().as_bytes();
+    let values = request
+        .fields()
+        .iter()
+        .filter(move |(field, _)| field.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value);
+    settings.policy.client_address(peer, values)
+}
+
+fn log_record<'r, V: RequestView<'r>>(request: V, client: std::net::IpAddr) -> LogRecord {
     LogRecord {
         time: SystemTime::now(),
-        client: ctx.peer.ip(),
+        client,
         method: Method::from_bytes(request.method().as_bytes()).unwrap_or(Method::GET),
         host: HeaderValue::from_str(request.host()).unwrap_or(HeaderValue::from_static("")),
         path: PathAndQuery::try_from(request.target())

@@ -12,6 +12,7 @@ use crate::body::RequestBody;
 use crate::context::ConnCtx;
 use crate::http::header_policy::Framing;
 use crate::pipeline::view::RequestView;
+use crate::settings::Settings;
 use crate::upstream::Outgoing;
 
 /// The route's request fields, then those the auth service sent (they win). Borrowed
@@ -33,6 +34,8 @@ pub(crate) fn request_fields(
 pub(crate) struct Sending<'a> {
     /// The connection.
     pub(crate) ctx: &'a ConnCtx,
+    /// The settings in force (the header policy).
+    pub(crate) settings: &'a Settings,
     /// The route's policy.
     pub(crate) route_policy: &'a Policy,
     /// The path and query to send instead of the client's (a rewrite).
@@ -66,7 +69,7 @@ impl Sending<'_> {
         Outgoing {
             head,
             forwarded: &self.ctx.forwarded,
-            policy: &self.ctx.shared.policy,
+            policy: &self.settings.policy,
             body,
             idempotent: request.idempotent(),
             head_request,
@@ -95,7 +98,7 @@ impl Sending<'_> {
         Outgoing {
             head,
             forwarded: &self.ctx.forwarded,
-            policy: &self.ctx.shared.policy,
+            policy: &self.settings.policy,
             body: RequestBody::Empty,
             idempotent: true,
             head_request,

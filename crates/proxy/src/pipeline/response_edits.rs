@@ -6,6 +6,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sluice_routing::ResponseRewrites;
 
+use crate::settings::ServerHeader;
 use crate::snapshot::Snapshot;
 
 /// The edits of one response, kept with the request's snapshot (the route's add and
@@ -30,6 +31,7 @@ impl Edits {
             remove: &policy.response_headers_remove,
             cookie: self.cookie.as_ref(),
             rewrites: policy.response_rewrites.as_deref(),
+            server: snapshot.settings.server_header,
         }
     }
 }
@@ -50,6 +52,21 @@ pub(crate) struct ResponseEdits<'a> {
     /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` (nginx
     /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`), before the rest.
     pub(crate) rewrites: Option<&'a ResponseRewrites>,
+    /// What becomes of the upstream's `Server` field (`server-tokens`,
+    /// `allow-backend-server-header`).
+    pub(crate) server: ServerHeader,
+}
+
+/// `Server: sluice`, for `server-tokens: "true"`.
+pub(crate) const OUR_SERVER: &[u8] = b"sluice";
+
+impl ResponseEdits<'_> {
+    /// Whether the upstream's field `name` is dropped for the proxy's `Server` policy:
+    /// ingress-nginx's `more_clear_headers Server` unless `allow-backend-server-header`;
+    /// replaced by ours with `server-tokens`.
+    pub(crate) fn drops_server(&self, name: &[u8]) -> bool {
+        self.server != ServerHeader::Backend && name.eq_ignore_ascii_case(b"server")
+    }
 }
 
 impl ResponseEdits<'_> {
@@ -92,6 +109,15 @@ impl ResponseEdits<'_> {
         if let Some(cookie) = self.cookie {
             headers.append(http::header::SET_COOKIE, cookie.clone());
         }
+        match self.server {
+            ServerHeader::Backend => {}
+            ServerHeader::None => {
+                headers.remove(http::header::SERVER);
+            }
+            ServerHeader::Ours => {
+                headers.insert(http::header::SERVER, HeaderValue::from_static("sluice"));
+            }
+        }
     }
 }
 
@@ -127,6 +153,7 @@ mod tests {
             remove: &remove,
             cookie: Some(&cookie),
             rewrites: None,
+            server: ServerHeader::Backend,
         };
         edits.apply(&mut headers);
         let all = |name: &str| -> Vec<&str> {

@@ -40,6 +40,10 @@ pub(crate) struct Request<'a> {
     pub(crate) asked_method: Option<&'a [u8]>,
     /// The `Access-Control-Request-Headers` field of a preflight.
     pub(crate) asked_headers: Option<&'a [u8]>,
+    /// The `User-Agent` field, read only when the route blocks some (`block-user-agents`).
+    pub(crate) user_agent: Option<&'a [u8]>,
+    /// The `Referer` field, read only when the route blocks some (`block-referers`).
+    pub(crate) referer: Option<&'a [u8]>,
 }
 
 /// An answer the proxy gives itself.
@@ -86,12 +90,25 @@ pub(crate) fn within_limits(
     shared: &Shared,
     client: IpAddr,
     now: Instant,
-) -> Result<Option<usize>, ()> {
+) -> Result<Option<usize>, Limited> {
     match &policy.rate_limit {
         None => Ok(None),
-        Some(limit) if !shared.limiter.admit(limit, client, now) => Err(()),
-        Some(limit) => shared.limiter.enter(limit, client),
+        Some(limit) if !shared.limiter.admit(limit, client, now) => Err(Limited::Rate),
+        Some(limit) => shared
+            .limiter
+            .enter(limit, client)
+            .map_err(|()| Limited::Connections),
     }
+}
+
+/// Which local limit refused a request: each has its own status (ingress-nginx's
+/// `limit-req-status-code` and `limit-conn-status-code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limited {
+    /// `limit-rps` / `limit-rpm` (nginx `limit_req`).
+    Rate,
+    /// `limit-connections` (nginx `limit_conn`).
+    Connections,
 }
 
 /// Whether the source ranges admit `client` on their own, for nginx's `satisfy any`: an
@@ -144,6 +161,17 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     // for a denied location).
     if policy.fail_closed {
         return Some(Answer::status(StatusCode::SERVICE_UNAVAILABLE));
+    }
+    // The ConfigMap's `block-user-agents` / `block-referers`: ingress-nginx's server-level
+    // `if ($block_ua) { return 403; }`, before the location's phases. A request without the
+    // field matches nothing (nginx's `map` gives its default, not blocked).
+    let blocked = |list: &[sluice_routing::ValueMatch], value: Option<&[u8]>| {
+        value.is_some_and(|value| list.iter().any(|m| m.matches(value)))
+    };
+    if blocked(&policy.block_user_agents, request.user_agent)
+        || blocked(&policy.block_referers, request.referer)
+    {
+        return Some(Answer::status(StatusCode::FORBIDDEN));
     }
     // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
     // With `satisfy: any` and authentication, the authentication step decides instead.
@@ -407,6 +435,8 @@ mod tests {
             origin: None,
             asked_method: None,
             asked_headers: None,
+            user_agent: None,
+            referer: None,
         }
     }
 
@@ -464,10 +494,10 @@ mod tests {
     #[test]
     fn route_timeouts_override_the_flags_proxy_connect_send_read_timeout() {
         let shared = Upstreams {
-            pool: crate::backend::pool::PoolConfig {
-                id: crate::backend::pool::PoolId::next(),
-                idle_timeout: std::time::Duration::from_secs(60),
-            },
+            pool: crate::backend::pool::PoolConfig::new(
+                crate::backend::pool::PoolId::next(),
+                std::time::Duration::from_secs(60),
+            ),
             connect_timeout: std::time::Duration::from_secs(5),
             send_timeout: std::time::Duration::from_secs(60),
             read_timeout: std::time::Duration::from_secs(60),

@@ -213,6 +213,14 @@ impl Tracer {
         })
     }
 
+    /// Exports what is queued and stops the exporter, on this thread (at most a few
+    /// seconds).
+    pub(crate) fn shutdown_blocking(&self) {
+        if let Err(error) = self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+            tracing::debug!(%error, "stopping a replaced span exporter");
+        }
+    }
+
     /// Exports what is queued and stops the exporter (blocking, at most a few seconds).
     pub(crate) async fn shutdown(&self) {
         let provider = self.provider.clone();

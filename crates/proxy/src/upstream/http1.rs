@@ -126,12 +126,7 @@ async fn exchange(
                 Err(error) => return Err(TryFailed::Retry(Retryable::Connect(error), Some(body))),
             };
             backend.metrics.observe_connect(started.elapsed());
-            Conn {
-                stream,
-                buf: BytesMut::new(),
-                wbuf: Vec::with_capacity(WRITE_BUF),
-                reused: false,
-            }
+            Conn::new(stream, BytesMut::new(), Vec::with_capacity(WRITE_BUF))
         }
     };
     let sent_at = Instant::now();

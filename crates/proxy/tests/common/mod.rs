@@ -187,6 +187,34 @@ pub fn table(routes: &[Route]) -> RouteTable {
     compile(&inputs(routes), &CompileOptions::default()).table
 }
 
+/// `routes` compiled with ingress-nginx's ConfigMap holding `data`.
+pub fn table_with(routes: &[Route], data: &[(&str, &str)]) -> RouteTable {
+    let mut inputs = inputs(routes);
+    inputs.nginx_config_map = Some(Arc::new(k8s_openapi::api::core::v1::ConfigMap {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("ingress-nginx-controller".into()),
+            namespace: Some("ingress-nginx".into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..Default::default()
+    }));
+    let compiled = compile(&inputs, &CompileOptions::default());
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .all(|d| d.object.kind != "ConfigMap"),
+        "every key applied: {:?}",
+        compiled.diagnostics
+    );
+    compiled.table
+}
+
 /// A proxy serving on loopback ports, shut down (or aborted) when dropped.
 pub struct TestProxy {
     pub http: SocketAddr,

@@ -165,6 +165,8 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                 .policy
                 .deny
                 .extend(config.block_cidrs.iter().cloned());
+            parsed.policy.block_user_agents = config.block_user_agents.clone();
+            parsed.policy.block_referers = config.block_referers.clone();
             Some(parsed)
         })
         .collect();
@@ -290,6 +292,9 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         set_default_certificate(&mut table, cert);
     }
     table.client_certs = client_certs;
+    if let Some(config) = &nginx_config {
+        table.globals = Arc::clone(&config.globals);
+    }
     for (host, index) in passthrough {
         // ingress-nginx: the backend of the host's `/` location, whichever Ingress has it.
         let Some(entry) = table.route(&host, "/") else {

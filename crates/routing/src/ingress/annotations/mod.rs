@@ -666,13 +666,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// A size in the project's one syntax ([`sluice_units::parse_size`], a superset of
 /// nginx's `ngx_parse_size`); `0` means unlimited.
-fn parse_size(value: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(value: &str) -> Result<u64, String> {
     sluice_units::parse_size(value).map_err(|error| format!("value {} {error}", shown(value)))
 }
 
 /// A timeout in the project's one syntax ([`sluice_units::parse_duration`]: whole seconds as
 /// ingress-nginx takes them, or nginx's and Go's time units). Must be greater than zero.
-fn parse_duration(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
     let duration = sluice_units::parse_duration(value)
         .map_err(|error| format!("value {} {error}", shown(value)))?;
     if duration.is_zero() {
@@ -682,7 +682,7 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 }
 
 /// Go's `strconv.ParseBool`.
-fn parse_bool(value: &str) -> Result<bool, String> {
+pub(crate) fn parse_bool(value: &str) -> Result<bool, String> {
     match value.trim() {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),

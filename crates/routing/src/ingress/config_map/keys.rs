@@ -11,6 +11,9 @@ pub enum Support {
     AnnotationDefault,
     /// Applied to every request of every Ingress host. Read live.
     Server,
+    /// A setting of the whole proxy (every listener and request, Gateway API routes too):
+    /// overrides the flag of the same meaning where there is one, named here. Read live.
+    Global(Option<&'static str>),
     /// A setting of the whole process: this flag of `sluice serve` and `sluice controller`.
     Flag(&'static str),
     /// Not applied; what to use instead, or why there is nothing to set.
@@ -38,7 +41,7 @@ const ANNOTATION_DEFAULTS: &[&str] = &[
 ];
 
 /// Keys applied to every request of every Ingress host.
-const SERVER: &[&str] = &["block-cidrs"];
+const SERVER: &[&str] = &["block-cidrs", "block-user-agents", "block-referers"];
 
 /// What sluice does with `key`; `None`: not a key of ingress-nginx's ConfigMap.
 pub fn support(key: &str) -> Option<Support> {
@@ -50,56 +53,71 @@ pub fn support(key: &str) -> Option<Support> {
         return Some(Server);
     }
     let flag = |f| Some(Flag(f));
+    let global = |f| Some(Global(Some(f)));
+    let global_only = Some(Global(None));
     match key {
-        "use-gzip" => flag("--gzip"),
-        "gzip-level" => flag("--gzip-level"),
-        "gzip-min-length" => flag("--gzip-min-length"),
-        "gzip-types" => flag("--gzip-types"),
-        "gzip-disable" => flag("--gzip-disable"),
-        "enable-brotli" => flag("--brotli"),
-        "brotli-level" => flag("--brotli-level"),
-        "brotli-min-length" => flag("--brotli-min-length"),
-        "brotli-types" => flag("--brotli-types"),
-        "global-rate-limit-memcached-host" => flag("--global-rate-limit-memcached-host"),
-        "global-rate-limit-memcached-port" => flag("--global-rate-limit-memcached-port"),
+        "use-gzip" => global("--gzip"),
+        "gzip-level" => global("--gzip-level"),
+        "gzip-min-length" => global("--gzip-min-length"),
+        "gzip-types" => global("--gzip-types"),
+        "gzip-disable" => global("--gzip-disable"),
+        "enable-brotli" => global("--brotli"),
+        "brotli-level" => global("--brotli-level"),
+        "brotli-min-length" => global("--brotli-min-length"),
+        "brotli-types" => global("--brotli-types"),
+        "global-rate-limit-memcached-host" => global("--global-rate-limit-memcached-host"),
+        "global-rate-limit-memcached-port" => global("--global-rate-limit-memcached-port"),
         "global-rate-limit-memcached-connect-timeout" => {
-            flag("--global-rate-limit-memcached-connect-timeout")
+            global("--global-rate-limit-memcached-connect-timeout")
         }
         "global-rate-limit-memcached-max-idle-timeout" => {
-            flag("--global-rate-limit-memcached-max-idle-timeout")
+            global("--global-rate-limit-memcached-max-idle-timeout")
         }
-        "global-rate-limit-memcached-pool-size" => flag("--global-rate-limit-memcached-pool-size"),
-        "global-rate-limit-status-code" => flag("--global-rate-limit-status-code"),
-        "limit-req-status-code" | "limit-conn-status-code" => flag("--limit-req-status-code"),
+        "global-rate-limit-memcached-pool-size" => {
+            global("--global-rate-limit-memcached-pool-size")
+        }
+        "global-rate-limit-status-code" => global("--global-rate-limit-status-code"),
+        "limit-req-status-code" => global("--limit-req-status-code"),
+        "limit-conn-status-code" => global("--limit-req-status-code"),
         "use-forwarded-headers" | "proxy-real-ip-cidr" | "enable-real-ip" => {
-            flag("--trusted-proxies")
+            global("--trusted-proxies")
         }
-        "use-proxy-protocol" => flag("--proxy-protocol"),
-        "enable-underscores-in-headers" => flag("--allow-underscore-headers"),
-        "hsts" => flag("--hsts"),
-        "hsts-max-age" => flag("--hsts-max-age"),
-        "hsts-include-subdomains" => flag("--hsts-include-subdomains"),
-        "hsts-preload" => flag("--hsts-preload"),
-        "client-header-timeout" => flag("--client-header-timeout"),
-        "client-body-timeout" => flag("--client-body-timeout"),
-        "keep-alive" => flag("--idle-timeout"),
-        "upstream-keepalive-timeout" => flag("--idle-timeout"),
+        "compute-full-forwarded-for" | "forwarded-for-header" => global("--trusted-proxies"),
+        "use-proxy-protocol" => global("--proxy-protocol"),
+        "enable-underscores-in-headers" => global("--allow-underscore-headers"),
+        "hsts" => global("--hsts"),
+        "hsts-max-age" => global("--hsts-max-age"),
+        "hsts-include-subdomains" => global("--hsts-include-subdomains"),
+        "hsts-preload" => global("--hsts-preload"),
+        "client-header-timeout" => global("--client-header-timeout"),
+        "client-body-timeout" => global("--client-body-timeout"),
+        "keep-alive" => global("--idle-timeout"),
+        "keep-alive-requests" => global_only,
+        "upstream-keepalive-timeout" => global("--idle-timeout"),
+        "upstream-keepalive-requests"
+        | "upstream-keepalive-time"
+        | "upstream-keepalive-connections" => global_only,
+        "server-tokens" | "allow-backend-server-header" => global_only,
+        "disable-access-log" => global("--access-log"),
+        "large-client-header-buffers" => global("--max-header-bytes"),
         "worker-processes" => flag("--workers"),
         "worker-shutdown-timeout" => flag("--drain-timeout"),
-        "disable-access-log" | "access-log-path" | "http-access-log-path" => flag("--access-log"),
-        "large-client-header-buffers" | "client-header-buffer-size" => flag("--max-header-bytes"),
-        "enable-opentelemetry" => flag("--enable-opentelemetry"),
-        "opentelemetry-trust-incoming-span" => flag("--opentelemetry-trust-incoming-span"),
-        "opentelemetry-operation-name" => flag("--opentelemetry-operation-name"),
-        "otlp-collector-host" => flag("--otlp-collector-host"),
-        "otlp-collector-port" => flag("--otlp-collector-port"),
-        "otel-service-name" => flag("--otel-service-name"),
-        "otel-sampler" => flag("--otel-sampler"),
-        "otel-sampler-ratio" => flag("--otel-sampler-ratio"),
-        "otel-sampler-parent-based" => flag("--otel-sampler-parent-based"),
-        "otel-max-queuesize" => flag("--otel-max-queuesize"),
-        "otel-schedule-delay-millis" => flag("--otel-schedule-delay-millis"),
-        "otel-max-export-batch-size" => flag("--otel-max-export-batch-size"),
+        "access-log-path" | "http-access-log-path" => flag("--access-log"),
+        "client-header-buffer-size" => Some(No(
+            "one buffer per connection grows to --max-header-bytes (large-client-header-buffers)",
+        )),
+        "enable-opentelemetry" => global("--enable-opentelemetry"),
+        "opentelemetry-trust-incoming-span" => global("--opentelemetry-trust-incoming-span"),
+        "opentelemetry-operation-name" => global("--opentelemetry-operation-name"),
+        "otlp-collector-host" => global("--otlp-collector-host"),
+        "otlp-collector-port" => global("--otlp-collector-port"),
+        "otel-service-name" => global("--otel-service-name"),
+        "otel-sampler" => global("--otel-sampler"),
+        "otel-sampler-ratio" => global("--otel-sampler-ratio"),
+        "otel-sampler-parent-based" => global("--otel-sampler-parent-based"),
+        "otel-max-queuesize" => global("--otel-max-queuesize"),
+        "otel-schedule-delay-millis" => global("--otel-schedule-delay-millis"),
+        "otel-max-export-batch-size" => global("--otel-max-export-batch-size"),
         "allow-snippet-annotations"
         | "annotations-risk-level"
         | "annotation-value-word-blocklist" => Some(No(
@@ -116,7 +134,6 @@ pub fn support(key: &str) -> Option<Support> {
             "stateless session tickets are always on, with a key made at start",
         )),
         "use-http2" => Some(No("HTTP/2 is always offered (ALPN h2) on HTTPS")),
-        "server-tokens" => Some(No("sluice never names itself or its version in answers")),
         "custom-http-errors" => Some(No(
             "use the custom-http-errors annotation with default-backend on the Ingresses",
         )),
@@ -125,12 +142,6 @@ pub fn support(key: &str) -> Option<Support> {
         | "log-format-escape-none"
         | "log-format-stream" => Some(No(
             "the access log (--access-log) is one JSON object per request with fixed fields",
-        )),
-        "upstream-keepalive-connections"
-        | "upstream-keepalive-requests"
-        | "upstream-keepalive-time"
-        | "keep-alive-requests" => Some(No(
-            "connections are reused without a count limit; --idle-timeout closes idle ones",
         )),
         "service-upstream" => Some(No(
             "sluice sends to the endpoints, not the Service's ClusterIP",
@@ -194,12 +205,8 @@ const KNOWN_NGINX_INTERNALS: &[&str] = &[
 /// Other ingress-nginx keys sluice does not apply yet.
 const KNOWN_OTHERS: &[&str] = &[
     "add-headers",
-    "allow-backend-server-header",
     "allow-cross-namespace-resources",
     "bind-address",
-    "block-referers",
-    "block-user-agents",
-    "compute-full-forwarded-for",
     "debug-connections",
     "default-type",
     "disable-ipv6",
@@ -207,7 +214,6 @@ const KNOWN_OTHERS: &[&str] = &[
     "enable-access-log-for-default-backend",
     "enable-ocsp",
     "enable-syslog",
-    "forwarded-for-header",
     "forwarded-for-proxy-protocol-header",
     "generate-request-id",
     "geoip2-autoreload-in-minutes",

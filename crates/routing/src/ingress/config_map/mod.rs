@@ -5,10 +5,13 @@
 //! `whitelist-source-range`, ...) become the default of that annotation: an Ingress without
 //! it gets the ConfigMap's value, one with it keeps its own (ingress-nginx's precedence).
 //! Their values are read by the annotation's own parser, so the syntax is the same.
-//! `block-cidrs` refuses its clients (403) on every Ingress route. A value that does not
+//! `block-cidrs`, `block-user-agents` and `block-referers` refuse their clients (403) on
+//! every Ingress route. The keys that set the whole proxy (`hsts`, `use-forwarded-headers`,
+//! `keep-alive`, `use-gzip`, ...: `globals.rs`) override the flags of the same meaning. A value that does not
 //! parse gets a diagnostic (an Event on the ConfigMap) and the key's previous value stays in
 //! force; a key sluice does not apply gets one saying what to use instead.
 
+mod globals;
 mod keys;
 
 use std::collections::BTreeMap;
@@ -72,7 +75,7 @@ pub fn read(
             }
         };
         match support(key) {
-            Some(Support::AnnotationDefault | Support::Server) => {
+            Some(Support::AnnotationDefault | Support::Server | Support::Global(_)) => {
                 match apply(&mut out, key, value) {
                     Ok(()) => {}
                     Err(why) => {
@@ -108,7 +111,9 @@ pub fn read(
 
 /// Applies one key sluice reads.
 fn apply(out: &mut NginxConfig, key: &str, value: &str) -> Result<(), String> {
-    if key == "block-cidrs" {
+    if globals::GLOBAL_KEYS.contains(&key) || globals::BLOCK_KEYS.contains(&key) {
+        globals::apply(out, key, value)?;
+    } else if key == "block-cidrs" {
         let cidrs = value
             .split(',')
             .map(str::trim)
@@ -161,6 +166,7 @@ mod tests {
                 ("block-cidrs", "192.0.2.0/24, 198.51.100.7"),
                 ("use-gzip", "true"),
                 ("server-tokens", "true"),
+                ("ssl-dh-param", "default/dh"),
                 ("no-such-key", "1"),
             ]),
             None,
@@ -175,24 +181,25 @@ mod tests {
             said,
             [
                 ("data[no-such-key]", "UnsupportedAnnotation"),
-                ("data[server-tokens]", "UnsupportedAnnotation"),
-                ("data[use-gzip]", "UnsupportedAnnotation"),
+                ("data[ssl-dh-param]", "UnsupportedAnnotation"),
             ]
         );
-        assert!(
-            problems[2].message.contains("--gzip"),
-            "{}",
-            problems[2].message
-        );
+        assert_eq!(first.globals.compression.gzip, Some(true));
+        assert_eq!(first.globals.server_tokens, Some(true));
 
         // A bad value: reported, and the previous one stays.
         let (second, problems) = read(
-            &config_map(&[("proxy-read-timeout", "soon"), ("block-cidrs", "nope")]),
+            &config_map(&[
+                ("proxy-read-timeout", "soon"),
+                ("block-cidrs", "nope"),
+                ("use-gzip", "maybe"),
+            ]),
             Some(&first),
         );
         assert_eq!(second.annotation_defaults["proxy-read-timeout"], "120");
         assert_eq!(second.block_cidrs, first.block_cidrs);
-        assert_eq!(problems.len(), 2);
+        assert_eq!(second.globals.compression.gzip, Some(true), "kept");
+        assert_eq!(problems.len(), 3);
         assert!(
             problems
                 .iter()
