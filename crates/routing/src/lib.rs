@@ -118,6 +118,7 @@ mod ingress;
 mod inputs;
 mod key;
 mod nginx_config;
+pub mod openssl_ciphers;
 mod path;
 mod policy;
 mod protocol;
@@ -147,6 +148,9 @@ pub use ingress::config_map;
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,
+};
+pub use openssl_ciphers::{
+    CipherList, ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list,
 };
 pub use policy::{
     Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,
