@@ -156,7 +156,7 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
     w.create(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "noted", "annotations": {
-            "nginx.ingress.kubernetes.io/enable-rewrite-log": "true",
+            "nginx.ingress.kubernetes.io/http2-push-preload": "true",
             "nginx.ingress.kubernetes.io/proxy-body-size": "12x",
             "nginx.ingress.kubernetes.io/configuration-snippet": "x",
         }},
@@ -183,7 +183,7 @@ async fn unsupported_invalid_snippet_and_failed_closed_annotations_get_events() 
     let expected = [
         (
             "UnsupportedAnnotation",
-            "nginx.ingress.kubernetes.io/enable-rewrite-log",
+            "nginx.ingress.kubernetes.io/http2-push-preload",
         ),
         (
             "InvalidAnnotation",

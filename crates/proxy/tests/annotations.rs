@@ -391,7 +391,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
         &[
             ("configuration-snippet", "more_set_headers \"X: y\";"),
             ("proxy-body-size", "12x"),
-            ("enable-rewrite-log", "true"),
+            ("http2-push-preload", "true"),
         ],
     );
     let compiled = compile(&inputs(&[route]), &CompileOptions::default());
@@ -417,7 +417,7 @@ fn unsupported_invalid_and_snippet_annotations_become_diagnostics_and_the_route_
     );
     assert!(
         reasons.contains(&(
-            field("enable-rewrite-log").as_str(),
+            field("http2-push-preload").as_str(),
             &Reason::UnsupportedAnnotation
         )),
         "{reasons:?}"

@@ -47,6 +47,8 @@ pub(crate) struct Resolved {
     pub not_ready: usize,
     pub protocol: Option<UpstreamProtocol>,
     pub tls: Option<Arc<UpstreamTls>>,
+    /// `endpoints` is the Service's ClusterIP and port ([`ServiceIndex::resolve_cluster_ip`]).
+    pub cluster_ip: bool,
 }
 
 /// The label EndpointSlices carry to name their Service.
@@ -306,7 +308,35 @@ impl<'a> ServiceIndex<'a> {
             not_ready,
             protocol,
             tls,
+            cluster_ip: false,
         })
+    }
+
+    /// ingress-nginx's `service-upstream`: the Service's ClusterIP and the Service port (not
+    /// the target port) as the only endpoint, so kube-proxy balances. A Service without a
+    /// ClusterIP (headless, `None`) keeps its endpoints, as ingress-nginx does
+    /// (`getServiceClusterEndpoint` fails and it falls back); ExternalName Services stay
+    /// unsupported, as by [`Self::resolve`].
+    pub(crate) fn resolve_cluster_ip(&self, sref: &ServiceRef) -> Result<Resolved, BackendProblem> {
+        let mut resolved = self.resolve(sref)?;
+        let service = self
+            .services
+            .get(&(sref.namespace.as_str(), sref.name.as_str()));
+        let spec = service.and_then(|s| s.spec.as_ref());
+        let cluster_ip = spec
+            .and_then(|s| s.cluster_ip.as_deref())
+            .and_then(|ip| ip.parse::<IpAddr>().ok());
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let port = match &sref.port {
+            PortRef::Number(n) => ports.iter().find(|p| p.port == *n),
+            PortRef::Name(n) => ports.iter().find(|p| p.name.as_deref() == Some(n.as_str())),
+        };
+        if let (Some(ip), Some(port)) = (cluster_ip, port.and_then(|p| valid_port(p.port))) {
+            resolved.endpoints = vec![SocketAddr::new(ip, port)];
+            resolved.not_ready = 0;
+            resolved.cluster_ip = true;
+        }
+        Ok(resolved)
     }
 
     /// Sets the BackendTLSPolicy settings that [`Self::resolve`] applies.

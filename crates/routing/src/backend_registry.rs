@@ -48,6 +48,7 @@ impl BackendRegistry {
             not_ready: 0,
             protocol: None,
             tls: None,
+            cluster_ip: false,
         });
         self.push(sref, Some(resolved))
     }
@@ -85,6 +86,21 @@ impl BackendRegistry {
         if resolved_kind {
             self.by_service.insert(sref, id);
         }
+        backend
+    }
+
+    /// Adds a backend that [`Self::get`] never finds: `service-upstream`'s ClusterIP
+    /// backend, which only the Ingress asking for it uses.
+    pub(crate) fn push_unshared(&mut self, sref: ServiceRef, resolved: Resolved) -> Arc<Backend> {
+        let backend = Arc::new(Backend {
+            id: self.backends.len(),
+            service: sref,
+            endpoints: resolved.endpoints,
+            not_ready: resolved.not_ready,
+            protocol: resolved.protocol,
+            tls: resolved.tls,
+        });
+        self.backends.push(Arc::clone(&backend));
         backend
     }
 

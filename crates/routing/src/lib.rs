@@ -118,6 +118,7 @@ mod ingress;
 mod inputs;
 mod key;
 mod nginx_config;
+pub mod openssl_ciphers;
 mod path;
 mod policy;
 mod protocol;
@@ -150,6 +151,9 @@ pub use inputs::{
 };
 pub use nginx_config::{
     CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TracingGlobals, ValueMatch,
+};
+pub use openssl_ciphers::{
+    CipherList, ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list,
 };
 pub use policy::{
     Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,

@@ -53,6 +53,9 @@ pub struct Policy {
     /// `preserve-trailing-slash: "true"`: the HTTPS redirect keeps a request URI's final
     /// `/`, which ingress-nginx's `lua_ingress.lua` drops by default.
     pub preserve_trailing_slash: bool,
+    /// `enable-rewrite-log: "true"` (nginx's `rewrite_log on`): each rewrite of the route's
+    /// requests is logged at info level (target `sluice::rewrite`).
+    pub rewrite_log: bool,
     /// Every request is redirected here (`permanent-redirect`, `temporal-redirect`).
     pub redirect: Option<Redirect>,
     /// Requests for `/` are redirected here with 302 (`app-root`).
@@ -461,6 +464,9 @@ impl Policy {
         }
         if self.upstream_tls.is_some() {
             out.push("upstream TLS settings (proxy-ssl-*)".to_owned());
+        }
+        if self.rewrite_log {
+            out.push("rewrites logged".to_owned());
         }
         if let Some(limit) = &self.rate_limit {
             let mut parts = Vec::new();

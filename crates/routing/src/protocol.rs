@@ -10,6 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use rustls_pki_types::CertificateDer;
 
+use crate::openssl_ciphers::{ProtocolList, Tls12Suite};
 use crate::refs::ObjectRef;
 use crate::tls::{CA_CERT_KEY, TlsCertificate, parse_secret, secret_value};
 
@@ -118,6 +119,16 @@ pub struct UpstreamTls {
     pub subject_alt_names: Vec<SubjectAltName>,
     /// The BackendTLSPolicy this setting comes from.
     pub policy: Option<ObjectRef>,
+    /// `proxy-ssl-ciphers`: the TLS 1.2 suites offered, most preferred first; `None`: all
+    /// of rustls's (ingress-nginx's default `DEFAULT`). TLS 1.3 suites are not affected, as
+    /// in OpenSSL.
+    pub ciphers: Option<Vec<Tls12Suite>>,
+    /// `proxy-ssl-protocols`: the TLS versions offered; `None`: TLS 1.2 and 1.3.
+    pub protocols: Option<ProtocolList>,
+    /// `proxy-ssl-verify-depth` (ingress-nginx's default 1), with `verify`: at most this
+    /// many intermediate certificates between the backend's own and a trusted one, as
+    /// nginx's `proxy_ssl_verify_depth`; `None`: no limit (BackendTLSPolicy).
+    pub verify_depth: Option<u32>,
 }
 
 /// The TLS settings of Service ports from BackendTLSPolicies, by (namespace, Service): the
@@ -171,6 +182,9 @@ impl PartialEq for UpstreamTls {
             && self.client.is_some() == other.client.is_some()
             && self.subject_alt_names == other.subject_alt_names
             && self.policy == other.policy
+            && self.ciphers == other.ciphers
+            && self.protocols == other.protocols
+            && self.verify_depth == other.verify_depth
     }
 }
 
@@ -182,6 +196,19 @@ pub(crate) fn parse_on_off(value: &str) -> Result<bool, String> {
         "on" | "true" => Ok(true),
         "off" | "false" => Ok(false),
         _ => Err(format!("value {:?} is not on or off", value.trim())),
+    }
+}
+
+/// `proxy-ssl-verify-depth`: a number of intermediate certificates; ingress-nginx takes 0
+/// as its default, 1.
+pub(crate) fn parse_verify_depth(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(0) => Ok(1),
+        Ok(depth) if depth <= 100 => Ok(depth),
+        _ => Err(format!(
+            "value {:?} is not a depth from 1 to 100; the depth stays 1",
+            value.trim()
+        )),
     }
 }
 
@@ -304,5 +331,16 @@ mod tests {
         assert!(parse_on_off("ON").unwrap());
         assert!(parse_on_off("maybe").is_err());
         assert!(parse_ssl_name("bad name").is_err());
+    }
+
+    #[test]
+    fn verify_depth_like_ingress_nginx_proxyssl() {
+        // proxyssl/main.go: 0 (or absent) is the default, 1.
+        assert_eq!(parse_verify_depth("0"), Ok(1));
+        assert_eq!(parse_verify_depth(" 3 "), Ok(3));
+        assert_eq!(parse_verify_depth("100"), Ok(100));
+        assert!(parse_verify_depth("101").is_err());
+        assert!(parse_verify_depth("-1").is_err());
+        assert!(parse_verify_depth("deep").unwrap_err().contains("stays 1"));
     }
 }

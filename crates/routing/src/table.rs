@@ -142,6 +142,10 @@ pub struct CanaryRule {
     pub weight: u32,
     /// `canary-weight-total` (default 100).
     pub weight_total: u32,
+    /// `affinity-canary-behavior: legacy`: with cookie affinity, the canary has none (its
+    /// clients are decided anew each request); `false` (`sticky`, the default): a client
+    /// whose cookie names a canary endpoint stays on the canary.
+    pub legacy_affinity: bool,
 }
 
 impl PartialEq for CanaryRule {
@@ -153,6 +157,7 @@ impl PartialEq for CanaryRule {
             && self.cookie == other.cookie
             && self.weight == other.weight
             && self.weight_total == other.weight_total
+            && self.legacy_affinity == other.legacy_affinity
     }
 }
 

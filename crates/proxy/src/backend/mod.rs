@@ -7,3 +7,4 @@ pub(crate) mod balancer;
 pub(crate) mod pool;
 pub(crate) mod subject_alt_names;
 pub(crate) mod tls;
+pub(crate) mod verify_depth;

@@ -13,8 +13,11 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use sluice_routing::{RouteTable, TlsCertificate, UpstreamTls};
+use rustls::version::{TLS12, TLS13};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme, SupportedProtocolVersion,
+};
+use sluice_routing::{RouteTable, Tls12Suite, TlsCertificate, UpstreamTls};
 use tracing::warn;
 
 /// The client configurations of one route setting: ALPN `http/1.1` and ALPN `h2`.
@@ -113,9 +116,7 @@ fn client_config(
     client: Option<&TlsCertificate>,
     provider: &Arc<CryptoProvider>,
 ) -> ClientConfig {
-    let builder = ClientConfig::builder_with_provider(Arc::clone(provider))
-        .with_safe_default_protocol_versions()
-        .expect("the ring provider supports the default protocol versions");
+    let builder = builder(tls, provider);
     let verifier: Arc<dyn ServerCertVerifier> = match tls {
         Some(tls) if tls.verify => {
             let mut roots = RootCertStore::empty();
@@ -130,21 +131,33 @@ fn client_config(
                       "backend certificates are to be verified but the CA bundle has no usable \
                        certificate; TLS to this backend will fail");
             }
-            match WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+            let chain: Arc<dyn ServerCertVerifier> =
+                match WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    Arc::clone(provider),
+                )
                 .build()
-            {
-                Ok(verifier) if !tls.subject_alt_names.is_empty() => {
-                    Arc::new(crate::backend::subject_alt_names::SubjectAltNames {
-                        chain: verifier,
-                        names: tls.subject_alt_names.clone(),
-                    })
-                }
-                Ok(verifier) => verifier,
-                // No roots at all: nothing can be trusted, so everything is refused.
-                Err(_) => Arc::new(Unverified {
-                    provider: Arc::clone(provider),
-                    accept: false,
-                }),
+                {
+                    Ok(verifier) if !tls.subject_alt_names.is_empty() => {
+                        Arc::new(crate::backend::subject_alt_names::SubjectAltNames {
+                            chain: verifier,
+                            names: tls.subject_alt_names.clone(),
+                        })
+                    }
+                    Ok(verifier) => verifier,
+                    // No roots at all: nothing can be trusted, so everything is refused.
+                    Err(_) => Arc::new(Unverified {
+                        provider: Arc::clone(provider),
+                        accept: false,
+                    }),
+                };
+            match tls.verify_depth {
+                Some(depth) => Arc::new(crate::backend::verify_depth::VerifyDepth::new(
+                    chain,
+                    depth,
+                    &tls.trusted,
+                )),
+                None => chain,
             }
         }
         _ => Arc::new(Unverified {
@@ -174,6 +187,58 @@ fn client_config(
     };
     config.enable_sni = tls.is_some_and(|t| t.server_name);
     config
+}
+
+/// A client config builder offering the versions and TLS 1.2 suites of `tls`
+/// (`proxy-ssl-protocols`, `proxy-ssl-ciphers`); rustls's otherwise.
+fn builder(
+    tls: Option<&UpstreamTls>,
+    provider: &Arc<CryptoProvider>,
+) -> rustls::ConfigBuilder<ClientConfig, rustls::WantsVerifier> {
+    let versions: Vec<&'static SupportedProtocolVersion> =
+        match tls.and_then(|t| t.protocols.as_ref()) {
+            Some(list) => [(list.tls13, &TLS13), (list.tls12, &TLS12)]
+                .into_iter()
+                .filter_map(|(on, version)| on.then_some(version))
+                .collect(),
+            None => rustls::DEFAULT_VERSIONS.to_vec(),
+        };
+    let offered = match tls.and_then(|t| t.ciphers.as_deref()) {
+        Some(suites) => Arc::new(with_tls12_suites(provider, suites)),
+        None => Arc::clone(provider),
+    };
+    match ClientConfig::builder_with_provider(offered).with_protocol_versions(&versions) {
+        Ok(builder) => builder,
+        Err(error) => {
+            // The parsers never leave a version without a suite; should it happen anyway,
+            // it is logged and rustls's defaults apply.
+            warn!(%error, "backend TLS versions and cipher suites do not fit; rustls's defaults apply");
+            ClientConfig::builder_with_provider(Arc::clone(provider))
+                .with_safe_default_protocol_versions()
+                .expect("the ring provider supports the default protocol versions")
+        }
+    }
+}
+
+/// `provider` offering its TLS 1.3 suites (an OpenSSL cipher list never touches them) and,
+/// of its TLS 1.2 suites, those in `suites`, in that order (the client's preference).
+fn with_tls12_suites(provider: &CryptoProvider, suites: &[Tls12Suite]) -> CryptoProvider {
+    let tls13 = provider
+        .cipher_suites
+        .iter()
+        .filter(|s| s.version() == &TLS13)
+        .copied();
+    let tls12 = suites.iter().filter_map(|wanted| {
+        provider
+            .cipher_suites
+            .iter()
+            .find(|s| u16::from(s.suite()) == wanted.iana_code())
+            .copied()
+    });
+    CryptoProvider {
+        cipher_suites: tls13.chain(tls12).collect(),
+        ..provider.clone()
+    }
 }
 
 /// The name a backend's certificate is checked against (and sent as SNI when on).

@@ -90,9 +90,17 @@ pub(crate) fn decide(
     }
     let rewritten = match route_policy::upstream_target(entry, request.path, query) {
         Some(route_policy::Rewritten::Redirect(location)) => {
+            if route_policy.rewrite_log {
+                log_rewrite(entry, request.path, location.to_str().unwrap_or("-"));
+            }
             return Decision::Answer(route_policy::Answer::found(location));
         }
-        Some(route_policy::Rewritten::Target(target)) => Some(target),
+        Some(route_policy::Rewritten::Target(target)) => {
+            if route_policy.rewrite_log {
+                log_rewrite(entry, request.path, &target);
+            }
+            Some(target)
+        }
         None => None,
     };
     let limit_slot =
@@ -117,4 +125,10 @@ pub(crate) fn decide(
         rewritten,
         response_fields,
     })
+}
+
+/// `enable-rewrite-log` (nginx's `rewrite_log on`, which writes each rewrite to the error log
+/// at `notice`): the route, the path it matched and what was sent or redirected to.
+fn log_rewrite(entry: &RouteEntry, from: &str, to: &str) {
+    tracing::info!(target: "sluice::rewrite", route = %entry.source, from, to, "rewrite");
 }

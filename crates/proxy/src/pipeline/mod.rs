@@ -27,6 +27,7 @@ pub(crate) mod affinity;
 pub(crate) mod auth;
 pub(crate) mod basic_auth;
 pub(crate) mod client_cert;
+pub(crate) mod cookie;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod mirror;
@@ -340,9 +341,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         request_set.to_mut().extend(span.fields());
     }
     let balancer = &done.snapshot.backends[id].balancer;
+    let side = affinity::Side::of(route_entry, id);
     let preference = if route_policy.affinity.is_some() || route_policy.hash_by.is_some() {
         let now = crate::backend::balancer::now_millis(start);
-        affinity::preference(route_policy, balancer, now, request, facts.client)
+        affinity::preference(route_policy, balancer, now, request, facts.client, side)
     } else {
         affinity::Preference::default()
     };
@@ -404,7 +406,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         if let (Some(span), Some(asked)) = (&mut done.trace, asked) {
             span.upstream_answered(asked.elapsed());
         }
-        let cookie = affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint);
+        let cookie = side
+            .affinity()
+            .then(|| affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint))
+            .flatten();
         let edits = edits(cookie);
         let proxied = Proxied {
             answer,
@@ -429,7 +434,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         span.upstream_answered(asked.elapsed());
     }
     // The affinity cookie names an endpoint of the route's own backend only.
-    let cookie = (from == id)
+    let cookie = (from == id && side.affinity())
         .then(|| affinity::set_cookie(route_policy, balancer, &preference, answer.endpoint))
         .flatten();
     let edits = edits(cookie);

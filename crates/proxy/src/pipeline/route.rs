@@ -3,7 +3,10 @@
 //! a Gateway API route's weighted `backendRefs` drawn. The same functions for every front
 //! end.
 
-use sluice_routing::{CanaryRule, RequestInfo, RouteEntry, WeightedBackend};
+use sluice_routing::{Canary, RequestInfo, RouteEntry, WeightedBackend};
+
+use crate::pipeline::affinity;
+use crate::pipeline::cookie::cookie;
 
 use crate::pipeline::view::{RequestView, ViewHeaders};
 use crate::snapshot::{Snapshot, SnapshotRef};
@@ -55,13 +58,13 @@ pub(crate) struct Routing {
 }
 
 /// Looks up a request (the table strips the host's port). When the route has a canary,
-/// `canary` says whether this request goes to it (see [`CanaryRule::chooses`]); a canary
+/// `canary` says whether this request goes to it (see [`sluice_routing::CanaryRule::chooses`]); a canary
 /// without ready endpoints sends everything to the main backend. A route with Gateway API
 /// `backendRefs` sends the request to one of them, drawn by weight.
 fn route(
     snapshot: &Snapshot,
     request: &RequestInfo<'_>,
-    canary: impl FnOnce(&CanaryRule) -> bool,
+    canary: impl FnOnce(&RouteEntry, &Canary) -> bool,
 ) -> Routed {
     let Some(entry) = snapshot.table.route_request(request) else {
         return Routed::NotFound;
@@ -79,7 +82,7 @@ fn route(
     }
     if let Some(alternative) = &route.canary
         && !alternative.backend.endpoints.is_empty()
-        && canary(&alternative.rule)
+        && canary(route, alternative)
     {
         return Routed::Backend {
             backend: alternative.backend.id,
@@ -177,7 +180,23 @@ pub(crate) fn lookup<'a, V: RequestView<'a>>(
         method: request.method(),
         headers: &ViewHeaders(request, std::marker::PhantomData),
     };
-    route(snapshot, &info, |rule| {
+    route(snapshot, &info, |entry, alternative| {
+        // ingress-nginx's balancer.lua: a client with an affinity cookie of the main
+        // backend stays there, one of the canary (`sticky`) on the canary, whatever the
+        // canary's header, cookie and weight say.
+        if let Some(affinity_rule) = &entry.policy.affinity {
+            let session = affinity::session_on_canary(
+                affinity_rule,
+                alternative.rule.legacy_affinity,
+                &snapshot.backends[entry.backend.id].balancer,
+                &snapshot.backends[alternative.backend.id].balancer,
+                cookie(request.cookies(), &affinity_rule.cookie),
+            );
+            if let Some(on_canary) = session {
+                return on_canary;
+            }
+        }
+        let rule = &alternative.rule;
         let header = rule
             .header
             .as_ref()
@@ -203,30 +222,9 @@ pub(crate) fn roll(total: u32) -> u32 {
     crate::backend::balancer::random_below(total.max(1) as usize) as u32
 }
 
-/// The value of cookie `name` in `Cookie` field values (`a=1; b=2`).
-pub(crate) fn cookie<'a>(values: impl Iterator<Item = &'a [u8]>, name: &str) -> Option<&'a [u8]> {
-    values
-        .flat_map(|value| value.split(|&b| b == b';'))
-        .map(<[u8]>::trim_ascii)
-        .find_map(|pair| {
-            let (key, value) = pair.split_at(pair.iter().position(|&b| b == b'=')?);
-            (key == name.as_bytes()).then(|| &value[1..])
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cookies_are_found_by_exact_name() {
-        let values: [&[u8]; 2] = [b"a=1; canary=always", b"other=x"];
-        assert_eq!(cookie(values.into_iter(), "canary"), Some(&b"always"[..]));
-        assert_eq!(cookie(values.into_iter(), "other"), Some(&b"x"[..]));
-        assert_eq!(cookie(values.into_iter(), "canar"), None);
-        let empty: [&[u8]; 1] = [b"flag; canary="];
-        assert_eq!(cookie(empty.into_iter(), "canary"), Some(&b""[..]));
-    }
 
     fn weighted(weights: &[u32]) -> Vec<WeightedBackend> {
         weights

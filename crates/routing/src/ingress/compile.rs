@@ -477,11 +477,15 @@ fn flag_default_backend(
         }
     }
     // Shared with the rules that name the same Service port.
-    let slot = match slots.iter().position(|s| s.service == sref) {
+    let slot = match slots
+        .iter()
+        .position(|s| s.service == sref && !s.cluster_ip)
+    {
         Some(slot) => slot,
         None => {
             slots.push(Slot {
                 service: sref,
+                cluster_ip: false,
                 resolution,
             });
             slots.len() - 1
@@ -580,6 +584,9 @@ struct CertClaim {
 /// One distinct Service port referenced by some Ingress, resolved once.
 struct Slot {
     service: ServiceRef,
+    /// `service-upstream`: the Service's ClusterIP and port are the one endpoint (a backend
+    /// of its own, not shared with routes that balance over the endpoints).
+    cluster_ip: bool,
     /// Ready endpoints, or why there are none.
     resolution: Result<Resolved, BackendProblem>,
 }
@@ -617,7 +624,7 @@ struct Compiler<'c, 'a> {
     loaded_secrets: HashMap<(&'a str, &'a str), Result<Arc<TlsCertificate>, SecretProblem>>,
     /// Distinct Service ports, in order of first reference.
     slots: Vec<Slot>,
-    slot_of: HashMap<BackendKey<'a>, usize>,
+    slot_of: HashMap<(BackendKey<'a>, bool), usize>,
     /// Per Ingress (same index as `ingresses`): the policy its annotations compile to.
     policies: Vec<IngressPolicy>,
     /// Every host some Ingress of ours lists under `spec.tls` (for `ssl-redirect`).
@@ -656,6 +663,8 @@ struct IngressPolicy {
     from_to_www: bool,
     /// The slot of `mirror-target`'s Service.
     mirror: Option<usize>,
+    /// `service-upstream`: the rules' Services are reached at their ClusterIP.
+    service_upstream: bool,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -712,6 +721,7 @@ impl<'a> Compiler<'_, 'a> {
                 server_alias: Vec::new(),
                 from_to_www: false,
                 mirror: None,
+                service_upstream: false,
             });
             return;
         };
@@ -769,6 +779,7 @@ impl<'a> Compiler<'_, 'a> {
             server_alias: parsed.server_alias,
             from_to_www: parsed.from_to_www,
             mirror,
+            service_upstream: parsed.service_upstream,
         });
     }
 
@@ -1384,19 +1395,41 @@ impl<'a> Compiler<'_, 'a> {
         key: BackendKey<'a>,
         field: impl FnOnce() -> String,
     ) -> Option<usize> {
-        let slot = match self.slot_of.get(&key) {
+        // The Ingress's own rules and default backend (its policy is pushed by then; the
+        // `default-backend` and `mirror-target` annotations resolve before it, as
+        // ingress-nginx never gives those the ClusterIP).
+        let cluster_ip = self.policies.get(index).is_some_and(|p| p.service_upstream);
+        let slot = match self.slot_of.get(&(key, cluster_ip)) {
             Some(&slot) => slot,
             None => {
                 let service = key.to_service_ref();
-                let resolution = self.services.resolve(&service);
+                let resolution = if cluster_ip {
+                    self.services.resolve_cluster_ip(&service)
+                } else {
+                    self.services.resolve(&service)
+                };
                 self.slots.push(Slot {
                     service,
+                    cluster_ip,
                     resolution,
                 });
-                self.slot_of.insert(key, self.slots.len() - 1);
+                self.slot_of.insert((key, cluster_ip), self.slots.len() - 1);
                 self.slots.len() - 1
             }
         };
+        if cluster_ip
+            && let Ok(resolved) = &self.slots[slot].resolution
+            && !resolved.cluster_ip
+        {
+            let field = self.annotation_field(index, "service-upstream");
+            let service = &self.slots[slot].service;
+            let detail = format!(
+                "Service {}/{} has no ClusterIP (headless); its endpoints are used, as \
+                 ingress-nginx does",
+                service.namespace, service.name
+            );
+            self.diag(index, field, Reason::InvalidAnnotation, detail);
+        }
         let Err(problem) = &self.slots[slot].resolution else {
             return Some(slot);
         };
@@ -1609,7 +1642,9 @@ fn build_table(
         used[slot] = true;
     }
     let mut order: Vec<usize> = (0..slots.len()).filter(|&s| used[s]).collect();
-    order.sort_unstable_by(|&a, &b| slots[a].service.cmp(&slots[b].service));
+    order.sort_unstable_by(|&a, &b| {
+        (&slots[a].service, slots[a].cluster_ip).cmp(&(&slots[b].service, slots[b].cluster_ip))
+    });
     let mut id_of = vec![u32::MAX; slots.len()];
     for (id, &slot) in order.iter().enumerate() {
         id_of[slot] = id as u32;
@@ -1619,6 +1654,7 @@ fn build_table(
     for &slot in &order {
         let Some(Slot {
             service,
+            cluster_ip,
             resolution,
         }) = slots[slot].take()
         else {
@@ -1631,8 +1667,14 @@ fn build_table(
             not_ready: 0,
             protocol: None,
             tls: None,
+            cluster_ip: false,
         });
-        registry.push(service, Some(resolved));
+        if cluster_ip {
+            // Gateway API routes naming the Service port get the endpoints, not this one.
+            registry.push_unshared(service, resolved);
+        } else {
+            registry.push(service, Some(resolved));
+        }
     }
     let backends = registry.into_backends();
 

@@ -7,6 +7,12 @@
 //! `canary-by-header-pattern`) a matching value means the canary and any other value falls
 //! through to the next rule. The canary's other annotations are ignored: the main
 //! Ingress's policy applies to both backends.
+//!
+//! With cookie affinity on the main Ingress (`affinity-canary-behavior`, on the canary
+//! Ingress): a client whose cookie names the main backend stays there; `sticky` (default)
+//! also keeps a client whose cookie names the canary on the canary, `legacy` gives the
+//! canary no affinity, so its clients are decided anew on each request (ingress-nginx's
+//! `balancer.lua` `route_to_alternative_balancer` and `mergeAlternativeBackend`).
 
 use super::*;
 
@@ -24,6 +30,7 @@ pub(crate) const CANARY_KEYS: &[&str] = &[
     "canary-by-cookie",
     "canary-weight",
     "canary-weight-total",
+    "affinity-canary-behavior",
 ];
 
 /// Parses the `canary-*` values (already known to be under `canary: "true"`). Returns the
@@ -93,6 +100,17 @@ pub(crate) fn parse_rule(
             )),
         }
     }
+    // ingress-nginx's `sessionaffinity` parser: `sticky` (default) or `legacy`.
+    if let Some(behavior) = get("affinity-canary-behavior") {
+        match behavior {
+            "sticky" => rule.legacy_affinity = false,
+            "legacy" => rule.legacy_affinity = true,
+            _ => problems.push((
+                "affinity-canary-behavior",
+                format!("{behavior:?} is not sticky or legacy; sticky is used"),
+            )),
+        }
+    }
     (rule, problems)
 }
 
@@ -153,6 +171,19 @@ mod tests {
         assert!(!r.chooses(Some(b"maybe"), Some(b"never"), 0));
         assert!(r.chooses(None, Some(b"other"), 29));
         assert!(!r.chooses(None, None, 30));
+    }
+
+    /// ingress-nginx "Session Affinity": `affinity-canary-behavior` is `sticky` unless
+    /// `legacy`.
+    #[test]
+    fn affinity_canary_behavior_sticky_by_default() {
+        assert!(!rule(&[]).legacy_affinity);
+        assert!(!rule(&[("affinity-canary-behavior", "sticky")]).legacy_affinity);
+        assert!(rule(&[("affinity-canary-behavior", "legacy")]).legacy_affinity);
+        let values: BTreeMap<&str, &str> = [("affinity-canary-behavior", "Legacy")].into();
+        let (rule, problems) = parse_rule(&values);
+        assert!(!rule.legacy_affinity);
+        assert_eq!(problems[0].0, "affinity-canary-behavior");
     }
 
     #[test]

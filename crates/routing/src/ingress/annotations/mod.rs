@@ -103,6 +103,15 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "proxy-ssl-name",
     "proxy-ssl-server-name",
     "proxy-ssl-secret",
+    "proxy-ssl-ciphers",
+    "proxy-ssl-protocols",
+    "proxy-ssl-verify-depth",
+    "service-upstream",
+    "affinity-canary-behavior",
+    "enable-rewrite-log",
+    "proxy-buffers-number",
+    "proxy-busy-buffers-size",
+    "proxy-max-temp-file-size",
     "auth-tls-secret",
     "auth-tls-verify-client",
     "auth-tls-verify-depth",
@@ -251,6 +260,9 @@ pub(crate) struct Parsed {
     pub from_to_www: bool,
     /// `mirror-target` (with `mirror-host`): the Service copies of the requests go to.
     pub mirror: Option<mirror::MirrorSpec>,
+    /// `service-upstream` (default false): the Services of this Ingress's rules and default
+    /// backend are reached at their ClusterIP and port, not their endpoints.
+    pub service_upstream: bool,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -327,6 +339,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         })
         .unwrap_or(false);
     let rewrite_target = cx.value("rewrite-target", parse_rewrite_target);
+    policy.rewrite_log = cx
+        .value("enable-rewrite-log", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; rewrites are not logged"))
+        })
+        .unwrap_or(false);
     let server_alias = cx
         .value("server-alias", hosts::parse_server_alias)
         .unwrap_or_default();
@@ -382,6 +399,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
 
     policy.protocol = cx.value("backend-protocol", protocol::parse_backend_protocol);
     let ssl_secret = upstream_tls(&mut cx, &mut policy);
+    let service_upstream = cx
+        .value("service-upstream", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; the endpoints are used"))
+        })
+        .unwrap_or(false);
     policy.rate_limit = rate_limit(&mut cx);
     policy.global_rate_limit = global_rate_limit(&mut cx);
     let canary = canary(&mut cx);
@@ -452,6 +474,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         server_alias,
         from_to_www,
         mirror,
+        service_upstream,
         problems,
     };
     (parsed, applied)
@@ -614,22 +637,11 @@ fn unsupported_hint(name: &str) -> Option<&'static str> {
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
         }
-        "service-upstream" => "not supported yet; sluice always balances over endpoints",
         "http2-push-preload" => "HTTP/2 server push is not supported (browsers dropped it)",
         "enable-modsecurity" | "enable-owasp-core-rules" | "modsecurity-transaction-id" => {
             "ModSecurity is not part of sluice"
         }
-        "enable-rewrite-log" => "not supported yet",
-        "proxy-buffer-size"
-        | "proxy-buffers-number"
-        | "proxy-busy-buffers-size"
-        | "proxy-max-temp-file-size"
-        | "client-body-buffer-size" => "nginx buffer settings have no equivalent in sluice",
-        "affinity-canary-behavior" => "not supported yet",
         _ if starts("auth-") || name == "enable-global-auth" => "not supported yet",
-        "proxy-ssl-verify-depth" | "proxy-ssl-ciphers" | "proxy-ssl-protocols" => {
-            "TLS settings towards backends are rustls's defaults (TLS 1.2 and 1.3)"
-        }
         "opentelemetry-operation-name" | "opentelemetry-location-operation-name" => {
             "the span name is --opentelemetry-operation-name, for every route"
         }

@@ -179,23 +179,95 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
         .unwrap_or(false);
     // `proxy-buffering: "off"` (ingress-nginx's default) is what sluice does: the response
     // streams to the client. `on` (read it all from the upstream first) is not implemented.
+    let mut buffering = false;
     if let Some(entry) = cx.take("proxy-buffering") {
         match entry.value.trim() {
             "off" => cx.applied(entry),
-            "on" => cx.report(
-                entry,
-                Reason::UnsupportedAnnotation,
-                "not supported by sluice: responses stream to the client (proxy-buffering \
+            "on" => {
+                buffering = true;
+                cx.report(
+                    entry,
+                    Reason::UnsupportedAnnotation,
+                    "not supported by sluice: responses stream to the client (proxy-buffering \
                  off, ingress-nginx's default)",
-            ),
+                );
+            }
             other => cx.invalid(entry, format!("value {} is not on or off", shown(other))),
         }
     }
+    buffers(cx, buffering);
     policy.access_log_off = !cx
         .value("enable-access-log", |v| {
             parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
         })
         .unwrap_or(true);
+}
+
+/// nginx's buffer sizes (`proxy-buffers-number`, `proxy-busy-buffers-size`,
+/// `proxy-max-temp-file-size`, `proxy-buffer-size`, `client-body-buffer-size`), each checked
+/// as a size (or count) and then, as far as sluice can:
+/// - the first three only act while nginx buffers responses (`proxy_buffering on`); with
+///   `off` (ingress-nginx's default, and all sluice does) they have no effect in nginx
+///   either, so they are honoured as they are. With `proxy-buffering: "on"` (refused, see
+///   above) they are reported: sluice does not buffer responses, in memory or on disk.
+/// - `proxy-buffer-size` and `client-body-buffer-size` are reported with what sluice does
+///   instead.
+fn buffers(cx: &mut Cx<'_>, buffering: bool) {
+    for name in [
+        "proxy-buffers-number",
+        "proxy-busy-buffers-size",
+        "proxy-max-temp-file-size",
+    ] {
+        let Some(entry) = cx.take(name) else { continue };
+        let valid = if name == "proxy-buffers-number" {
+            entry
+                .value
+                .trim()
+                .parse::<u32>()
+                .map(|_| ())
+                .map_err(|_| format!("value {} is not a number of buffers", shown(entry.value)))
+        } else {
+            parse_size(entry.value).map(|_| ())
+        };
+        match valid {
+            Err(detail) => cx.invalid(entry, detail),
+            Ok(()) if buffering => cx.report(
+                entry,
+                Reason::UnsupportedAnnotation,
+                "not supported by sluice: it sizes nginx's response buffering \
+                 (proxy-buffering: on), and sluice streams every response to the client \
+                 without buffering it in memory or on disk",
+            ),
+            // nginx ignores it without `proxy_buffering on`, as sluice does.
+            Ok(()) => cx.applied(entry),
+        }
+    }
+    if let Some(entry) = cx.take("proxy-buffer-size") {
+        match parse_size(entry.value) {
+            Err(detail) => cx.invalid(entry, detail),
+            Ok(_) => cx.report(
+                entry,
+                Reason::UnsupportedAnnotation,
+                "not supported by sluice: nginx answers 502 when a backend's response head \
+                 does not fit this buffer; sluice accepts response heads up to its own fixed \
+                 limit (64 KiB from HTTP/1.1 backends) and passes response bodies on as they \
+                 arrive",
+            ),
+        }
+    }
+    if let Some(entry) = cx.take("client-body-buffer-size") {
+        match parse_size(entry.value) {
+            Err(detail) => cx.invalid(entry, detail),
+            Ok(_) => cx.report(
+                entry,
+                Reason::UnsupportedAnnotation,
+                "not supported by sluice: nginx writes request bodies larger than this buffer \
+                 to a temporary file; sluice never writes bodies to disk: they stream to the \
+                 backend, or with proxy-request-buffering: \"on\" are held in memory up to \
+                 proxy-body-size",
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -287,6 +359,75 @@ mod tests {
             assert!(!parsed.problems.is_empty(), "{bad:?}");
             assert!(parsed.policy.response_rewrites.is_none(), "{bad:?}");
             assert!(!parsed.policy.access_log_off, "{bad:?}");
+        }
+    }
+
+    /// ingress-nginx "Proxy buffers number", "Proxy busy buffers size", "Proxy max temp
+    /// file size", "Proxy buffer size", "Client Body Buffer Size": honoured where nginx
+    /// itself ignores them (`proxy-buffering: off`), reported where sluice differs.
+    #[test]
+    fn buffer_sizes_as_far_as_sluice_streams() {
+        let buffering_only = [
+            ("proxy-buffers-number", "4"),
+            ("proxy-busy-buffers-size", "16k"),
+            ("proxy-max-temp-file-size", "0"),
+            ("proxy-max-temp-file-size", "1024m"),
+        ];
+        for pair in buffering_only {
+            let parsed = with(&[pair]);
+            assert!(
+                parsed.problems.is_empty(),
+                "{pair:?}: {:?}",
+                parsed.problems
+            );
+            assert_eq!(parsed.policy, Policy::default(), "{pair:?}");
+            let parsed = with(&[pair, ("proxy-buffering", "off")]);
+            assert!(
+                parsed.problems.is_empty(),
+                "{pair:?}: {:?}",
+                parsed.problems
+            );
+            // With response buffering asked for, sluice does not do what they size.
+            let parsed = with(&[pair, ("proxy-buffering", "on")]);
+            let problem = parsed
+                .problems
+                .iter()
+                .find(|p| p.annotation == format!("{NGINX_PREFIX}{}", pair.0))
+                .expect("reported");
+            assert_eq!(problem.reason, Reason::UnsupportedAnnotation);
+            assert!(
+                problem
+                    .detail
+                    .contains("without buffering it in memory or on disk")
+            );
+        }
+        for (name, says) in [
+            ("proxy-buffer-size", "64 KiB"),
+            ("client-body-buffer-size", "never writes bodies to disk"),
+        ] {
+            let parsed = with(&[(name, "8k")]);
+            assert_eq!(parsed.problems.len(), 1, "{name}");
+            assert_eq!(parsed.problems[0].reason, Reason::UnsupportedAnnotation);
+            assert!(
+                parsed.problems[0].detail.contains(says),
+                "{}",
+                parsed.problems[0].detail
+            );
+        }
+        for (name, bad) in [
+            ("proxy-buffers-number", "four"),
+            ("proxy-busy-buffers-size", "lots"),
+            ("proxy-max-temp-file-size", "-1"),
+            ("proxy-buffer-size", "8 kilobytes"),
+            ("client-body-buffer-size", "x"),
+        ] {
+            let parsed = with(&[(name, bad)]);
+            assert_eq!(parsed.problems.len(), 1, "{name}");
+            assert_eq!(
+                parsed.problems[0].reason,
+                Reason::InvalidAnnotation,
+                "{name}"
+            );
         }
     }
 }

@@ -81,11 +81,11 @@ fn sluice_prefix_wins_silently_over_nginx() {
     assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
     // Also for unsupported keys: only the winning key is reported.
     let parsed = parse(&map(&[
-        (&nginx("enable-rewrite-log"), "true"),
-        (&sluice("enable-rewrite-log"), "true"),
+        (&nginx("http2-push-preload"), "true"),
+        (&sluice("http2-push-preload"), "true"),
     ]));
     assert_eq!(parsed.problems.len(), 1);
-    assert_eq!(parsed.problems[0].annotation, sluice("enable-rewrite-log"));
+    assert_eq!(parsed.problems[0].annotation, sluice("http2-push-preload"));
 }
 
 #[test]
@@ -824,16 +824,8 @@ fn snippets_are_refused() {
 fn unknown_keys_are_reported_as_unsupported() {
     for (name, detail) in [
         (
-            "enable-rewrite-log",
-            "not supported by sluice: not supported yet",
-        ),
-        (
             "auth-cache-key",
             "not supported by sluice: not supported yet",
-        ),
-        (
-            "proxy-ssl-ciphers",
-            "not supported by sluice: TLS settings towards backends",
         ),
         (
             "custom-headers",
@@ -1158,4 +1150,111 @@ fn opentelemetry_annotations_invalid_value_is_reported_and_the_flag_applies() {
     let parsed = one("opentelemetry-operation-name", "HTTP $request_method");
     let p = problem(&parsed, "opentelemetry-operation-name");
     assert_eq!(p.reason, Reason::UnsupportedAnnotation);
+}
+
+/// ingress-nginx "Backend Certificate Authentication": `proxy-ssl-ciphers`,
+/// `proxy-ssl-protocols` and `proxy-ssl-verify-depth` (proxyssl/main.go).
+#[test]
+fn backend_certificate_authentication_ciphers_protocols_and_depth() {
+    use crate::openssl_ciphers::Tls12Suite;
+    let tls = |parsed: &Parsed| parsed.policy.upstream_tls.clone().expect("upstream TLS");
+
+    let parsed = one(
+        "proxy-ssl-ciphers",
+        "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384",
+    );
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    assert_eq!(
+        tls(&parsed).ciphers,
+        Some(vec![
+            Tls12Suite::EcdheRsaAes128GcmSha256,
+            Tls12Suite::EcdheRsaAes256GcmSha384
+        ])
+    );
+    // Unverified, no SNI: the ciphers alone change nothing else.
+    assert!(!tls(&parsed).verify && !tls(&parsed).server_name);
+
+    // Parts rustls lacks are reported; the rest applies.
+    let parsed = one(
+        "proxy-ssl-ciphers",
+        "DHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256",
+    );
+    let p = problem(&parsed, "proxy-ssl-ciphers");
+    assert_eq!(p.reason, Reason::InvalidAnnotation);
+    assert!(
+        p.detail.starts_with(
+            "\"DHE-RSA-AES128-GCM-SHA256\" (no cipher suite or keyword sluice knows) ignored"
+        ),
+        "{}",
+        p.detail
+    );
+    assert_eq!(
+        tls(&parsed).ciphers,
+        Some(vec![Tls12Suite::EcdheRsaAes128GcmSha256])
+    );
+
+    // Nothing usable: reported, the default applies.
+    let (parsed, detail) = invalid("proxy-ssl-ciphers", "RC4:3DES");
+    assert!(detail.ends_with("rustls's suites are offered"), "{detail}");
+    assert_eq!(parsed.policy.upstream_tls, None);
+
+    let parsed = one("proxy-ssl-protocols", "TLSv1.3");
+    assert!(parsed.problems.is_empty());
+    let protocols = tls(&parsed).protocols.clone().unwrap();
+    assert!(protocols.tls13 && !protocols.tls12);
+    let parsed = one("proxy-ssl-protocols", "TLSv1.1 TLSv1.2");
+    let p = problem(&parsed, "proxy-ssl-protocols");
+    assert_eq!(
+        p.detail,
+        "TLSv1.1 ignored: rustls does not offer them; TLSv1.2 offered"
+    );
+    assert!(tls(&parsed).protocols.clone().unwrap().tls12);
+    let (parsed, detail) = invalid("proxy-ssl-protocols", "TLSv1 TLSv1.1");
+    assert!(detail.contains("lists only TLSv1 TLSv1.1"), "{detail}");
+    assert_eq!(parsed.policy.upstream_tls, None);
+
+    // Depth: default 1 with verification, the value given otherwise; without
+    // verification nginx never checks it.
+    let verified = |depth: Option<&str>| {
+        let mut pairs = vec![(nginx("proxy-ssl-verify"), "on".to_owned())];
+        if let Some(depth) = depth {
+            pairs.push((nginx("proxy-ssl-verify-depth"), depth.to_owned()));
+        }
+        parse(&pairs.into_iter().collect())
+    };
+    assert_eq!(tls(&verified(None)).verify_depth, Some(1));
+    assert_eq!(tls(&verified(Some("3"))).verify_depth, Some(3));
+    assert_eq!(tls(&verified(Some("0"))).verify_depth, Some(1));
+    let parsed = verified(Some("deep"));
+    assert_eq!(parsed.problems[0].reason, Reason::InvalidAnnotation);
+    assert_eq!(tls(&parsed).verify_depth, Some(1));
+    let (_, detail) = invalid("proxy-ssl-verify-depth", "2");
+    assert_eq!(detail, "has no effect without proxy-ssl-verify: \"on\"");
+}
+
+/// ingress-nginx "Enable Rewrite Log", "Service Upstream" and "Session Affinity"
+/// (`affinity-canary-behavior`): booleans and values as its parsers take them.
+#[test]
+fn rewrite_log_service_upstream_and_canary_behavior() {
+    assert!(one("enable-rewrite-log", "true").policy.rewrite_log);
+    assert!(!one("enable-rewrite-log", "false").policy.rewrite_log);
+    let (parsed, detail) = invalid("enable-rewrite-log", "yes");
+    assert!(!parsed.policy.rewrite_log);
+    assert!(detail.ends_with("rewrites are not logged"), "{detail}");
+
+    assert!(one("service-upstream", "true").service_upstream);
+    assert!(!one("service-upstream", "false").service_upstream);
+    let (parsed, detail) = invalid("service-upstream", "on");
+    assert!(!parsed.service_upstream);
+    assert!(detail.ends_with("the endpoints are used"), "{detail}");
+
+    // Only on a canary Ingress.
+    let (_, detail) = invalid("affinity-canary-behavior", "legacy");
+    assert_eq!(detail, "has no effect without canary: \"true\"");
+    let parsed = parse(&map(&[
+        (&nginx("canary"), "true"),
+        (&nginx("affinity-canary-behavior"), "legacy"),
+    ]));
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    assert!(parsed.canary.unwrap().legacy_affinity);
 }

@@ -3,9 +3,11 @@
 //! `rewrite-target`, and sluice's own request and response fields.
 
 use super::*;
+use crate::openssl_ciphers::{ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list};
 
-/// `proxy-ssl-verify`, `proxy-ssl-name`, `proxy-ssl-server-name` and `proxy-ssl-secret`
-/// into [`Policy::upstream_tls`]; returns the Secret to resolve.
+/// `proxy-ssl-verify`, `proxy-ssl-name`, `proxy-ssl-server-name`, `proxy-ssl-secret`,
+/// `proxy-ssl-ciphers`, `proxy-ssl-protocols` and `proxy-ssl-verify-depth` into
+/// [`Policy::upstream_tls`]; returns the Secret to resolve.
 pub(super) fn upstream_tls(
     cx: &mut Cx<'_>,
     policy: &mut Policy,
@@ -14,16 +16,97 @@ pub(super) fn upstream_tls(
     let name = cx.value("proxy-ssl-name", protocol::parse_ssl_name);
     let server_name = cx.value("proxy-ssl-server-name", protocol::parse_on_off);
     let secret = cx.value("proxy-ssl-secret", protocol::parse_secret_ref);
-    if verify.is_none() && name.is_none() && server_name.is_none() && secret.is_none() {
+    let ciphers = ssl_ciphers(cx);
+    let protocols = ssl_protocols(cx);
+    let verify_depth = match cx.take("proxy-ssl-verify-depth") {
+        // nginx checks the depth only while verifying (`proxy_ssl_verify on`).
+        Some(entry) if verify != Some(true) => {
+            cx.invalid(entry, "has no effect without proxy-ssl-verify: \"on\"");
+            None
+        }
+        Some(entry) => cx.parse_entry(entry, protocol::parse_verify_depth),
+        None => None,
+    };
+    if verify.is_none()
+        && name.is_none()
+        && server_name.is_none()
+        && secret.is_none()
+        && ciphers.is_none()
+        && protocols.is_none()
+    {
         return None;
     }
     policy.upstream_tls = Some(Arc::new(UpstreamTls {
         verify: verify.unwrap_or(false),
         name,
         server_name: server_name.unwrap_or(false),
+        ciphers,
+        protocols,
+        // ingress-nginx's default `proxy-ssl-verify-depth`, 1.
+        verify_depth: Some(verify_depth.unwrap_or(1)),
         ..UpstreamTls::default()
     }));
     secret
+}
+
+/// `proxy-ssl-ciphers`: an OpenSSL cipher list. Elements that select nothing rustls offers
+/// are reported (the annotation counts as invalid), the rest applies.
+fn ssl_ciphers(cx: &mut Cx<'_>) -> Option<Vec<Tls12Suite>> {
+    let entry = cx.take("proxy-ssl-ciphers")?;
+    match parse_cipher_list(entry.value) {
+        Ok(list) if list.ignored.is_empty() => {
+            cx.applied(entry);
+            Some(list.suites)
+        }
+        Ok(list) => {
+            let ignored: Vec<String> = list.ignored.iter().map(ToString::to_string).collect();
+            let kept: Vec<&str> = list.suites.iter().map(|s| s.openssl_name()).collect();
+            cx.invalid(
+                entry,
+                format!(
+                    "{} ignored; the TLS 1.2 suites offered are {}",
+                    ignored.join(", "),
+                    kept.join(":")
+                ),
+            );
+            Some(list.suites)
+        }
+        Err(error) => {
+            cx.invalid(entry, format!("{error}; rustls's suites are offered"));
+            None
+        }
+    }
+}
+
+/// `proxy-ssl-protocols`: nginx's protocol list. Versions rustls lacks (`TLSv1`,
+/// `TLSv1.1`, ...) are reported, the rest applies.
+fn ssl_protocols(cx: &mut Cx<'_>) -> Option<ProtocolList> {
+    let entry = cx.take("proxy-ssl-protocols")?;
+    match parse_protocol_list(entry.value) {
+        Ok(list) if list.unavailable.is_empty() => {
+            cx.applied(entry);
+            Some(list)
+        }
+        Ok(list) => {
+            let offered: Vec<&str> = [(list.tls12, "TLSv1.2"), (list.tls13, "TLSv1.3")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
+            cx.invalid(
+                entry,
+                format!(
+                    "{} ignored: rustls does not offer them; {} offered",
+                    list.unavailable.join(" "),
+                    offered.join(" ")
+                ),
+            );
+            Some(list)
+        }
+        Err(error) => {
+            cx.invalid(entry, format!("{error}; TLSv1.2 and TLSv1.3 are offered"));
+            None
+        }
+    }
 }
 
 /// `upstream-vhost`: `host[:port]` sent as `Host`.
