@@ -165,6 +165,10 @@ pub struct Policy {
     /// The client certificate shown to the backend when it is connected to over TLS and
     /// the route's TLS setting names none (a Gateway's `spec.tls.backend`).
     pub backend_client_certificate: Option<Arc<crate::tls::TlsCertificate>>,
+    /// What `configuration-snippet` and `server-snippet` do that depends on the request
+    /// (variables, `if`, `rewrite`, `return`, `add_header`), run by the proxy's snippet
+    /// stage; their constant parts are in the fields above.
+    pub snippet: Option<Arc<crate::snippet_rules::SnippetRules>>,
 }
 
 /// Gateway API `RequestRedirect`: the `Location` is the request's URL with these parts
@@ -383,6 +387,12 @@ impl Policy {
     /// `Policy::default()`. For people (`sluice explain`, the dashboard), not for parsing.
     pub fn summary(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(snippet) = &self.snippet {
+            out.push(format!(
+                "snippet: {} request-time step(s) (configuration-snippet, server-snippet)",
+                snippet.steps.len()
+            ));
+        }
         let list = |cidrs: &[Cidr]| {
             cidrs
                 .iter()

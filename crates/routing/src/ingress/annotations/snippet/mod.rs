@@ -1,0 +1,207 @@
+//! `configuration-snippet` (and `server-snippet`), interpreted: the nginx directives people
+//! put there (`more_set_headers`, `more_clear_headers`, `add_header`, `proxy_set_header`,
+//! `more_set_input_headers`, `more_clear_input_headers`, `return`, `rewrite`, and `if`
+//! around `return`/`rewrite`/response fields) become the same policy values the other
+//! annotations produce, or request-time [`crate::SnippetRules`]. Nothing of the text is ever
+//! configuration: each directive is read, checked and lowered, or refused with an Event
+//! naming it and its line.
+//!
+//! Only with ingress-nginx's own switches in its ConfigMap: `allow-snippet-annotations:
+//! "true"` and, as ingress-nginx >= 1.12 requires for these Critical-risk annotations,
+//! `annotations-risk-level: Critical`. Otherwise every snippet is refused as before.
+//!
+//! A refused directive that restricts access (`deny`, `auth_*`, a `return 403` in an `if`
+//! sluice cannot read, ...) closes the routes (`fail_closed.rs`); otherwise the rest of
+//! the snippet applies.
+
+mod lower;
+mod parse;
+
+use std::sync::Arc;
+
+pub(crate) use lower::Level;
+
+use super::fail_closed::restricting_directive;
+use super::{Cx, Entry, SNIPPET_DETAIL};
+use crate::diagnostic::Reason;
+use crate::policy::Policy;
+
+/// The ConfigMap settings that let snippets through, in the Event of a refused one.
+pub(crate) const HOW_TO_ALLOW: &str = "to have sluice interpret its directives, set \
+allow-snippet-annotations: \"true\" and annotations-risk-level: Critical in the ingress-nginx \
+ConfigMap (as ingress-nginx >= 1.12 requires)";
+
+/// What a snippet annotation came to, for `sluice migrate`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnippetReport {
+    /// `line N: directive` of each directive interpreted.
+    pub interpreted: Vec<String>,
+    /// `line N: directive: why` of each refused.
+    pub refused: Vec<String>,
+}
+
+/// Reads `configuration-snippet` into `policy`. Returns the report for `sluice migrate`.
+pub(super) fn configuration_snippet(cx: &mut Cx<'_>, policy: &mut Policy) -> Option<SnippetReport> {
+    let entry = cx.take("configuration-snippet")?;
+    let lowered = read(cx, entry, Level::Location)?;
+    let report = report_of(&lowered);
+    apply(lowered, entry.value, policy);
+    Some(report)
+}
+
+/// Reads `server-snippet`: its rules, for the compiler to give every route of the
+/// Ingress's hosts (the oldest Ingress of a host that sets one decides, as ingress-nginx).
+pub(super) fn server_snippet(cx: &mut Cx<'_>) -> Option<(Arc<Policy>, SnippetReport)> {
+    let entry = cx.take("server-snippet")?;
+    let lowered = read(cx, entry, Level::Server)?;
+    let report = report_of(&lowered);
+    let mut policy = Policy::default();
+    apply(lowered, entry.value, &mut policy);
+    Some((Arc::new(policy), report))
+}
+
+/// Parses and lowers a snippet, reporting what is refused; `None` when nothing applies.
+fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Option<lower::Lowered> {
+    let directives = match parse::parse(entry.value) {
+        Ok(directives) => directives,
+        Err(why) => {
+            let detail = format!("not valid nginx configuration: {why}; nothing of it applies");
+            refuse_all(cx, entry, detail, entry.value);
+            return None;
+        }
+    };
+    let lowered = lower::lower(&directives, level);
+    // A refused directive that restricts access closes the routes: applying the rest would
+    // leave them more open than written.
+    if let Some(restricting) = lowered
+        .refused
+        .iter()
+        .find_map(|r| restricting_directive(&r.text).map(|d| (r, d)))
+    {
+        let (refused, directive) = restricting;
+        let detail = format!(
+            "line {} ({}) is not interpreted ({}) and restricts access ({directive:?})",
+            refused.line, refused.name, refused.why
+        );
+        cx.fail_closed(entry, detail);
+        return None;
+    }
+    for refused in &lowered.refused {
+        cx.report(
+            entry,
+            Reason::SnippetRefused,
+            format!(
+                "line {}: directive {} is not applied: {}; the rest of the snippet applies",
+                refused.line, refused.name, refused.why
+            ),
+        );
+    }
+    if lowered.refused.is_empty() {
+        cx.applied(entry);
+    }
+    Some(lowered)
+}
+
+/// Refuses a whole snippet (fail closed when it restricts access).
+fn refuse_all<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, detail: String, text: &str) {
+    match restricting_directive(text) {
+        Some(directive) => cx.fail_closed(
+            entry,
+            format!("{detail}, and it restricts access ({directive:?})"),
+        ),
+        None => cx.report(entry, Reason::SnippetRefused, detail),
+    }
+}
+
+/// The detail of a snippet refused because the ConfigMap does not allow snippets.
+pub(super) fn not_allowed_detail(name: &str) -> String {
+    let hint = if name == "configuration-snippet" {
+        " (to set request or response fields without snippets, use sluice.dev/request-headers \
+         or sluice.dev/response-headers)"
+    } else {
+        ""
+    };
+    format!("{SNIPPET_DETAIL}{hint}; {HOW_TO_ALLOW}")
+}
+
+fn report_of(lowered: &lower::Lowered) -> SnippetReport {
+    SnippetReport {
+        interpreted: lowered.interpreted.clone(),
+        refused: lowered
+            .refused
+            .iter()
+            .map(|r| format!("line {}: {}: {}", r.line, r.name, r.why))
+            .collect(),
+    }
+}
+
+/// Puts what a snippet lowered to into `policy`.
+fn apply(lowered: lower::Lowered, source: &str, policy: &mut Policy) {
+    let lower::Lowered {
+        request_set,
+        request_remove,
+        upstream_vhost,
+        response_set,
+        response_remove,
+        response_add,
+        mut rules,
+        ..
+    } = lowered;
+    set_fields(&mut policy.request_headers, request_set);
+    policy.request_headers_remove.extend(request_remove);
+    if upstream_vhost.is_some() {
+        policy.upstream_vhost = upstream_vhost;
+    }
+    set_fields(&mut policy.response_headers, response_set);
+    policy.response_headers_remove.extend(response_remove);
+    policy.response_headers_add.extend(response_add);
+    let dynamic = !rules.steps.is_empty()
+        || !rules.request_set.is_empty()
+        || !rules.response_set.is_empty()
+        || !rules.response_add.is_empty()
+        || !rules.response_clear.is_empty();
+    if dynamic {
+        rules.source.push(source.to_owned());
+        policy.snippet = Some(Arc::new(rules));
+    }
+}
+
+/// Sets fields, a later one replacing an earlier one of the same name.
+fn set_fields(
+    fields: &mut Vec<(http::HeaderName, http::HeaderValue)>,
+    new: Vec<(http::HeaderName, http::HeaderValue)>,
+) {
+    for (name, value) in new {
+        fields.retain(|(n, _)| *n != name);
+        fields.push((name, value));
+    }
+}
+
+/// Merges a host's server snippet into a route's policy: its request-time rules run
+/// before the route's own (nginx's server rewrite phase comes first), its fields apply
+/// where the route sets none of the same name.
+pub(crate) fn merge_server(route: &Policy, server: &Policy) -> Policy {
+    let mut out = route.clone();
+    for (name, value) in &server.response_headers {
+        if !out.response_headers.iter().any(|(n, _)| n == name) {
+            out.response_headers.insert(0, (name.clone(), value.clone()));
+        }
+    }
+    out.response_headers_remove
+        .extend(server.response_headers_remove.iter().cloned());
+    out.response_headers_add
+        .extend(server.response_headers_add.iter().cloned());
+    if let Some(server_rules) = &server.snippet {
+        let mut rules = (**server_rules).clone();
+        if let Some(own) = &route.snippet {
+            rules.source.extend(own.source.iter().cloned());
+            rules.steps.extend(own.steps.iter().cloned());
+            rules.request_set.extend(own.request_set.iter().cloned());
+            rules.response_set.extend(own.response_set.iter().cloned());
+            rules.response_add.extend(own.response_add.iter().cloned());
+            rules.response_clear.extend(own.response_clear.iter().cloned());
+        }
+        out.snippet = Some(Arc::new(rules));
+    }
+    out
+}
