@@ -55,6 +55,8 @@ pub(crate) fn encode_head(
         remove,
         cookie,
         rewrites,
+        snippet,
+        status: _,
     } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
@@ -66,7 +68,7 @@ pub(crate) fn encode_head(
         {
             continue;
         }
-        if removed(remove, name) {
+        if removed(remove, name) || snippet.is_some_and(|s| s.clears(name)) {
             continue;
         }
         let value = match compress::field_edit(name, value, compressed) {
@@ -86,7 +88,14 @@ pub(crate) fn encode_head(
     }
     // Gateway API `ResponseHeaderModifier`: set, then add, then remove.
     for (name, value) in set.iter().chain(add) {
-        if !removed(remove, name.as_str().as_bytes()) {
+        let name = name.as_str().as_bytes();
+        if !removed(remove, name) && !snippet.is_some_and(|s| s.clears(name)) {
+            put_header(out, name, value.as_bytes());
+        }
+    }
+    // nginx `add_header` (a snippet's), on its statuses unless `always`.
+    if let Some(snippet) = snippet {
+        for (name, value) in snippet.added(response.status.as_u16()) {
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }

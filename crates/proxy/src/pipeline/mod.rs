@@ -34,6 +34,7 @@ pub(crate) mod outgoing;
 pub(crate) mod response_edits;
 pub(crate) mod route;
 pub(crate) mod route_policy;
+pub(crate) mod snippet;
 pub(crate) mod view;
 
 use std::borrow::Cow;
@@ -217,11 +218,31 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             .then(|| request.field(b"access-control-request-headers"))
             .flatten(),
     };
+    // The route's snippets (`configuration-snippet`, `server-snippet`): one pure run, only
+    // for routes that have request-time rules.
+    let mut snippet_outcome = route_policy
+        .snippet
+        .as_deref()
+        .map(|rules| snippet::run(rules, request, path, ctx.tls, facts.client));
+    let snippet_request = snippet_outcome
+        .as_mut()
+        .map(|o| std::mem::take(&mut o.request_set))
+        .unwrap_or_default();
+    let decided = decide(
+        ctx,
+        route_entry,
+        &facts,
+        request.query(),
+        fixed,
+        start,
+        snippet_outcome.as_mut(),
+    );
     let Forward {
         limit_slot,
         rewritten,
         response_fields,
-    } = match decide(ctx, route_entry, &facts, request.query(), fixed, start) {
+        snippet_response,
+    } = match decided {
         Decision::Forward(forward) => forward,
         Decision::Page(status) => return (done, Reply::Page(status)),
         Decision::Answer(answer) => return (done, Reply::Answer(answer)),
@@ -314,6 +335,12 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
     }
     let mut request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
+    if !snippet_request.is_empty() {
+        // `proxy_set_header` with variables: set like the route's constant fields.
+        let set = request_set.to_mut();
+        set.retain(|(name, _)| !snippet_request.iter().any(|(n, _)| n == name));
+        set.extend(snippet_request);
+    }
     if let Some(span) = &done.trace {
         // The backend's spans are children of this request's.
         request_set.to_mut().extend(span.fields());
@@ -363,6 +390,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         set: response_fields,
         entry,
         cookie,
+        snippet: snippet_response,
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     let asked = done.trace.as_ref().map(|_| Instant::now());
