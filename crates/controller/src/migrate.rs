@@ -1312,7 +1312,10 @@ mod tests {
         );
         // Without the ConfigMap's switch the snippet itself is a problem, saying how to allow.
         let problem = &r.ingresses[0].problems[0];
-        assert!(problem.detail.contains("allow-snippet-annotations"), "{problem:?}");
+        assert!(
+            problem.detail.contains("allow-snippet-annotations"),
+            "{problem:?}"
+        );
     }
 
     #[test]

@@ -809,9 +809,11 @@ spec:
     .await
     .unwrap();
     let status = |host: &'static str| async move { ask_host(addr, host).await.0 };
-    sluice_testenv::eventually(Duration::from_secs(10), "served, snippet refused", || async {
-        (status("snippet.test").await == 200).then_some(())
-    })
+    sluice_testenv::eventually(
+        Duration::from_secs(10),
+        "served, snippet refused",
+        || async { (status("snippet.test").await == 200).then_some(()) },
+    )
     .await
     .unwrap();
 

@@ -119,13 +119,21 @@ async fn configuration_snippet_sets_clears_and_adds_response_fields() {
                        add_header X-Always yes always;";
         let (proxy, _backend, compiled) =
             proxy_with("snip.example", &[("configuration-snippet", snippet)]).await;
-        assert!(snippet_events(&compiled).is_empty(), "{:?}", compiled.diagnostics);
+        assert!(
+            snippet_events(&compiled).is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
         for (label, method, body) in SHAPES {
             let ok = request(&proxy, (method, body), "snip.example", "/", &[]).await;
             assert_eq!(ok.status, 200, "{label}");
             assert_eq!(header(&ok, "x-frame-options"), Some("DENY"), "{label}");
             assert_eq!(header(&ok, "expectedhost"), Some("snip.example"), "{label}");
-            assert_eq!(header(&ok, POD_HEADER), None, "{label}: cleared by X-Echo-*");
+            assert_eq!(
+                header(&ok, POD_HEADER),
+                None,
+                "{label}: cleared by X-Echo-*"
+            );
             assert_eq!(header(&ok, "x-on-success"), Some("yes"), "{label}");
             assert_eq!(header(&ok, "x-always"), Some("yes"), "{label}");
             // nginx `add_header` skips a 404 unless `always`.
@@ -151,7 +159,11 @@ async fn configuration_snippet_sets_request_fields_for_the_backend() {
                        more_set_input_headers 'pathType: prefix';";
         let (proxy, _backend, compiled) =
             proxy_with("req.example", &[("configuration-snippet", snippet)]).await;
-        assert!(snippet_events(&compiled).is_empty(), "{:?}", compiled.diagnostics);
+        assert!(
+            snippet_events(&compiled).is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
         for (label, method, body) in SHAPES {
             let answer = request(
                 &proxy,
@@ -162,7 +174,11 @@ async fn configuration_snippet_sets_request_fields_for_the_backend() {
             )
             .await;
             let report = answer.report();
-            assert_eq!(report.headers.get("x-team").map(String::as_str), Some("blue"), "{label}");
+            assert_eq!(
+                report.headers.get("x-team").map(String::as_str),
+                Some("blue"),
+                "{label}"
+            );
             assert_eq!(
                 report.headers.get("x-original-uri").map(String::as_str),
                 Some("/a?b=1"),
@@ -194,7 +210,11 @@ async fn configuration_snippet_return_and_rewrite() {
                        if ($http_x_mobile ~* ^yes$) { return 301 https://m.example$request_uri; }";
         let (proxy, _backend, compiled) =
             proxy_with("rw.example", &[("configuration-snippet", snippet)]).await;
-        assert!(snippet_events(&compiled).is_empty(), "{:?}", compiled.diagnostics);
+        assert!(
+            snippet_events(&compiled).is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
         for (label, method, body) in SHAPES {
             let go = |path: &'static str, headers: &'static [(&'static str, &'static str)]| {
                 request(&proxy, (method, body), "rw.example", path, headers)
@@ -207,11 +227,19 @@ async fn configuration_snippet_return_and_rewrite() {
 
             let moved = go("/moved?k=v", &[]).await;
             assert_eq!(moved.status, 301, "{label}");
-            assert_eq!(header(&moved, "location"), Some("http://rw.example/here?k=v"), "{label}");
+            assert_eq!(
+                header(&moved, "location"),
+                Some("http://rw.example/here?k=v"),
+                "{label}"
+            );
 
             let away = go("/away/p", &[]).await;
             assert_eq!(away.status, 302, "{label}");
-            assert_eq!(header(&away, "location"), Some("https://other.example/p"), "{label}");
+            assert_eq!(
+                header(&away, "location"),
+                Some("https://other.example/p"),
+                "{label}"
+            );
 
             let health = go("/health", &[]).await;
             assert_eq!(health.status, 200, "{label}");
@@ -219,7 +247,11 @@ async fn configuration_snippet_return_and_rewrite() {
 
             let mobile = go("/shop?x=1", &[("x-mobile", "YES")]).await;
             assert_eq!(mobile.status, 301, "{label}");
-            assert_eq!(header(&mobile, "location"), Some("https://m.example/shop?x=1"), "{label}");
+            assert_eq!(
+                header(&mobile, "location"),
+                Some("https://m.example/shop?x=1"),
+                "{label}"
+            );
 
             // Nothing matched: the backend answers with the path as sent.
             let plain = go("/plain", &[]).await;
@@ -360,7 +392,11 @@ async fn server_snippet_applies_to_every_path_of_the_host_oldest_ingress_wins() 
                 )
                 .await;
                 assert_eq!(mobile.status, 301, "{label} {path}");
-                assert_eq!(header(&mobile, "location"), Some("https://m.example"), "{label}");
+                assert_eq!(
+                    header(&mobile, "location"),
+                    Some("https://m.example"),
+                    "{label}"
+                );
             }
         }
         proxy.shutdown().await;

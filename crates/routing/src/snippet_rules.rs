@@ -315,7 +315,8 @@ impl SnippetRules {
         for add in &self.response_add {
             push_add(add, facts, &state, &mut out);
         }
-        out.response_clear.extend(self.response_clear.iter().cloned());
+        out.response_clear
+            .extend(self.response_clear.iter().cloned());
         out
     }
 }
@@ -464,9 +465,11 @@ fn holds(condition: &Condition, facts: &Facts<'_>, state: &mut State) -> bool {
             let value = value(var, state);
             !value.is_empty() && value != "0"
         }
-        Condition::Equals { var, value: v, negate } => {
-            (value(var, state) == v.expand(facts, state)) != *negate
-        }
+        Condition::Equals {
+            var,
+            value: v,
+            negate,
+        } => (value(var, state) == v.expand(facts, state)) != *negate,
         Condition::Matches { var, regex, negate } => {
             let subject = value(var, state);
             match regex.captures(&subject) {

@@ -10,8 +10,7 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 use sluice_routing::{
-    ADD_HEADER_STATUSES, HeaderPattern, SnippetAnswer, SnippetFacts, SnippetOutcome,
-    SnippetRules,
+    ADD_HEADER_STATUSES, HeaderPattern, SnippetAnswer, SnippetFacts, SnippetOutcome, SnippetRules,
 };
 
 use crate::pipeline::route_policy::Answer;

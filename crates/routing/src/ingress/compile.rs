@@ -784,7 +784,10 @@ impl<'a> Compiler<'_, 'a> {
         let mut out: HashMap<HostPattern, (usize, Arc<Policy>)> = HashMap::new();
         for index in 0..self.ingresses.len() {
             let policy = &self.policies[index];
-            let Some(snippet) = policy.server_snippet.clone().filter(|_| policy.canary.is_none())
+            let Some(snippet) = policy
+                .server_snippet
+                .clone()
+                .filter(|_| policy.canary.is_none())
             else {
                 continue;
             };
@@ -1557,7 +1560,14 @@ struct Entries<'c, 'a> {
 
 /// What makes two route entries different: (backend id, owning Ingress, redirecting,
 /// rewritten rule path, canary Ingress, Ingress of the host's server snippet).
-type EntryKey = (u32, usize, bool, Option<String>, Option<usize>, Option<usize>);
+type EntryKey = (
+    u32,
+    usize,
+    bool,
+    Option<String>,
+    Option<usize>,
+    Option<usize>,
+);
 
 impl Entries<'_, '_> {
     fn get(

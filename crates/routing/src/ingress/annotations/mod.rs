@@ -282,7 +282,10 @@ pub(crate) fn parse(annotations: &BTreeMap<String, String>) -> Parsed {
 
 /// [`parse`]; `snippets`: the ConfigMap allows snippet annotations
 /// (`allow-snippet-annotations`, `annotations-risk-level: Critical`).
-pub(crate) fn parse_with_snippets(annotations: &BTreeMap<String, String>, snippets: bool) -> Parsed {
+pub(crate) fn parse_with_snippets(
+    annotations: &BTreeMap<String, String>,
+    snippets: bool,
+) -> Parsed {
     parse_traced_with(annotations, snippets).0
 }
 
@@ -630,9 +633,7 @@ impl<'a> Cx<'a> {
                 self.fail_closed(entry, detail);
             } else if name.ends_with("-snippet") {
                 let detail = match name {
-                    "configuration-snippet" | "server-snippet" => {
-                        snippet::not_allowed_detail(name)
-                    }
+                    "configuration-snippet" | "server-snippet" => snippet::not_allowed_detail(name),
                     _ => SNIPPET_DETAIL.to_owned(),
                 };
                 self.report(entry, Reason::SnippetRefused, detail);

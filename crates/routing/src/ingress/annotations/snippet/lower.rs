@@ -130,9 +130,9 @@ fn lower_one(d: &Directive, level: Level, out: &mut Lowered) -> Result<(), Strin
             let [name, value] = exact_args(d)?;
             request_field(&name.text, &value.text, out)
         }
-        "more_set_input_headers" if level == Level::Server => Err(
-            "not interpreted at the server level; use it in configuration-snippet".to_owned(),
-        ),
+        "more_set_input_headers" if level == Level::Server => {
+            Err("not interpreted at the server level; use it in configuration-snippet".to_owned())
+        }
         "more_set_input_headers" => {
             for (name, value) in set_headers(d, &["-r", "-t"])? {
                 match value {
@@ -242,7 +242,10 @@ fn return_step(d: &Directive) -> Result<Step, String> {
     let Ok(status) = first.text.parse::<u16>() else {
         let url = template(&first.text)?;
         if text.is_some() || !url.is_absolute_url() {
-            return Err(format!("{:?} is not a status nor an absolute URL", first.text));
+            return Err(format!(
+                "{:?} is not a status nor an absolute URL",
+                first.text
+            ));
         }
         return Ok(Step::Return {
             status: 302,
@@ -359,11 +362,13 @@ fn clear_headers(d: &Directive) -> Result<Vec<HeaderPattern>, String> {
         for name in arg.text.split_whitespace() {
             match name.strip_suffix('*') {
                 Some(prefix) => {
-                    if prefix.contains('*') || (!prefix.is_empty() && field_name(prefix).is_err())
-                    {
+                    if prefix.contains('*') || (!prefix.is_empty() && field_name(prefix).is_err()) {
                         return Err(format!("{name:?} is not a field name pattern"));
                     }
-                    if FRAMING.iter().any(|f| f.starts_with(&prefix.to_ascii_lowercase())) {
+                    if FRAMING
+                        .iter()
+                        .any(|f| f.starts_with(&prefix.to_ascii_lowercase()))
+                    {
                         return Err(format!("{name:?} would clear framing fields"));
                     }
                     out.push(HeaderPattern::Prefix(prefix.to_ascii_lowercase()));
@@ -415,8 +420,9 @@ fn request_field(name: &str, value: &str, out: &mut Lowered) -> Result<(), Strin
         }
         // sluice passes WebSocket upgrades through itself.
         "upgrade" if value_lower == "$http_upgrade" => return Ok(()),
-        "connection" if ["upgrade", "$connection_upgrade", "$http_connection"]
-            .contains(&value_lower.as_str()) =>
+        "connection"
+            if ["upgrade", "$connection_upgrade", "$http_connection"]
+                .contains(&value_lower.as_str()) =>
         {
             return Ok(());
         }
@@ -445,7 +451,9 @@ fn field_name(name: &str) -> Result<HeaderName, String> {
     let parsed = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| format!("{name:?} is not a field name"))?;
     if FRAMING.contains(&parsed.as_str()) {
-        return Err(format!("{name:?} is a hop-by-hop or framing field sluice manages"));
+        return Err(format!(
+            "{name:?} is a hop-by-hop or framing field sluice manages"
+        ));
     }
     Ok(parsed)
 }

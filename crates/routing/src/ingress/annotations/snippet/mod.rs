@@ -184,7 +184,8 @@ pub(crate) fn merge_server(route: &Policy, server: &Policy) -> Policy {
     let mut out = route.clone();
     for (name, value) in &server.response_headers {
         if !out.response_headers.iter().any(|(n, _)| n == name) {
-            out.response_headers.insert(0, (name.clone(), value.clone()));
+            out.response_headers
+                .insert(0, (name.clone(), value.clone()));
         }
     }
     out.response_headers_remove
@@ -199,7 +200,9 @@ pub(crate) fn merge_server(route: &Policy, server: &Policy) -> Policy {
             rules.request_set.extend(own.request_set.iter().cloned());
             rules.response_set.extend(own.response_set.iter().cloned());
             rules.response_add.extend(own.response_add.iter().cloned());
-            rules.response_clear.extend(own.response_clear.iter().cloned());
+            rules
+                .response_clear
+                .extend(own.response_clear.iter().cloned());
         }
         out.snippet = Some(Arc::new(rules));
     }

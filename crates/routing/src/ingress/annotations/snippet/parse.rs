@@ -72,7 +72,10 @@ impl Reader<'_> {
             match end {
                 End::Eof if words.is_empty() => {
                     if depth > 0 {
-                        return Err(format!("line {}: unexpected end, \"}}\" missing", self.line));
+                        return Err(format!(
+                            "line {}: unexpected end, \"}}\" missing",
+                            self.line
+                        ));
                     }
                     return Ok(out);
                 }
@@ -86,7 +89,9 @@ impl Reader<'_> {
                     return Ok(out);
                 }
                 End::Close => {
-                    return Err(format!("line {line}: directive without \";\" before \"}}\""));
+                    return Err(format!(
+                        "line {line}: directive without \";\" before \"}}\""
+                    ));
                 }
                 End::Semicolon if words.is_empty() => {
                     return Err(format!("line {line}: unexpected \";\""));
@@ -274,11 +279,18 @@ mod tests {
 
     #[test]
     fn escapes_in_and_out_of_quotes_as_nginx() {
-        let parsed = parse(r#"a "q\"uote" 'it\'s' "tab\there" bare\;semi "back\\slash" "\d";"#)
-            .unwrap();
+        let parsed =
+            parse(r#"a "q\"uote" 'it\'s' "tab\there" bare\;semi "back\\slash" "\d";"#).unwrap();
         assert_eq!(
             words(&parsed[0]),
-            ["q\"uote", "it's", "tab\there", "bare;semi", "back\\slash", "\\d"]
+            [
+                "q\"uote",
+                "it's",
+                "tab\there",
+                "bare;semi",
+                "back\\slash",
+                "\\d"
+            ]
         );
     }
 

@@ -11,7 +11,10 @@ fn server(text: &str) -> Lowered {
 }
 
 fn refused(l: &Lowered) -> Vec<(usize, &str)> {
-    l.refused.iter().map(|r| (r.line, r.name.as_str())).collect()
+    l.refused
+        .iter()
+        .map(|r| (r.line, r.name.as_str()))
+        .collect()
 }
 
 /// Runs the rules for a request.
@@ -124,7 +127,10 @@ fn add_header_always_and_conditional() {
     let l = lowered("add_header X-A 1 always;\nadd_header X-B 2;\nadd_header X-C $scheme always;");
     assert_eq!(
         l.response_add,
-        [(HeaderName::from_static("x-a"), HeaderValue::from_static("1"))]
+        [(
+            HeaderName::from_static("x-a"),
+            HeaderValue::from_static("1")
+        )]
     );
     assert_eq!(l.rules.response_add.len(), 2);
     let out = run(&l, "/", "", &[]);
@@ -166,7 +172,10 @@ fn proxy_set_header_forms() {
         )]
     );
     assert_eq!(l.request_remove, [HeaderName::from_static("x-gone")]);
-    assert_eq!(l.upstream_vhost, Some(HeaderValue::from_static("backend.internal")));
+    assert_eq!(
+        l.upstream_vhost,
+        Some(HeaderValue::from_static("backend.internal"))
+    );
     assert_eq!(
         refused(&l),
         [
@@ -259,7 +268,10 @@ fn rewrite_forms() {
         Some("/search?q=1&page=2")
     );
     let l = lowered("rewrite ^/s$ /search? break;");
-    assert_eq!(run(&l, "/s", "page=2", &[]).target.as_deref(), Some("/search"));
+    assert_eq!(
+        run(&l, "/s", "page=2", &[]).target.as_deref(),
+        Some("/search")
+    );
     // Without a flag the next rewrite sees the new path; `break` stops.
     let l = lowered("rewrite ^/a$ /b;\nrewrite ^/b$ /c break;\nrewrite ^/c$ /d;");
     assert_eq!(run(&l, "/a", "", &[]).target.as_deref(), Some("/c"));
@@ -299,7 +311,11 @@ fn if_conditions_and_bodies() {
     let l = lowered("if ($http_x_debug) { add_header X-Debug on always; }");
     assert!(run(&l, "/", "", &[]).response_add.is_empty());
     assert_eq!(run(&l, "/", "", &[("x-debug", "1")]).response_add.len(), 1);
-    assert!(run(&l, "/", "", &[("x-debug", "0")]).response_add.is_empty());
+    assert!(
+        run(&l, "/", "", &[("x-debug", "0")])
+            .response_add
+            .is_empty()
+    );
 }
 
 #[test]
@@ -356,7 +372,11 @@ fn templates_read_variables_as_nginx() {
             "x-forwarded-for"
         )))]
     );
-    assert!(template("$cookie_session").unwrap_err().contains("$cookie_session"));
+    assert!(
+        template("$cookie_session")
+            .unwrap_err()
+            .contains("$cookie_session")
+    );
     assert!(template("${uri").is_err());
 }
 
