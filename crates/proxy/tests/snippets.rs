@@ -403,3 +403,34 @@ async fn server_snippet_applies_to_every_path_of_the_host_oldest_ingress_wins() 
     })
     .await;
 }
+
+/// "Server snippet": a refused directive that restricts access would restrict the whole
+/// nginx server, so every path of the host closes (503), other Ingresses' paths included.
+#[tokio::test]
+async fn server_snippet_refused_access_rule_closes_every_path_of_the_host() {
+    init_tracing();
+    bounded(async {
+        let backend = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let first = annotated(
+            Route::new("guarded.example", "web", vec![backend.addr()]).with_path("/a"),
+            &[("server-snippet", "allow 10.0.0.0/8;\ndeny all;")],
+        );
+        let second = Route::new("guarded.example", "web", vec![backend.addr()]).with_path("/b");
+        let other = Route::new("open.example", "web", vec![backend.addr()]);
+        let compiled = install(&proxy, &[first, second, other], Some(allowing()));
+        let events = snippet_events(&compiled);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].reason, Reason::FailedClosed);
+        for (label, method, body) in SHAPES {
+            for path in ["/a", "/b"] {
+                let answer = request(&proxy, (method, body), "guarded.example", path, &[]).await;
+                assert_eq!(answer.status, 503, "{label} {path}");
+            }
+            let open = request(&proxy, (method, body), "open.example", "/", &[]).await;
+            assert_eq!(open.status, 200, "{label}: another host is not affected");
+        }
+        proxy.shutdown().await;
+    })
+    .await;
+}

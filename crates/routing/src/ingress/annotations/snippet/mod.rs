@@ -43,7 +43,9 @@ pub struct SnippetReport {
 /// Reads `configuration-snippet` into `policy`. Returns the report for `sluice migrate`.
 pub(super) fn configuration_snippet(cx: &mut Cx<'_>, policy: &mut Policy) -> Option<SnippetReport> {
     let entry = cx.take("configuration-snippet")?;
-    let lowered = read(cx, entry, Level::Location)?;
+    let Read::Applied(lowered) = read(cx, entry, Level::Location) else {
+        return None;
+    };
     let report = report_of(&lowered);
     apply(lowered, entry.value, policy);
     Some(report)
@@ -53,21 +55,42 @@ pub(super) fn configuration_snippet(cx: &mut Cx<'_>, policy: &mut Policy) -> Opt
 /// Ingress's hosts (the oldest Ingress of a host that sets one decides, as ingress-nginx).
 pub(super) fn server_snippet(cx: &mut Cx<'_>) -> Option<(Arc<Policy>, SnippetReport)> {
     let entry = cx.take("server-snippet")?;
-    let lowered = read(cx, entry, Level::Server)?;
+    let lowered = match read(cx, entry, Level::Server) {
+        Read::Applied(lowered) => lowered,
+        // nginx would restrict the whole server: every route of the hosts closes, those
+        // of other Ingresses too.
+        Read::Closed => {
+            let closed = Policy {
+                fail_closed: true,
+                ..Policy::default()
+            };
+            return Some((Arc::new(closed), SnippetReport::default()));
+        }
+        Read::Refused => return None,
+    };
     let report = report_of(&lowered);
     let mut policy = Policy::default();
     apply(lowered, entry.value, &mut policy);
     Some((Arc::new(policy), report))
 }
 
-/// Parses and lowers a snippet, reporting what is refused; `None` when nothing applies.
-fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Option<lower::Lowered> {
+/// What reading a snippet came to.
+enum Read {
+    /// Its directives, some perhaps refused (and reported).
+    Applied(lower::Lowered),
+    /// Refused in a way that restricts access: the routes are closed (and it is reported).
+    Closed,
+    /// Refused whole (and reported).
+    Refused,
+}
+
+/// Parses and lowers a snippet, reporting what is refused.
+fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Read {
     let directives = match parse::parse(entry.value) {
         Ok(directives) => directives,
         Err(why) => {
             let detail = format!("not valid nginx configuration: {why}; nothing of it applies");
-            refuse_all(cx, entry, detail, entry.value);
-            return None;
+            return refuse_all(cx, entry, detail, entry.value);
         }
     };
     let lowered = lower::lower(&directives, level);
@@ -84,7 +107,7 @@ fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Option<lower::Lo
             refused.line, refused.name, refused.why
         );
         cx.fail_closed(entry, detail);
-        return None;
+        return Read::Closed;
     }
     for refused in &lowered.refused {
         cx.report(
@@ -99,17 +122,23 @@ fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Option<lower::Lo
     if lowered.refused.is_empty() {
         cx.applied(entry);
     }
-    Some(lowered)
+    Read::Applied(lowered)
 }
 
 /// Refuses a whole snippet (fail closed when it restricts access).
-fn refuse_all<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, detail: String, text: &str) {
+fn refuse_all<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, detail: String, text: &str) -> Read {
     match restricting_directive(text) {
-        Some(directive) => cx.fail_closed(
-            entry,
-            format!("{detail}, and it restricts access ({directive:?})"),
-        ),
-        None => cx.report(entry, Reason::SnippetRefused, detail),
+        Some(directive) => {
+            cx.fail_closed(
+                entry,
+                format!("{detail}, and it restricts access ({directive:?})"),
+            );
+            Read::Closed
+        }
+        None => {
+            cx.report(entry, Reason::SnippetRefused, detail);
+            Read::Refused
+        }
     }
 }
 
@@ -182,6 +211,7 @@ fn set_fields(
 /// where the route sets none of the same name.
 pub(crate) fn merge_server(route: &Policy, server: &Policy) -> Policy {
     let mut out = route.clone();
+    out.fail_closed |= server.fail_closed;
     for (name, value) in &server.response_headers {
         if !out.response_headers.iter().any(|(n, _)| n == name) {
             out.response_headers
