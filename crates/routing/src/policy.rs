@@ -7,7 +7,9 @@
 //! (`gateway/rule.rs`); the equivalent annotation and filter give the same value.
 //! Everything is parsed and validated once, at compile time; the request path only reads
 //! these fields (no string parsing per request). Values are data: nothing is ever
-//! templated into configuration text, which is why snippet annotations have no place here.
+//! templated into configuration text; interpreted snippets (`configuration-snippet`,
+//! `server-snippet`) come here directive by directive, as these fields and
+//! [`crate::SnippetRules`].
 //!
 //! The proxy applies a policy in this order (ingress-nginx's, where it has one):
 //! source ranges (403), HTTPS redirect (308), permanent/temporary redirect, app root

@@ -7,7 +7,8 @@
 //! 2. `route`: the request to a route entry and a backend of the current snapshot (one
 //!    atomic load); a canary or a weighted split is drawn here, once. A request the own
 //!    loop hands to hyper carries this routing.
-//! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
+//! 3. `decision`: the route's own answers (`route_policy`), its snippets' request-time rules
+//!    (`snippet`: `return`, `rewrite`, fields with variables), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward; then the global rate limit (`crate::global_rate_limit`, a store
 //!    shared by the replicas).

@@ -238,3 +238,99 @@ pub(crate) fn merge_server(route: &Policy, server: &Policy) -> Policy {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::super::{NGINX_PREFIX, check_annotations, parse_with_snippets};
+    use crate::ingress::config_map::read;
+
+    fn config_map(data: &[(&str, &str)]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    /// ingress-nginx >= 1.12: `allow-snippet-annotations: "true"` and
+    /// `annotations-risk-level: Critical` (any case, `StringRiskToRisk`) both needed.
+    #[test]
+    fn the_configmap_switch_needs_both_keys() {
+        for (data, allowed) in [
+            (&[][..], false),
+            (&[("allow-snippet-annotations", "true")][..], false),
+            (&[("annotations-risk-level", "Critical")][..], false),
+            (
+                &[
+                    ("allow-snippet-annotations", "true"),
+                    ("annotations-risk-level", "critical"),
+                ][..],
+                true,
+            ),
+            (
+                &[
+                    ("allow-snippet-annotations", "false"),
+                    ("annotations-risk-level", "Critical"),
+                ][..],
+                false,
+            ),
+            (
+                &[
+                    ("allow-snippet-annotations", "true"),
+                    ("annotations-risk-level", "High"),
+                ][..],
+                false,
+            ),
+        ] {
+            let (config, problems) = read(&config_map(data), None);
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(config.snippets_allowed(), allowed, "{data:?}");
+        }
+        // A value that does not parse keeps the previous one, and is said.
+        let both = [
+            ("allow-snippet-annotations", "true"),
+            ("annotations-risk-level", "Critical"),
+        ];
+        let (on, _) = read(&config_map(&both), None);
+        let bad = [
+            ("allow-snippet-annotations", "yes please"),
+            ("annotations-risk-level", "Critical"),
+        ];
+        let (still, problems) = read(&config_map(&bad), Some(&on));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(still.snippets_allowed());
+    }
+
+    #[test]
+    fn a_snippet_is_applied_only_when_allowed() {
+        let annotations = BTreeMap::from([(
+            format!("{NGINX_PREFIX}configuration-snippet"),
+            "more_set_headers 'X-A: 1';".to_owned(),
+        )]);
+        let off = parse_with_snippets(&annotations, false);
+        assert!(off.policy.response_headers.is_empty());
+        assert_eq!(off.problems.len(), 1);
+        assert!(
+            off.problems[0]
+                .detail
+                .contains("annotations-risk-level: Critical")
+        );
+        let on = parse_with_snippets(&annotations, true);
+        assert_eq!(on.policy.response_headers.len(), 1);
+        assert!(on.problems.is_empty(), "{:?}", on.problems);
+        // The migration report says what would be interpreted.
+        let report = check_annotations(&annotations);
+        assert_eq!(report.snippets.len(), 1);
+        assert_eq!(
+            report.snippets[0].1.interpreted,
+            ["line 1: more_set_headers"]
+        );
+    }
+}
