@@ -47,7 +47,7 @@ pub(super) fn configuration_snippet(cx: &mut Cx<'_>, policy: &mut Policy) -> Opt
         return None;
     };
     let report = report_of(&lowered);
-    apply(lowered, entry.value, policy);
+    apply(*lowered, entry.value, policy);
     Some(report)
 }
 
@@ -70,14 +70,14 @@ pub(super) fn server_snippet(cx: &mut Cx<'_>) -> Option<(Arc<Policy>, SnippetRep
     };
     let report = report_of(&lowered);
     let mut policy = Policy::default();
-    apply(lowered, entry.value, &mut policy);
+    apply(*lowered, entry.value, &mut policy);
     Some((Arc::new(policy), report))
 }
 
 /// What reading a snippet came to.
 enum Read {
     /// Its directives, some perhaps refused (and reported).
-    Applied(lower::Lowered),
+    Applied(Box<lower::Lowered>),
     /// Refused in a way that restricts access: the routes are closed (and it is reported).
     Closed,
     /// Refused whole (and reported).
@@ -122,7 +122,7 @@ fn read<'a>(cx: &mut Cx<'a>, entry: Entry<'a>, level: Level) -> Read {
     if lowered.refused.is_empty() {
         cx.applied(entry);
     }
-    Read::Applied(lowered)
+    Read::Applied(Box::new(lowered))
 }
 
 /// Refuses a whole snippet (fail closed when it restricts access).
