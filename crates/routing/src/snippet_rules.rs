@@ -450,7 +450,8 @@ fn answer_of(
     SnippetAnswer {
         status,
         location: None,
-        body: text,
+        // nginx: `return 200;` answers with an empty body, `return 404;` with its page.
+        body: text.or_else(|| (status < 400).then(String::new)),
     }
 }
 

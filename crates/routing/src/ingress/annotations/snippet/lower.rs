@@ -164,6 +164,12 @@ fn lower_one(d: &Directive, level: Level, out: &mut Lowered) -> Result<(), Strin
 
 /// A rewrite-phase directive (or, inside `if`, a response field one) as a [`Step`].
 fn step(d: &Directive, level: Level, top: bool) -> Result<Step, String> {
+    match (d.name.as_str(), &d.block) {
+        ("if", None) => return Err("if without a block".to_owned()),
+        ("if", Some(_)) => {}
+        (_, Some(_)) => return Err("blocks other than if are not interpreted".to_owned()),
+        (_, None) => {}
+    }
     match d.name.as_str() {
         "return" => return_step(d),
         "rewrite" => {

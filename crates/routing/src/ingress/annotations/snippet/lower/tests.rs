@@ -232,7 +232,13 @@ fn return_forms() {
         (200, Some("healthy shop.example"))
     );
     let l = lowered("return 403;");
-    assert_eq!(run(&l, "/", "", &[]).answer.unwrap().status, 403);
+    let answer = run(&l, "/", "", &[]).answer.unwrap();
+    assert_eq!((answer.status, answer.body), (403, None));
+    let l = lowered("return 200;");
+    assert_eq!(
+        run(&l, "/", "", &[]).answer.unwrap().body.as_deref(),
+        Some("")
+    );
     let l = lowered("return 444;\nreturn 199;\nreturn /relative;\nreturn 200 a b;");
     assert_eq!(
         refused(&l),
@@ -324,9 +330,21 @@ fn unsupported_if_forms_are_refused_whole() {
         "if (-f $request_filename) { return 200; }\n\
          if ($http_x_token != \"s3cret\") { deny all; }\n\
          if ($slow = 1) { return 200; }\n\
-         if ($a = 1) { if ($b = 2) { return 200; } }",
+         if ($a = 1) { if ($b = 2) { return 200; } }\n\
+         if ($a = 1) { return 200 { } }\n\
+         if ($a = 1);",
     );
-    assert_eq!(refused(&l), [(1, "if"), (2, "if"), (3, "if"), (4, "if")]);
+    assert_eq!(
+        refused(&l),
+        [
+            (1, "if"),
+            (2, "if"),
+            (3, "if"),
+            (4, "if"),
+            (5, "if"),
+            (6, "if")
+        ]
+    );
     assert!(l.refused[1].why.contains("deny"), "{}", l.refused[1].why);
 }
 
