@@ -516,6 +516,12 @@ pub fn build_report(
             honoured.sort();
             let mut notes = ingress_notes(ingress, &annotations);
             notes.extend(
+                checked
+                    .snippets
+                    .iter()
+                    .map(|(key, snippet)| snippet_note(key, snippet)),
+            );
+            notes.extend(
                 compiled
                     .trailing_slash_redirects
                     .iter()
@@ -548,6 +554,24 @@ pub fn build_report(
     };
     report.update();
     report
+}
+
+/// Which directives of a snippet annotation sluice interprets once the ConfigMap allows
+/// snippets, and which it refuses.
+fn snippet_note(key: &str, snippet: &sluice_routing::SnippetReport) -> String {
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join("; ")
+        }
+    };
+    format!(
+        "{key}: with allow-snippet-annotations: \"true\" and annotations-risk-level: Critical \
+         in the ConfigMap, sluice interprets {}; refuses {}",
+        list(&snippet.interpreted),
+        list(&snippet.refused)
+    )
 }
 
 /// What a trailing-slash redirect of ingress-nginx's becomes in sluice, with the
@@ -1262,6 +1286,35 @@ mod tests {
             r.notes.iter().any(|n| n.contains("IngressClass nginx")),
             "{:?}",
             r.notes
+        );
+    }
+
+    /// Snippets: each directive sluice would interpret or refuse, by line.
+    #[test]
+    fn snippet_directives_are_listed_interpreted_or_refused() {
+        let snippet = "more_set_headers 'X-A: 1';\nproxy_cache_valid 200 10m;";
+        let r = report(
+            &[ing(
+                "d",
+                "snip",
+                &[(&nginx("configuration-snippet"), snippet)],
+                json!({"ingressClassName": "sluice"}),
+            )],
+            &[],
+        );
+        let notes = &r.ingresses[0].notes;
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("interprets line 1: more_set_headers")
+                && notes[0].contains("refuses line 2: proxy_cache_valid"),
+            "{}",
+            notes[0]
+        );
+        // Without the ConfigMap's switch the snippet itself is a problem, saying how to allow.
+        let problem = &r.ingresses[0].problems[0];
+        assert!(
+            problem.detail.contains("allow-snippet-annotations"),
+            "{problem:?}"
         );
     }
 

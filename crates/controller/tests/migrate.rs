@@ -199,8 +199,11 @@ async fn a_mixed_directory_reports_every_problem_and_exits_one() {
              --ingress-class nginx)\n",
             "  refused      nginx.ingress.kubernetes.io/configuration-snippet: snippets are \
              nginx configuration text; sluice never applies annotation values as \
-             configuration (to set request or response fields, use \
-             sluice.dev/request-headers or sluice.dev/response-headers)\n",
+             configuration (to set request or response fields without snippets, use \
+             sluice.dev/request-headers or sluice.dev/response-headers); to have sluice \
+             interpret its directives, set allow-snippet-annotations: \"true\" and \
+             annotations-risk-level: Critical in the ingress-nginx ConfigMap (as \
+             ingress-nginx >= 1.12 requires)\n",
             "  invalid      nginx.ingress.kubernetes.io/proxy-body-size: value \"10 XB\" is \
              not a size; expected bytes with an optional unit: k, m, g (nginx), KiB, MiB, GiB, \
              KB, MB, GB\n",

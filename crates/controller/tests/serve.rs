@@ -797,3 +797,85 @@ spec:
     web.shutdown().await.unwrap();
     api.shutdown().await.unwrap();
 }
+
+/// ingress-nginx `allow-snippet-annotations` (with `annotations-risk-level: Critical`, as
+/// ingress-nginx >= 1.12 requires for snippets), read live: turning it on makes an Ingress's
+/// `configuration-snippet` apply without a restart, turning it off refuses it again.
+#[tokio::test]
+async fn allow_snippet_annotations_applies_a_configuration_snippet_live() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let api = EchoServer::start("127.0.0.1:0", Identity::new("api", "api-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    manifests(dir.path(), web.addr(), api.addr());
+    std::fs::write(
+        dir.path().join("snippet.yaml"),
+        "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: snippet
+  annotations:
+    nginx.ingress.kubernetes.io/configuration-snippet: |
+      return 307 https://moved.test$request_uri;
+spec:
+  rules:
+  - host: snippet.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: api, port: {name: http}}}}
+",
+    )
+    .unwrap();
+    write_config_map(dir.path(), &[("allow-snippet-annotations", "false")]);
+    let (args, addr) = serve_args(dir.path(), &["--configmap", "default/nginx"]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await
+    .unwrap();
+    let status = |host: &'static str| async move { ask_host(addr, host).await.0 };
+    sluice_testenv::eventually(
+        Duration::from_secs(10),
+        "served, snippet refused",
+        || async { (status("snippet.test").await == 200).then_some(()) },
+    )
+    .await
+    .unwrap();
+
+    write_config_map(
+        dir.path(),
+        &[
+            ("allow-snippet-annotations", "true"),
+            ("annotations-risk-level", "Critical"),
+        ],
+    );
+    sluice_testenv::eventually(Duration::from_secs(10), "the snippet's return", || async {
+        (status("snippet.test").await == 307).then_some(())
+    })
+    .await
+    .unwrap();
+
+    write_config_map(dir.path(), &[("allow-snippet-annotations", "true")]);
+    sluice_testenv::eventually(Duration::from_secs(10), "refused again", || async {
+        (status("snippet.test").await == 200).then_some(())
+    })
+    .await
+    .unwrap();
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    web.shutdown().await.unwrap();
+    api.shutdown().await.unwrap();
+}

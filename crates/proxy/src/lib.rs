@@ -90,6 +90,13 @@
 //! `mirror::MAX_IN_FLIGHT` copies per process (more are `dropped`), counted in
 //! `sluice_mirror_requests_total{result}`.
 //!
+//! The policy's `snippet` (interpreted `configuration-snippet`/`server-snippet`):
+//! `pipeline::snippet` runs its rules once per request; `decision` answers its `return`
+//! or redirect right after `route_policy::answer`, sends its rewritten path (before
+//! `rewrite-target`, which a `break` skips), adds its fields with variables to the set
+//! fields of both directions, and `response_edits` applies its `add_header`s (on nginx's
+//! statuses unless `always`) and wildcard clears.
+//!
 //! # Using it
 //!
 //! ```no_run

@@ -126,6 +126,7 @@ mod refs;
 mod request;
 mod request_path;
 mod rules;
+mod snippet_rules;
 mod table;
 mod tls;
 mod weighted;
@@ -140,7 +141,8 @@ pub use explain::{
 pub use host::normalize_request_host;
 pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
 pub use ingress::annotations::{
-    AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
+    AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, SnippetReport, check_annotations,
+    supported_annotations,
 };
 pub use ingress::class::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
 pub use ingress::compile::{Compiled, TrailingSlashRedirect, compile};
@@ -165,6 +167,10 @@ pub use refs::{ObjectRef, PortRef, ServiceRef};
 pub use request::{HeaderLookup, RequestInfo};
 pub use request_path::{RequestPathError, escape_path, normalize_request_path};
 pub use rules::{SocketKind, StreamTarget};
+pub use snippet_rules::{
+    ADD_HEADER_STATUSES, AddHeader, Condition, Facts as SnippetFacts, HeaderPattern, Part,
+    RewriteFlag, SnippetAnswer, SnippetOutcome, SnippetRules, Step, Template, Var,
+};
 pub use table::{
     Canary, CanaryRule, Mirror, Rewrite, Route, RouteEntry, RouteTable, RuleIndex, WeightedBackend,
 };

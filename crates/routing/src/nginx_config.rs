@@ -22,6 +22,11 @@ pub struct NginxConfig {
     pub block_referers: Vec<ValueMatch>,
     /// The keys that set the whole proxy's behaviour (every listener, every request).
     pub globals: Arc<ProxyGlobals>,
+    /// `allow-snippet-annotations` (default false).
+    pub allow_snippet_annotations: bool,
+    /// `annotations-risk-level: Critical` (default `High`): ingress-nginx >= 1.12 accepts
+    /// snippet annotations (risk Critical) only with it.
+    pub critical_risk_accepted: bool,
     /// The raw value of each key applied, for telling later what changed.
     pub(crate) applied: BTreeMap<String, String>,
 }
@@ -211,4 +216,11 @@ pub struct CompressionGlobals {
     pub brotli_min_length: Option<u64>,
     /// `brotli-types`, as `gzip-types`.
     pub brotli_types: Option<String>,
+}
+impl NginxConfig {
+    /// Whether `configuration-snippet` and `server-snippet` are interpreted: both switches
+    /// on, as ingress-nginx >= 1.12 requires.
+    pub fn snippets_allowed(&self) -> bool {
+        self.allow_snippet_annotations && self.critical_risk_accepted
+    }
 }

@@ -7,7 +7,9 @@
 //! (`gateway/rule.rs`); the equivalent annotation and filter give the same value.
 //! Everything is parsed and validated once, at compile time; the request path only reads
 //! these fields (no string parsing per request). Values are data: nothing is ever
-//! templated into configuration text, which is why snippet annotations have no place here.
+//! templated into configuration text; interpreted snippets (`configuration-snippet`,
+//! `server-snippet`) come here directive by directive, as these fields and
+//! [`crate::SnippetRules`].
 //!
 //! The proxy applies a policy in this order (ingress-nginx's, where it has one):
 //! source ranges (403), HTTPS redirect (308), permanent/temporary redirect, app root
@@ -173,6 +175,10 @@ pub struct Policy {
     /// The client certificate shown to the backend when it is connected to over TLS and
     /// the route's TLS setting names none (a Gateway's `spec.tls.backend`).
     pub backend_client_certificate: Option<Arc<crate::tls::TlsCertificate>>,
+    /// What `configuration-snippet` and `server-snippet` do that depends on the request
+    /// (variables, `if`, `rewrite`, `return`, `add_header`), run by the proxy's snippet
+    /// stage; their constant parts are in the fields above.
+    pub snippet: Option<Arc<crate::snippet_rules::SnippetRules>>,
 }
 
 /// Gateway API `RequestRedirect`: the `Location` is the request's URL with these parts
@@ -391,6 +397,12 @@ impl Policy {
     /// `Policy::default()`. For people (`sluice explain`, the dashboard), not for parsing.
     pub fn summary(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(snippet) = &self.snippet {
+            out.push(format!(
+                "snippet: {} request-time step(s) (configuration-snippet, server-snippet)",
+                snippet.steps.len()
+            ));
+        }
         let list = |cidrs: &[Cidr]| {
             cidrs
                 .iter()

@@ -262,7 +262,7 @@ where
         },
     );
     out.clear();
-    let edits = proxied.edits.resolve(&done.snapshot);
+    let edits = proxied.edits.resolve(&done.snapshot, status.as_u16());
     let (framing, keep_alive) = response_out::encode_head(&response, client, edits, outcome, out);
     drop(response);
     done.count(host, status.as_u16());
@@ -613,7 +613,11 @@ async fn answered<I: AsyncWrite + Unpin>(
     if let Some(location) = answer.location {
         fields.push((http::header::LOCATION, location));
     }
-    let body = page_for(answer.status).as_bytes();
+    // A snippet's `return` text, else the proxy's page.
+    let body = answer
+        .body
+        .as_deref()
+        .unwrap_or(page_for(answer.status).as_bytes());
     out.clear();
     let keep_alive =
         response_out::encode_answer(answer.status, &fields, body, head_request, client, out);

@@ -301,7 +301,9 @@ fn from_upstream(
         }
     };
     let edits = proxied.edits;
-    edits.resolve(&done.snapshot).apply(response.headers_mut());
+    edits
+        .resolve(&done.snapshot, status.as_u16())
+        .apply(response.headers_mut());
 
     if status == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {
@@ -359,8 +361,10 @@ fn answered(
 ) -> Response<ResponseBody> {
     done.count(host, answer.status.as_u16());
     let bodiless = answer.status == StatusCode::NO_CONTENT;
+    // A snippet's `return` text, else the proxy's page.
+    let text = answer.body;
     let mut response = error_response(answer.status, |page: Bytes| {
-        ResponseBody::fixed((!bodiless).then_some(page), done)
+        ResponseBody::fixed((!bodiless).then_some(text.unwrap_or(page)), done)
     });
     if bodiless {
         response.headers_mut().remove(http::header::CONTENT_TYPE);
@@ -429,7 +433,7 @@ fn from_client(
     header_policy::drop_hop_by_hop(&mut parts.headers);
     proxied
         .edits
-        .resolve(&done.snapshot)
+        .resolve(&done.snapshot, parts.status.as_u16())
         .apply(&mut parts.headers);
     let length = body.size_hint().exact();
     let encoder = compression(&done, asked, parts.status, &mut parts.headers, length);

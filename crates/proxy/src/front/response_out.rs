@@ -57,6 +57,8 @@ pub(crate) fn encode_head(
         cookie,
         rewrites,
         server,
+        snippet,
+        status: _,
     } = edits;
     status_line(response.status, response.reason(), client, out);
     for (name, value) in response.fields() {
@@ -68,7 +70,10 @@ pub(crate) fn encode_head(
         {
             continue;
         }
-        if removed(remove, name) || edits.drops_server(name) {
+        if removed(remove, name)
+            || edits.drops_server(name)
+            || snippet.is_some_and(|s| s.clears(name))
+        {
             continue;
         }
         let value = match compress::field_edit(name, value, compressed) {
@@ -88,7 +93,14 @@ pub(crate) fn encode_head(
     }
     // Gateway API `ResponseHeaderModifier`: set, then add, then remove.
     for (name, value) in set.iter().chain(add) {
-        if !removed(remove, name.as_str().as_bytes()) {
+        let name = name.as_str().as_bytes();
+        if !removed(remove, name) && !snippet.is_some_and(|s| s.clears(name)) {
+            put_header(out, name, value.as_bytes());
+        }
+    }
+    // nginx `add_header` (a snippet's), on its statuses unless `always`.
+    if let Some(snippet) = snippet {
+        for (name, value) in snippet.added(response.status.as_u16()) {
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }

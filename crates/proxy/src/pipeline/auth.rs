@@ -95,6 +95,7 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
                     status: StatusCode::FOUND,
                     location: Some(location),
                     fields: Vec::new(),
+                    body: None,
                 }),
                 Err(_) => Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR),
             },
@@ -106,12 +107,14 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
                     .map(|v| (WWW_AUTHENTICATE, v.clone()))
                     .into_iter()
                     .collect(),
+                body: None,
             }),
         },
         403 => Verdict::Deny(Answer {
             status: StatusCode::FORBIDDEN,
             location: None,
             fields: Vec::new(),
+            body: None,
         }),
         other => {
             tracing::warn!(url = %auth.url, status = other, "auth service answered an unexpected status");

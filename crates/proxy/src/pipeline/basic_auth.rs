@@ -49,5 +49,6 @@ fn challenge(basic: &BasicAuth) -> Verdict {
         status: StatusCode::UNAUTHORIZED,
         location: None,
         fields: vec![(WWW_AUTHENTICATE, basic.challenge.clone())],
+        body: None,
     })
 }

@@ -18,6 +18,7 @@ use sluice_routing::RouteEntry;
 use crate::context::ConnCtx;
 use crate::pipeline::route::Routed;
 use crate::pipeline::route_policy;
+use crate::pipeline::snippet::{self, SnippetResponse};
 
 /// What the front end does with a routed request.
 #[derive(Debug)]
@@ -39,6 +40,8 @@ pub(crate) struct Forward {
     pub(crate) rewritten: Option<String>,
     /// Fields set on the response (CORS, the route's response fields, HSTS over TLS).
     pub(crate) response_fields: Vec<(HeaderName, HeaderValue)>,
+    /// A snippet's request-dependent response edits (`add_header`, wildcard clears).
+    pub(crate) snippet_response: Option<Box<SnippetResponse>>,
 }
 
 /// Where a routed request goes: `(backend, entry, fixed status)` (a backend without ready
@@ -69,7 +72,8 @@ pub(crate) fn destination(
 
 /// Runs the phases for a request routed to `entry` (its Gateway API fixed status, if any, in
 /// `fixed`). `request.path` is the normalised path the route matched; `query` the
-/// request's query as received.
+/// request's query as received; `snippet` what the route's snippets decided (see
+/// [`snippet`]).
 pub(crate) fn decide(
     ctx: &ConnCtx,
     settings: &crate::settings::Settings,
@@ -78,30 +82,53 @@ pub(crate) fn decide(
     query: Option<&str>,
     fixed: Option<u16>,
     start: Instant,
+    snippet: Option<&mut sluice_routing::SnippetOutcome>,
 ) -> Decision {
     let route_policy = &*entry.policy;
     if let Some(answer) = route_policy::answer(route_policy, request) {
         return Decision::Answer(answer);
+    }
+    // The snippets' `return` and redirecting `rewrite` (nginx's rewrite phase, before
+    // `proxy_pass` finds no endpoint).
+    if let Some(answer) = snippet.as_ref().and_then(|s| s.answer.as_ref()) {
+        return Decision::Answer(snippet::answer(answer));
     }
     if let Some(status) = fixed {
         return Decision::Page(
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         );
     }
-    let rewritten = match route_policy::upstream_target(entry, request.path, query) {
-        Some(route_policy::Rewritten::Redirect(location)) => {
-            if route_policy.rewrite_log {
-                log_rewrite(entry, request.path, location.to_str().unwrap_or("-"));
+    // A snippet's `rewrite` comes first in the location (ingress-nginx writes the snippet
+    // before `rewrite-target`'s `rewrite ... break`), which sees the path it left unless it
+    // ended with `break` or `last`.
+    let (path, query, snippet_target) = match snippet.as_deref() {
+        Some(outcome) => match (&outcome.rewritten, &outcome.target) {
+            (Some((path, query)), Some(target)) if !outcome.stopped => {
+                (path.as_str(), Some(query.as_str()), Some(target.clone()))
             }
-            return Decision::Answer(route_policy::Answer::found(location));
-        }
-        Some(route_policy::Rewritten::Target(target)) => {
-            if route_policy.rewrite_log {
-                log_rewrite(entry, request.path, &target);
+            (_, Some(target)) => (request.path, query, Some(target.clone())),
+            _ => (request.path, query, None),
+        },
+        None => (request.path, query, None),
+    };
+    let stopped = snippet.as_deref().is_some_and(|s| s.stopped);
+    let rewritten = match (stopped, snippet_target) {
+        (true, target @ Some(_)) => target,
+        (_, snippet_target) => match route_policy::upstream_target(entry, path, query) {
+            Some(route_policy::Rewritten::Redirect(location)) => {
+                if route_policy.rewrite_log {
+                    log_rewrite(entry, path, location.to_str().unwrap_or("-"));
+                }
+                return Decision::Answer(route_policy::Answer::found(location));
             }
-            Some(target)
-        }
-        None => None,
+            Some(route_policy::Rewritten::Target(target)) => {
+                if route_policy.rewrite_log {
+                    log_rewrite(entry, path, &target);
+                }
+                Some(target)
+            }
+            None => snippet_target,
+        },
     };
     let limit_slot =
         match route_policy::within_limits(route_policy, &ctx.shared, request.client, start) {
@@ -120,10 +147,20 @@ pub(crate) fn decide(
     {
         response_fields.push((http::header::STRICT_TRANSPORT_SECURITY, hsts.clone()));
     }
+    let mut snippet_response = None;
+    if let Some(outcome) = snippet {
+        // `more_set_headers` with variables: set after the route's own fields.
+        for (name, value) in std::mem::take(&mut outcome.response_set) {
+            response_fields.retain(|(n, _)| *n != name);
+            response_fields.push((name, value));
+        }
+        snippet_response = SnippetResponse::of(outcome);
+    }
     Decision::Forward(Forward {
         limit_slot,
         rewritten,
         response_fields,
+        snippet_response,
     })
 }
 

@@ -7,7 +7,8 @@
 //! 2. `route`: the request to a route entry and a backend of the current snapshot (one
 //!    atomic load); a canary or a weighted split is drawn here, once. A request the own
 //!    loop hands to hyper carries this routing.
-//! 3. `decision`: the route's own answers (`route_policy`), its fixed status, the rewrite,
+//! 3. `decision`: the route's own answers (`route_policy`), its snippets' request-time rules
+//!    (`snippet`: `return`, `rewrite`, fields with variables), its fixed status, the rewrite,
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward; then the global rate limit (`crate::global_rate_limit`, a store
 //!    shared by the replicas).
@@ -35,6 +36,7 @@ pub(crate) mod outgoing;
 pub(crate) mod response_edits;
 pub(crate) mod route;
 pub(crate) mod route_policy;
+pub(crate) mod snippet;
 pub(crate) mod view;
 
 use std::borrow::Cow;
@@ -228,11 +230,17 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             .then(|| request.field(b"referer"))
             .flatten(),
     };
-    let Forward {
-        limit_slot,
-        rewritten,
-        response_fields,
-    } = match decide(
+    // The route's snippets (`configuration-snippet`, `server-snippet`): one pure run, only
+    // for routes that have request-time rules.
+    let mut snippet_outcome = route_policy
+        .snippet
+        .as_deref()
+        .map(|rules| snippet::run(rules, request, path, ctx.tls, facts.client));
+    let snippet_request = snippet_outcome
+        .as_mut()
+        .map(|o| std::mem::take(&mut o.request_set))
+        .unwrap_or_default();
+    let decided = decide(
         ctx,
         &settings,
         route_entry,
@@ -240,7 +248,14 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         request.query(),
         fixed,
         start,
-    ) {
+        snippet_outcome.as_mut(),
+    );
+    let Forward {
+        limit_slot,
+        rewritten,
+        response_fields,
+        snippet_response,
+    } = match decided {
         Decision::Forward(forward) => forward,
         Decision::Page(status) => return (done, Reply::Page(status)),
         Decision::Answer(answer) => return (done, Reply::Answer(answer)),
@@ -336,6 +351,12 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
     }
     let mut request_set = outgoing::request_fields(&route_policy.request_headers, auth_fields);
+    if !snippet_request.is_empty() {
+        // `proxy_set_header` with variables: set like the route's constant fields.
+        let set = request_set.to_mut();
+        set.retain(|(name, _)| !snippet_request.iter().any(|(n, _)| n == name));
+        set.extend(snippet_request);
+    }
     if let Some(span) = &done.trace {
         // The backend's spans are children of this request's.
         request_set.to_mut().extend(span.fields());
@@ -390,6 +411,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         set: response_fields,
         entry,
         cookie,
+        snippet: snippet_response,
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     let asked = done.trace.as_ref().map(|_| Instant::now());

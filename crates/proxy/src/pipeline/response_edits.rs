@@ -6,6 +6,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sluice_routing::ResponseRewrites;
 
+use crate::pipeline::snippet::SnippetResponse;
 use crate::settings::ServerHeader;
 use crate::snapshot::Snapshot;
 
@@ -19,11 +20,14 @@ pub(crate) struct Edits {
     pub(crate) entry: usize,
     /// A session affinity `Set-Cookie`, added to the upstream's cookies.
     pub(crate) cookie: Option<HeaderValue>,
+    /// A snippet's `add_header`s and wildcard `more_clear_headers`.
+    pub(crate) snippet: Option<Box<SnippetResponse>>,
 }
 
 impl Edits {
-    /// The edits as the writers take them, borrowed from `snapshot`.
-    pub(crate) fn resolve<'s>(&'s self, snapshot: &'s Snapshot) -> ResponseEdits<'s> {
+    /// The edits as the writers take them for a response with `status`, borrowed from
+    /// `snapshot`.
+    pub(crate) fn resolve<'s>(&'s self, snapshot: &'s Snapshot, status: u16) -> ResponseEdits<'s> {
         let policy = &snapshot.table.entry(self.entry).policy;
         ResponseEdits {
             set: &self.set,
@@ -32,6 +36,8 @@ impl Edits {
             cookie: self.cookie.as_ref(),
             rewrites: policy.response_rewrites.as_deref(),
             server: snapshot.settings.server_header,
+            snippet: self.snippet.as_deref(),
+            status,
         }
     }
 }
@@ -52,6 +58,10 @@ pub(crate) struct ResponseEdits<'a> {
     /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` (nginx
     /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`), before the rest.
     pub(crate) rewrites: Option<&'a ResponseRewrites>,
+    /// A snippet's edits: its clears apply to every field, its `add_header`s after `add`.
+    pub(crate) snippet: Option<&'a SnippetResponse>,
+    /// The response's status (nginx `add_header` depends on it).
+    pub(crate) status: u16,
     /// What becomes of the upstream's `Server` field (`server-tokens`,
     /// `allow-backend-server-header`).
     pub(crate) server: ServerHeader,
@@ -106,6 +116,19 @@ impl ResponseEdits<'_> {
         for name in self.remove {
             headers.remove(name);
         }
+        if let Some(snippet) = self.snippet {
+            let cleared: Vec<HeaderName> = headers
+                .keys()
+                .filter(|name| snippet.clears(name.as_str().as_bytes()))
+                .cloned()
+                .collect();
+            for name in cleared {
+                headers.remove(&name);
+            }
+            for (name, value) in snippet.added(self.status) {
+                headers.append(name, value.clone());
+            }
+        }
         if let Some(cookie) = self.cookie {
             headers.append(http::header::SET_COOKIE, cookie.clone());
         }
@@ -154,6 +177,8 @@ mod tests {
             cookie: Some(&cookie),
             rewrites: None,
             server: ServerHeader::Backend,
+            snippet: None,
+            status: 200,
         };
         edits.apply(&mut headers);
         let all = |name: &str| -> Vec<&str> {

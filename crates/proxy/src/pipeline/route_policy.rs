@@ -55,6 +55,8 @@ pub(crate) struct Answer {
     pub(crate) location: Option<HeaderValue>,
     /// Further fields (CORS on a preflight).
     pub(crate) fields: Vec<(HeaderName, HeaderValue)>,
+    /// The body instead of the proxy's page for the status (a snippet's `return` text).
+    pub(crate) body: Option<bytes::Bytes>,
 }
 
 impl Answer {
@@ -63,6 +65,7 @@ impl Answer {
             status,
             location: None,
             fields: Vec::new(),
+            body: None,
         }
     }
 
@@ -76,6 +79,7 @@ impl Answer {
             status: StatusCode::from_u16(status).unwrap_or(StatusCode::FOUND),
             location: Some(location),
             fields: Vec::new(),
+            body: None,
         }
     }
 }

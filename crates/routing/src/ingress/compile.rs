@@ -156,10 +156,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                     .filter(|m| !m.is_empty())
                     .map(annotations::parse);
             };
+            // `allow-snippet-annotations` and `annotations-risk-level`, read live.
+            let snippets = config.snippets_allowed();
             let mut parsed = match crate::ingress::config_map::with_defaults(config, i.annotations)
             {
-                Some(merged) => annotations::parse(&merged),
-                None => annotations::parse(i.annotations.unwrap_or(&BTreeMap::new())),
+                Some(merged) => annotations::parse_with_snippets(&merged, snippets),
+                None => annotations::parse_with_snippets(
+                    i.annotations.unwrap_or(&BTreeMap::new()),
+                    snippets,
+                ),
             };
             parsed
                 .policy
@@ -229,6 +234,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         compiler.ingress(index, ingress);
     }
     compiler.orphan_canaries();
+    let server_snippets = compiler.server_snippets();
     let slash_redirects = compiler.trailing_slash_redirects();
     let mut extra_names = compiler.extra_names();
     let Compiler {
@@ -272,6 +278,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
 
     let entries = EntryInputs {
         ingresses: &ingresses,
+        server_snippets,
         policies,
         tls_hosts,
         regexes,
@@ -665,6 +672,8 @@ struct IngressPolicy {
     mirror: Option<usize>,
     /// `service-upstream`: the rules' Services are reached at their ClusterIP.
     service_upstream: bool,
+    /// `server-snippet`, interpreted.
+    server_snippet: Option<Arc<Policy>>,
 }
 
 /// A stable zone id for an Ingress's rate limits (FNV-1a of `namespace/name`): the same
@@ -722,6 +731,7 @@ impl<'a> Compiler<'_, 'a> {
                 from_to_www: false,
                 mirror: None,
                 service_upstream: false,
+                server_snippet: None,
             });
             return;
         };
@@ -780,7 +790,51 @@ impl<'a> Compiler<'_, 'a> {
             from_to_www: parsed.from_to_www,
             mirror,
             service_upstream: parsed.service_upstream,
+            server_snippet: parsed.server_snippet,
         });
+    }
+
+    /// Each host's `server-snippet`: the oldest Ingress (not a canary) of the host that
+    /// sets one decides, as ingress-nginx's `createServers`; the others get an Event.
+    fn server_snippets(&mut self) -> HashMap<HostPattern, (usize, Arc<Policy>)> {
+        let mut out: HashMap<HostPattern, (usize, Arc<Policy>)> = HashMap::new();
+        for index in 0..self.ingresses.len() {
+            let policy = &self.policies[index];
+            let Some(snippet) = policy
+                .server_snippet
+                .clone()
+                .filter(|_| policy.canary.is_none())
+            else {
+                continue;
+            };
+            let rules = self.ingresses[index]
+                .spec
+                .and_then(|s| s.rules.as_ref())
+                .into_iter()
+                .flatten();
+            let hosts: Vec<HostPattern> = rules
+                .filter_map(|rule| parse_rule_host(rule.host.as_deref()).ok())
+                .collect();
+            for host in hosts {
+                match out.get(&host) {
+                    Some((winner, _)) if *winner != index => {
+                        let winner = self.ingresses[*winner].object.clone();
+                        let field = self.annotation_field(index, "server-snippet");
+                        let detail = format!(
+                            "host {host} already has the server snippet of the older Ingress \
+                             {}/{}; this one is not applied there (ingress-nginx: one per host)",
+                            winner.namespace, winner.name
+                        );
+                        self.diag(index, field, Reason::SnippetRefused, detail);
+                    }
+                    Some(_) => {}
+                    None => {
+                        out.insert(host, (index, Arc::clone(&snippet)));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The backend slot of `mirror-target`'s Service port (in the Ingress's namespace
@@ -1526,6 +1580,8 @@ impl<'a> Compiler<'_, 'a> {
 /// What route entries are made of besides backends.
 struct EntryInputs<'c, 'a> {
     ingresses: &'c [OurIngress<'a>],
+    /// Each host's `server-snippet` and the Ingress it comes from.
+    server_snippets: HashMap<HostPattern, (usize, Arc<Policy>)>,
     policies: Vec<IngressPolicy>,
     tls_hosts: HashSet<HostPattern>,
     regexes: HashMap<String, regex::Regex>,
@@ -1541,8 +1597,15 @@ struct Entries<'c, 'a> {
 }
 
 /// What makes two route entries different: (backend id, owning Ingress, redirecting,
-/// rewritten rule path, canary Ingress).
-type EntryKey = (u32, usize, bool, Option<String>, Option<usize>);
+/// rewritten rule path, canary Ingress, Ingress of the host's server snippet).
+type EntryKey = (
+    u32,
+    usize,
+    bool,
+    Option<String>,
+    Option<usize>,
+    Option<usize>,
+);
 
 impl Entries<'_, '_> {
     fn get(
@@ -1552,9 +1615,11 @@ impl Entries<'_, '_> {
         has_tls: bool,
         path: &RulePath,
         canary: Option<Claim>,
+        host: &HostPattern,
     ) -> u32 {
         let owner_policy = &self.inputs.policies[owner];
         let (policy, redirecting) = owner_policy.for_host(has_tls);
+        let server = self.inputs.server_snippets.get(host);
         // A rewrite depends on the rule's path too (its captures).
         let rewrite = owner_policy.rewrite_target.as_ref().and_then(|target| {
             let regex = match path.kind {
@@ -1573,10 +1638,19 @@ impl Entries<'_, '_> {
             redirecting,
             rewrite.as_ref().map(|_| path.key.clone()),
             canary.map(|c| c.owner),
+            server.map(|(owner, _)| *owner),
         );
         if let Some(&id) = self.index.get(&key) {
             return id;
         }
+        let merged;
+        let policy = match server {
+            Some((_, server)) => {
+                merged = Arc::new(annotations::snippet::merge_server(policy, server));
+                &merged
+            }
+            None => policy,
+        };
         let id = self.entries.len() as u32;
         let fallback = owner_policy
             .fallback
@@ -1757,7 +1831,7 @@ fn build_table(
         for (index, (path, claim)) in paths.iter().enumerate() {
             let backend = Arc::clone(&entries.backends[entries.id_of[claim.slot] as usize]);
             let canary = canaries.get(&(host.clone(), path.clone())).copied();
-            let entry = entries.get(&backend, claim.owner, has_tls, path, canary);
+            let entry = entries.get(&backend, claim.owner, has_tls, path, canary, &host);
             let cond = match path.kind {
                 PathKind::Exact => PathCond::Exact(path.key.clone()),
                 PathKind::Prefix => PathCond::Prefix(path.key.clone()),

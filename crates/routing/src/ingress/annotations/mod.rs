@@ -36,6 +36,7 @@ pub(crate) mod mirror;
 mod rate_limit;
 mod redirect;
 mod response;
+pub(crate) mod snippet;
 mod source_range;
 mod upstream;
 
@@ -55,6 +56,8 @@ use upstream::*;
 
 use crate::cidr::{Cidr, parse_cidr};
 use crate::diagnostic::Reason;
+pub use snippet::SnippetReport;
+
 use crate::policy::{Cors, LoadBalance, NextUpstream, OriginPattern, Policy, RateLimit, Redirect};
 use crate::protocol::{self, UpstreamTls};
 
@@ -181,6 +184,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "disable-proxy-intercept-errors",
     "proxy-next-upstream-timeout",
     "session-cookie-conditional-samesite-none",
+    "configuration-snippet",
+    "server-snippet",
 ];
 
 /// Supported keys that ingress-nginx does not have: meaningful under [`SLUICE_PREFIX`] only.
@@ -263,6 +268,9 @@ pub(crate) struct Parsed {
     /// `service-upstream` (default false): the Services of this Ingress's rules and default
     /// backend are reached at their ClusterIP and port, not their endpoints.
     pub service_upstream: bool,
+    /// `server-snippet`, interpreted: what it gives every route of the Ingress's hosts
+    /// (the oldest Ingress of a host that sets one decides).
+    pub server_snippet: Option<Arc<Policy>>,
     /// One per annotation that has no effect, and why.
     pub problems: Vec<Problem>,
 }
@@ -279,9 +287,18 @@ pub(crate) struct Problem {
     pub detail: String,
 }
 
-/// Parses the annotations of one Ingress.
+/// Parses the annotations of one Ingress (snippets refused).
 pub(crate) fn parse(annotations: &BTreeMap<String, String>) -> Parsed {
     parse_traced(annotations).0
+}
+
+/// [`parse`]; `snippets`: the ConfigMap allows snippet annotations
+/// (`allow-snippet-annotations`, `annotations-risk-level: Critical`).
+pub(crate) fn parse_with_snippets(
+    annotations: &BTreeMap<String, String>,
+    snippets: bool,
+) -> Parsed {
+    parse_traced_with(annotations, snippets).0
 }
 
 /// What sluice makes of one Ingress's annotations, for reports such as `sluice migrate`.
@@ -291,12 +308,39 @@ pub struct AnnotationReport {
     pub honoured: Vec<String>,
     /// Full keys with no effect: (key, reason, why).
     pub problems: Vec<(String, Reason, String)>,
+    /// The snippet annotations, as sluice would interpret them with snippets allowed:
+    /// (key, directives interpreted, directives refused).
+    pub snippets: Vec<(String, SnippetReport)>,
 }
 
 /// Checks one Ingress's annotations the way `compile` does.
 pub fn check_annotations(annotations: &BTreeMap<String, String>) -> AnnotationReport {
     let (parsed, applied) = parse_traced(annotations);
+    // What the snippets would come to with the ConfigMap's switch on.
+    let mut allowed = Cx::new(annotations, true);
+    let mut scratch = Policy::default();
+    let mut snippets = Vec::new();
+    for name in ["configuration-snippet", "server-snippet"] {
+        let key = allowed.pending.get(name).map(|e| e.key.to_owned());
+        let report = match name {
+            "configuration-snippet" => snippet::configuration_snippet(&mut allowed, &mut scratch),
+            _ => snippet::server_snippet(&mut allowed).map(|(_, report)| report),
+        };
+        let report = report.unwrap_or_else(|| SnippetReport {
+            interpreted: Vec::new(),
+            refused: allowed
+                .problems
+                .iter()
+                .filter(|p| Some(&p.annotation) == key.as_ref())
+                .map(|p| p.detail.clone())
+                .collect(),
+        });
+        if let Some(key) = key {
+            snippets.push((key, report));
+        }
+    }
     AnnotationReport {
+        snippets,
         honoured: applied.into_iter().map(str::to_owned).collect(),
         problems: parsed
             .problems
@@ -314,7 +358,15 @@ pub fn supported_annotations() -> &'static [&'static str] {
 
 /// [`parse`], also returning the full keys applied without a problem.
 fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
-    let mut cx = Cx::new(annotations);
+    parse_traced_with(annotations, false)
+}
+
+/// [`parse_traced`] with snippets interpreted or not.
+fn parse_traced_with(
+    annotations: &BTreeMap<String, String>,
+    snippets: bool,
+) -> (Parsed, Vec<&str>) {
+    let mut cx = Cx::new(annotations, snippets);
     let mut policy = Policy::default();
 
     let ssl_redirect = cx
@@ -449,6 +501,11 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         policy.allow.clear();
         policy.deny = everyone();
     }
+    let mut server_snippet = None;
+    if cx.snippets {
+        let _ = snippet::configuration_snippet(&mut cx, &mut policy);
+        server_snippet = snippet::server_snippet(&mut cx).map(|(policy, _)| policy);
+    }
 
     cx.report_the_rest();
     let Cx {
@@ -475,6 +532,7 @@ fn parse_traced(annotations: &BTreeMap<String, String>) -> (Parsed, Vec<&str>) {
         from_to_www,
         mirror,
         service_upstream,
+        server_snippet,
         problems,
     };
     (parsed, applied)
@@ -494,10 +552,12 @@ struct Cx<'a> {
     applied: Vec<&'a str>,
     /// An access restriction could not be honoured: the routes answer 503.
     closed: bool,
+    /// Snippet annotations are interpreted (the ConfigMap allows them).
+    snippets: bool,
 }
 
 impl<'a> Cx<'a> {
-    fn new(annotations: &'a BTreeMap<String, String>) -> Cx<'a> {
+    fn new(annotations: &'a BTreeMap<String, String>, snippets: bool) -> Cx<'a> {
         let mut pending = BTreeMap::new();
         // nginx first, then sluice.dev/ overwrites: sluice.dev/ wins silently.
         for prefix in [NGINX_PREFIX, SLUICE_PREFIX] {
@@ -512,6 +572,7 @@ impl<'a> Cx<'a> {
             problems: Vec::new(),
             applied: Vec::new(),
             closed: false,
+            snippets,
         }
     }
 
@@ -594,13 +655,9 @@ impl<'a> Cx<'a> {
                     format!("{SNIPPET_DETAIL}, and this one restricts access ({directive:?})");
                 self.fail_closed(entry, detail);
             } else if name.ends_with("-snippet") {
-                let detail = if name == "configuration-snippet" {
-                    format!(
-                        "{SNIPPET_DETAIL} (to set request or response fields, use \
-                         {SLUICE_PREFIX}request-headers or {SLUICE_PREFIX}response-headers)"
-                    )
-                } else {
-                    SNIPPET_DETAIL.to_owned()
+                let detail = match name {
+                    "configuration-snippet" | "server-snippet" => snippet::not_allowed_detail(name),
+                    _ => SNIPPET_DETAIL.to_owned(),
                 };
                 self.report(entry, Reason::SnippetRefused, detail);
             } else {

@@ -41,7 +41,13 @@ const ANNOTATION_DEFAULTS: &[&str] = &[
 ];
 
 /// Keys applied to every request of every Ingress host.
-const SERVER: &[&str] = &["block-cidrs", "block-user-agents", "block-referers"];
+const SERVER: &[&str] = &[
+    "block-cidrs",
+    "block-user-agents",
+    "block-referers",
+    "allow-snippet-annotations",
+    "annotations-risk-level",
+];
 
 /// What sluice does with `key`; `None`: not a key of ingress-nginx's ConfigMap.
 pub fn support(key: &str) -> Option<Support> {
@@ -118,10 +124,9 @@ pub fn support(key: &str) -> Option<Support> {
         "otel-max-queuesize" => global("--otel-max-queuesize"),
         "otel-schedule-delay-millis" => global("--otel-schedule-delay-millis"),
         "otel-max-export-batch-size" => global("--otel-max-export-batch-size"),
-        "allow-snippet-annotations"
-        | "annotations-risk-level"
-        | "annotation-value-word-blocklist" => Some(No(
-            "snippets are refused whatever it says; nothing is templated into configuration",
+        "annotation-value-word-blocklist" => Some(No(
+            "nothing is templated into configuration: interpreted snippets are read \
+             directive by directive",
         )),
         "ssl-protocols" | "ssl-ciphers" | "ssl-ecdh-curve" | "ssl-dh-param" => Some(No(
             "TLS 1.2 and 1.3 with rustls's safe defaults, not configurable",

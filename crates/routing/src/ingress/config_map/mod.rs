@@ -121,6 +121,16 @@ fn apply(out: &mut NginxConfig, key: &str, value: &str) -> Result<(), String> {
             .map(|v| parse_cidr(v).map_err(|e| format!("{v:?} is not an address or CIDR: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
         out.block_cidrs = cidrs;
+    } else if key == "allow-snippet-annotations" {
+        // Go's strconv.ParseBool, as ingress-nginx reads it.
+        out.allow_snippet_annotations = match value.trim() {
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
+            other => return Err(format!("{other:?} is not true or false")),
+        };
+    } else if key == "annotations-risk-level" {
+        // ingress-nginx's StringRiskToRisk: case-insensitive, anything unknown is Low.
+        out.critical_risk_accepted = value.trim().eq_ignore_ascii_case("critical");
     } else {
         // Read by the annotation's own parser.
         let single = BTreeMap::from([(format!("{NGINX_PREFIX}{key}"), value.to_owned())]);
