@@ -317,7 +317,10 @@ const RESPONSE_FIELDS: &[&str] = &[
 /// Request fields the backend saw that are compared.
 const REQUEST_FIELDS: &[&str] = &["x-team", "x-forwarded-prefix"];
 
-async fn exchange(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), req: &Req) -> String {
+async fn exchange(
+    stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin),
+    req: &Req,
+) -> anyhow::Result<String> {
     let mut head = format!(
         "{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
         req.method, req.path, req.host
@@ -326,36 +329,48 @@ async fn exchange(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), req:
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.expect("request sent");
+    stream.write_all(head.as_bytes()).await?;
     let mut buf = Vec::new();
     // A peer may close TLS without close_notify; what arrived is the answer.
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf))
-        .await
-        .expect("answered within 10 s");
-    String::from_utf8_lossy(&buf).into_owned()
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf)).await?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-async fn send(http: SocketAddr, https: SocketAddr, ca: &CertificateDer<'static>, req: &Req) -> Answer {
+/// `req` to the HTTP or HTTPS address (verifying the certificate against `ca`).
+async fn send(
+    http: SocketAddr,
+    https: SocketAddr,
+    ca: &CertificateDer<'static>,
+    req: &Req,
+) -> Answer {
+    try_send(http, https, ca, req)
+        .await
+        .unwrap_or_else(|e| panic!("{req:?}: {e:#}"))
+}
+
+async fn try_send(
+    http: SocketAddr,
+    https: SocketAddr,
+    ca: &CertificateDer<'static>,
+    req: &Req,
+) -> anyhow::Result<Answer> {
     let raw = if req.https {
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca.clone()).expect("CA");
+        roots.add(ca.clone())?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
+            .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(https).await.expect("connect");
-        let name = rustls::pki_types::ServerName::try_from(req.host.to_owned()).expect("name");
-        let mut tls = tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp))
-            .await
-            .expect("handshake within 10 s")
-            .expect("certificate verified");
-        exchange(&mut tls, req).await
+        let tcp = tokio::net::TcpStream::connect(https).await?;
+        let name = rustls::pki_types::ServerName::try_from(req.host.to_owned())?;
+        let mut tls =
+            tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp)).await??;
+        exchange(&mut tls, req).await?
     } else {
-        let mut tcp = tokio::net::TcpStream::connect(http).await.expect("connect");
-        exchange(&mut tcp, req).await
+        let mut tcp = tokio::net::TcpStream::connect(http).await?;
+        exchange(&mut tcp, req).await?
     };
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let mut lines = head.lines();
@@ -371,12 +386,7 @@ async fn send(http: SocketAddr, https: SocketAddr, ca: &CertificateDer<'static>,
             let name = name.trim().to_ascii_lowercase();
             let value = value.trim().to_owned();
             if name == "location" {
-                location = Some(if value.starts_with('/') {
-                    let scheme = if req.https { "https" } else { "http" };
-                    format!("{scheme}://{}{value}", req.host)
-                } else {
-                    value
-                });
+                location = Some(absolute(&value, req));
             } else if RESPONSE_FIELDS.contains(&name.as_str()) {
                 fields.insert(name, value);
             }
@@ -396,11 +406,25 @@ async fn send(http: SocketAddr, https: SocketAddr, ca: &CertificateDer<'static>,
                 .collect();
             (echo.service, echo.path, echo.host.unwrap_or_default(), seen)
         });
-    Answer {
+    Ok(Answer {
         status,
         location,
         fields,
         backend,
+    })
+}
+
+/// `location` as an absolute URL: a relative one resolved against the request's URL, and
+/// an empty path written `/` (RFC 3986 6.2.3: for http(s) they are the same URL; nginx's
+/// ssl-redirect drops the URI's final `/`, so `/` becomes empty).
+fn absolute(location: &str, req: &Req) -> String {
+    if location.starts_with('/') {
+        let scheme = if req.https { "https" } else { "http" };
+        return format!("{scheme}://{}{location}", req.host);
+    }
+    match location.split_once("://") {
+        Some((scheme, rest)) if !rest.contains(['/', '?']) => format!("{scheme}://{rest}/"),
+        _ => location.to_owned(),
     }
 }
 
@@ -446,7 +470,7 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
     let mut echoes = Vec::new();
     for name in ["web", "api", "canary"] {
         echoes.push(
-            EchoServer::start("127.0.0.1:0", Identity::new(name, &format!("{name}-1")))
+            EchoServer::start("127.0.0.1:0", Identity::new(name, format!("{name}-1")))
                 .await
                 .expect("echo backend"),
         );
@@ -489,8 +513,14 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
         .expect("output dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(files.contains(&"gateway-default-nginx.yaml".to_owned()), "{files:?}");
-    assert!(files.contains(&"httproute-default-shop.yaml".to_owned()), "{files:?}");
+    assert!(
+        files.contains(&"gateway-default-nginx.yaml".to_owned()),
+        "{files:?}"
+    );
+    assert!(
+        files.contains(&"httproute-default-shop.yaml".to_owned()),
+        "{files:?}"
+    );
     std::fs::write(gateway_dir.path().join("shared.yaml"), &common).expect("write");
     std::fs::write(gateway_dir.path().join("class.yaml"), GATEWAY_CLASS).expect("write");
 
@@ -499,8 +529,9 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
     // Both served: the TLS host answers from its backend over the real TLS listener.
     for served in [&ingresses, &gateway] {
         sluice_testenv::eventually(Duration::from_secs(15), "routes served", || async {
-            tokio::net::TcpStream::connect(served.https).await.ok()?;
-            let a = send(served.http, served.https, &ca, &get(true, "shop.test", "/")).await;
+            let a = try_send(served.http, served.https, &ca, &get(true, "shop.test", "/"))
+                .await
+                .ok()?;
             (a.status == 200 && a.backend.is_some()).then_some(())
         })
         .await
@@ -521,7 +552,10 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
 
     // The list is not vacuous: it saw redirects, each backend, a rewrite and CORS.
     let shop_api = send(ingresses.http, ingresses.https, &ca, &REQUESTS[5]).await;
-    assert_eq!(shop_api.backend.as_ref().map(|b| b.0.as_str()), Some("canary"));
+    assert_eq!(
+        shop_api.backend.as_ref().map(|b| b.0.as_str()),
+        Some("canary")
+    );
     let redirect = send(gateway.http, gateway.https, &ca, &REQUESTS[0]).await;
     assert_eq!(
         (redirect.status, redirect.location.as_deref()),
@@ -533,10 +567,15 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
         (service.as_str(), path.as_str(), host.as_str()),
         ("api", "/users/7", "internal.test")
     );
-    assert_eq!(seen.get("x-forwarded-prefix").map(String::as_str), Some("/api"));
+    assert_eq!(
+        seen.get("x-forwarded-prefix").map(String::as_str),
+        Some("/api")
+    );
     let cors = send(gateway.http, gateway.https, &ca, &REQUESTS[9]).await;
     assert_eq!(
-        cors.fields.get("access-control-allow-origin").map(String::as_str),
+        cors.fields
+            .get("access-control-allow-origin")
+            .map(String::as_str),
         Some("https://app.test")
     );
 

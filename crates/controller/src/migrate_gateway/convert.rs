@@ -35,7 +35,7 @@ pub struct ConvertOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
     /// One per IngressClass.
-    Gateway(Gateway),
+    Gateway(Box<Gateway>),
     /// Lets a Gateway use a Secret of another namespace.
     ReferenceGrant(ReferenceGrant),
     /// Per Ingress (and host).
@@ -43,7 +43,7 @@ pub enum Object {
     /// Per Ingress with `backend-protocol: GRPC(S)`.
     GrpcRoute(GrpcRoute),
     /// Per Service spoken to over TLS.
-    BackendTlsPolicy(BackendTlsPolicy),
+    BackendTlsPolicy(Box<BackendTlsPolicy>),
 }
 
 impl Object {
@@ -916,6 +916,11 @@ pub fn convert(
                 vec![host.clone()]
             };
             if redirect {
+                outcome.carried.push(format!(
+                    "plain HTTP to {host}: 308 to HTTPS (ingress-nginx's ssl-redirect) by a \
+                     redirect route on listener http; ingress-nginx drops the path's final \
+                     `/` in it (/a/ to https://{host}/a), RequestRedirect keeps the path"
+                ));
                 let base = format!("{route_name}-https-redirect");
                 for (i, chunk) in chunks(https_redirects(&rules)).into_iter().enumerate() {
                     let name_i = if i == 0 {
@@ -1133,7 +1138,7 @@ pub fn convert(
             ));
         }
         objects.push(Emitted {
-            object: Object::Gateway(Gateway {
+            object: Object::Gateway(Box::new(Gateway {
                 metadata: meta(&plan.namespace, class),
                 spec: GatewaySpec {
                     gateway_class_name: options.gateway_class.clone(),
@@ -1141,7 +1146,7 @@ pub fn convert(
                     ..GatewaySpec::default()
                 },
                 status: None,
-            }),
+            })),
             comments: gateway_comments,
         });
         for (secret_ns, secrets) in grants {
@@ -1258,7 +1263,7 @@ fn backend_tls_policy(namespace: &str, service: &str, s: &Settings) -> Emitted {
         ),
     };
     Emitted {
-        object: Object::BackendTlsPolicy(BackendTlsPolicy {
+        object: Object::BackendTlsPolicy(Box::new(BackendTlsPolicy {
             metadata: meta(namespace, &format!("{service}-backend-tls")),
             spec: BackendTlsPolicySpec {
                 target_refs: vec![PolicyTargetReference {
@@ -1275,7 +1280,7 @@ fn backend_tls_policy(namespace: &str, service: &str, s: &Settings) -> Emitted {
                 },
             },
             status: None,
-        }),
+        })),
         comments: vec![comment],
     }
 }

@@ -121,7 +121,7 @@ spec:
         .objects
         .iter()
         .filter_map(|e| match &e.object {
-            Object::Gateway(g) => Some(g),
+            Object::Gateway(g) => Some(&**g),
             _ => None,
         })
         .collect();
@@ -517,7 +517,9 @@ fn canaries_become_weights_and_header_rules() {
         names(&c)
     );
     let rules = &route(&c, "main").spec.rules;
-    let summary: Vec<(serde_json::Value, Vec<(String, Option<i32>)>)> = rules
+    // (header matches, backends with weights) per rule.
+    type RuleSummary = (serde_json::Value, Vec<(String, Option<i32>)>);
+    let summary: Vec<RuleSummary> = rules
         .iter()
         .map(|r| {
             (
@@ -765,7 +767,7 @@ fn backend_protocols_become_grpc_routes_and_backend_tls_policies() {
         .objects
         .iter()
         .find_map(|e| match &e.object {
-            Object::BackendTlsPolicy(p) => Some(p),
+            Object::BackendTlsPolicy(p) => Some(&**p),
             _ => None,
         })
         .expect("BackendTLSPolicy");
@@ -822,9 +824,18 @@ fn mirror_target_and_compression_are_carried() {
         Some("on")
     );
     // A value sluice refuses is not carried either, and says why.
-    let c = run(&one("bad", "sluice.dev/compression: gzip", "b.test", ROOT_TO_WEB));
+    let c = run(&one(
+        "bad",
+        "sluice.dev/compression: gzip",
+        "b.test",
+        ROOT_TO_WEB,
+    ));
     assert!(route(&c, "bad").metadata.annotations.is_none());
-    assert!(not_carried(&c, "bad")[0].contains("not on or off"), "{:?}", not_carried(&c, "bad"));
+    assert!(
+        not_carried(&c, "bad")[0].contains("not on or off"),
+        "{:?}",
+        not_carried(&c, "bad")
+    );
 }
 
 /// The output is sorted and the same whatever the input order; every document parses back
@@ -901,7 +912,7 @@ spec:
         match (&emitted.object, doc["kind"].as_str()) {
             (Object::Gateway(g), Some("Gateway")) => {
                 let back: Gateway = serde_json::from_value(doc).expect("Gateway");
-                assert_eq!(&back, g);
+                assert_eq!(&back, &**g);
                 inputs.gateways.push(Arc::new(back));
             }
             (Object::HttpRoute(r), Some("HTTPRoute")) => {
