@@ -594,3 +594,185 @@ async fn emitted_gateway_api_objects_answer_as_the_ingresses_mirrors_ingress2gat
         echo.shutdown().await.expect("echo stopped");
     }
 }
+
+/// More of what ingress-nginx users write, for the CRD check below: gRPC over TLS with a
+/// verified CA, HTTPS backends, a wildcard TLS host, ImplementationSpecific and named
+/// ports, a default backend, host-less rules, timeouts, a mirror, a canary by header
+/// pattern and weight, a temporal redirect with its code.
+const MORE_INGRESSES: &str = r#"apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: rpc
+  annotations:
+    nginx.ingress.kubernetes.io/backend-protocol: GRPCS
+    nginx.ingress.kubernetes.io/proxy-ssl-verify: "on"
+    nginx.ingress.kubernetes.io/proxy-ssl-secret: backend-ca
+    nginx.ingress.kubernetes.io/proxy-ssl-name: cart.internal
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: rpc.test
+    http:
+      paths:
+      - {path: /shop.Cart, pathType: Prefix, backend: {service: {name: cart, port: {number: 50051}}}}
+      - {path: /shop.Orders/Get, pathType: Exact, backend: {service: {name: cart, port: {number: 50051}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: legacy
+  annotations:
+    nginx.ingress.kubernetes.io/backend-protocol: HTTPS
+    nginx.ingress.kubernetes.io/proxy-read-timeout: "120"
+    nginx.ingress.kubernetes.io/mirror-target: "http://shadow:8080$request_uri"
+spec:
+  ingressClassName: nginx
+  defaultBackend: {service: {name: web, port: {number: 80}}}
+  tls: [{hosts: ["*.legacy.test"], secretName: legacy-tls}]
+  rules:
+  - host: "*.legacy.test"
+    http:
+      paths:
+      - {path: /static, pathType: ImplementationSpecific, backend: {service: {name: web, port: {name: http}}}}
+  - http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: legacy-canary
+  annotations:
+    nginx.ingress.kubernetes.io/canary: "true"
+    nginx.ingress.kubernetes.io/canary-by-header: x-version
+    nginx.ingress.kubernetes.io/canary-by-header-pattern: "v2.*"
+    nginx.ingress.kubernetes.io/canary-weight: "10"
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: "*.legacy.test"
+    http:
+      paths:
+      - {path: /static, pathType: ImplementationSpecific, backend: {service: {name: canary, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: temp
+  annotations:
+    nginx.ingress.kubernetes.io/temporal-redirect: "https://other.test:8443/x"
+    nginx.ingress.kubernetes.io/temporal-redirect-code: "307"
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: temp.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+"#;
+
+/// Every document of a YAML stream as JSON, with `metadata.namespace` set to `ns`.
+fn in_namespace(yaml: &str, ns: &str) -> Vec<serde_json::Value> {
+    yaml_serde::Deserializer::from_str(yaml)
+        .map(|doc| {
+            let mut v: serde_json::Value =
+                serde::Deserialize::deserialize(doc).expect("a YAML document");
+            v["metadata"]["namespace"] = serde_json::Value::from(ns);
+            v
+        })
+        .collect()
+}
+
+/// Gateway API v1.6.1's own validation (the CRDs of `deploy/gateway-api` as they are, CEL
+/// rules included) accepts every object emitted for the Ingresses of a real API server
+/// (read through `--kubeconfig`, Services included for named ports), with the Gateway in
+/// another namespace (so its listeners admit all namespaces and the certificates get
+/// ReferenceGrants): `kubectl apply` would take the output.
+#[tokio::test]
+async fn emitted_objects_pass_the_gateway_api_crds_validation_on_a_real_api_server()
+-> anyhow::Result<()> {
+    let cp = sluice_testenv::ControlPlane::shared().await?;
+    let client = cp.client();
+    for crd in [
+        include_str!("../../../deploy/gateway-api/gatewayclasses.yaml"),
+        include_str!("../../../deploy/gateway-api/gateways.yaml"),
+        include_str!("../../../deploy/gateway-api/httproutes.yaml"),
+        include_str!("../../../deploy/gateway-api/grpcroutes.yaml"),
+        include_str!("../../../deploy/gateway-api/referencegrants.yaml"),
+        include_str!("../../../deploy/gateway-api/backendtlspolicies.yaml"),
+    ] {
+        sluice_testenv::apply_yaml(&client, crd).await?;
+    }
+    let ns = cp.create_namespace("migrate-gw").await?;
+    let edge = cp.create_namespace("migrate-edge").await?;
+    let mut objects = in_namespace(INGRESSES, &ns);
+    objects.retain(|o| o["kind"] == "Ingress");
+    objects.extend(in_namespace(MORE_INGRESSES, &ns));
+    objects.push(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"ports": [{"name": "http", "port": 8080}]}
+    }));
+    for object in &objects {
+        sluice_testenv::apply_yaml(&client, &object.to_string()).await?;
+    }
+
+    let kubeconfig = cp.kubeconfig_path().to_str().expect("path").to_owned();
+    let cli = Cli::try_parse_from([
+        "migrate",
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &ns,
+        "--to",
+        "gateway-api",
+        "--gateway-namespace",
+        &edge,
+    ])?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = run(&cli.args, &mut out, &mut err).await;
+    let (yaml, report) = (
+        String::from_utf8(out)?,
+        String::from_utf8_lossy(&err).into_owned(),
+    );
+    assert_eq!(code, EXIT_CHANGES, "{report}");
+    let kinds: std::collections::BTreeSet<String> = yaml_serde::Deserializer::from_str(&yaml)
+        .map(|doc| {
+            let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("document");
+            v["kind"].as_str().unwrap_or("").to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "BackendTLSPolicy",
+            "GRPCRoute",
+            "Gateway",
+            "HTTPRoute",
+            "ReferenceGrant"
+        ]
+        .map(String::from)
+        .into_iter()
+        .collect()
+    );
+    // The named port came from the Service the cluster has.
+    assert!(yaml.contains("port: 8080"), "{yaml}");
+    // Discovery may take a moment to serve freshly installed CRDs: until then the dry run
+    // cannot find the kind; a validation error is final.
+    let mut last = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match sluice_testenv::validate_yaml(&client, &yaml).await {
+            Ok(()) => break,
+            Err(e) => {
+                last = format!("{e:#}");
+                if !last.contains("discover") || tokio::time::Instant::now() > deadline {
+                    panic!("the API server refused the output: {last}\n{yaml}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(last.is_empty() || last.contains("discover"));
+    Ok(())
+}

@@ -687,9 +687,10 @@ fn backend_protocol(s: &mut Settings, keys: &Keys<'_>, annotations: &BTreeMap<St
         s.drop(
             "backend-protocol",
             "ingress-nginx does not verify the backend's certificate by default \
-             (proxy-ssl-verify: off); Gateway API always does: the BackendTLSPolicy trusts the \
-             system CAs (wellKnownCACertificates: System): point caCertificateRefs at the CA \
-             that signs the backend's certificate",
+             (proxy-ssl-verify: off); Gateway API speaks TLS to a backend only with a \
+             BackendTLSPolicy that names its CA (caCertificateRefs: a ConfigMap with ca.crt; \
+             sluice does not take wellKnownCACertificates): none is emitted, so the \
+             backendRefs speak plain HTTP until you add one",
         );
     }
 }

@@ -243,8 +243,8 @@ impl Backends<'_> {
                 .ok_or_else(|| {
                     format!(
                         "port name {port_name:?} of Service {namespace}/{}: the Service is not \
-                         in the input, so the port number is unknown; backendRefs[].port is \
-                         left out: set it",
+                         in the input, so the port number is unknown: the rule has no \
+                         backendRefs (500) until you add one with the port",
                         service.name
                     )
                 })?,
@@ -783,19 +783,14 @@ pub fn convert(
                             what: field.clone(),
                             why: why.clone(),
                         });
-                        if !why.contains("port name") {
-                            continue;
-                        }
-                        let Some(service) = &path.backend.service else {
-                            continue;
-                        };
-                        HttpBackendRef {
-                            backend: BackendObjectReference {
-                                name: service.name.clone(),
-                                ..BackendObjectReference::default()
-                            },
-                            ..HttpBackendRef::default()
-                        }
+                        // The path keeps its rule, with no backendRefs (500) rather than
+                        // falling through to a shorter path: the CRDs require a port.
+                        rules.push(HttpRouteRule {
+                            matches: vec![path_only(out.matched)],
+                            filters: rule_filters(&settings, out.rewrite.clone()),
+                            ..HttpRouteRule::default()
+                        });
+                        continue;
                     }
                 };
                 used_services.insert(main.backend.name.clone());
@@ -1055,7 +1050,8 @@ pub fn convert(
         if matches!(
             settings.protocol,
             BackendProtocol::Https | BackendProtocol::Grpcs
-        ) {
+        ) && settings.backend_tls.ca.is_some()
+        {
             for service in &used_services {
                 let policy = backend_tls_policy(&namespace, service, &settings);
                 outcome.objects.push(format!(
@@ -1233,35 +1229,23 @@ fn chunks<T: Clone>(rules: Vec<T>) -> Vec<Vec<T>> {
 /// The most listeners a Gateway may have (the CRD's `maxItems`).
 pub const MAX_LISTENERS: usize = 64;
 
-/// A BackendTLSPolicy for `service` of `namespace` (`backend-protocol: HTTPS`/`GRPCS`).
+/// A BackendTLSPolicy for `service` of `namespace` (`backend-protocol: HTTPS`/`GRPCS` with
+/// `proxy-ssl-verify: on`): the CA of `proxy-ssl-secret`, as a ConfigMap of that name.
 fn backend_tls_policy(namespace: &str, service: &str, s: &Settings) -> Emitted {
-    let (ca_refs, well_known) = match &s.backend_tls.ca {
-        Some((_, name)) => (
-            vec![ObjectReference {
-                group: String::new(),
-                kind: "ConfigMap".into(),
-                name: name.clone(),
-                namespace: None,
-            }],
-            None,
-        ),
-        None => (Vec::new(), Some("System".to_owned())),
-    };
+    let ca = s
+        .backend_tls
+        .ca
+        .as_ref()
+        .map_or_else(|| service.to_owned(), |(_, name)| name.clone());
     let hostname = s
         .backend_tls
         .hostname
         .clone()
         .unwrap_or_else(|| format!("{service}.{namespace}.svc"));
-    let comment = match &s.backend_tls.ca {
-        Some((_, name)) => format!(
-            "TLS to Service {namespace}/{service}: create ConfigMap {namespace}/{name} with \
-             the ca.crt of Secret {name} (proxy-ssl-secret)"
-        ),
-        None => format!(
-            "TLS to Service {namespace}/{service}: ingress-nginx did not verify its \
-             certificate; this policy does, against the system CAs"
-        ),
-    };
+    let comment = format!(
+        "TLS to Service {namespace}/{service}: create ConfigMap {namespace}/{ca} with the \
+         ca.crt of Secret {ca} (proxy-ssl-secret)"
+    );
     Emitted {
         object: Object::BackendTlsPolicy(Box::new(BackendTlsPolicy {
             metadata: meta(namespace, &format!("{service}-backend-tls")),
@@ -1273,8 +1257,13 @@ fn backend_tls_policy(namespace: &str, service: &str, s: &Settings) -> Emitted {
                     section_name: None,
                 }],
                 validation: BackendTlsValidation {
-                    ca_certificate_refs: ca_refs,
-                    well_known_ca_certificates: well_known,
+                    ca_certificate_refs: vec![ObjectReference {
+                        group: String::new(),
+                        kind: "ConfigMap".into(),
+                        name: ca,
+                        namespace: None,
+                    }],
+                    well_known_ca_certificates: None,
                     hostname,
                     subject_alt_names: Vec::new(),
                 },
