@@ -9,6 +9,8 @@
 //! - [`serve`]: `sluice serve --manifests DIR`, standalone mode.
 //! - [`migrate`]: `sluice migrate`, what sluice would make of existing (ingress-nginx)
 //!   Ingresses.
+//! - [`migrate_gateway`]: `sluice migrate --to gateway-api`, the Gateway API objects that
+//!   say what those Ingresses say, and what could not be carried.
 //! - [`explain`]: `sluice explain URL`, which rule a request matches and why the others
 //!   do not, from a running sluice's admin port or a directory of manifests.
 //! - [`cluster`]: `sluice controller`, on Kubernetes: leader election, Ingress and Gateway
@@ -31,6 +33,7 @@ pub mod manifest_dir;
 #[cfg(test)]
 mod manifest_fuzz;
 pub mod migrate;
+pub mod migrate_gateway;
 pub mod projection;
 pub mod rebuild;
 pub mod serve;

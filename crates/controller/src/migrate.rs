@@ -67,6 +67,10 @@ pub struct MigrateArgs {
 
     #[command(flatten)]
     pub class: ClassArgs,
+
+    /// `--to gateway-api` and its flags (`migrate_gateway`).
+    #[command(flatten)]
+    pub gateway: crate::migrate_gateway::GatewayArgs,
 }
 
 /// How the report is printed.
@@ -904,6 +908,9 @@ pub async fn from_cluster(
 /// `sluice migrate`: reads, reports on `out`, and returns the exit status. Errors that leave
 /// nothing to report (no directory, no cluster) go to `err` and give [`EXIT_ERROR`].
 pub async fn run(args: &MigrateArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if args.gateway.to.is_some() {
+        return crate::migrate_gateway::run(args, out, err).await;
+    }
     let options = args.class.compile_options(None);
     let namespace = args.namespace.as_deref();
     let report = match &args.manifests {

@@ -57,6 +57,11 @@ enum Command {
     /// Per Ingress: whether sluice serves its class, which annotations it honours, which not
     /// and why. Exit status 0: no change needed; 1: some Ingress needs one; 2: the Ingresses
     /// could not be read.
+    ///
+    /// With `--to gateway-api`: the Gateway API objects instead (a Gateway per IngressClass,
+    /// HTTPRoutes, GRPCRoutes, ReferenceGrants, BackendTLSPolicies; YAML on stdout or one
+    /// file per object with `--output-dir`), and per Ingress what could not be carried;
+    /// exit status 1 when something was not.
     Migrate(Box<MigrateArgs>),
     /// Explain where a request goes: the Ingress and rule that match, why the others do not
     /// (host, path type, class), the backend with its endpoints, and the policy applied.
