@@ -828,7 +828,7 @@ fn unknown_keys_are_reported_as_unsupported() {
             "not supported by sluice: not supported yet",
         ),
         (
-            "auth-cache-key",
+            "auth-always-set-cookie",
             "not supported by sluice: not supported yet",
         ),
         (
@@ -860,7 +860,6 @@ fn unknown_keys_are_reported_as_unsupported() {
 #[test]
 fn access_annotations_sluice_cannot_honour_fail_closed() {
     let closed: &[&[(&str, &str)]] = &[
-        &[("auth-type", "digest"), ("auth-secret", "htpasswd")],
         &[("auth-type", "basic")],
         &[("auth-type", "digest")],
         &[("auth-secret", "htpasswd"), ("auth-realm", "Staff only")],
