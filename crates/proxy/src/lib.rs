@@ -107,6 +107,7 @@
 
 #![warn(missing_docs)]
 
+mod auth_cache;
 mod backend;
 mod body;
 mod chunked;
@@ -261,6 +262,7 @@ impl Proxy {
             limit_status: args.limit_req_status(),
             global_limiter,
             auth_timeout: args.auth_timeout,
+            auth_answers: auth_cache::AuthAnswers::default(),
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
             compression: args.compression.clone(),

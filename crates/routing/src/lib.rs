@@ -113,6 +113,7 @@ mod explain_check;
 mod explain_routes;
 pub mod gateway;
 mod host;
+mod htdigest;
 mod htpasswd;
 mod ingress;
 mod inputs;
@@ -137,6 +138,7 @@ pub use explain::{
     Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,
 };
 pub use host::normalize_request_host;
+pub use htdigest::{DigestCredentials, Htdigest, digest_credentials};
 pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, check_annotations, supported_annotations,
@@ -149,9 +151,10 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use policy::{
-    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,
-    LimitRate, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
-    RequestRedirect, ResponseRewrites, same_site_none_compatible,
+    Affinity, AffinityMode, AuthCache, AuthKeepalive, BasicAuth, CacheValid, Cors, DigestAuth,
+    ExternalAuth, GlobalRateLimit, HashBy, KeyPart, LimitRate, LoadBalance, NextUpstream,
+    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect, ResponseRewrites,
+    same_site_none_compatible,
 };
 pub use protocol::{SubjectAltName, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

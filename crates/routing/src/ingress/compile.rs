@@ -941,18 +941,19 @@ impl<'a> Compiler<'_, 'a> {
         }
     }
 
-    /// Reads the users of `auth-secret` into [`Policy::basic_auth`]. A Secret that is
-    /// missing, in another namespace, without the `auth` key (`auth-file`) or without any
-    /// user closes the routes (503) with a `FailedClosed` diagnostic, as ingress-nginx
-    /// denies the location; users whose hash no scheme reads get a warning (nginx answers
-    /// them 500).
+    /// Reads the users of `auth-secret` into [`Policy::basic_auth`] (or
+    /// [`Policy::digest_auth`] for `auth-type: digest`). A Secret that is missing, in
+    /// another namespace, without the `auth` key (`auth-file`) or without any user (of the
+    /// realm, for digest) closes the routes (503) with a `FailedClosed` diagnostic, as
+    /// ingress-nginx denies the location; users whose hash no scheme reads get a warning
+    /// (nginx answers them 500; a digest line without a 32-digit HA1 never matches).
     fn basic_auth_secret(
         &mut self,
         index: usize,
         spec: annotations::basic_auth::BasicAuthSpec,
         policy: &mut Policy,
     ) {
-        use annotations::basic_auth::SecretType;
+        use annotations::basic_auth::AuthType;
         let ingress = &self.ingresses[index];
         let field = format!("metadata.annotations[{}]", spec.key);
         let namespace = spec
@@ -961,51 +962,41 @@ impl<'a> Compiler<'_, 'a> {
             .unwrap_or_else(|| ingress.namespace.to_owned());
         let name = spec.name.as_str();
         let closed = format!("; {}", annotations::fail_closed::CLOSED);
-        let problem = if namespace != ingress.namespace {
+        let entries = if namespace != ingress.namespace {
             Err(format!(
-                "Secret {namespace}/{name} is in another namespace than the Ingress: not                  allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+                "Secret {namespace}/{name} is in another namespace than the Ingress: not \
+                 allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
             ))
         } else {
             match self.secrets.get(&(namespace.as_str(), name)) {
                 None => Err(format!("Secret {namespace}/{name} not found")),
-                Some(secret) => {
-                    let users = match spec.secret_type {
-                        SecretType::File => crate::tls::secret_value(secret, "auth")
-                            .map(|text| {
-                                crate::htpasswd::Htpasswd::parse(&String::from_utf8_lossy(text))
-                            })
-                            .ok_or_else(|| {
-                                format!(
-                                    "Secret {namespace}/{name} has no key auth (an htpasswd file)"
-                                )
-                            }),
-                        SecretType::Map => {
-                            let data = secret.data.iter().flatten().map(|(k, v)| {
-                                (k.clone(), String::from_utf8_lossy(&v.0).into_owned())
-                            });
-                            let strings = secret
-                                .string_data
-                                .iter()
-                                .flatten()
-                                .map(|(k, v)| (k.clone(), v.clone()));
-                            let entries: BTreeMap<String, String> = data.chain(strings).collect();
-                            Ok(crate::htpasswd::Htpasswd::from_map(
-                                entries.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                            ))
-                        }
-                    };
-                    users.and_then(|users| {
-                        if users.is_empty() {
-                            Err(format!("Secret {namespace}/{name} lists no user"))
-                        } else {
-                            Ok(users)
-                        }
-                    })
-                }
+                Some(secret) => auth_secret_entries(secret, spec.secret_type)
+                    .map_err(|why| format!("Secret {namespace}/{name} {why}")),
             }
         };
-        match problem {
-            Ok(users) => {
+        let entries = match entries {
+            Ok(entries) => entries,
+            Err(why) => {
+                policy.fail_closed = true;
+                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
+                return;
+            }
+        };
+        let secret = ObjectRef::secret(namespace.clone(), name);
+        match spec.auth_type {
+            AuthType::Basic => {
+                let users = match entries {
+                    AuthEntries::File(text) => crate::htpasswd::Htpasswd::parse(&text),
+                    AuthEntries::Map(map) => crate::htpasswd::Htpasswd::from_map(
+                        map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    ),
+                };
+                if users.is_empty() {
+                    policy.fail_closed = true;
+                    let detail = format!("Secret {namespace}/{name} lists no user{closed}");
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                }
                 let unknown = users.unknown_schemes();
                 if !unknown.is_empty() {
                     let detail = format!(
@@ -1025,12 +1016,40 @@ impl<'a> Compiler<'_, 'a> {
                 policy.basic_auth = Some(Arc::new(crate::policy::BasicAuth {
                     challenge,
                     users,
-                    secret: ObjectRef::secret(namespace, name),
+                    secret,
                 }));
             }
-            Err(why) => {
-                policy.fail_closed = true;
-                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
+            AuthType::Digest => {
+                let realm = spec.realm.as_str();
+                let users = match entries {
+                    AuthEntries::File(text) => crate::htdigest::Htdigest::parse(&text, realm),
+                    AuthEntries::Map(map) => crate::htdigest::Htdigest::from_map(
+                        map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                        realm,
+                    ),
+                };
+                if !users.malformed().is_empty() {
+                    let detail = format!(
+                        "Secret {namespace}/{name}: the digest line of {} has no HA1 of 32 \
+                         hex digits (user:realm:HA1, as htdigest writes it); they never match",
+                        users.malformed().join(", ")
+                    );
+                    self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                }
+                if users.is_empty() {
+                    policy.fail_closed = true;
+                    let detail = format!(
+                        "Secret {namespace}/{name} lists no digest user of realm {realm:?} \
+                         (auth-realm; lines are user:realm:HA1){closed}"
+                    );
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                }
+                policy.digest_auth = Some(Arc::new(crate::policy::DigestAuth {
+                    realm: spec.realm,
+                    users,
+                    secret,
+                }));
             }
         }
     }
@@ -1529,23 +1548,39 @@ impl Entries<'_, '_> {
                 target: target.clone(),
             })
         });
+        // `auth-cache-key`: answers are kept per location (ingress-nginx keys its auth
+        // cache by server and location), so such an entry is its path's own.
+        let auth_cached = policy
+            .auth
+            .as_ref()
+            .is_some_and(|auth| auth.cache.is_some());
         let key = (
             backend.id as u32,
             owner,
             redirecting,
-            rewrite.as_ref().map(|_| path.key.clone()),
+            (rewrite.is_some() || auth_cached).then(|| path.key.clone()),
             canary.map(|c| c.owner),
         );
         if let Some(&id) = self.index.get(&key) {
             return id;
         }
         let id = self.entries.len() as u32;
+        let policy = if auth_cached {
+            let ingress = &self.inputs.ingresses[owner].object;
+            let mut own = Policy::clone(policy);
+            if let Some(cache) = own.auth.as_mut().and_then(|auth| auth.cache.as_mut()) {
+                cache.location = format!("{}/{} {}", ingress.namespace, ingress.name, path.key);
+            }
+            Arc::new(own)
+        } else {
+            Arc::clone(policy)
+        };
         let fallback = owner_policy
             .fallback
             .map(|slot| Arc::clone(&self.backends[self.id_of[slot] as usize]));
         self.entries.push(RouteEntry {
             backend: Arc::clone(backend),
-            policy: Arc::clone(policy),
+            policy,
             source: self.inputs.ingresses[owner].object.clone(),
             rewrite,
             fallback,
@@ -1816,6 +1851,41 @@ fn build_table(
     table.entries = entries.entries;
     table.backends = entries.backends;
     table
+}
+
+/// The users' text of an `auth-secret`, before it is read as htpasswd or htdigest.
+enum AuthEntries {
+    /// `auth-file`: the `auth` key.
+    File(String),
+    /// `auth-map`: every key a user, its value the rest of the user's line.
+    Map(BTreeMap<String, String>),
+}
+
+/// The users' text of `secret` as `auth-secret-type` says; the error completes "Secret
+/// ns/name ...".
+fn auth_secret_entries(
+    secret: &Secret,
+    secret_type: annotations::basic_auth::SecretType,
+) -> Result<AuthEntries, String> {
+    use annotations::basic_auth::SecretType;
+    match secret_type {
+        SecretType::File => crate::tls::secret_value(secret, "auth")
+            .map(|text| AuthEntries::File(String::from_utf8_lossy(text).into_owned()))
+            .ok_or_else(|| "has no key auth (an htpasswd or htdigest file)".to_owned()),
+        SecretType::Map => {
+            let data = secret
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()));
+            let strings = secret
+                .string_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone()));
+            Ok(AuthEntries::Map(data.chain(strings).collect()))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ use http::{HeaderName, HeaderValue, Uri};
 
 pub(crate) mod affinity;
 pub(crate) mod auth;
+mod auth_cache;
+mod auth_keepalive;
 pub(crate) mod basic_auth;
 pub(crate) mod canary;
 pub(crate) mod client_cert;
@@ -145,6 +147,12 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "auth-cache-key",
+    "auth-cache-duration",
+    "auth-keepalive",
+    "auth-keepalive-requests",
+    "auth-keepalive-timeout",
+    "auth-keepalive-share-vars",
     "satisfy",
     "auth-type",
     "auth-secret",
