@@ -504,3 +504,81 @@ async fn external_authentication_auth_cache_key_and_duration() {
     })
     .await;
 }
+
+/// ingress-nginx docs, "External Authentication": `auth-keepalive` (default 0: a new
+/// connection per check, as nginx's `auth_request` without an upstream `keepalive`),
+/// `auth-keepalive-requests` (checks per connection) and `auth-keepalive-timeout` (idle
+/// time), counted as connections the real auth service accepted.
+#[tokio::test]
+async fn external_authentication_auth_keepalive() {
+    init_tracing();
+    bounded(async {
+        let (fresh, kept, idle) = (
+            AuthServer::start().await,
+            AuthServer::start().await,
+            AuthServer::start().await,
+        );
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let url = |server: &AuthServer| format!("http://{}/verify", server.addr);
+        let (fresh_url, kept_url, idle_url) = (url(&fresh), url(&kept), url(&idle));
+        let routes = [
+            annotated(
+                Route::new("fresh.example.com", "web", vec![web.addr()]),
+                &[("auth-url", &fresh_url)],
+            ),
+            annotated(
+                Route::new("kept.example.com", "web", vec![web.addr()]),
+                &[
+                    ("auth-url", &kept_url),
+                    ("auth-keepalive", "1"),
+                    ("auth-keepalive-requests", "3"),
+                    ("auth-keepalive-share-vars", "true"),
+                ],
+            ),
+            annotated(
+                Route::new("idle.example.com", "web", vec![web.addr()]),
+                &[
+                    ("auth-url", &idle_url),
+                    ("auth-keepalive", "2"),
+                    ("auth-keepalive-timeout", "1"),
+                ],
+            ),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let check = |host: &'static str| {
+            let proxy = &proxy;
+            async move {
+                let headers = [("authorization", "Bearer ok-alice")];
+                let got = request(proxy, ("GET", ""), host, "/", &headers).await;
+                assert_eq!(got.status, 200, "{host}");
+            }
+        };
+        for _ in 0..3 {
+            check("fresh.example.com").await;
+        }
+        assert_eq!((fresh.requests(), fresh.connections()), (3, 3));
+        for _ in 0..7 {
+            check("kept.example.com").await;
+        }
+        // Three checks per connection: 3 + 3 + 1.
+        assert_eq!((kept.requests(), kept.connections()), (7, 3));
+        for _ in 0..3 {
+            check("idle.example.com").await;
+        }
+        assert_eq!((idle.requests(), idle.connections()), (3, 1));
+        // Idle longer than auth-keepalive-timeout: closed, a new one opens.
+        tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+        check("idle.example.com").await;
+        assert_eq!((idle.requests(), idle.connections()), (4, 2));
+    })
+    .await;
+}

@@ -160,8 +160,10 @@ async fn ask<'a, F: Fields<'a> + Sync>(
     };
     let server_name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok();
     let upstreams = &shared.upstreams;
+    let keepalive = auth.keepalive.as_ref();
     let response =
-        crate::upstream::client::call(upstreams, addr, configs, server_name, request).await?;
+        crate::upstream::client::call(upstreams, addr, configs, server_name, request, keepalive)
+            .await?;
     let (parts, body) = response.into_parts();
     // Read a small body to its end so the connection can carry the next check.
     let _ = http_body_util::Limited::new(body, MAX_AUTH_BODY)
