@@ -582,3 +582,172 @@ async fn external_authentication_auth_keepalive() {
     })
     .await;
 }
+
+/// A ConfigMap in the test namespace with these values.
+fn config_map(name: &str, data: &[(&str, &str)]) -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+    let data: std::collections::BTreeMap<&str, &str> = data.iter().copied().collect();
+    Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS},
+            "data": data,
+        }))
+        .unwrap(),
+    )
+}
+
+/// ingress-nginx docs, "External Authentication": `auth-proxy-set-headers` names a
+/// ConfigMap whose data are headers of the auth request (nginx `proxy_set_header` in the
+/// auth location: a variable is expanded per request, an empty value drops the header).
+/// A ConfigMap that is missing, or holds a variable sluice does not compute, closes the
+/// route (ingress-nginx denies the location), never opens it.
+#[tokio::test]
+async fn external_authentication_auth_proxy_set_headers() {
+    init_tracing();
+    bounded(async {
+        let auth = AuthServer::start().await;
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let url = format!("http://{}/verify", auth.addr);
+        let with = |host: &str, config_map: &str| {
+            annotated(
+                Route::new(host, "web", vec![web.addr()]),
+                &[
+                    ("auth-url", url.as_str()),
+                    ("auth-proxy-set-headers", config_map),
+                    (
+                        "auth-response-headers",
+                        "X-Saw-X-Tenant, X-Saw-X-Asked-Host, X-Saw-X-Drop",
+                    ),
+                ],
+            )
+        };
+        let routes = [
+            with("app.example.com", "auth-headers"),
+            with("missing.example.com", "no-such-config-map"),
+            with("unknown.example.com", "unknown-variable"),
+        ];
+        let mut objects = inputs(&routes);
+        objects.annotation_config_maps = vec![
+            config_map(
+                "auth-headers",
+                &[
+                    ("X-Tenant", "acme"),
+                    ("X-Asked-Host", "for $host"),
+                    ("X-Drop", ""),
+                ],
+            ),
+            config_map("unknown-variable", &[("X-Id", "$request_id")]),
+        ];
+        let compiled = compile(&objects, &CompileOptions::default());
+        let mut closed: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.reason == Reason::FailedClosed)
+            .map(|d| d.message.clone())
+            .collect();
+        closed.sort();
+        assert_eq!(closed.len(), 2, "{:?}", compiled.diagnostics);
+        assert!(
+            closed[0].contains("no-such-config-map not found"),
+            "{closed:?}"
+        );
+        assert!(closed[1].contains("$request_id"), "{closed:?}");
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+
+        for (label, method, body) in FRONT_ENDS {
+            let headers = [("authorization", "Bearer ok-alice"), ("x-drop", "client")];
+            let got = request(&proxy, (method, body), "app.example.com:80", "/", &headers).await;
+            assert_eq!(got.status, 200, "{label}");
+            let seen = got.report().headers;
+            assert_eq!(seen["x-saw-x-tenant"], "acme", "{label}");
+            assert_eq!(seen["x-saw-x-asked-host"], "for app.example.com", "{label}");
+            assert!(!seen.contains_key("x-saw-x-drop"), "{label}: {seen:?}");
+            for host in ["missing.example.com", "unknown.example.com"] {
+                let got = request(&proxy, (method, body), host, "/", &headers).await;
+                assert_eq!(got.status, 503, "{label} {host}");
+            }
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Custom Headers" (`custom-headers`, nginx `more_set_headers`) with
+/// the ConfigMap key `global-allowed-response-headers` (ingress-nginx >= 1.12): the
+/// ConfigMap's headers are set on every response of the route; one that the key does not
+/// allow, or a ConfigMap that is missing, denies the route (503) as ingress-nginx denies
+/// the location, with an Event naming the annotation.
+#[tokio::test]
+async fn custom_headers_as_global_allowed_response_headers_allow() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let route = |host: &str, config_map: &str| {
+            annotated(
+                Route::new(host, "web", vec![web.addr()]),
+                &[("custom-headers", config_map)],
+            )
+        };
+        let routes = [
+            route("ok.example.com", "custom-ok"),
+            route("refused.example.com", "custom-refused"),
+            route("missing.example.com", "no-such-config-map"),
+        ];
+        let mut objects = inputs(&routes);
+        objects.annotation_config_maps = vec![
+            config_map(
+                "custom-ok",
+                &[("X-Frame-Options", "DENY"), ("X-Team", "payments; on-call")],
+            ),
+            config_map("custom-refused", &[("X-Powered-By", "sluice")]),
+        ];
+        objects.nginx_config_map = Some(config_map(
+            "nginx",
+            &[("global-allowed-response-headers", "X-Frame-Options, X-Team")],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        let mut closed: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.reason == Reason::FailedClosed)
+            .map(|d| (d.field.clone(), d.message.clone()))
+            .collect();
+        closed.sort();
+        assert_eq!(closed.len(), 2, "{:?}", compiled.diagnostics);
+        for (field, _) in &closed {
+            assert_eq!(
+                field,
+                &format!("metadata.annotations[{NGINX}custom-headers]")
+            );
+        }
+        assert!(
+            closed
+                .iter()
+                .any(|(_, m)| m.contains("X-Powered-By is not allowed"))
+        );
+        assert!(
+            closed
+                .iter()
+                .any(|(_, m)| m.contains("no-such-config-map not found"))
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+
+        for (label, method, body) in FRONT_ENDS {
+            let got = request(&proxy, (method, body), "ok.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.headers["x-frame-options"], "DENY", "{label}");
+            assert_eq!(got.headers["x-team"], "payments; on-call", "{label}");
+            for host in ["refused.example.com", "missing.example.com"] {
+                let got = request(&proxy, (method, body), host, "/", &[]).await;
+                assert_eq!(got.status, 503, "{label} {host}");
+                assert!(!got.headers.contains_key("x-powered-by"));
+            }
+        }
+    })
+    .await;
+}

@@ -12,6 +12,9 @@ pub struct NginxConfig {
     pub annotation_defaults: BTreeMap<String, String>,
     /// `block-cidrs`: clients refused (403) on every Ingress route.
     pub block_cidrs: Vec<Cidr>,
+    /// `global-allowed-response-headers`: the header names `custom-headers` may set
+    /// (compared exactly, as ingress-nginx does).
+    pub allowed_response_headers: Vec<String>,
     /// The raw value of each key applied, for telling later what changed.
     pub(crate) applied: BTreeMap<String, String>,
 }

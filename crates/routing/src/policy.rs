@@ -1012,6 +1012,11 @@ pub struct ExternalAuth {
     /// `auth-cache-key` with `auth-cache-duration`: the auth service's answers kept per
     /// key; `None`: asked for every request.
     pub cache: Option<AuthCache>,
+    /// `auth-proxy-set-headers`: fields set on the auth request from the ConfigMap's
+    /// data (replacing the client's of that name), each value a template of the variables
+    /// `global-rate-limit-key` takes; an empty value removes the field (nginx's
+    /// `proxy_set_header X ""`).
+    pub proxy_set_headers: Vec<(HeaderName, Vec<KeyPart>)>,
     /// `auth-keepalive` and its companions: connections to the auth service kept open;
     /// `None` (ingress-nginx's default 0): a new connection for every check.
     pub keepalive: Option<AuthKeepalive>,
@@ -1197,6 +1202,7 @@ mod tests {
             response_headers: Vec::new(),
             request_redirect: None,
             cache: None,
+            proxy_set_headers: Vec::new(),
             keepalive: None,
         };
         let at = |signin: &str| {

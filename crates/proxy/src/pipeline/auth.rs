@@ -55,6 +55,8 @@ pub(crate) struct Original<'a, F> {
     pub(crate) client: IpAddr,
     /// The request's key in the auth cache (`auth-cache-key`), when the route has one.
     pub(crate) cache_key: Option<Vec<u8>>,
+    /// `auth-proxy-set-headers` with their values for this request (empty: not sent).
+    pub(crate) set_fields: Vec<(&'a HeaderName, Vec<u8>)>,
 }
 
 /// Asks the auth service about `original`.
@@ -219,6 +221,16 @@ fn subrequest<'a, F: Fields<'a>>(
     headers.insert("x-forwarded-for", value(&client)?);
     let redirect = auth.request_redirect.as_deref().unwrap_or(original.uri);
     headers.insert("x-auth-request-redirect", value(redirect)?);
+    // `auth-proxy-set-headers` (nginx `proxy_set_header` in the auth location, after
+    // ingress-nginx's own): set, or removed when empty.
+    for (name, set) in &original.set_fields {
+        if set.is_empty() {
+            headers.remove(*name);
+        } else {
+            let set = HeaderValue::from_bytes(set).map_err(|e| e.to_string())?;
+            headers.insert((*name).clone(), set);
+        }
+    }
     builder.body(RequestBody::Empty).map_err(|e| e.to_string())
 }
 

@@ -280,6 +280,12 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
     }
     if let Some(external) = route_policy.auth.as_ref().filter(|_| !range_suffices) {
+        let sample = crate::global_rate_limit::key::Request {
+            client: facts.client,
+            host: facts.host,
+            path,
+            field: |name: &[u8]| request.field(name),
+        };
         let original = auth::Original {
             method: request.method(),
             fields: request.fields(),
@@ -288,16 +294,19 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             uri: request.target(),
             client: facts.client,
             cache_key: external.cache.as_ref().map(|cache| {
-                let sample = crate::global_rate_limit::key::Request {
-                    client: facts.client,
-                    host: facts.host,
-                    path,
-                    field: |name: &[u8]| request.field(name),
-                };
                 let expanded = crate::global_rate_limit::key::expand_template(&cache.key, &sample);
                 let host = crate::global_rate_limit::key::host_without_port(facts.host);
                 crate::auth_cache::key(&cache.location, host, &expanded)
             }),
+            // `auth-proxy-set-headers`, expanded for this request.
+            set_fields: external
+                .proxy_set_headers
+                .iter()
+                .map(|(name, parts)| {
+                    let value = crate::global_rate_limit::key::expand_template(parts, &sample);
+                    (name, value)
+                })
+                .collect(),
         };
         // Boxed: a rare branch, kept out of every request's future.
         match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {

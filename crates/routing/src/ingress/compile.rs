@@ -15,7 +15,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressSpec, IngressTLS,
 };
@@ -126,6 +126,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         crate::gateway::backend_tls::resolve(&inputs.backend_tls_policies, &config_maps, watched);
     services.set_backend_tls(backend_tls.by_port);
     let backend_tls_outcomes = backend_tls.outcomes;
+    let annotation_config_maps: HashMap<(&str, &str), _> = inputs
+        .annotation_config_maps
+        .iter()
+        .filter(|c| watched(&c.metadata))
+        .map(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or("");
+            ((ns, c.metadata.name.as_deref().unwrap_or("")), &**c)
+        })
+        .collect();
     let secrets: HashMap<(&str, &str), _> = inputs
         .secrets
         .iter()
@@ -201,6 +210,10 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         regexes: HashMap::new(),
         services: &services,
         secrets: &secrets,
+        annotation_config_maps: &annotation_config_maps,
+        allowed_response_headers: nginx_config
+            .as_deref()
+            .map_or(&[], |config| config.allowed_response_headers.as_slice()),
         ingresses: &ingresses,
         diagnostics: Vec::new(),
         // Sized for the common shape (about one host and a couple of Service ports per
@@ -599,6 +612,10 @@ struct Compiler<'c, 'a> {
     regexes: HashMap<String, regex::Regex>,
     services: &'c ServiceIndex<'a>,
     secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
+    /// ConfigMaps that annotations name (`auth-proxy-set-headers`, `custom-headers`).
+    annotation_config_maps: &'c HashMap<(&'a str, &'a str), &'a ConfigMap>,
+    /// The ingress-nginx ConfigMap's `global-allowed-response-headers` (`custom-headers`).
+    allowed_response_headers: &'c [String],
     /// Our Ingresses, oldest first; claims refer to them by index.
     ingresses: &'c [OurIngress<'a>],
     diagnostics: Vec<Diagnostic>,
@@ -734,6 +751,12 @@ impl<'a> Compiler<'_, 'a> {
         }
         if let Some(spec) = parsed.basic_auth.take() {
             self.basic_auth_secret(index, spec, &mut parsed.policy);
+        }
+        if let Some(spec) = parsed.auth_proxy_set_headers.take() {
+            self.auth_proxy_set_headers(index, spec, &mut parsed.policy);
+        }
+        if let Some(spec) = parsed.custom_headers.take() {
+            self.custom_headers(index, spec, &mut parsed.policy);
         }
         if let Some(spec) = parsed.client_cert.take() {
             self.client_cert(index, spec, &mut parsed.policy);
@@ -1050,6 +1073,106 @@ impl<'a> Compiler<'_, 'a> {
                     users,
                     secret,
                 }));
+            }
+        }
+    }
+
+    /// The ConfigMap an annotation names, with all its data: in the Ingress's namespace
+    /// (ingress-nginx's default, allow-cross-namespace-resources off) and present, else why
+    /// not.
+    fn annotation_config_map(
+        &self,
+        index: usize,
+        spec: &annotations::config_map_ref::ConfigMapRef,
+    ) -> Result<&'a ConfigMap, String> {
+        let ingress = &self.ingresses[index];
+        let namespace = spec.namespace.as_deref().unwrap_or(ingress.namespace);
+        let name = spec.name.as_str();
+        if namespace != ingress.namespace {
+            return Err(format!(
+                "ConfigMap {namespace}/{name} is in another namespace than the Ingress: not \
+                 allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+            ));
+        }
+        self.annotation_config_maps
+            .get(&(namespace, name))
+            .copied()
+            .ok_or_else(|| format!("ConfigMap {namespace}/{name} not found"))
+    }
+
+    /// `custom-headers`: the ConfigMap's data become response headers (nginx
+    /// `more_set_headers`), each name allowed by `global-allowed-response-headers`. One
+    /// that is missing, in another namespace, or with a header that is not allowed denies
+    /// the routes (503), as ingress-nginx denies the location; a value with an nginx
+    /// variable is left out with an Event.
+    fn custom_headers(
+        &mut self,
+        index: usize,
+        spec: annotations::config_map_ref::ConfigMapRef,
+        policy: &mut Policy,
+    ) {
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let headers = self
+            .annotation_config_map(index, &spec)
+            .and_then(|config_map| {
+                let empty = BTreeMap::new();
+                annotations::config_map_ref::custom_headers_of(
+                    config_map.data.as_ref().unwrap_or(&empty),
+                    self.allowed_response_headers,
+                )
+                .map_err(|why| format!("ConfigMap {}: {why}", spec.name))
+            });
+        match headers {
+            Ok((headers, variables)) => {
+                if !variables.is_empty() {
+                    let detail = format!(
+                        "ConfigMap {}: the value of {} has an nginx variable, which sluice \
+                         does not expand; not set",
+                        spec.name,
+                        variables.join(", ")
+                    );
+                    self.diag(index, field, Reason::InvalidAnnotation, detail);
+                }
+                for (name, value) in headers {
+                    if !policy.response_headers.iter().any(|(set, _)| *set == name) {
+                        policy.response_headers.push((name, value));
+                    }
+                }
+            }
+            Err(why) => {
+                policy.fail_closed = true;
+                let detail = format!("{why}; {}", annotations::fail_closed::CLOSED);
+                self.diag(index, field, Reason::FailedClosed, detail);
+            }
+        }
+    }
+
+    /// `auth-proxy-set-headers`: the ConfigMap's data become fields of the auth request.
+    /// One that is missing, in another namespace, or whose data are not headers closes the
+    /// routes (503), as ingress-nginx denies the location.
+    fn auth_proxy_set_headers(
+        &mut self,
+        index: usize,
+        spec: annotations::config_map_ref::ConfigMapRef,
+        policy: &mut Policy,
+    ) {
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let headers = self
+            .annotation_config_map(index, &spec)
+            .and_then(|config_map| {
+                let empty = BTreeMap::new();
+                annotations::config_map_ref::proxy_set_headers(
+                    config_map.data.as_ref().unwrap_or(&empty),
+                )
+                .map_err(|why| format!("ConfigMap {}: {why}", spec.name))
+            });
+        match (headers, policy.auth.as_mut()) {
+            (Ok(headers), Some(auth)) => auth.proxy_set_headers = headers,
+            (Ok(_), None) => {}
+            (Err(why), _) => {
+                policy.fail_closed = true;
+                let detail = format!("{why}; {}", annotations::fail_closed::CLOSED);
+                self.diag(index, field, Reason::FailedClosed, detail);
             }
         }
     }

@@ -130,6 +130,7 @@ pub(crate) fn parse_auth(
         response_headers,
         request_redirect,
         cache: None,
+        proxy_set_headers: Vec::new(),
         keepalive: None,
     };
     (auth, problems)

@@ -836,10 +836,6 @@ fn unknown_keys_are_reported_as_unsupported() {
             "not supported by sluice: TLS settings towards backends",
         ),
         (
-            "custom-headers",
-            "not supported by sluice: use sluice.dev/response-headers",
-        ),
-        (
             "proxy-body-sise",
             "not supported by sluice (did you mean proxy-body-size?)",
         ),

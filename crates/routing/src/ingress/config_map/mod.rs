@@ -9,6 +9,7 @@
 //! parse gets a diagnostic (an Event on the ConfigMap) and the key's previous value stays in
 //! force; a key sluice does not apply gets one saying what to use instead.
 
+mod global_auth;
 mod keys;
 
 use std::collections::BTreeMap;
@@ -108,7 +109,9 @@ pub fn read(
 
 /// Applies one key sluice reads.
 fn apply(out: &mut NginxConfig, key: &str, value: &str) -> Result<(), String> {
-    if key == "block-cidrs" {
+    if let Some(applied) = global_auth::apply(out, key, value) {
+        applied?;
+    } else if key == "block-cidrs" {
         let cidrs = value
             .split(',')
             .map(str::trim)
