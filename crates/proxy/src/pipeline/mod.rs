@@ -245,8 +245,9 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
     }
 
-    // 4. Authentication: basic or digest, then external. With `satisfy: any`, a client the source
-    // ranges allow needs neither (`route_policy::answer` left the ranges to this step).
+    // 4. Authentication: basic or digest, then external. With `satisfy: any`, a client
+    // the source ranges allow needs neither (`route_policy::answer` left the ranges to
+    // this step).
     let range_suffices =
         route_policy.satisfy_any && route_policy::source_range_allows(route_policy, facts.client);
     if let Some(basic) = route_policy.basic_auth.as_ref().filter(|_| !range_suffices) {

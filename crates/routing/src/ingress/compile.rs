@@ -1123,7 +1123,10 @@ impl<'a> Compiler<'_, 'a> {
                 .map_err(|why| format!("ConfigMap {}: {why}", spec.name))
             });
         match headers {
-            Ok((headers, variables)) => {
+            Ok(annotations::config_map_ref::CustomHeaders {
+                headers,
+                with_variables: variables,
+            }) => {
                 if !variables.is_empty() {
                     let detail = format!(
                         "ConfigMap {}: the value of {} has an nginx variable, which sluice \

@@ -71,6 +71,15 @@ pub(super) fn custom_headers(cx: &mut Cx<'_>) -> Option<ConfigMapRef> {
     }
 }
 
+/// What a `custom-headers` ConfigMap sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CustomHeaders {
+    /// The response headers.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Names whose value holds an nginx variable: not set.
+    pub with_variables: Vec<String>,
+}
+
 /// The response headers of a `custom-headers` ConfigMap, as ingress-nginx's
 /// `customheaders` parser checks them: each name `^[a-zA-Z\d\-_]+$` and listed (exactly)
 /// in the ConfigMap key `global-allowed-response-headers`, each value of its allowed
@@ -79,7 +88,7 @@ pub(super) fn custom_headers(cx: &mut Cx<'_>) -> Option<ConfigMapRef> {
 pub(crate) fn custom_headers_of(
     data: &BTreeMap<String, String>,
     allowed: &[String],
-) -> Result<(Vec<(HeaderName, HeaderValue)>, Vec<String>), String> {
+) -> Result<CustomHeaders, String> {
     let mut out = Vec::with_capacity(data.len());
     let mut variables = Vec::new();
     for (name, value) in data {
@@ -120,7 +129,10 @@ pub(crate) fn custom_headers_of(
         };
         out.push((header, value));
     }
-    Ok((out, variables))
+    Ok(CustomHeaders {
+        headers: out,
+        with_variables: variables,
+    })
 }
 
 /// The headers of an `auth-proxy-set-headers` ConfigMap: each key a header name
@@ -195,7 +207,10 @@ mod tests {
                 .collect()
         };
         let allowed = vec!["X-Frame-Options".to_owned(), "X-Served-For".to_owned()];
-        let (headers, variables) = custom_headers_of(
+        let CustomHeaders {
+            headers,
+            with_variables: variables,
+        } = custom_headers_of(
             &data(&[("X-Frame-Options", "DENY"), ("X-Served-For", "$host")]),
             &allowed,
         )
