@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
@@ -181,6 +181,8 @@ fn from_manifests(
             _ if is::<UdpRoute>(kind) => push(value, &mut inputs.udp_routes),
             _ if is::<ReferenceGrant>(kind) => push(value, &mut inputs.reference_grants),
             _ if is::<Namespace>(kind) => push(value, &mut inputs.namespaces),
+            // Those annotations name (`auth-proxy-set-headers`, `custom-headers`).
+            _ if is::<ConfigMap>(kind) => push(value, &mut inputs.annotation_config_maps),
             _ => Ok(()),
         };
         if let Err(error) = pushed {

@@ -42,6 +42,10 @@ pub struct IngressInformers {
     /// (`auth-secret`), which ingress-nginx's docs create with `kubectl create secret
     /// generic`.
     pub opaque_secrets: Option<SharedIndexInformer<Secret>>,
+    /// ConfigMaps with all their data, for the annotations that name one
+    /// (`auth-proxy-set-headers`, `custom-headers`); `kube-root-ca.crt`, in every
+    /// namespace and never such a ConfigMap, is left out.
+    pub annotation_config_maps: Option<SharedIndexInformer<ConfigMap>>,
     /// ingress-nginx's ConfigMap (`--configmap`) and its `namespace/name`.
     pub nginx_config: Option<(SharedIndexInformer<ConfigMap>, String)>,
     /// Gateway API kinds once watched: at start when the cluster serves them (always from
@@ -101,6 +105,10 @@ pub struct OptionalKinds {
     /// v1 ListenerSet is served (standard channel since Gateway API v1.5).
     pub listener_set: bool,
 }
+
+/// The CA bundle ConfigMap Kubernetes puts in every namespace: never named by an
+/// annotation, so not cached for them.
+const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
 
 /// `Api<K>` in `ns`, or in every namespace.
 fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
@@ -270,6 +278,7 @@ impl IngressInformers {
             endpoint_slices,
             secrets,
             opaque_secrets: None,
+            annotation_config_maps: None,
             nginx_config: None,
             gateway: cell,
             all,
@@ -316,6 +325,14 @@ impl IngressInformers {
     /// Informers over a directory of manifests (standalone mode). Services, endpoints and
     /// Secrets are projected as from a cluster, so both modes read the same fields.
     pub fn from_manifests(dir: &ManifestDir) -> Self {
+        let mut informers = Self::from_manifest_kinds(dir);
+        let config_maps = SharedIndexInformer::new(dir.source::<ConfigMap>(), None);
+        informers.all.push(Arc::new(config_maps.clone()));
+        informers.annotation_config_maps = Some(config_maps);
+        informers
+    }
+
+    fn from_manifest_kinds(dir: &ManifestDir) -> Self {
         Self::new(
             SharedIndexInformer::new(dir.source::<Ingress>(), None),
             SharedIndexInformer::new(dir.source::<IngressClass>(), None),
@@ -400,6 +417,12 @@ impl IngressInformers {
         );
         informers.all.push(Arc::new(opaque.clone()));
         informers.opaque_secrets = Some(opaque);
+        let config_maps = trimmed(factory.informer_for(
+            api(&client, namespace),
+            ListOptions::default().fields(&format!("metadata.name!={ROOT_CA_CONFIG_MAP}")),
+        ));
+        informers.all.push(Arc::new(config_maps.clone()));
+        informers.annotation_config_maps = Some(config_maps);
         informers
     }
 
@@ -560,6 +583,11 @@ impl IngressInformers {
             config_maps: self
                 .gateway()
                 .map(|g| g.config_maps.store().list())
+                .unwrap_or_default(),
+            annotation_config_maps: self
+                .annotation_config_maps
+                .as_ref()
+                .map(|i| i.store().list())
                 .unwrap_or_default(),
             nginx_config_map: self
                 .nginx_config

@@ -399,3 +399,41 @@ current-context: x
     assert!(!error.contains("gateway"), "{error}");
     Ok(())
 }
+
+/// ingress-nginx docs, "External Authentication" (`auth-proxy-set-headers`): the ConfigMap
+/// an annotation names is read from the cluster, live. Before it exists the route is
+/// closed (503, as ingress-nginx denies the location); once created, the auth check runs
+/// (an echo server answering 200 stands for the auth service) and the request goes in.
+#[tokio::test]
+async fn annotation_config_maps_come_from_the_cluster() -> anyhow::Result<()> {
+    let w = World::new("configmaps").await?;
+    w.service("a").await?;
+    let _pod = w.pod("a", "a-0").await?;
+    let auth =
+        sluice_echo::EchoServer::start("127.0.0.1:0", sluice_echo::Identity::new("auth", "auth-0"))
+            .await?;
+    let run = w.start(&[]).await?;
+    let mut spec =
+        json!({"rules": [{"host": "guarded.test", "http": {"paths": [path("/", "a")]}}]});
+    spec["ingressClassName"] = json!(w.class);
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "guarded", "annotations": {
+            "nginx.ingress.kubernetes.io/auth-url": format!("http://{}/verify", auth.addr()),
+            "nginx.ingress.kubernetes.io/auth-proxy-set-headers": "auth-headers",
+        }},
+        "spec": spec,
+    }))
+    .await?;
+    until_routed(run.http, "guarded.test", "/", "", 503).await?;
+    w.create(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "auth-headers"},
+        "data": {"X-Tenant": "acme"},
+    }))
+    .await?;
+    until_routed(run.http, "guarded.test", "/", "a", 200).await?;
+    run.stop().await?;
+    auth.shutdown().await?;
+    Ok(())
+}

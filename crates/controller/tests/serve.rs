@@ -879,3 +879,90 @@ spec:
     web.shutdown().await.unwrap();
     api.shutdown().await.unwrap();
 }
+
+/// ingress-nginx docs, "External Authentication" (`auth-proxy-set-headers`): the ConfigMap
+/// an annotation names is read from the manifest directory, live. Missing, the route is
+/// closed (503, as ingress-nginx denies the location); once its file is there, the auth
+/// check runs (an echo server answering 200 stands for the auth service) and lets in.
+#[tokio::test]
+async fn annotation_config_maps_come_from_the_manifest_directory() {
+    logs();
+    let web = EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1"))
+        .await
+        .unwrap();
+    let api = EchoServer::start("127.0.0.1:0", Identity::new("api", "api-1"))
+        .await
+        .unwrap();
+    let auth = EchoServer::start("127.0.0.1:0", Identity::new("auth", "auth-1"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    manifests(dir.path(), web.addr(), api.addr());
+    std::fs::write(
+        dir.path().join("guarded.yaml"),
+        format!(
+            "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: guarded
+  annotations:
+    nginx.ingress.kubernetes.io/auth-url: http://{}/verify
+    nginx.ingress.kubernetes.io/auth-proxy-set-headers: auth-headers
+spec:
+  rules:
+  - host: guarded.test
+    http:
+      paths:
+      - {{path: /, pathType: Prefix, backend: {{service: {{name: api, port: {{name: http}}}}}}}}
+",
+            auth.addr()
+        ),
+    )
+    .unwrap();
+    let (args, addr) = serve_args(dir.path(), &[]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(args, async move {
+        let _ = stopped.await;
+    }));
+    sluice_testenv::eventually(Duration::from_secs(10), "listening", || async {
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
+    })
+    .await
+    .unwrap();
+    let status = |host: &'static str| async move { ask_host(addr, host).await.0 };
+    sluice_testenv::eventually(
+        Duration::from_secs(10),
+        "closed without its ConfigMap",
+        || async { (status("guarded.test").await == 503).then_some(()) },
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        dir.path().join("auth-headers.yaml"),
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: auth-headers, namespace: default}
+data: {X-Tenant: acme}
+",
+    )
+    .unwrap();
+    sluice_testenv::eventually(
+        Duration::from_secs(10),
+        "open with its ConfigMap",
+        || async {
+            (ask_host(addr, "guarded.test").await == (200, "api".to_owned())).then_some(())
+        },
+    )
+    .await
+    .unwrap();
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    for echo in [web, api, auth] {
+        echo.shutdown().await.unwrap();
+    }
+}

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) global_limiter: crate::global_rate_limit::GlobalLimiter,
     /// `--auth-timeout`: longest wait for an `auth-url` answer.
     pub(crate) auth_timeout: Duration,
+    /// The auth service's answers kept for `auth-cache-key` routes (the whole process).
+    pub(crate) auth_answers: crate::auth_cache::AuthAnswers,
     /// Upgraded (WebSocket) tunnels, so shutdown can wait for and then cut them.
     pub(crate) tunnels: TaskTracker,
     /// Cancelled when tunnels must close.

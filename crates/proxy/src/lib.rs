@@ -114,6 +114,7 @@
 
 #![warn(missing_docs)]
 
+mod auth_cache;
 mod backend;
 mod body;
 mod chunked;
@@ -265,6 +266,7 @@ impl Proxy {
             limiter: rate_limit::Limiter::default(),
             global_limiter,
             auth_timeout: args.auth_timeout,
+            auth_answers: auth_cache::AuthAnswers::default(),
             tunnels: TaskTracker::new(),
             tunnels_stop: CancellationToken::new(),
         });

@@ -51,6 +51,9 @@ pub struct Inputs {
     /// core/v1 ConfigMaps holding CA certificates (`ca.crt`), for Gateway API's
     /// `caCertificateRefs` (client certificate validation, BackendTLSPolicy).
     pub config_maps: Vec<Arc<ConfigMap>>,
+    /// core/v1 ConfigMaps with all their data, for the Ingress annotations that name one
+    /// (`auth-proxy-set-headers`, `custom-headers`).
+    pub annotation_config_maps: Vec<Arc<ConfigMap>>,
     /// ingress-nginx's ConfigMap (`--configmap`), when one is named and exists.
     pub nginx_config_map: Option<Arc<ConfigMap>>,
     /// What the ConfigMap came to in the previous compile: a value that does not parse

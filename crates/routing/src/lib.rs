@@ -113,6 +113,7 @@ mod explain_check;
 mod explain_routes;
 pub mod gateway;
 mod host;
+mod htdigest;
 mod htpasswd;
 mod ingress;
 mod inputs;
@@ -139,6 +140,7 @@ pub use explain::{
     Answer, BackendView, Check, ExplainRequest, Explanation, explain, explain_request,
 };
 pub use host::normalize_request_host;
+pub use htdigest::{DigestCredentials, Htdigest, digest_credentials};
 pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, SnippetReport, check_annotations,
@@ -158,9 +160,10 @@ pub use openssl_ciphers::{
     CipherList, ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list,
 };
 pub use policy::{
-    Affinity, AffinityMode, BasicAuth, Cors, ExternalAuth, GlobalRateLimit, HashBy, KeyPart,
-    LimitRate, LoadBalance, NextUpstream, OriginPattern, PathRewrite, Policy, RateLimit, Redirect,
-    RequestRedirect, ResponseRewrites, same_site_none_compatible,
+    Affinity, AffinityMode, AuthCache, AuthKeepalive, BasicAuth, CacheValid, Cors, DigestAuth,
+    ExternalAuth, GlobalRateLimit, HashBy, KeyPart, LimitRate, LoadBalance, NextUpstream,
+    OriginPattern, PathRewrite, Policy, RateLimit, Redirect, RequestRedirect, ResponseRewrites,
+    same_site_none_compatible,
 };
 pub use protocol::{SubjectAltName, UpstreamProtocol, UpstreamTls, app_protocol};
 pub use refs::{ObjectRef, PortRef, ServiceRef};

@@ -27,6 +27,9 @@ pub struct NginxConfig {
     /// `annotations-risk-level: Critical` (default `High`): ingress-nginx >= 1.12 accepts
     /// snippet annotations (risk Critical) only with it.
     pub critical_risk_accepted: bool,
+    /// `global-allowed-response-headers`: the header names `custom-headers` may set
+    /// (compared exactly, as ingress-nginx does).
+    pub allowed_response_headers: Vec<String>,
     /// The raw value of each key applied, for telling later what changed.
     pub(crate) applied: BTreeMap<String, String>,
 }

@@ -112,6 +112,9 @@ pub struct Policy {
     /// Basic authentication from a Secret (`auth-type: basic`, `auth-secret`,
     /// `auth-secret-type`, `auth-realm`).
     pub basic_auth: Option<Arc<BasicAuth>>,
+    /// Digest authentication from a Secret (`auth-type: digest`, `auth-secret`,
+    /// `auth-secret-type`, `auth-realm`).
+    pub digest_auth: Option<Arc<DigestAuth>>,
     /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` fields
     /// (`proxy-redirect-from`/`-to`, `proxy-cookie-domain`, `proxy-cookie-path`).
     pub response_rewrites: Option<Arc<ResponseRewrites>>,
@@ -510,12 +513,26 @@ impl Policy {
         }
         if let Some(auth) = &self.auth {
             out.push(format!("external auth {} {}", auth.method, auth.url));
+            if let Some(cache) = &auth.cache {
+                out.push(format!(
+                    "external auth answers cached per key ({} rule(s))",
+                    cache.valid.len()
+                ));
+            }
         }
         if let Some(basic) = &self.basic_auth {
             out.push(format!(
                 "basic auth, {} user(s) of {}",
                 basic.users.len(),
                 basic.secret
+            ));
+        }
+        if let Some(digest) = &self.digest_auth {
+            out.push(format!(
+                "digest auth, {} user(s) of realm {:?} in {}",
+                digest.users.len(),
+                digest.realm,
+                digest.secret
             ));
         }
         if let Some(rewrites) = &self.response_rewrites {
@@ -982,6 +999,21 @@ pub struct BasicAuth {
     pub secret: crate::ObjectRef,
 }
 
+/// nginx's `auth_digest` with `auth_digest_user_file` (the `nginx-http-auth-digest`
+/// module), as ingress-nginx writes it for `auth-type: digest`: a request without a valid
+/// `Digest` answer gets 401 with a fresh challenge (`qop="auth"`, MD5); a valid one goes
+/// upstream without its `Authorization` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestAuth {
+    /// `auth-realm` (its users are those of this realm only).
+    pub realm: String,
+    /// The users (`auth-secret`: its `auth` key as an htdigest file, or with
+    /// `auth-secret-type: auth-map` one user per key, each value `realm:HA1`).
+    pub users: crate::htdigest::Htdigest,
+    /// The Secret they come from.
+    pub secret: crate::ObjectRef,
+}
+
 /// `auth-url` and its companions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalAuth {
@@ -1000,6 +1032,73 @@ pub struct ExternalAuth {
     /// `auth-request-redirect`: the `X-Auth-Request-Redirect` sent to the auth service
     /// (default: the request's URI).
     pub request_redirect: Option<String>,
+    /// `auth-cache-key` with `auth-cache-duration`: the auth service's answers kept per
+    /// key; `None`: asked for every request.
+    pub cache: Option<AuthCache>,
+    /// `auth-proxy-set-headers`: fields set on the auth request from the ConfigMap's
+    /// data (replacing the client's of that name), each value a template of the variables
+    /// `global-rate-limit-key` takes; an empty value removes the field (nginx's
+    /// `proxy_set_header X ""`).
+    pub proxy_set_headers: Vec<(HeaderName, Vec<KeyPart>)>,
+    /// `auth-keepalive` and its companions: connections to the auth service kept open;
+    /// `None` (ingress-nginx's default 0): a new connection for every check.
+    pub keepalive: Option<AuthKeepalive>,
+}
+
+/// The `keepalive` upstream ingress-nginx writes for an `auth-url` with `auth-keepalive`
+/// above 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthKeepalive {
+    /// `auth-keepalive`: idle connections kept (per worker, as nginx's `keepalive`).
+    pub connections: usize,
+    /// `auth-keepalive-requests` (default 1000): checks one connection carries at most.
+    pub requests: u32,
+    /// `auth-keepalive-timeout` (default 60 s): how long a connection is kept idle.
+    pub timeout: Duration,
+    /// `auth-keepalive-share-vars`: whether the check shares nginx variables with the
+    /// request; sluice has no such variables, so it changes nothing.
+    pub share_vars: bool,
+}
+
+/// ingress-nginx's auth cache (`proxy_cache auth_cache` in the auth location): an answer
+/// of the auth service is kept under the key expanded for the request, for as long as
+/// `auth-cache-duration` gives its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthCache {
+    /// `auth-cache-key`: the template, with the variables `global-rate-limit-key` takes.
+    pub key: Vec<KeyPart>,
+    /// `auth-cache-duration` (default `200 202 401 5m`): nginx's `proxy_cache_valid`
+    /// lines, the first that names a status deciding.
+    pub valid: Vec<CacheValid>,
+    /// The location whose answers these are (`namespace/name path` of the Ingress rule,
+    /// set by the compiler): with the request's host, it starts every cache key, as
+    /// ingress-nginx's starts with the server name and the location's auth path.
+    pub location: String,
+}
+
+/// One `proxy_cache_valid [code ...] time` of `auth-cache-duration`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheValid {
+    /// The statuses (without any: 200, 301 and 302, as nginx); `None`: `any`.
+    pub statuses: Option<Vec<u16>>,
+    /// How long an answer of those statuses is kept.
+    pub ttl: Duration,
+}
+
+impl AuthCache {
+    /// How long an answer with `status` is kept; `None`: not cached.
+    pub fn ttl(&self, status: u16) -> Option<Duration> {
+        self.valid
+            .iter()
+            .find(|valid| {
+                valid
+                    .statuses
+                    .as_ref()
+                    .is_none_or(|statuses| statuses.contains(&status))
+            })
+            .map(|valid| valid.ttl)
+            .filter(|ttl| !ttl.is_zero())
+    }
 }
 
 /// The nginx variables `auth-signin` may name (those of ingress-nginx's oauth2-proxy
@@ -1125,6 +1224,9 @@ mod tests {
             signin_redirect_param: "rd".to_owned(),
             response_headers: Vec::new(),
             request_redirect: None,
+            cache: None,
+            proxy_set_headers: Vec::new(),
+            keepalive: None,
         };
         let at = |signin: &str| {
             auth(signin)

@@ -1343,6 +1343,7 @@ fn empty_and_skeletal_objects_never_panic() {
         endpoint_slices: vec![Arc::new(Default::default())],
         secrets: vec![Arc::new(Default::default())],
         config_maps: vec![Arc::new(Default::default())],
+        annotation_config_maps: vec![Arc::new(Default::default())],
         backend_tls_policies: vec![Arc::new(Default::default())],
         listener_sets: vec![Arc::new(Default::default())],
         nginx_config_map: Some(Arc::new(Default::default())),

@@ -29,6 +29,19 @@ pub(crate) fn expand<'a, F>(parts: &[KeyPart], request: &Request<'a, F>) -> Vec<
 where
     F: Fn(&[u8]) -> Option<&'a [u8]>,
 {
+    let mut out = expand_template(parts, request);
+    if out.is_empty() {
+        out.extend_from_slice(request.client.to_string().as_bytes());
+    }
+    out
+}
+
+/// The key template expanded for `request`, a missing header adding nothing, and nothing
+/// in its place when all is empty (`auth-cache-key`: nginx's complex value as is).
+pub(crate) fn expand_template<'a, F>(parts: &[KeyPart], request: &Request<'a, F>) -> Vec<u8>
+where
+    F: Fn(&[u8]) -> Option<&'a [u8]>,
+{
     let mut out = Vec::new();
     for part in parts {
         match part {
@@ -50,14 +63,11 @@ where
             KeyPart::Path => out.extend_from_slice(request.path.as_bytes()),
         }
     }
-    if out.is_empty() {
-        out.extend_from_slice(request.client.to_string().as_bytes());
-    }
     out
 }
 
 /// nginx's `$host`: the Host without its port (an IPv6 literal keeps its brackets).
-fn host_without_port(host: &str) -> &str {
+pub(crate) fn host_without_port(host: &str) -> &str {
     if host.starts_with('[') {
         return host.find(']').map_or(host, |end| &host[..=end]);
     }

@@ -53,6 +53,10 @@ pub(crate) struct Original<'a, F> {
     /// Path and query.
     pub(crate) uri: &'a str,
     pub(crate) client: IpAddr,
+    /// The request's key in the auth cache (`auth-cache-key`), when the route has one.
+    pub(crate) cache_key: Option<Vec<u8>>,
+    /// `auth-proxy-set-headers` with their values for this request (empty: not sent).
+    pub(crate) set_fields: Vec<(&'a HeaderName, Vec<u8>)>,
 }
 
 /// Asks the auth service about `original`.
@@ -62,16 +66,36 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
     snapshot: &Snapshot,
     original: &Original<'a, F>,
 ) -> Verdict {
-    let asked = tokio::time::timeout(shared.auth_timeout, ask(auth, shared, snapshot, original));
-    let (status, headers) = match asked.await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(error)) => {
-            tracing::warn!(url = %auth.url, %error, "auth service failed");
-            return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
-        }
-        Err(_) => {
-            tracing::warn!(url = %auth.url, "auth service did not answer within --auth-timeout");
-            return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
+    // `auth-cache-key`: a kept answer decides as the service's would.
+    let cache = auth.cache.as_ref().zip(original.cache_key.as_deref());
+    let kept = cache.and_then(|(_, key)| shared.auth_answers.get(key, Instant::now()));
+    let (status, headers) = match kept {
+        Some(answer) => answer,
+        None => {
+            let asked =
+                tokio::time::timeout(shared.auth_timeout, ask(auth, shared, snapshot, original));
+            let (status, headers) = match asked.await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(error)) => {
+                    tracing::warn!(url = %auth.url, %error, "auth service failed");
+                    return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+                Err(_) => {
+                    tracing::warn!(url = %auth.url, "auth service did not answer within --auth-timeout");
+                    return Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+            };
+            if let Some((cache, key)) = cache
+                && let Some(ttl) = cache
+                    .ttl(status.as_u16())
+                    .and_then(|ttl| crate::auth_cache::keep_for(&headers, ttl))
+            {
+                let kept = kept_fields(auth, &headers);
+                shared
+                    .auth_answers
+                    .put(key, status, kept, Instant::now(), ttl);
+            }
+            (status, headers)
         }
     };
     match status.as_u16() {
@@ -141,14 +165,28 @@ async fn ask<'a, F: Fields<'a> + Sync>(
     };
     let server_name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok();
     let upstreams = &shared.upstreams;
+    let keepalive = auth.keepalive.as_ref();
     let response =
-        crate::upstream::client::call(upstreams, addr, configs, server_name, request).await?;
+        crate::upstream::client::call(upstreams, addr, configs, server_name, request, keepalive)
+            .await?;
     let (parts, body) = response.into_parts();
     // Read a small body to its end so the connection can carry the next check.
     let _ = http_body_util::Limited::new(body, MAX_AUTH_BODY)
         .collect()
         .await;
     Ok((parts.status, parts.headers))
+}
+
+/// The fields of an answer the check reads: `auth-response-headers` and
+/// `WWW-Authenticate`.
+fn kept_fields(auth: &ExternalAuth, headers: &HeaderMap) -> HeaderMap {
+    let mut kept = HeaderMap::new();
+    for name in auth.response_headers.iter().chain([&WWW_AUTHENTICATE]) {
+        for value in headers.get_all(name) {
+            kept.append(name.clone(), value.clone());
+        }
+    }
+    kept
 }
 
 /// The auth request: the client's end-to-end fields, `Host` of the auth service, and
@@ -186,6 +224,16 @@ fn subrequest<'a, F: Fields<'a>>(
     headers.insert("x-forwarded-for", value(&client)?);
     let redirect = auth.request_redirect.as_deref().unwrap_or(original.uri);
     headers.insert("x-auth-request-redirect", value(redirect)?);
+    // `auth-proxy-set-headers` (nginx `proxy_set_header` in the auth location, after
+    // ingress-nginx's own): set, or removed when empty.
+    for (name, set) in &original.set_fields {
+        if set.is_empty() {
+            headers.remove(*name);
+        } else {
+            let set = HeaderValue::from_bytes(set).map_err(|e| e.to_string())?;
+            headers.insert((*name).clone(), set);
+        }
+    }
     builder.body(RequestBody::Empty).map_err(|e| e.to_string())
 }
 

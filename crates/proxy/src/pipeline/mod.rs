@@ -12,9 +12,9 @@
 //!    the rate limits (their state in `crate::rate_limit`) and the response fields: answer
 //!    now, or forward; then the global rate limit (`crate::global_rate_limit`, a store
 //!    shared by the replicas).
-//! 4. `client_cert`, `basic_auth` and `auth`: the host's client certificate check
-//!    (`auth-tls-*`), basic authentication from a Secret, and the external auth service
-//!    (`auth-url`), when the route has them.
+//! 4. `client_cert`, `basic_auth`, `digest_auth` and `auth`: the host's client
+//!    certificate check (`auth-tls-*`), basic or digest authentication from a Secret, and
+//!    the external auth service (`auth-url`), when the route has them.
 //! 5. `outgoing`: the upstream request, built in one place (`affinity` picks the preferred
 //!    endpoint; `http::header_policy` decides which fields cross, both directions); `mirror`
 //!    sends copies.
@@ -30,6 +30,8 @@ pub(crate) mod basic_auth;
 pub(crate) mod client_cert;
 pub(crate) mod cookie;
 pub(crate) mod decision;
+pub(crate) mod digest_auth;
+pub(crate) mod digest_nonce;
 pub(crate) mod exchange;
 pub(crate) mod mirror;
 pub(crate) mod outgoing;
@@ -280,8 +282,9 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         }
     }
 
-    // 4. Authentication: basic, then external. With `satisfy: any`, a client the source
-    // ranges allow needs neither (`route_policy::answer` left the ranges to this step).
+    // 4. Authentication: basic or digest, then external. With `satisfy: any`, a client
+    // the source ranges allow needs neither (`route_policy::answer` left the ranges to
+    // this step).
     let range_suffices =
         route_policy.satisfy_any && route_policy::source_range_allows(route_policy, facts.client);
     if let Some(basic) = route_policy.basic_auth.as_ref().filter(|_| !range_suffices) {
@@ -293,7 +296,34 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             basic_auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
         }
     }
+    if let Some(digest) = route_policy
+        .digest_auth
+        .as_ref()
+        .filter(|_| !range_suffices)
+    {
+        let asked = digest_auth::Asked {
+            method: request.method(),
+            target: request.target(),
+            authorization: request.field(b"authorization"),
+            now: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs()),
+        };
+        match digest_auth::check(digest, &asked) {
+            basic_auth::Verdict::Allow => {
+                auth_fields.push((http::header::AUTHORIZATION, HeaderValue::from_static("")));
+            }
+            basic_auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
+            basic_auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
+        }
+    }
     if let Some(external) = route_policy.auth.as_ref().filter(|_| !range_suffices) {
+        let sample = crate::global_rate_limit::key::Request {
+            client: facts.client,
+            host: facts.host,
+            path,
+            field: |name: &[u8]| request.field(name),
+        };
         let original = auth::Original {
             method: request.method(),
             fields: request.fields(),
@@ -301,6 +331,20 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             host: request.host(),
             uri: request.target(),
             client: facts.client,
+            cache_key: external.cache.as_ref().map(|cache| {
+                let expanded = crate::global_rate_limit::key::expand_template(&cache.key, &sample);
+                let host = crate::global_rate_limit::key::host_without_port(facts.host);
+                crate::auth_cache::key(&cache.location, host, &expanded)
+            }),
+            // `auth-proxy-set-headers`, expanded for this request.
+            set_fields: external
+                .proxy_set_headers
+                .iter()
+                .map(|(name, parts)| {
+                    let value = crate::global_rate_limit::key::expand_template(parts, &sample);
+                    (name, value)
+                })
+                .collect(),
         };
         // Boxed: a rare branch, kept out of every request's future.
         match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {

@@ -179,7 +179,8 @@ pub(crate) fn answer(policy: &Policy, request: &Request<'_>) -> Option<Answer> {
     }
     // nginx's order of `deny` before `allow`, then `deny all` when an allow list exists.
     // With `satisfy: any` and authentication, the authentication step decides instead.
-    let any_of = policy.satisfy_any && (policy.basic_auth.is_some() || policy.auth.is_some());
+    let any_of = policy.satisfy_any
+        && (policy.basic_auth.is_some() || policy.digest_auth.is_some() || policy.auth.is_some());
     if !any_of
         && (policy.deny.iter().any(|net| net.contains(request.client))
             || (!policy.allow.is_empty()

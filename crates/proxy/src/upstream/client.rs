@@ -20,13 +20,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use http::header::CONNECTION;
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
-use sluice_routing::{Policy, UpstreamProtocol};
+use sluice_routing::{AuthKeepalive, Policy, UpstreamProtocol};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::backend::tls::ClientConfigs;
@@ -215,14 +216,18 @@ impl Transport for Client<'_> {
 }
 
 /// One HTTP/1.1 request to `addr` outside any backend (the external auth service), over
-/// TLS when `tls` is given, on the same per-thread connection pool. A pooled connection
-/// found closed before it took the request is replaced once.
+/// TLS when `tls` is given. Without `keepalive` (ingress-nginx's `auth-keepalive: 0`) on a
+/// connection of its own, closed after the answer; with it, on the thread's idle
+/// connections to the service, each kept for `auth-keepalive-requests` requests and
+/// `auth-keepalive-timeout` idle at most, `auth-keepalive` of them. A kept connection found
+/// closed before it took the request is replaced once.
 pub(crate) async fn call(
     upstreams: &Upstreams,
     addr: SocketAddr,
     tls: Option<&ClientConfigs>,
     server_name: Option<ServerName<'static>>,
     mut request: Request<RequestBody>,
+    keepalive: Option<&AuthKeepalive>,
 ) -> Result<Response<Incoming>, String> {
     let target = Target {
         protocol: if tls.is_some() {
@@ -233,20 +238,31 @@ pub(crate) async fn call(
         tls,
         server_name,
     };
+    let close = HeaderValue::from_static("close");
+    let Some(keepalive) = keepalive else {
+        request.headers_mut().insert(CONNECTION, close);
+        let mut sender = open_http1(upstreams, &target, addr).await?;
+        return sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string());
+    };
     let key = (addr, tls.map_or(0, |t| config_key(t, false)));
     for _ in 0..2 {
-        let sender = match checkout(key, false) {
-            Some(sender) => sender,
-            None => open(upstreams, &target, addr)
-                .await
-                .map_err(|e| format!("connecting to {addr}: {e}"))?,
+        let (mut sender, served) = match checkout_auth(key, keepalive.timeout) {
+            Some(kept) => kept,
+            None => (open_http1(upstreams, &target, addr).await?, 0),
         };
-        let Sender::Http1(mut sender) = sender else {
-            return Err("not an HTTP/1.1 connection".to_owned());
-        };
+        let served = served.saturating_add(1);
+        let last = served >= keepalive.requests;
+        if last {
+            request.headers_mut().insert(CONNECTION, close.clone());
+        }
         match sender.try_send_request(request).await {
             Ok(response) => {
-                checkin_http1(key, sender);
+                if !last {
+                    checkin_auth(key, sender, served, keepalive.connections);
+                }
                 return Ok(response);
             }
             Err(mut error) => match error.take_message() {
@@ -256,6 +272,58 @@ pub(crate) async fn call(
         }
     }
     Err(format!("{addr} closed every connection"))
+}
+
+/// A new HTTP/1.1 connection to `addr`.
+async fn open_http1(
+    upstreams: &Upstreams,
+    target: &Target<'_>,
+    addr: SocketAddr,
+) -> Result<http1::SendRequest<RequestBody>, String> {
+    match open(upstreams, target, addr).await {
+        Ok(Sender::Http1(sender)) => Ok(sender),
+        Ok(Sender::Http2(_)) => Err("not an HTTP/1.1 connection".to_owned()),
+        Err(e) => Err(format!("connecting to {addr}: {e}")),
+    }
+}
+
+/// An idle connection to an auth service: how many requests it carried, since when idle.
+struct KeptAuth {
+    sender: http1::SendRequest<RequestBody>,
+    served: u32,
+    idle_since: Instant,
+}
+
+thread_local! {
+    /// Idle connections to auth services (`auth-keepalive`), per worker as nginx's
+    /// `keepalive` is per worker process.
+    static AUTH: RefCell<HashMap<Key, Vec<KeptAuth>>> = RefCell::new(HashMap::new());
+}
+
+/// A kept connection to the auth service ready for a request, and the requests it carried;
+/// those idle longer than `timeout` are closed.
+fn checkout_auth(key: Key, timeout: Duration) -> Option<(http1::SendRequest<RequestBody>, u32)> {
+    AUTH.with_borrow_mut(|conns| {
+        let idle = conns.get_mut(&key)?;
+        idle.retain(|kept| !kept.sender.is_closed() && kept.idle_since.elapsed() <= timeout);
+        let ready = idle.iter().position(|kept| kept.sender.is_ready())?;
+        let kept = idle.swap_remove(ready);
+        Some((kept.sender, kept.served))
+    })
+}
+
+/// Keeps a connection to the auth service for later, unless `max` are kept already.
+fn checkin_auth(key: Key, sender: http1::SendRequest<RequestBody>, served: u32, max: usize) {
+    AUTH.with_borrow_mut(|conns| {
+        let idle = conns.entry(key).or_default();
+        if idle.len() < max {
+            idle.push(KeptAuth {
+                sender,
+                served,
+                idle_since: Instant::now(),
+            });
+        }
+    });
 }
 
 /// A failure caused by the client's body (too large, stalled, malformed) rather than by

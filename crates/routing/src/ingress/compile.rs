@@ -15,7 +15,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressSpec, IngressTLS,
 };
@@ -126,6 +126,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         crate::gateway::backend_tls::resolve(&inputs.backend_tls_policies, &config_maps, watched);
     services.set_backend_tls(backend_tls.by_port);
     let backend_tls_outcomes = backend_tls.outcomes;
+    let annotation_config_maps: HashMap<(&str, &str), _> = inputs
+        .annotation_config_maps
+        .iter()
+        .filter(|c| watched(&c.metadata))
+        .map(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or("");
+            ((ns, c.metadata.name.as_deref().unwrap_or("")), &**c)
+        })
+        .collect();
     let secrets: HashMap<(&str, &str), _> = inputs
         .secrets
         .iter()
@@ -208,6 +217,10 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         regexes: HashMap::new(),
         services: &services,
         secrets: &secrets,
+        annotation_config_maps: &annotation_config_maps,
+        allowed_response_headers: nginx_config
+            .as_deref()
+            .map_or(&[], |config| config.allowed_response_headers.as_slice()),
         ingresses: &ingresses,
         diagnostics: Vec::new(),
         // Sized for the common shape (about one host and a couple of Service ports per
@@ -618,6 +631,10 @@ struct Compiler<'c, 'a> {
     regexes: HashMap<String, regex::Regex>,
     services: &'c ServiceIndex<'a>,
     secrets: &'c HashMap<(&'a str, &'a str), &'a Secret>,
+    /// ConfigMaps that annotations name (`auth-proxy-set-headers`, `custom-headers`).
+    annotation_config_maps: &'c HashMap<(&'a str, &'a str), &'a ConfigMap>,
+    /// The ingress-nginx ConfigMap's `global-allowed-response-headers` (`custom-headers`).
+    allowed_response_headers: &'c [String],
     /// Our Ingresses, oldest first; claims refer to them by index.
     ingresses: &'c [OurIngress<'a>],
     diagnostics: Vec<Diagnostic>,
@@ -759,6 +776,12 @@ impl<'a> Compiler<'_, 'a> {
         }
         if let Some(spec) = parsed.basic_auth.take() {
             self.basic_auth_secret(index, spec, &mut parsed.policy);
+        }
+        if let Some(spec) = parsed.auth_proxy_set_headers.take() {
+            self.auth_proxy_set_headers(index, spec, &mut parsed.policy);
+        }
+        if let Some(spec) = parsed.custom_headers.take() {
+            self.custom_headers(index, spec, &mut parsed.policy);
         }
         if let Some(spec) = parsed.client_cert.take() {
             self.client_cert(index, spec, &mut parsed.policy);
@@ -1011,18 +1034,19 @@ impl<'a> Compiler<'_, 'a> {
         }
     }
 
-    /// Reads the users of `auth-secret` into [`Policy::basic_auth`]. A Secret that is
-    /// missing, in another namespace, without the `auth` key (`auth-file`) or without any
-    /// user closes the routes (503) with a `FailedClosed` diagnostic, as ingress-nginx
-    /// denies the location; users whose hash no scheme reads get a warning (nginx answers
-    /// them 500).
+    /// Reads the users of `auth-secret` into [`Policy::basic_auth`] (or
+    /// [`Policy::digest_auth`] for `auth-type: digest`). A Secret that is missing, in
+    /// another namespace, without the `auth` key (`auth-file`) or without any user (of the
+    /// realm, for digest) closes the routes (503) with a `FailedClosed` diagnostic, as
+    /// ingress-nginx denies the location; users whose hash no scheme reads get a warning
+    /// (nginx answers them 500; a digest line without a 32-digit HA1 never matches).
     fn basic_auth_secret(
         &mut self,
         index: usize,
         spec: annotations::basic_auth::BasicAuthSpec,
         policy: &mut Policy,
     ) {
-        use annotations::basic_auth::SecretType;
+        use annotations::basic_auth::AuthType;
         let ingress = &self.ingresses[index];
         let field = format!("metadata.annotations[{}]", spec.key);
         let namespace = spec
@@ -1031,51 +1055,41 @@ impl<'a> Compiler<'_, 'a> {
             .unwrap_or_else(|| ingress.namespace.to_owned());
         let name = spec.name.as_str();
         let closed = format!("; {}", annotations::fail_closed::CLOSED);
-        let problem = if namespace != ingress.namespace {
+        let entries = if namespace != ingress.namespace {
             Err(format!(
-                "Secret {namespace}/{name} is in another namespace than the Ingress: not                  allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+                "Secret {namespace}/{name} is in another namespace than the Ingress: not \
+                 allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
             ))
         } else {
             match self.secrets.get(&(namespace.as_str(), name)) {
                 None => Err(format!("Secret {namespace}/{name} not found")),
-                Some(secret) => {
-                    let users = match spec.secret_type {
-                        SecretType::File => crate::tls::secret_value(secret, "auth")
-                            .map(|text| {
-                                crate::htpasswd::Htpasswd::parse(&String::from_utf8_lossy(text))
-                            })
-                            .ok_or_else(|| {
-                                format!(
-                                    "Secret {namespace}/{name} has no key auth (an htpasswd file)"
-                                )
-                            }),
-                        SecretType::Map => {
-                            let data = secret.data.iter().flatten().map(|(k, v)| {
-                                (k.clone(), String::from_utf8_lossy(&v.0).into_owned())
-                            });
-                            let strings = secret
-                                .string_data
-                                .iter()
-                                .flatten()
-                                .map(|(k, v)| (k.clone(), v.clone()));
-                            let entries: BTreeMap<String, String> = data.chain(strings).collect();
-                            Ok(crate::htpasswd::Htpasswd::from_map(
-                                entries.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                            ))
-                        }
-                    };
-                    users.and_then(|users| {
-                        if users.is_empty() {
-                            Err(format!("Secret {namespace}/{name} lists no user"))
-                        } else {
-                            Ok(users)
-                        }
-                    })
-                }
+                Some(secret) => auth_secret_entries(secret, spec.secret_type)
+                    .map_err(|why| format!("Secret {namespace}/{name} {why}")),
             }
         };
-        match problem {
-            Ok(users) => {
+        let entries = match entries {
+            Ok(entries) => entries,
+            Err(why) => {
+                policy.fail_closed = true;
+                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
+                return;
+            }
+        };
+        let secret = ObjectRef::secret(namespace.clone(), name);
+        match spec.auth_type {
+            AuthType::Basic => {
+                let users = match entries {
+                    AuthEntries::File(text) => crate::htpasswd::Htpasswd::parse(&text),
+                    AuthEntries::Map(map) => crate::htpasswd::Htpasswd::from_map(
+                        map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    ),
+                };
+                if users.is_empty() {
+                    policy.fail_closed = true;
+                    let detail = format!("Secret {namespace}/{name} lists no user{closed}");
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                }
                 let unknown = users.unknown_schemes();
                 if !unknown.is_empty() {
                     let detail = format!(
@@ -1095,12 +1109,143 @@ impl<'a> Compiler<'_, 'a> {
                 policy.basic_auth = Some(Arc::new(crate::policy::BasicAuth {
                     challenge,
                     users,
-                    secret: ObjectRef::secret(namespace, name),
+                    secret,
                 }));
+            }
+            AuthType::Digest => {
+                let realm = spec.realm.as_str();
+                let users = match entries {
+                    AuthEntries::File(text) => crate::htdigest::Htdigest::parse(&text, realm),
+                    AuthEntries::Map(map) => crate::htdigest::Htdigest::from_map(
+                        map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                        realm,
+                    ),
+                };
+                if !users.malformed().is_empty() {
+                    let detail = format!(
+                        "Secret {namespace}/{name}: the digest line of {} has no HA1 of 32 \
+                         hex digits (user:realm:HA1, as htdigest writes it); they never match",
+                        users.malformed().join(", ")
+                    );
+                    self.diag(index, field.clone(), Reason::InvalidAnnotation, detail);
+                }
+                if users.is_empty() {
+                    policy.fail_closed = true;
+                    let detail = format!(
+                        "Secret {namespace}/{name} lists no digest user of realm {realm:?} \
+                         (auth-realm; lines are user:realm:HA1){closed}"
+                    );
+                    self.diag(index, field, Reason::FailedClosed, detail);
+                    return;
+                }
+                policy.digest_auth = Some(Arc::new(crate::policy::DigestAuth {
+                    realm: spec.realm,
+                    users,
+                    secret,
+                }));
+            }
+        }
+    }
+
+    /// The ConfigMap an annotation names, with all its data: in the Ingress's namespace
+    /// (ingress-nginx's default, allow-cross-namespace-resources off) and present, else why
+    /// not.
+    fn annotation_config_map(
+        &self,
+        index: usize,
+        spec: &annotations::config_map_ref::ConfigMapRef,
+    ) -> Result<&'a ConfigMap, String> {
+        let ingress = &self.ingresses[index];
+        let namespace = spec.namespace.as_deref().unwrap_or(ingress.namespace);
+        let name = spec.name.as_str();
+        if namespace != ingress.namespace {
+            return Err(format!(
+                "ConfigMap {namespace}/{name} is in another namespace than the Ingress: not \
+                 allowed (ingress-nginx's default, allow-cross-namespace-resources off)"
+            ));
+        }
+        self.annotation_config_maps
+            .get(&(namespace, name))
+            .copied()
+            .ok_or_else(|| format!("ConfigMap {namespace}/{name} not found"))
+    }
+
+    /// `custom-headers`: the ConfigMap's data become response headers (nginx
+    /// `more_set_headers`), each name allowed by `global-allowed-response-headers`. One
+    /// that is missing, in another namespace, or with a header that is not allowed denies
+    /// the routes (503), as ingress-nginx denies the location; a value with an nginx
+    /// variable is left out with an Event.
+    fn custom_headers(
+        &mut self,
+        index: usize,
+        spec: annotations::config_map_ref::ConfigMapRef,
+        policy: &mut Policy,
+    ) {
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let headers = self
+            .annotation_config_map(index, &spec)
+            .and_then(|config_map| {
+                let empty = BTreeMap::new();
+                annotations::config_map_ref::custom_headers_of(
+                    config_map.data.as_ref().unwrap_or(&empty),
+                    self.allowed_response_headers,
+                )
+                .map_err(|why| format!("ConfigMap {}: {why}", spec.name))
+            });
+        match headers {
+            Ok(annotations::config_map_ref::CustomHeaders {
+                headers,
+                with_variables: variables,
+            }) => {
+                if !variables.is_empty() {
+                    let detail = format!(
+                        "ConfigMap {}: the value of {} has an nginx variable, which sluice \
+                         does not expand; not set",
+                        spec.name,
+                        variables.join(", ")
+                    );
+                    self.diag(index, field, Reason::InvalidAnnotation, detail);
+                }
+                for (name, value) in headers {
+                    if !policy.response_headers.iter().any(|(set, _)| *set == name) {
+                        policy.response_headers.push((name, value));
+                    }
+                }
             }
             Err(why) => {
                 policy.fail_closed = true;
-                self.diag(index, field, Reason::FailedClosed, format!("{why}{closed}"));
+                let detail = format!("{why}; {}", annotations::fail_closed::CLOSED);
+                self.diag(index, field, Reason::FailedClosed, detail);
+            }
+        }
+    }
+
+    /// `auth-proxy-set-headers`: the ConfigMap's data become fields of the auth request.
+    /// One that is missing, in another namespace, or whose data are not headers closes the
+    /// routes (503), as ingress-nginx denies the location.
+    fn auth_proxy_set_headers(
+        &mut self,
+        index: usize,
+        spec: annotations::config_map_ref::ConfigMapRef,
+        policy: &mut Policy,
+    ) {
+        let field = format!("metadata.annotations[{}]", spec.key);
+        let headers = self
+            .annotation_config_map(index, &spec)
+            .and_then(|config_map| {
+                let empty = BTreeMap::new();
+                annotations::config_map_ref::proxy_set_headers(
+                    config_map.data.as_ref().unwrap_or(&empty),
+                )
+                .map_err(|why| format!("ConfigMap {}: {why}", spec.name))
+            });
+        match (headers, policy.auth.as_mut()) {
+            (Ok(headers), Some(auth)) => auth.proxy_set_headers = headers,
+            (Ok(_), None) => {}
+            (Err(why), _) => {
+                policy.fail_closed = true;
+                let detail = format!("{why}; {}", annotations::fail_closed::CLOSED);
+                self.diag(index, field, Reason::FailedClosed, detail);
             }
         }
     }
@@ -1632,11 +1777,17 @@ impl Entries<'_, '_> {
                 target: target.clone(),
             })
         });
+        // `auth-cache-key`: answers are kept per location (ingress-nginx keys its auth
+        // cache by server and location), so such an entry is its path's own.
+        let auth_cached = policy
+            .auth
+            .as_ref()
+            .is_some_and(|auth| auth.cache.is_some());
         let key = (
             backend.id as u32,
             owner,
             redirecting,
-            rewrite.as_ref().map(|_| path.key.clone()),
+            (rewrite.is_some() || auth_cached).then(|| path.key.clone()),
             canary.map(|c| c.owner),
             server.map(|(owner, _)| *owner),
         );
@@ -1652,12 +1803,22 @@ impl Entries<'_, '_> {
             None => policy,
         };
         let id = self.entries.len() as u32;
+        let policy = if auth_cached {
+            let ingress = &self.inputs.ingresses[owner].object;
+            let mut own = Policy::clone(policy);
+            if let Some(cache) = own.auth.as_mut().and_then(|auth| auth.cache.as_mut()) {
+                cache.location = format!("{}/{} {}", ingress.namespace, ingress.name, path.key);
+            }
+            Arc::new(own)
+        } else {
+            Arc::clone(policy)
+        };
         let fallback = owner_policy
             .fallback
             .map(|slot| Arc::clone(&self.backends[self.id_of[slot] as usize]));
         self.entries.push(RouteEntry {
             backend: Arc::clone(backend),
-            policy: Arc::clone(policy),
+            policy,
             source: self.inputs.ingresses[owner].object.clone(),
             rewrite,
             fallback,
@@ -1937,6 +2098,41 @@ fn build_table(
     table.entries = entries.entries;
     table.backends = entries.backends;
     table
+}
+
+/// The users' text of an `auth-secret`, before it is read as htpasswd or htdigest.
+enum AuthEntries {
+    /// `auth-file`: the `auth` key.
+    File(String),
+    /// `auth-map`: every key a user, its value the rest of the user's line.
+    Map(BTreeMap<String, String>),
+}
+
+/// The users' text of `secret` as `auth-secret-type` says; the error completes "Secret
+/// ns/name ...".
+fn auth_secret_entries(
+    secret: &Secret,
+    secret_type: annotations::basic_auth::SecretType,
+) -> Result<AuthEntries, String> {
+    use annotations::basic_auth::SecretType;
+    match secret_type {
+        SecretType::File => crate::tls::secret_value(secret, "auth")
+            .map(|text| AuthEntries::File(String::from_utf8_lossy(text).into_owned()))
+            .ok_or_else(|| "has no key auth (an htpasswd or htdigest file)".to_owned()),
+        SecretType::Map => {
+            let data = secret
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()));
+            let strings = secret
+                .string_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone()));
+            Ok(AuthEntries::Map(data.chain(strings).collect()))
+        }
+    }
 }
 
 #[cfg(test)]

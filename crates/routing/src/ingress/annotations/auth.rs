@@ -129,6 +129,9 @@ pub(crate) fn parse_auth(
         signin_redirect_param,
         response_headers,
         request_redirect,
+        cache: None,
+        proxy_set_headers: Vec::new(),
+        keepalive: None,
     };
     (auth, problems)
 }
@@ -153,6 +156,8 @@ pub(super) fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
         .iter()
         .filter_map(|name| cx.take(name).map(|entry| (*name, entry)))
         .collect();
+    let cache = super::auth_cache::auth_cache(cx, url.is_some());
+    let keepalive = super::auth_keepalive::auth_keepalive(cx, url.is_some());
     let Some(url) = url else {
         for (_, entry) in entries {
             cx.invalid(entry, "has no effect without a valid auth-url");
@@ -170,7 +175,11 @@ pub(super) fn external_auth(cx: &mut Cx<'_>) -> Option<ExternalAuth> {
             None => cx.applied(entry),
         }
     }
-    Some(settings)
+    Some(ExternalAuth {
+        cache,
+        keepalive,
+        ..settings
+    })
 }
 
 #[cfg(test)]

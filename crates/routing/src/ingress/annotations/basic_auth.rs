@@ -1,9 +1,9 @@
-//! Basic authentication from a Secret (ingress-nginx docs, "Authentication"; its
-//! `internal/ingress/annotations/auth`): `auth-type: basic`, `auth-secret: [namespace/]name`,
-//! `auth-secret-type: auth-file|auth-map`, `auth-realm`.
+//! Basic and digest authentication from a Secret (ingress-nginx docs, "Authentication";
+//! its `internal/ingress/annotations/auth`): `auth-type: basic|digest`,
+//! `auth-secret: [namespace/]name`, `auth-secret-type: auth-file|auth-map`, `auth-realm`.
 //!
 //! The values are read here; the compiler finds the Secret. Anything that keeps the check
-//! from being what the Ingress asks (an invalid value, `auth-type: digest`, no Secret, a
+//! from being what the Ingress asks (an invalid value, no Secret, a
 //! Secret in another namespace, or one without users) closes the routes (503): ingress-nginx
 //! denies such a location too, and never serves it open.
 
@@ -18,9 +18,20 @@ pub(crate) enum SecretType {
     Map,
 }
 
+/// `auth-type`: nginx's `auth_basic` or the digest module's `auth_digest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthType {
+    /// `basic`: htpasswd users.
+    Basic,
+    /// `digest`: htdigest users (`user:realm:HA1`) of `auth-realm`.
+    Digest,
+}
+
 /// What the annotations ask for; the compiler resolves the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BasicAuthSpec {
+    /// Basic or digest.
+    pub auth_type: AuthType,
     /// The Secret's namespace when written as `namespace/name`.
     pub namespace: Option<String>,
     /// The Secret's name.
@@ -103,14 +114,8 @@ pub(super) fn basic_auth(cx: &mut Cx<'_>) -> Option<BasicAuthSpec> {
             None
         }
         Some(entry) => match entry.value.trim() {
-            "basic" => Some(entry),
-            "digest" => {
-                problems.push((
-                    entry,
-                    "digest authentication is not supported yet; use auth-type: basic".to_owned(),
-                ));
-                None
-            }
+            "basic" => Some((entry, AuthType::Basic)),
+            "digest" => Some((entry, AuthType::Digest)),
             other => {
                 problems.push((
                     entry,
@@ -123,8 +128,9 @@ pub(super) fn basic_auth(cx: &mut Cx<'_>) -> Option<BasicAuthSpec> {
     let name = match secret {
         None if auth_type.is_none() => None,
         None => {
-            if let Some(entry) = kind.take() {
-                problems.push((entry, "auth-type: basic without auth-secret".to_owned()));
+            if let Some((entry, _)) = kind.take() {
+                let why = format!("auth-type: {} without auth-secret", entry.value.trim());
+                problems.push((entry, why));
             }
             None
         }
@@ -172,7 +178,7 @@ pub(super) fn basic_auth(cx: &mut Cx<'_>) -> Option<BasicAuthSpec> {
             cx.fail_closed(entry, why);
         }
         // The others of the family are applied as far as they go; the routes are closed.
-        if let Some(entry) = kind {
+        if let Some((entry, _)) = kind {
             cx.applied(entry);
         }
         if let Some((entry, _)) = name {
@@ -180,11 +186,12 @@ pub(super) fn basic_auth(cx: &mut Cx<'_>) -> Option<BasicAuthSpec> {
         }
         return None;
     }
-    let (kind, (secret_entry, (namespace, name)), secret_type, realm) =
+    let ((kind, auth_type), (secret_entry, (namespace, name)), secret_type, realm) =
         (kind?, name?, secret_type?, realm?);
     cx.applied(kind);
     cx.applied(secret_entry);
     Some(BasicAuthSpec {
+        auth_type,
         namespace,
         name,
         secret_type,
@@ -219,6 +226,7 @@ mod tests {
         assert!(closed.is_empty(), "{closed:?}");
         assert!(!parsed.policy.fail_closed);
         let want = BasicAuthSpec {
+            auth_type: AuthType::Basic,
             namespace: None,
             name: "basic-auth".into(),
             secret_type: SecretType::File,
@@ -237,9 +245,23 @@ mod tests {
         assert_eq!(got.namespace.as_deref(), Some("other"));
         assert_eq!(got.secret_type, SecretType::Map);
         assert_eq!(got.realm, "Authentication Required - foo");
+        assert_eq!(got.auth_type, AuthType::Basic);
         assert_eq!(
             challenge(&got.realm).unwrap(),
             "Basic realm=\"Authentication Required - foo\""
+        );
+        // `auth-type: digest` (the nginx-http-auth-digest module): the same keys.
+        let (parsed, closed) = spec(&[
+            ("auth-type", "digest"),
+            ("auth-secret", "digest-users"),
+            ("auth-realm", "Digest Area"),
+        ]);
+        assert!(closed.is_empty(), "{closed:?}");
+        let got = parsed.basic_auth.unwrap();
+        assert_eq!(got.auth_type, AuthType::Digest);
+        assert_eq!(
+            (got.name.as_str(), got.realm.as_str()),
+            ("digest-users", "Digest Area")
         );
     }
 
@@ -248,10 +270,7 @@ mod tests {
     fn what_cannot_be_honoured_fails_closed() {
         type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
         let cases: &[Case] = &[
-            (
-                &[("auth-type", "digest"), ("auth-secret", "s")],
-                &["auth-type"],
-            ),
+            (&[("auth-type", "digest")], &["auth-type"]),
             (
                 &[("auth-type", "basics"), ("auth-secret", "s")],
                 &["auth-type"],

@@ -89,7 +89,7 @@ const KEY_VARIABLES: &str = "$remote_addr, $binary_remote_addr, $http_<name>, $h
 /// A key template: literal text and `$name` or `${name}` variables (nginx's complex value,
 /// as ingress-nginx's `util.parse_complex_value`); `\$` is a literal `$`. Only variables
 /// sluice can compute are accepted: any other is refused, named.
-pub(super) fn parse_key(value: &str) -> Result<Vec<KeyPart>, String> {
+pub(crate) fn parse_key(value: &str) -> Result<Vec<KeyPart>, String> {
     let mut parts: Vec<KeyPart> = Vec::new();
     let mut text = String::new();
     let mut rest = value;

@@ -25,12 +25,15 @@ use http::{HeaderName, HeaderValue, Uri};
 
 pub(crate) mod affinity;
 pub(crate) mod auth;
+mod auth_cache;
+mod auth_keepalive;
 pub(crate) mod basic_auth;
 pub(crate) mod canary;
 pub(crate) mod client_cert;
+pub(crate) mod config_map_ref;
 mod cors;
 pub(crate) mod fail_closed;
-mod global_rate_limit;
+pub(crate) mod global_rate_limit;
 pub(crate) mod hosts;
 pub(crate) mod mirror;
 mod rate_limit;
@@ -157,6 +160,14 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "auth-cache-key",
+    "auth-cache-duration",
+    "auth-keepalive",
+    "auth-keepalive-requests",
+    "auth-keepalive-timeout",
+    "auth-keepalive-share-vars",
+    "auth-proxy-set-headers",
+    "custom-headers",
     "satisfy",
     "auth-type",
     "auth-secret",
@@ -252,6 +263,12 @@ pub(crate) struct Parsed {
     /// `auth-type: basic` and its Secret, which the compiler resolves into
     /// [`Policy::basic_auth`].
     pub basic_auth: Option<BasicAuthSpec>,
+    /// `auth-proxy-set-headers`: the ConfigMap of headers for the auth service, which the
+    /// compiler resolves into [`crate::ExternalAuth::proxy_set_headers`].
+    pub auth_proxy_set_headers: Option<config_map_ref::ConfigMapRef>,
+    /// `custom-headers`: the ConfigMap of response headers, which the compiler resolves
+    /// into [`Policy::response_headers`].
+    pub custom_headers: Option<config_map_ref::ConfigMapRef>,
     /// `auth-tls-*`, which the compiler resolves into the host's
     /// [`crate::ClientCertAuth`].
     pub client_cert: Option<client_cert::ClientCertSpec>,
@@ -462,6 +479,9 @@ fn parse_traced_with(
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
+    let auth_proxy_set_headers =
+        config_map_ref::auth_proxy_set_headers(&mut cx, policy.auth.is_some());
+    let custom_headers = config_map_ref::custom_headers(&mut cx);
     let basic_auth = basic_auth(&mut cx);
     let client_cert = client_cert::client_cert(&mut cx);
     let ssl_passthrough = cx
@@ -526,6 +546,8 @@ fn parse_traced_with(
         ssl_secret,
         canary,
         basic_auth,
+        auth_proxy_set_headers,
+        custom_headers,
         client_cert,
         ssl_passthrough,
         server_alias,
@@ -690,7 +712,6 @@ pub(crate) fn unsupported_detail(name: &str, under_nginx: bool) -> String {
 fn unsupported_hint(name: &str) -> Option<&'static str> {
     let starts = |p: &str| name.starts_with(p);
     Some(match name {
-        "custom-headers" => "use sluice.dev/response-headers (one \"Name: value\" per line)",
         "ssl-ciphers" | "ssl-prefer-server-ciphers" => {
             "TLS settings are not configurable per Ingress"
         }

@@ -824,12 +824,8 @@ fn snippets_are_refused() {
 fn unknown_keys_are_reported_as_unsupported() {
     for (name, detail) in [
         (
-            "auth-cache-key",
+            "auth-always-set-cookie",
             "not supported by sluice: not supported yet",
-        ),
-        (
-            "custom-headers",
-            "not supported by sluice: use sluice.dev/response-headers",
         ),
         (
             "proxy-body-sise",
@@ -852,7 +848,6 @@ fn unknown_keys_are_reported_as_unsupported() {
 #[test]
 fn access_annotations_sluice_cannot_honour_fail_closed() {
     let closed: &[&[(&str, &str)]] = &[
-        &[("auth-type", "digest"), ("auth-secret", "htpasswd")],
         &[("auth-type", "basic")],
         &[("auth-type", "digest")],
         &[("auth-secret", "htpasswd"), ("auth-realm", "Staff only")],

@@ -55,7 +55,7 @@ pub fn support(key: &str) -> Option<Support> {
     if ANNOTATION_DEFAULTS.contains(&key) {
         return Some(AnnotationDefault);
     }
-    if SERVER.contains(&key) {
+    if SERVER.contains(&key) || super::global_auth::KEYS.contains(&key) {
         return Some(Server);
     }
     let flag = |f| Some(Flag(f));
@@ -222,7 +222,6 @@ const KNOWN_OTHERS: &[&str] = &[
     "forwarded-for-proxy-protocol-header",
     "generate-request-id",
     "geoip2-autoreload-in-minutes",
-    "global-allowed-response-headers",
     "global-auth-cache-duration",
     "global-auth-cache-key",
     "global-auth-method",

@@ -11,6 +11,7 @@
 //! parse gets a diagnostic (an Event on the ConfigMap) and the key's previous value stays in
 //! force; a key sluice does not apply gets one saying what to use instead.
 
+mod global_auth;
 mod globals;
 mod keys;
 
@@ -111,7 +112,9 @@ pub fn read(
 
 /// Applies one key sluice reads.
 fn apply(out: &mut NginxConfig, key: &str, value: &str) -> Result<(), String> {
-    if globals::GLOBAL_KEYS.contains(&key) || globals::BLOCK_KEYS.contains(&key) {
+    if let Some(applied) = global_auth::apply(out, key, value) {
+        applied?;
+    } else if globals::GLOBAL_KEYS.contains(&key) || globals::BLOCK_KEYS.contains(&key) {
         globals::apply(out, key, value)?;
     } else if key == "block-cidrs" {
         let cidrs = value
