@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use http::{HeaderValue, StatusCode};
-use sluice_routing::{Cidr, GlobalRateLimitGlobals, ProxyGlobals, TracingGlobals, parse_cidr};
+use sluice_routing::{
+    Cidr, GlobalRateLimitGlobals, ProxyGlobals, TlsGlobals, TracingGlobals, parse_cidr,
+};
 
 use crate::backend::pool::PoolConfig;
 use crate::compress::{Compression, parse_types, parse_user_agents};
@@ -48,6 +50,8 @@ pub(crate) struct Settings {
     pub(crate) tracing: Tracing,
     /// The global rate limit's store (the snapshot holds the client built from it).
     pub(crate) global_rate_limit: GlobalRateLimitArgs,
+    /// TLS towards clients (the TLS configurations are built from it when it changes).
+    pub(crate) tls: TlsGlobals,
 }
 
 /// What happens to the `Server` field of answers.
@@ -158,6 +162,7 @@ impl Settings {
             },
             tracing: tracing(&args.tracing, &g.tracing),
             global_rate_limit: global_rate_limit(&args.global_rate_limit, &g.global_rate_limit),
+            tls: g.tls.clone(),
         }
     }
 }

@@ -591,3 +591,91 @@ async fn gzip_keys_switch_compression() {
     })
     .await;
 }
+
+/// A TLS handshake with `secure.test` offering only `versions` and `suites` (empty: the
+/// provider's): the version and suite agreed, or `None` when the proxy refused.
+async fn handshake(
+    https: SocketAddr,
+    ca: CertificateDer<'static>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[rustls::CipherSuite],
+) -> Option<(rustls::ProtocolVersion, rustls::CipherSuite)> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !suites.is_empty() {
+        provider
+            .cipher_suites
+            .retain(|s| suites.contains(&s.suite()));
+    }
+    let mut roots = RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let config = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let stream = TcpStream::connect(https).await.unwrap();
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("secure.test").unwrap(), stream)
+        .await
+        .ok()?;
+    let (_, session) = tls.get_ref();
+    Some((
+        session.protocol_version()?,
+        session.negotiated_cipher_suite()?.suite(),
+    ))
+}
+
+/// ingress-nginx "ssl-protocols" and "ssl-ciphers" (nginx `ssl_protocols`, `ssl_ciphers`:
+/// an OpenSSL list, which never touches TLS 1.3's suites), read live.
+#[tokio::test]
+async fn ssl_protocols_and_ciphers_limit_handshakes() {
+    init_tracing();
+    bounded(async {
+        use rustls::CipherSuite::*;
+        use rustls::version::{TLS12, TLS13};
+        let backend = echo("web", "web-0").await;
+        let (cert, key, ca) = ca_and_leaf("secure.test");
+        let routes = [Route::new("secure.test", "web", vec![backend.addr()]).with_tls(cert, key)];
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        configure(&proxy, &routes, &[]);
+        let tls12 = handshake(proxy.https, ca.clone(), &[&TLS12], &[]).await;
+        assert_eq!(
+            tls12.map(|(v, _)| v),
+            Some(rustls::ProtocolVersion::TLSv1_2)
+        );
+
+        configure(&proxy, &routes, &[("ssl-protocols", "TLSv1.3")]);
+        assert_eq!(
+            handshake(proxy.https, ca.clone(), &[&TLS12], &[]).await,
+            None
+        );
+        let tls13 = handshake(proxy.https, ca.clone(), &[&TLS13], &[]).await;
+        assert_eq!(
+            tls13.map(|(v, _)| v),
+            Some(rustls::ProtocolVersion::TLSv1_3)
+        );
+
+        configure(
+            &proxy,
+            &routes,
+            &[("ssl-ciphers", "ECDHE-ECDSA-AES256-GCM-SHA384:!CHACHA20")],
+        );
+        let other = [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256];
+        assert_eq!(
+            handshake(proxy.https, ca.clone(), &[&TLS12], &other).await,
+            None
+        );
+        let listed = [TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384];
+        assert_eq!(
+            handshake(proxy.https, ca.clone(), &[&TLS12], &listed).await,
+            Some((
+                rustls::ProtocolVersion::TLSv1_2,
+                TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            ))
+        );
+        // TLS 1.3 is not touched by a cipher list.
+        let tls13 = handshake(proxy.https, ca, &[&TLS13], &[TLS13_AES_128_GCM_SHA256]).await;
+        assert_eq!(tls13.map(|(_, s)| s), Some(TLS13_AES_128_GCM_SHA256));
+    })
+    .await;
+}

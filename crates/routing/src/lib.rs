@@ -154,7 +154,8 @@ pub use inputs::{
     DEFAULT_INGRESS_CLASS, Inputs,
 };
 pub use nginx_config::{
-    CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TracingGlobals, ValueMatch,
+    CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TlsGlobals, TracingGlobals,
+    ValueMatch,
 };
 pub use openssl_ciphers::{
     CipherList, ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list,

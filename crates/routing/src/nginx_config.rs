@@ -149,6 +149,24 @@ pub struct ProxyGlobals {
     pub tracing: TracingGlobals,
     /// The global rate limit's memcached: `global-rate-limit-memcached-*`.
     pub global_rate_limit: GlobalRateLimitGlobals,
+    /// TLS towards clients: `ssl-protocols`, `ssl-ciphers`, `ssl-session-*`.
+    pub tls: TlsGlobals,
+}
+
+/// The TLS keys of ingress-nginx's ConfigMap (towards clients, every HTTPS listener).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsGlobals {
+    /// `ssl-protocols`: the versions offered.
+    pub protocols: Option<crate::openssl_ciphers::ProtocolList>,
+    /// `ssl-ciphers`: the TLS 1.2 suites offered, most preferred first (TLS 1.3's are not
+    /// affected, as in OpenSSL).
+    pub ciphers: Option<Vec<crate::openssl_ciphers::Tls12Suite>>,
+    /// `ssl-session-tickets`: stateless resumption by tickets.
+    pub session_tickets: Option<bool>,
+    /// `ssl-session-cache`: resumption by a session cache on the server.
+    pub session_cache: Option<bool>,
+    /// `ssl-session-cache-size`, in sessions (nginx: about 4000 per megabyte).
+    pub session_cache_entries: Option<usize>,
 }
 
 /// The `global-rate-limit-memcached-*` keys of ingress-nginx's ConfigMap (ingress-nginx

@@ -37,6 +37,13 @@ impl<C> Default for ClientAuthConfigs<C> {
     }
 }
 
+impl<C> ClientAuthConfigs<C> {
+    /// Forgets every configuration (the TLS settings they were built with changed).
+    pub(crate) fn clear(&self) {
+        self.built.store(Arc::new(Vec::new()));
+    }
+}
+
 impl<C: Clone> ClientAuthConfigs<C> {
     /// The configurations for `validation`, built with `build` the first time.
     pub(crate) fn get(

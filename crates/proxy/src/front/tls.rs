@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{CipherSuite, ServerConfig};
+use sluice_routing::{Tls12Suite, TlsGlobals};
 
 use crate::snapshot::TableShared;
 
@@ -67,8 +69,8 @@ impl ResolvesServerCert for SniResolver {
 #[derive(Clone)]
 pub(crate) struct TlsConfigs {
     /// Those of the shared listeners and of Gateway sockets that check no client
-    /// certificate.
-    own: ConfigPair,
+    /// certificate, with the TLS settings (the ConfigMap's `ssl-*`) they were built for.
+    own: Arc<ArcSwap<(TlsGlobals, ConfigPair)>>,
     /// What every configuration is built from, for those that check client certificates.
     base: Arc<ServerBase>,
 }
@@ -110,7 +112,28 @@ struct ServerBase {
 impl TlsConfigs {
     /// The configuration for a handshake that starts with `hello`.
     pub(crate) fn for_hello(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
-        self.own.for_hello(hello)
+        let snapshot = self.base.resolver.table.current.load();
+        self.own(&snapshot.settings.tls).for_hello(hello)
+    }
+
+    /// The configurations for the TLS settings `wanted`: built again (and those that check
+    /// client certificates dropped, to be built again too) when the ConfigMap changed them.
+    fn own(&self, wanted: &TlsGlobals) -> ConfigPair {
+        let own = self.own.load();
+        if own.0 == *wanted {
+            return own.1.clone();
+        }
+        match build_pair(&self.base, None, wanted) {
+            Ok(pair) => {
+                self.own.store(Arc::new((wanted.clone(), pair.clone())));
+                self.base.client_auth.clear();
+                pair
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the ConfigMap's TLS settings cannot be applied; the previous stay");
+                own.1.clone()
+            }
+        }
     }
 
     /// The configuration for a handshake on `gateway` (a Gateway socket; `None`: a shared
@@ -131,8 +154,10 @@ impl TlsConfigs {
                 .and_then(|name| snapshot.table.client_cert_auth(name))
                 .map(|auth| &auth.handshake),
         };
+        let tls = &snapshot.settings.tls;
+        let own = self.own(tls);
         match validation {
-            None => Ok(self.for_hello(hello)),
+            None => Ok(own.for_hello(hello)),
             Some(validation) => Ok(self
                 .base
                 .client_auth
@@ -141,7 +166,7 @@ impl TlsConfigs {
                     // that checks nothing never resumes on one that checks.
                     let verifier =
                         crate::front::client_auth::verifier(v, Arc::clone(&self.base.provider))?;
-                    build_pair(&self.base, Some(verifier))
+                    build_pair(&self.base, Some(verifier), tls)
                 })?
                 .for_hello(hello)),
         }
@@ -183,8 +208,10 @@ pub(crate) fn server_configs(
         resolver: Arc::new(SniResolver { table, default }),
         client_auth: Default::default(),
     });
+    let tls = TlsGlobals::default();
+    let own = build_pair(&base, None, &tls)?;
     Ok(TlsConfigs {
-        own: build_pair(&base, None)?,
+        own: Arc::new(ArcSwap::from_pointee((tls, own))),
         base,
     })
 }
@@ -194,10 +221,27 @@ pub(crate) fn server_configs(
 fn build_pair(
     base: &ServerBase,
     verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    tls: &TlsGlobals,
 ) -> anyhow::Result<ConfigPair> {
+    // ingress-nginx's `ssl-protocols` (nginx `ssl_protocols`), default TLS 1.2 and 1.3.
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match &tls.protocols {
+        Some(list) => [
+            (list.tls13, &rustls::version::TLS13),
+            (list.tls12, &rustls::version::TLS12),
+        ]
+        .into_iter()
+        .filter_map(|(on, version)| on.then_some(version))
+        .collect(),
+        None => rustls::DEFAULT_VERSIONS.to_vec(),
+    };
+    // `ssl-ciphers` (nginx `ssl_ciphers`): TLS 1.2 suites only, as OpenSSL's list.
+    let provider = match &tls.ciphers {
+        Some(suites) => Arc::new(with_tls12_suites(&base.provider, suites)),
+        None => Arc::clone(&base.provider),
+    };
     let build = |provider: Arc<CryptoProvider>| -> anyhow::Result<ServerConfig> {
         let builder =
-            ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+            ServerConfig::builder_with_provider(provider).with_protocol_versions(&versions)?;
         let builder = match &verifier {
             Some(verifier) => builder.with_client_cert_verifier(Arc::clone(verifier)),
             None => builder.with_no_client_auth(),
@@ -206,10 +250,23 @@ fn build_pair(
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     };
-    let mut client_order = build(Arc::clone(&base.provider))?;
-    // Tickets make reconnecting clients skip the full handshake.
-    client_order.ticketer = rustls::crypto::ring::Ticketer::new()?;
-    let mut aes = (*base.provider).clone();
+    let mut client_order = build(Arc::clone(&provider))?;
+    // Tickets make reconnecting clients skip the full handshake (`ssl-session-tickets`).
+    if tls.session_tickets != Some(false) {
+        client_order.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    }
+    // `ssl-session-cache`, `ssl-session-cache-size` (nginx's shared session cache).
+    match (tls.session_cache, tls.session_cache_entries) {
+        (Some(false), _) => {
+            client_order.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        }
+        (_, Some(entries)) => {
+            client_order.session_storage =
+                rustls::server::ServerSessionMemoryCache::new(entries.max(1));
+        }
+        _ => {}
+    }
+    let mut aes = (*provider).clone();
     aes.cipher_suites.sort_by_key(|s| aes_rank(s.suite()));
     let mut aes_first = build(Arc::new(aes))?;
     aes_first.ignore_client_order = true;
@@ -220,6 +277,27 @@ fn build_pair(
         client_order: Arc::new(client_order),
         aes_first: Arc::new(aes_first),
     })
+}
+
+/// `provider` offering its TLS 1.3 suites (an OpenSSL cipher list never touches them) and,
+/// of its TLS 1.2 suites, those in `suites`, in that order.
+fn with_tls12_suites(provider: &CryptoProvider, suites: &[Tls12Suite]) -> CryptoProvider {
+    let tls13 = provider
+        .cipher_suites
+        .iter()
+        .filter(|s| s.version() == &rustls::version::TLS13)
+        .copied();
+    let tls12 = suites.iter().filter_map(|wanted| {
+        provider
+            .cipher_suites
+            .iter()
+            .find(|s| u16::from(s.suite()) == wanted.iana_code())
+            .copied()
+    });
+    CryptoProvider {
+        cipher_suites: tls13.chain(tls12).collect(),
+        ..provider.clone()
+    }
 }
 
 /// The leaf certificate of a certified key.

@@ -460,7 +460,11 @@ fn apply_filter(
             };
             let status = match r.status_code.unwrap_or(302) {
                 s @ (301 | 302 | 303 | 307 | 308) => s as u16,
-                other => return Err(format!("{at}.statusCode: {other} is not 301 or 302")),
+                other => {
+                    return Err(format!(
+                        "{at}.statusCode: {other} is not 301, 302, 303, 307 or 308"
+                    ));
+                }
             };
             let path = r
                 .path

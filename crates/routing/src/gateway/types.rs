@@ -952,6 +952,20 @@ pub struct ReferenceGrantTo {
 mod tests {
     use super::*;
 
+    /// The BackendTLSPolicy CRD (v1.6.1) spells it `wellKnownCACertificates`.
+    #[test]
+    fn well_known_ca_certificates_is_read_with_the_crd_s_spelling() {
+        let validation: BackendTlsValidation = serde_json::from_value(serde_json::json!({
+            "hostname": "api.example",
+            "wellKnownCACertificates": "System"
+        }))
+        .expect("reads");
+        assert_eq!(
+            validation.well_known_ca_certificates.as_deref(),
+            Some("System")
+        );
+    }
+
     #[test]
     fn objects_serialize_with_api_version_and_kind_and_read_back() {
         let route = HttpRoute {
@@ -1039,8 +1053,13 @@ pub struct BackendTlsValidation {
     /// ConfigMaps (in the policy's namespace) whose `ca.crt` holds the CA certificates.
     #[serde(default)]
     pub ca_certificate_refs: Vec<ObjectReference>,
-    /// `System`: the system's trust store instead of `caCertificateRefs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `System`: the system's trust store instead of `caCertificateRefs`. (The CRD spells
+    /// it `wellKnownCACertificates`, which camelCase would not produce.)
+    #[serde(
+        default,
+        rename = "wellKnownCACertificates",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub well_known_ca_certificates: Option<String>,
     /// The SNI sent, and the name the certificate must carry unless `subjectAltNames` is
     /// given.

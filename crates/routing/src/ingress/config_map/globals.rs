@@ -63,6 +63,11 @@ pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "global-rate-limit-memcached-connect-timeout",
     "global-rate-limit-memcached-max-idle-timeout",
     "global-rate-limit-memcached-pool-size",
+    "ssl-protocols",
+    "ssl-ciphers",
+    "ssl-session-tickets",
+    "ssl-session-cache",
+    "ssl-session-cache-size",
 ];
 
 /// Keys applied to every request of every Ingress route (with `block-cidrs`).
@@ -129,6 +134,19 @@ fn apply_global(g: &mut ProxyGlobals, key: &str, value: &str) -> Result<(), Stri
         "upstream-keepalive-time" => g.upstream_keepalive_time = Some(nginx_time(value)?),
         "upstream-keepalive-connections" => g.upstream_keepalive_connections = Some(number(value)?),
         "disable-access-log" => g.disable_access_log = Some(parse_bool(value)?),
+        "ssl-protocols" => {
+            g.tls.protocols = Some(crate::openssl_ciphers::parse_protocol_list(value)?)
+        }
+        "ssl-ciphers" => {
+            g.tls.ciphers = Some(crate::openssl_ciphers::parse_cipher_list(value)?.suites)
+        }
+        "ssl-session-tickets" => g.tls.session_tickets = Some(parse_bool(value)?),
+        "ssl-session-cache" => g.tls.session_cache = Some(parse_bool(value)?),
+        "ssl-session-cache-size" => {
+            // nginx's `shared:SSL:10m`: one megabyte holds about 4000 sessions.
+            let bytes = parse_size(value)?;
+            g.tls.session_cache_entries = Some(size(bytes.saturating_mul(4000) / (1024 * 1024)));
+        }
         "global-rate-limit-memcached-host" => {
             let host = value.trim();
             if host.is_empty()
@@ -379,6 +397,12 @@ mod tests {
             ("gzip-level", "5"),
             ("gzip-types", "text/html application/json"),
             ("block-user-agents", "~*curl, exact-agent/1.0 ,~^Bot"),
+            ("ssl-protocols", "TLSv1.2 TLSv1.3"),
+            (
+                "ssl-ciphers",
+                "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384",
+            ),
+            ("ssl-session-cache-size", "10m"),
         ])
         .unwrap();
         let g = &config.globals;
@@ -391,6 +415,10 @@ mod tests {
         assert_eq!(g.max_header_bytes, Some(32 * 1024));
         assert_eq!(g.upstream_keepalive_time, Some(Duration::from_secs(3600)));
         assert_eq!(g.compression.gzip_level, Some(5));
+        assert!(g.tls.protocols.as_ref().is_some_and(|p| p.tls12 && p.tls13));
+        assert_eq!(g.tls.ciphers.as_ref().map(Vec::len), Some(2));
+        // nginx: one megabyte of session cache holds about 4000 sessions.
+        assert_eq!(g.tls.session_cache_entries, Some(40_000));
         let agents = &config.block_user_agents;
         assert!(agents[0].matches(b"CURL/8.0"), "~* ignores case");
         assert!(agents[1].matches(b"exact-agent/1.0"));
@@ -416,6 +444,7 @@ mod tests {
             ("gzip-types", "html", "media type"),
             ("gzip-disable", "MSIE [", "regular expression"),
             ("block-referers", "~*(", "regular expression"),
+            ("ssl-protocols", "SSLv3", "TLSv1.2"),
         ] {
             let error = applied(&[(key, value)]).expect_err(key);
             assert!(error.contains(said), "{key}: {error}");

@@ -128,15 +128,21 @@ pub fn support(key: &str) -> Option<Support> {
             "nothing is templated into configuration: interpreted snippets are read \
              directive by directive",
         )),
-        "ssl-protocols" | "ssl-ciphers" | "ssl-ecdh-curve" | "ssl-dh-param" => Some(No(
-            "TLS 1.2 and 1.3 with rustls's safe defaults, not configurable",
-        )),
-        "ssl-session-cache"
-        | "ssl-session-cache-size"
+        "ssl-protocols"
+        | "ssl-ciphers"
         | "ssl-session-tickets"
-        | "ssl-session-ticket-key"
-        | "ssl-session-timeout" => Some(No(
-            "stateless session tickets are always on, with a key made at start",
+        | "ssl-session-cache"
+        | "ssl-session-cache-size" => global_only,
+        "ssl-ecdh-curve" | "ssl-dh-param" => Some(No(
+            "rustls's key exchanges (X25519, P-256, P-384) apply; there is no finite-field DH",
+        )),
+        "ssl-session-ticket-key" => Some(No(
+            "each replica makes its ticket keys at start and rotates them; a ticket resumes on \
+             the replica that issued it",
+        )),
+        "ssl-session-timeout" => Some(No(
+            "rustls's lifetimes apply: tickets are valid for 6 hours, cached sessions until \
+             the cache is full",
         )),
         "use-http2" => Some(No("HTTP/2 is always offered (ALPN h2) on HTTPS")),
         "custom-http-errors" => Some(No(
