@@ -40,7 +40,7 @@ struct RouteHistory {
 /// Recent figures per route, keyed by (namespace, Ingress, service).
 #[derive(Debug, Default)]
 pub(crate) struct History {
-    routes: Mutex<HashMap<(String, String, String), RouteHistory>>,
+    routes: Mutex<HashMap<(&'static str, String, String, String), RouteHistory>>,
 }
 
 impl History {
