@@ -145,8 +145,8 @@ pub use compress::{
     parse_user_agents,
 };
 pub use config::{
-    Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, MetricsCompat, ProxyArgs,
-    parse_cidr, parse_duration, parse_size, parse_switch,
+    Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, MetricsCompat,
+    ProxyArgs, parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
 pub use global_rate_limit::config::{GlobalRateLimitArgs, GlobalRateLimitBackend, parse_millis};

@@ -117,13 +117,17 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
                        "rules": [{"backendRefs": [{"name": "api", "port": 80}]}]}),
             )],
         );
-        let compiled = sluice_routing::compile(&objects, &sluice_routing::CompileOptions::default());
+        let compiled =
+            sluice_routing::compile(&objects, &sluice_routing::CompileOptions::default());
         table.update(compiled.table, Duration::from_millis(1));
 
         for _ in 0..3 {
             assert_eq!(get(http, "web.example.com", "/").await.status, 200);
         }
-        assert_eq!(get(http, "web.example.com", "/status/503").await.status, 503);
+        assert_eq!(
+            get(http, "web.example.com", "/status/503").await.status,
+            503
+        );
         for _ in 0..2 {
             assert_eq!(get(http, "api.example.com", "/v1").await.status, 200);
         }
@@ -150,11 +154,32 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
                 ],
             )
         };
-        assert_eq!(sluice("Ingress", "ing-0", "default/web:80", "200"), 3.0, "{text}");
-        assert_eq!(sluice("Ingress", "ing-0", "default/web:80", "503"), 1.0, "{text}");
-        assert_eq!(sluice("HTTPRoute", "api-route", "default/api:80", "200"), 2.0, "{text}");
-        let unrouted = [("namespace", ""), ("kind", ""), ("ingress", ""), ("status", "404")];
-        assert_eq!(value(&text, "sluice_requests_total", &unrouted), 1.0, "{text}");
+        assert_eq!(
+            sluice("Ingress", "ing-0", "default/web:80", "200"),
+            3.0,
+            "{text}"
+        );
+        assert_eq!(
+            sluice("Ingress", "ing-0", "default/web:80", "503"),
+            1.0,
+            "{text}"
+        );
+        assert_eq!(
+            sluice("HTTPRoute", "api-route", "default/api:80", "200"),
+            2.0,
+            "{text}"
+        );
+        let unrouted = [
+            ("namespace", ""),
+            ("kind", ""),
+            ("ingress", ""),
+            ("status", "404"),
+        ];
+        assert_eq!(
+            value(&text, "sluice_requests_total", &unrouted),
+            1.0,
+            "{text}"
+        );
 
         // ingress-nginx's names, labels and values for the same requests.
         let pod = std::env::var("POD_NAME").unwrap_or_default();
@@ -170,7 +195,11 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
             ]);
             (
                 value(&text, "nginx_ingress_controller_requests", &with),
-                value(&text, "nginx_ingress_controller_request_duration_seconds_count", &with),
+                value(
+                    &text,
+                    "nginx_ingress_controller_request_duration_seconds_count",
+                    &with,
+                ),
             )
         };
         let web_route = || nginx_route("ing-0", "web", "web.example.com");
@@ -183,79 +212,162 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
         assert_eq!(nginx(unrouted, "404"), (1.0, 1.0), "{text}");
         assert_eq!(value(&text, "nginx_ingress_controller_requests", &[]), 7.0);
         // Counters under the Go client's sample names (dashboards query them so).
-        assert!(text.contains("# TYPE nginx_ingress_controller_requests unknown\n"), "{text}");
-        assert!(!text.contains("nginx_ingress_controller_requests_total"), "{text}");
+        assert!(
+            text.contains("# TYPE nginx_ingress_controller_requests unknown\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("nginx_ingress_controller_requests_total"),
+            "{text}"
+        );
 
         // The duration histogram has ingress-nginx's default `--time-buckets`
         // (Prometheus' DefBuckets), cumulative, ending in +Inf with every request.
-        assert!(text.contains("# TYPE nginx_ingress_controller_request_duration_seconds histogram\n"));
+        assert!(
+            text.contains("# TYPE nginx_ingress_controller_request_duration_seconds histogram\n")
+        );
         let mut with = web_route();
         with.extend([("method", "GET"), ("status", "200")]);
-        let buckets: Vec<(String, f64)> = samples(&text, "nginx_ingress_controller_request_duration_seconds_bucket")
-            .into_iter()
-            .filter(|(labels, _)| with.iter().all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v)))
-            .map(|(labels, v)| (labels["le"].clone(), v))
-            .collect();
+        let buckets: Vec<(String, f64)> = samples(
+            &text,
+            "nginx_ingress_controller_request_duration_seconds_bucket",
+        )
+        .into_iter()
+        .filter(|(labels, _)| {
+            with.iter()
+                .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(labels, v)| (labels["le"].clone(), v))
+        .collect();
         let bounds: Vec<&str> = buckets.iter().map(|(le, _)| le.as_str()).collect();
         assert_eq!(
             bounds,
-            ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf"],
+            [
+                "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0",
+                "10.0", "+Inf"
+            ],
             "{text}"
         );
         assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
         assert_eq!(buckets.last().map(|(_, v)| *v), Some(3.0));
-        let sum = value(&text, "nginx_ingress_controller_request_duration_seconds_sum", &with);
+        let sum = value(
+            &text,
+            "nginx_ingress_controller_request_duration_seconds_sum",
+            &with,
+        );
         let sluice_sum = value(
             &text,
             "sluice_request_duration_seconds_sum",
-            &[("ingress", "ing-0"), ("host", "web.example.com"), ("status", "200")],
+            &[
+                ("ingress", "ing-0"),
+                ("host", "web.example.com"),
+                ("status", "200"),
+            ],
         );
-        assert!(sum > 0.0 && (sum - sluice_sum).abs() < 1e-9, "{sum} vs {sluice_sum}");
+        assert!(
+            sum > 0.0 && (sum - sluice_sum).abs() < 1e-9,
+            "{sum} vs {sluice_sum}"
+        );
 
         // Certificate expiry, build info and leader status under both names.
         let sluice_expiry = value(
             &text,
             "sluice_ssl_certificate_expiry_timestamp_seconds",
-            &[("namespace", "default"), ("secret", "tls-2"), ("host", "secure.example")],
+            &[
+                ("namespace", "default"),
+                ("secret", "tls-2"),
+                ("host", "secure.example"),
+            ],
         );
         let nginx_expiry = value(
             &text,
             "nginx_ingress_controller_ssl_expire_time_seconds",
-            &[("namespace", "default"), ("secret_name", "tls-2"), ("host", "secure.example"), ("class", "")],
+            &[
+                ("namespace", "default"),
+                ("secret_name", "tls-2"),
+                ("host", "secure.example"),
+                ("class", ""),
+            ],
         );
         assert!(sluice_expiry > 1.7e9, "{text}");
         assert_eq!(nginx_expiry, sluice_expiry, "{text}");
         let version = env!("CARGO_PKG_VERSION");
-        assert_eq!(value(&text, "sluice_build_info", &[("version", version)]), 1.0);
-        assert_eq!(value(&text, "nginx_ingress_controller_build_info", &[("release", version)]), 1.0);
+        assert_eq!(
+            value(&text, "sluice_build_info", &[("version", version)]),
+            1.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "nginx_ingress_controller_build_info",
+                &[("release", version)]
+            ),
+            1.0
+        );
         assert_eq!(value(&text, "sluice_leader", &[]), 1.0, "{text}");
-        assert_eq!(value(&text, "nginx_ingress_controller_leader_election_status", &[]), 1.0);
+        assert_eq!(
+            value(
+                &text,
+                "nginx_ingress_controller_leader_election_status",
+                &[]
+            ),
+            1.0
+        );
 
         // One table swap: one successful "reload".
         assert_eq!(value(&text, "sluice_table_rebuilds_total", &[]), 1.0);
         assert_eq!(value(&text, "nginx_ingress_controller_success", &[]), 1.0);
-        assert_eq!(value(&text, "nginx_ingress_controller_config_last_reload_successful", &[]), 1.0);
         assert_eq!(
-            value(&text, "nginx_ingress_controller_config_last_reload_successful_timestamp_seconds", &[]),
+            value(
+                &text,
+                "nginx_ingress_controller_config_last_reload_successful",
+                &[]
+            ),
+            1.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "nginx_ingress_controller_config_last_reload_successful_timestamp_seconds",
+                &[]
+            ),
             value(&text, "sluice_table_last_swap_timestamp_seconds", &[]),
         );
-        assert_eq!(value(&text, "nginx_ingress_controller_config_hash", &[]), 1.0);
+        assert_eq!(
+            value(&text, "nginx_ingress_controller_config_hash", &[]),
+            1.0
+        );
         // Connections: each request above came on a connection of its own.
         let accepted = value(&text, "sluice_connections_accepted_total", &[]);
         assert!(accepted >= 7.0, "{text}");
         assert_eq!(
-            value(&text, "nginx_ingress_controller_nginx_process_connections_total", &[("state", "accepted")]),
+            value(
+                &text,
+                "nginx_ingress_controller_nginx_process_connections_total",
+                &[("state", "accepted")]
+            ),
             accepted
         );
         assert_eq!(
-            value(&text, "nginx_ingress_controller_nginx_process_connections", &[("state", "active")]),
+            value(
+                &text,
+                "nginx_ingress_controller_nginx_process_connections",
+                &[("state", "active")]
+            ),
             value(&text, "sluice_connections_active", &[])
         );
 
         // A follower says 0.
         leader.set(false);
         let text = scrape_until(admin, |text| text.contains("sluice_leader 0")).await;
-        assert_eq!(value(&text, "nginx_ingress_controller_leader_election_status", &[]), 0.0);
+        assert_eq!(
+            value(
+                &text,
+                "nginx_ingress_controller_leader_election_status",
+                &[]
+            ),
+            0.0
+        );
 
         let _ = stop.send(());
         tokio::time::timeout(Duration::from_secs(40), serving)
@@ -273,10 +385,15 @@ async fn without_the_flag_only_sluice_names_are_exported() {
     init_tracing();
     bounded(async {
         let web = echo("web", "web-0").await;
-        let proxy = TestProxy::with_routes(&[Route::new("web.example.com", "web", vec![web.addr()])]).await;
+        let proxy =
+            TestProxy::with_routes(&[Route::new("web.example.com", "web", vec![web.addr()])]).await;
         assert_eq!(get(proxy.http, "web.example.com", "/").await.status, 200);
         let text = scrape_until(proxy.admin, |text| {
-            value(text, "sluice_requests_total", &[("kind", "Ingress"), ("ingress", "ing-0")]) == 1.0
+            value(
+                text,
+                "sluice_requests_total",
+                &[("kind", "Ingress"), ("ingress", "ing-0")],
+            ) == 1.0
         })
         .await;
         let compat = |line: &str| {
@@ -299,15 +416,30 @@ struct Cli {
 /// naming the accepted values.
 #[test]
 fn the_flag_accepts_off_and_ingress_nginx_only() {
-    let parse = |args: &[&str]| Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()));
+    let parse =
+        |args: &[&str]| Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()));
     assert_eq!(parse(&[]).unwrap().proxy.metrics_compat, MetricsCompat::Off);
     assert_eq!(
-        parse(&["--metrics-compat", "ingress-nginx"]).unwrap().proxy.metrics_compat,
+        parse(&["--metrics-compat", "ingress-nginx"])
+            .unwrap()
+            .proxy
+            .metrics_compat,
         MetricsCompat::IngressNginx
     );
-    assert_eq!(parse(&["--metrics-compat", "off"]).unwrap().proxy.metrics_compat, MetricsCompat::Off);
-    let refused = parse(&["--metrics-compat", "nginx"]).unwrap_err().to_string();
-    assert!(refused.contains("ingress-nginx") && refused.contains("off"), "{refused}");
+    assert_eq!(
+        parse(&["--metrics-compat", "off"])
+            .unwrap()
+            .proxy
+            .metrics_compat,
+        MetricsCompat::Off
+    );
+    let refused = parse(&["--metrics-compat", "nginx"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("ingress-nginx") && refused.contains("off"),
+        "{refused}"
+    );
 }
 
 /// The metric families ingress-nginx's official Grafana dashboards query

@@ -134,7 +134,6 @@ pub(crate) struct LoggedSeries {
     pub(crate) duration: ShardedHistogram,
 }
 
-
 /// Labels of per-route figures without host, method or status.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
@@ -467,7 +466,9 @@ impl Metrics {
     pub(crate) fn set_certificates(&self, expiries: Vec<(CertificateLabels, i64)>) {
         self.certificate_expiry.clear();
         for (labels, not_after) in &expiries {
-            self.certificate_expiry.get_or_create(labels).set(*not_after);
+            self.certificate_expiry
+                .get_or_create(labels)
+                .set(*not_after);
         }
         *self
             .certificates
