@@ -212,7 +212,7 @@ fn route_metrics(
     previous: &Snapshot,
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
-    let mut known: HashMap<(&'static str, String, String, String), Arc<RouteMetrics>> = previous
+    let mut known: HashMap<crate::observe::metrics::RouteKey, Arc<RouteMetrics>> = previous
         .routes
         .iter()
         .flat_map(|choices| choices.iter())

@@ -651,6 +651,9 @@ fn find_or_add<T>(
     open
 }
 
+/// (kind, namespace, name, service) of a route's metric handles.
+pub(crate) type RouteKey = (&'static str, String, String, String);
+
 /// Cached metric handles of one route: an Ingress (namespace and name) and the backend
 /// service it sent a request to. Shared by later snapshots with the same labels, so counts
 /// survive table swaps.
@@ -687,8 +690,8 @@ impl RouteMetrics {
         }
     }
 
-    /// (kind, namespace, name, service): what identifies these handles across snapshots.
-    pub(crate) fn key(&self) -> (&'static str, String, String, String) {
+    /// What identifies these handles across snapshots.
+    pub(crate) fn key(&self) -> RouteKey {
         (
             self.labels.kind,
             self.labels.namespace.clone(),
