@@ -122,7 +122,7 @@ pub(crate) struct RequestLabels {
 }
 
 /// Where [`Families`] keeps every request series as it is created, for encodings read at
-/// scrape time ([`crate::observe::ingress_nginx_metrics`]). Locked only when a series is
+/// scrape time (the ingress-nginx names). Locked only when a series is
 /// first seen and when scraped, never per request.
 pub(crate) type SeriesLog = Arc<Mutex<Vec<LoggedSeries>>>;
 
