@@ -337,6 +337,52 @@ impl Collector for IngressNginxCollector {
 mod tests {
     use super::*;
 
+    /// ingress-nginx has no kind: an Ingress and an HTTPRoute of one name and Service
+    /// share its series (summed), while sluice's own series keep them apart.
+    #[test]
+    fn routes_of_two_kinds_with_one_name_are_summed() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry, crate::runtime::shard::Shards::new(2));
+        register(MetricsCompat::IngressNginx, &mut registry, &metrics);
+        let get = crate::observe::metrics::method_index(b"GET");
+        let ingress = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
+        let route = metrics.route("HTTPRoute", "shop", "web", "shop/web:80".into());
+        for _ in 0..2 {
+            let at = ingress.count_request("example.com", get, 200);
+            ingress.observe_duration(at, std::time::Duration::from_millis(7));
+        }
+        let at = route.count_request("example.com", get, 200);
+        route.observe_duration(at, std::time::Duration::from_secs(20));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let labels = r#"canary="",host="example.com",ingress="web",method="GET",namespace="shop",path="",service="web",status="200"}"#;
+        let has = |prefix: &str, rest: &str| {
+            text.lines()
+                .any(|l| l.starts_with(prefix) && l.ends_with(&format!("{labels} {rest}")))
+        };
+        assert!(has("nginx_ingress_controller_requests{", "3"), "{text}");
+        assert!(
+            has(
+                "nginx_ingress_controller_request_duration_seconds_count{",
+                "3"
+            ),
+            "{text}"
+        );
+        // 7 ms: in the 0.01 bucket; 20 s: above 10 s, in +Inf only.
+        let bucket = |le: &str| {
+            format!(r#"nginx_ingress_controller_request_duration_seconds_bucket{{le="{le}","#)
+        };
+        assert!(has(&bucket("0.005"), "0"), "{text}");
+        assert!(has(&bucket("0.01"), "2"), "{text}");
+        assert!(has(&bucket("10.0"), "2"), "{text}");
+        assert!(has(&bucket("+Inf"), "3"), "{text}");
+        for kind in ["Ingress", "HTTPRoute"] {
+            let own =
+                format!(r#"sluice_requests_total{{namespace="shop",kind="{kind}",ingress="web","#);
+            assert!(text.lines().any(|l| l.starts_with(&own)), "{kind}: {text}");
+        }
+    }
+
     #[test]
     fn service_name_is_the_services_name() {
         assert_eq!(service_name("shop/web:80"), "web");
