@@ -162,6 +162,13 @@ pub struct ProxyArgs {
     #[arg(long, value_enum, default_value = "sluice")]
     pub http1_server: Http1Server,
 
+    /// Also export the metrics under another controller's names at `/metrics`:
+    /// `ingress-nginx` adds `nginx_ingress_controller_*` (names, labels and buckets as
+    /// ingress-nginx has them) so its dashboards and alerts keep working; `off` (default):
+    /// sluice's names only.
+    #[arg(long, value_enum, default_value = "off")]
+    pub metrics_compat: MetricsCompat,
+
     /// Write one JSON line per request to stdout (`on`/`off`; bare `--access-log` is `on`).
     #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
           default_missing_value = "on")]
@@ -210,10 +217,21 @@ impl Default for ProxyArgs {
             pin_workers: false,
             http1_server: Http1Server::Sluice,
             access_log: false,
+            metrics_compat: MetricsCompat::Off,
             compression: crate::compress::Compression::default(),
             tracing: crate::trace::Tracing::default(),
         }
     }
+}
+
+/// Which other controller's metric names `/metrics` also exports (`--metrics-compat`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MetricsCompat {
+    /// sluice's own names only.
+    #[default]
+    Off,
+    /// ingress-nginx's `nginx_ingress_controller_*` too.
+    IngressNginx,
 }
 
 /// The server behind `--http1-server`.

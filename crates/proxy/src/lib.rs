@@ -154,8 +154,8 @@ pub use compress::{
     parse_user_agents,
 };
 pub use config::{
-    Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, ProxyArgs,
-    parse_cidr, parse_duration, parse_size, parse_switch,
+    Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, MetricsCompat,
+    ProxyArgs, parse_cidr, parse_duration, parse_size, parse_switch,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
 pub use global_rate_limit::config::{GlobalRateLimitArgs, GlobalRateLimitBackend, parse_millis};
@@ -220,6 +220,7 @@ impl Proxy {
         let mut registry = Registry::default();
         let shards = shard::Shards::new(args.workers.unwrap_or(1));
         let metrics = Metrics::new(&mut registry, shards);
+        observe::ingress_nginx_metrics::register(args.metrics_compat, &mut registry, &metrics);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let (sockets, gateway_sockets) =
             gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));
@@ -301,7 +302,7 @@ impl Proxy {
     /// Registers `sluice_leader` (for a replica that takes part in leader election) and
     /// returns its handle.
     pub fn leader_status(&mut self) -> observe::metrics::LeaderStatus {
-        observe::metrics::LeaderStatus::register(&mut self.registry)
+        observe::metrics::LeaderStatus::register(&mut self.registry, &self.shared.metrics)
     }
 
     /// The self-signed certificate presented for unknown or absent SNI names while the

@@ -278,7 +278,7 @@ fn route_metrics(
     previous: &Snapshot,
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
-    let mut known: HashMap<(String, String, String), Arc<RouteMetrics>> = previous
+    let mut known: HashMap<crate::observe::metrics::RouteKey, Arc<RouteMetrics>> = previous
         .routes
         .iter()
         .flat_map(|choices| choices.iter())
@@ -286,13 +286,14 @@ fn route_metrics(
         .collect();
     let mut handle = |source: &sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
         let key = (
+            source.kind,
             source.namespace.clone(),
             source.name.clone(),
             service_label(&backend.service),
         );
         let found = known.get(&key).cloned();
         let metrics = found.unwrap_or_else(|| {
-            let made = Arc::new(metrics.route(&key.0, &key.1, key.2.clone()));
+            let made = Arc::new(metrics.route(key.0, &key.1, &key.2, key.3.clone()));
             known.insert(key, Arc::clone(&made));
             made
         });

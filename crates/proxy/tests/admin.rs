@@ -53,17 +53,18 @@ async fn metrics_count_requests_and_rebuilds() {
         let _ = collect(response).await;
 
         // ingress-nginx's label set (namespace, ingress, service, host, method, exact
-        // status), without the path, which is unbounded.
-        let web = r#"namespace="default",ingress="ing-0",service="default/web:80",host="web.example.com""#;
-        let down = r#"namespace="default",ingress="ing-1",service="default/down:80",host="down.example.com""#;
+        // status), without the path, which is unbounded; `kind` says which API the route
+        // came from.
+        let web = r#"namespace="default",kind="Ingress",ingress="ing-0",service="default/web:80",host="web.example.com""#;
+        let down = r#"namespace="default",kind="Ingress",ingress="ing-1",service="default/down:80",host="down.example.com""#;
         let expected = [
             format!(r#"sluice_requests_total{{{web},method="GET",status="200"}} 3"#),
             format!(r#"sluice_requests_total{{{web},method="GET",status="503"}} 1"#),
             format!(r#"sluice_requests_total{{{web},method="POST",status="200"}} 1"#),
-            r#"sluice_requests_total{namespace="",ingress="",service="",host="_",method="GET",status="404"} 1"#.to_owned(),
+            r#"sluice_requests_total{namespace="",kind="",ingress="",service="",host="_",method="GET",status="404"} 1"#.to_owned(),
             format!(r#"sluice_requests_total{{{down},method="GET",status="502"}} 1"#),
             format!(r#"sluice_request_duration_seconds_count{{{web},method="GET",status="200"}} 3"#),
-            r#"sluice_request_bytes_total{namespace="default",ingress="ing-0",service="default/web:80"} 10"#.to_owned(),
+            r#"sluice_request_bytes_total{namespace="default",kind="Ingress",ingress="ing-0",service="default/web:80"} 10"#.to_owned(),
             r#"sluice_upstream_errors_total{service="default/down:80",kind="connect"} 1"#.to_owned(),
             r#"sluice_upstream_connect_duration_seconds_count{service="default/web:80"}"#.to_owned(),
             r#"sluice_upstream_header_duration_seconds_count{service="default/web:80"} 5"#.to_owned(),
@@ -80,7 +81,7 @@ async fn metrics_count_requests_and_rebuilds() {
         // Response bytes: the echo's bodies, counted when each response ended.
         let sent: u64 = text
             .lines()
-            .find(|l| l.starts_with(r#"sluice_response_bytes_total{namespace="default",ingress="ing-0""#))
+            .find(|l| l.starts_with(r#"sluice_response_bytes_total{namespace="default",kind="Ingress",ingress="ing-0""#))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
@@ -322,7 +323,7 @@ async fn redirect_only_rules_raise_no_endpoint_warning_and_name_no_service() {
         assert_eq!(old["backend"], "", "{old}");
         let metrics = metrics_with(
             proxy.admin,
-            &["sluice_requests_total{namespace=\"default\",ingress=\"old-site\",service=\"\","],
+            &["sluice_requests_total{namespace=\"default\",kind=\"HTTPRoute\",ingress=\"old-site\",service=\"\","],
         )
         .await;
         assert!(!metrics.contains("service=\"default/:0\""), "{metrics}");

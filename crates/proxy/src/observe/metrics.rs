@@ -6,7 +6,7 @@
 //! [`ShardedHistogram`] because prometheus-client's own histogram takes a mutex on every
 //! observation.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -99,23 +99,46 @@ struct EncodingLabels {
     encoding: &'static str,
 }
 
-/// Labels of the request series: the route (namespace, Ingress, Service port), the host as
-/// received (bounded per route), the method (a fixed set) and the exact status. The path is
-/// never a label: it is unbounded.
+/// Labels of the request series: the route (namespace, kind and name of the object that
+/// defined it, Service port), the host as received (bounded per route), the method (a fixed
+/// set) and the exact status. The path is never a label: it is unbounded.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RequestLabels {
-    namespace: String,
-    ingress: String,
-    service: String,
-    host: String,
-    method: &'static str,
-    status: u16,
+pub(crate) struct RequestLabels {
+    /// The route's namespace.
+    pub(crate) namespace: String,
+    /// The route's object kind (`Ingress`, `HTTPRoute`, `GRPCRoute`; empty when unrouted),
+    /// so routes of different kinds with one name do not share series.
+    pub(crate) kind: &'static str,
+    /// The route's object name (named as ingress-nginx names it, whatever the kind).
+    pub(crate) ingress: String,
+    /// The backend, `"ns/name:port"`.
+    pub(crate) service: String,
+    /// The host as received, normalized and bounded.
+    pub(crate) host: String,
+    /// The method, or `"other"`.
+    pub(crate) method: &'static str,
+    /// The status answered (0: the overflow series).
+    pub(crate) status: u16,
+}
+
+/// Where [`Families`] keeps every request series as it is created, for encodings read at
+/// scrape time (the ingress-nginx names). Locked only when a series is
+/// first seen and when scraped, never per request.
+pub(crate) type SeriesLog = Arc<Mutex<Vec<LoggedSeries>>>;
+
+/// One request series' labels and its handles (clones share the counts).
+#[derive(Clone, Debug)]
+pub(crate) struct LoggedSeries {
+    pub(crate) labels: RequestLabels,
+    pub(crate) requests: ShardedCounter,
+    pub(crate) duration: ShardedHistogram,
 }
 
 /// Labels of per-route figures without host, method or status.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     namespace: String,
+    kind: &'static str,
     ingress: String,
     service: String,
 }
@@ -181,6 +204,7 @@ struct Families {
     upstream_connect: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
     upstream_header: Family<ServiceLabels, ShardedHistogram, HistogramShards>,
     streams: Family<StreamLabels, ShardedCounter, Shards>,
+    series_log: SeriesLog,
 }
 
 /// Labels of `sluice_stream_connections_total`.
@@ -225,6 +249,10 @@ pub(crate) struct Metrics {
     /// `sluice_ssl_certificate_expiry_timestamp_seconds`: each certificate of the table
     /// being served, set on every swap.
     certificate_expiry: Family<CertificateLabels, Gauge>,
+    /// The same expiries, readable at scrape time (a `Family` cannot be listed).
+    certificates: Mutex<Vec<(CertificateLabels, i64)>>,
+    /// `sluice_leader`'s gauge, once the controller registered it.
+    leader: OnceLock<Gauge>,
 }
 
 /// `sluice_leader`: 1 while this replica holds the leader Lease (ingress-nginx:
@@ -233,9 +261,11 @@ pub(crate) struct Metrics {
 pub struct LeaderStatus(Gauge);
 
 impl LeaderStatus {
-    /// Registers the gauge (0 until set) in `registry`.
-    pub(crate) fn register(registry: &mut Registry) -> LeaderStatus {
+    /// Registers the gauge (0 until set) in `registry`; `metrics` also reads it (for the
+    /// ingress-nginx names).
+    pub(crate) fn register(registry: &mut Registry, metrics: &Metrics) -> LeaderStatus {
         let status = LeaderStatus::default();
+        let _ = metrics.leader.set(status.0.clone());
         registry.register(
             "sluice_leader",
             "1 while this replica holds the leader Lease (writes status and Events), else 0",
@@ -284,6 +314,7 @@ impl Metrics {
             upstream_connect: Family::new_with_constructor(histogram),
             upstream_header: Family::new_with_constructor(histogram),
             streams: Family::new_with_constructor(shards),
+            series_log: SeriesLog::default(),
         };
         let rebuilds = Counter::default();
         // Observed by the control plane only: one shard.
@@ -412,9 +443,11 @@ impl Metrics {
              host (ingress-nginx: nginx_ingress_controller_ssl_expire_time_seconds)",
             certificate_expiry.clone(),
         );
-        let unrouted = Arc::new(RouteMetrics::new(&families, "", "", String::new()));
+        let unrouted = Arc::new(RouteMetrics::new(&families, "", "", "", String::new()));
         Arc::new(Metrics {
             certificate_expiry,
+            certificates: Mutex::default(),
+            leader: OnceLock::new(),
             mirror_requests,
             compressed_responses,
             families,
@@ -432,11 +465,37 @@ impl Metrics {
     /// certificates no longer served are removed).
     pub(crate) fn set_certificates(&self, expiries: Vec<(CertificateLabels, i64)>) {
         self.certificate_expiry.clear();
-        for (labels, not_after) in expiries {
+        for (labels, not_after) in &expiries {
             self.certificate_expiry
-                .get_or_create(&labels)
-                .set(not_after);
+                .get_or_create(labels)
+                .set(*not_after);
         }
+        *self
+            .certificates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = expiries;
+    }
+
+    /// Every request series so far (labels and shared handles), for scrape-time encodings.
+    pub(crate) fn request_series(&self) -> Vec<LoggedSeries> {
+        self.families
+            .series_log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The expiry of each certificate being served (as `set_certificates` last set them).
+    pub(crate) fn certificate_expiries(&self) -> Vec<(CertificateLabels, i64)> {
+        self.certificates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether this replica leads (`None`: it takes no part in leader election).
+    pub(crate) fn leading(&self) -> Option<i64> {
+        self.leader.get().map(Gauge::get)
     }
 
     /// Counts one response compressed with `coding`.
@@ -459,9 +518,16 @@ impl Metrics {
         BackendMetrics::new(&self.families, service)
     }
 
-    /// Creates the cached label handles of one route: an Ingress and a backend service.
-    pub(crate) fn route(&self, namespace: &str, ingress: &str, service: String) -> RouteMetrics {
-        RouteMetrics::new(&self.families, namespace, ingress, service)
+    /// Creates the cached label handles of one route: its object (kind, namespace, name)
+    /// and a backend service.
+    pub(crate) fn route(
+        &self,
+        kind: &'static str,
+        namespace: &str,
+        ingress: &str,
+        service: String,
+    ) -> RouteMetrics {
+        RouteMetrics::new(&self.families, kind, namespace, ingress, service)
     }
 }
 
@@ -585,6 +651,9 @@ fn find_or_add<T>(
     open
 }
 
+/// (kind, namespace, name, service) of a route's metric handles.
+pub(crate) type RouteKey = (&'static str, String, String, String);
+
 /// Cached metric handles of one route: an Ingress (namespace and name) and the backend
 /// service it sent a request to. Shared by later snapshots with the same labels, so counts
 /// survive table swaps.
@@ -599,9 +668,16 @@ pub(crate) struct RouteMetrics {
 }
 
 impl RouteMetrics {
-    fn new(families: &Families, namespace: &str, ingress: &str, service: String) -> Self {
+    fn new(
+        families: &Families,
+        kind: &'static str,
+        namespace: &str,
+        ingress: &str,
+        service: String,
+    ) -> Self {
         let labels = RouteLabels {
             namespace: namespace.to_owned(),
+            kind,
             ingress: ingress.to_owned(),
             service,
         };
@@ -614,9 +690,10 @@ impl RouteMetrics {
         }
     }
 
-    /// (namespace, Ingress, service): what identifies these handles across snapshots.
-    pub(crate) fn key(&self) -> (String, String, String) {
+    /// What identifies these handles across snapshots.
+    pub(crate) fn key(&self) -> RouteKey {
         (
+            self.labels.kind,
             self.labels.namespace.clone(),
             self.labels.ingress.clone(),
             self.labels.service.clone(),
@@ -675,17 +752,28 @@ impl RouteMetrics {
     fn new_series(&self, host: &str, key: u32) -> Series {
         let labels = RequestLabels {
             namespace: self.labels.namespace.clone(),
+            kind: self.labels.kind,
             ingress: self.labels.ingress.clone(),
             service: self.labels.service.clone(),
             host: host.to_owned(),
             method: METHODS[(key >> 16) as usize % METHODS.len()],
             status: (key & 0xffff) as u16,
         };
-        Series {
+        let series = Series {
             key,
             requests: self.families.requests.get_or_create_owned(&labels),
             duration: self.families.durations.get_or_create_owned(&labels),
-        }
+        };
+        self.families
+            .series_log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(LoggedSeries {
+                labels,
+                requests: series.requests.clone(),
+                duration: series.duration.clone(),
+            });
+        series
     }
 
     /// Records the total time of the request counted at `at`.
@@ -778,7 +866,7 @@ mod tests {
     fn request_series_and_rendering() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry, Shards::new(2));
-        let route = metrics.route("shop", "web", "shop/web:80".into());
+        let route = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
         let get = method_index(b"GET");
         route.count_request("Example.COM:8080", get, 200);
         route.count_request("example.com", get, 200);
@@ -793,15 +881,15 @@ mod tests {
         metrics.unrouted().count_request("whatever", get, 404);
         metrics.rebuilds.inc();
         let text = render(&registry);
-        let base = r#"namespace="shop",ingress="web",service="shop/web:80",host="example.com""#;
+        let base = r#"namespace="shop",kind="Ingress",ingress="web",service="shop/web:80",host="example.com""#;
         for line in [
             format!(r#"sluice_requests_total{{{base},method="GET",status="200"}} 2"#),
             format!(r#"sluice_requests_total{{{base},method="POST",status="503"}} 1"#),
             format!(r#"sluice_requests_total{{{base},method="other",status="418"}} 1"#),
             format!(r#"sluice_request_duration_seconds_count{{{base},method="POST",status="503"}} 1"#),
-            r#"sluice_requests_total{namespace="",ingress="",service="",host="_",method="GET",status="404"} 1"#.into(),
-            r#"sluice_request_bytes_total{namespace="shop",ingress="web",service="shop/web:80"} 10"#.into(),
-            r#"sluice_response_bytes_total{namespace="shop",ingress="web",service="shop/web:80"} 1000"#.into(),
+            r#"sluice_requests_total{namespace="",kind="",ingress="",service="",host="_",method="GET",status="404"} 1"#.into(),
+            r#"sluice_request_bytes_total{namespace="shop",kind="Ingress",ingress="web",service="shop/web:80"} 10"#.into(),
+            r#"sluice_response_bytes_total{namespace="shop",kind="Ingress",ingress="web",service="shop/web:80"} 1000"#.into(),
             r#"sluice_upstream_errors_total{service="shop/web:80",kind="connect"} 1"#.into(),
             r#"sluice_upstream_connect_duration_seconds_count{service="shop/web:80"} 1"#.into(),
             r#"sluice_upstream_header_duration_seconds_count{service="shop/web:80"} 1"#.into(),
@@ -819,7 +907,7 @@ mod tests {
     fn host_and_status_labels_are_bounded() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry, Shards::new(2));
-        let route = metrics.route("shop", "web", "shop/web:80".into());
+        let route = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
         for i in 0..100 {
             route.count_request(&format!("h{i}.example.com"), 1, 200);
         }
@@ -832,7 +920,7 @@ mod tests {
         }
         let text = render(&registry);
         assert!(text.contains(
-            r#"sluice_requests_total{namespace="shop",ingress="web",service="shop/web:80",host="_other",method="GET",status="200"} 84"#
+            r#"sluice_requests_total{namespace="shop",kind="Ingress",ingress="web",service="shop/web:80",host="_other",method="GET",status="200"} 84"#
         ), "{text}");
         let h0 = text
             .lines()

@@ -5,5 +5,6 @@
 pub(crate) mod access_log;
 pub(crate) mod certificate;
 pub(crate) mod control_info;
+pub(crate) mod ingress_nginx_metrics;
 pub(crate) mod log_filter;
 pub(crate) mod metrics;

@@ -219,7 +219,7 @@ impl ShardedHistogram {
     }
 
     /// The sum of every observation, in seconds.
-    fn sum_seconds(&self) -> f64 {
+    pub(crate) fn sum_seconds(&self) -> f64 {
         let nanos = self
             .inner
             .lines

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use sluice_routing::TlsCertificate;
 
-use crate::observe::metrics::{RouteMetrics, RouteTotals, request_bucket_bounds};
+use crate::observe::metrics::{RouteKey, RouteMetrics, RouteTotals, request_bucket_bounds};
 use crate::snapshot::{Snapshot, TableShared, service_label};
 
 /// How often route figures are sampled.
@@ -40,7 +40,7 @@ struct RouteHistory {
 /// Recent figures per route, keyed by (namespace, Ingress, service).
 #[derive(Debug, Default)]
 pub(crate) struct History {
-    routes: Mutex<HashMap<(String, String, String), RouteHistory>>,
+    routes: Mutex<HashMap<RouteKey, RouteHistory>>,
 }
 
 impl History {
