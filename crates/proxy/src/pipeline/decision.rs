@@ -79,12 +79,13 @@ pub(crate) fn decide(
     settings: &crate::settings::Settings,
     entry: &RouteEntry,
     request: &route_policy::Request<'_>,
-    query: Option<&str>,
     fixed: Option<u16>,
     start: Instant,
     snippet: Option<&mut sluice_routing::SnippetOutcome>,
 ) -> Decision {
     let route_policy = &*entry.policy;
+    // The query as received (the target's part after `?`).
+    let query = request.target.split_once('?').map(|(_, q)| q);
     if let Some(answer) = route_policy::answer(route_policy, request) {
         return Decision::Answer(answer);
     }

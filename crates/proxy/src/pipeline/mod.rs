@@ -247,7 +247,6 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         &settings,
         route_entry,
         &facts,
-        request.query(),
         fixed,
         start,
         snippet_outcome.as_mut(),
