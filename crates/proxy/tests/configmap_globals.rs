@@ -679,3 +679,47 @@ async fn ssl_protocols_and_ciphers_limit_handshakes() {
     })
     .await;
 }
+
+/// ingress-nginx "custom-http-errors" in the ConfigMap: every Ingress's default, answered by
+/// its `default-backend`; an Ingress's own annotation wins.
+#[tokio::test]
+async fn custom_http_errors_from_the_configmap() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        let errors = echo("errors", "errors-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let fallback = "nginx.ingress.kubernetes.io/default-backend";
+        let routes = [
+            Route::new("pages.test", "web", vec![web.addr()]).with_annotation(fallback, "errors"),
+            Route::new("own.test", "web", vec![web.addr()])
+                .with_annotation(fallback, "errors")
+                .with_annotation("nginx.ingress.kubernetes.io/custom-http-errors", "418"),
+            Route::new("errors.test", "errors", vec![errors.addr()]),
+        ];
+        configure(&proxy, &routes, &[("custom-http-errors", "404,503")]);
+        let answered = |host: &'static str, path: &'static str| {
+            let addr = proxy.http;
+            async move {
+                let answer = get(addr, host, path).await;
+                (answer.status.as_u16(), answer.report().service)
+            }
+        };
+        let by_errors = answered("pages.test", "/status/503").await;
+        assert_eq!(by_errors, (200, "errors".to_owned()));
+        assert_eq!(
+            answered("pages.test", "/status/418").await,
+            (418, "web".to_owned())
+        );
+        // The annotation replaces the ConfigMap's list.
+        assert_eq!(
+            answered("own.test", "/status/503").await,
+            (503, "web".to_owned())
+        );
+        assert_eq!(
+            answered("own.test", "/status/418").await,
+            (200, "errors".to_owned())
+        );
+    })
+    .await;
+}

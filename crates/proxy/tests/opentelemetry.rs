@@ -258,7 +258,14 @@ async fn opentelemetry_a_request_makes_one_server_span_with_its_route_backend_an
             (&h2, "GET", HOST, "ing-0"),
             (&h2c, "GET", H2C_HOST, "ing-1"),
         ];
-        for (span, (answer, method, host, ingress)) in spans.iter().zip(requests) {
+        // Spans are exported as they end, which need not be the order of the requests:
+        // each is found by the trace its backend was told.
+        for (answer, method, host, ingress) in requests {
+            let (trace, _, _) = backend_traceparent(answer);
+            let span = spans
+                .iter()
+                .find(|span| span.trace_id() == trace)
+                .unwrap_or_else(|| panic!("no span of trace {trace}: {spans:#?}"));
             assert_eq!(span.service_name, "sluice");
             assert_eq!(span.span.name, format!("HTTP {method} default/traced"));
             // SPAN_KIND_SERVER.

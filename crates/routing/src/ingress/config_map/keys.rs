@@ -22,6 +22,7 @@ pub enum Support {
 
 /// Keys whose values are Ingress annotation defaults (the same name and value syntax).
 const ANNOTATION_DEFAULTS: &[&str] = &[
+    "custom-http-errors",
     "denylist-source-range",
     "force-ssl-redirect",
     "limit-rate",
@@ -145,9 +146,6 @@ pub fn support(key: &str) -> Option<Support> {
              the cache is full",
         )),
         "use-http2" => Some(No("HTTP/2 is always offered (ALPN h2) on HTTPS")),
-        "custom-http-errors" => Some(No(
-            "use the custom-http-errors annotation with default-backend on the Ingresses",
-        )),
         "log-format-upstream"
         | "log-format-escape-json"
         | "log-format-escape-none"
