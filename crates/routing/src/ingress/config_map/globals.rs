@@ -37,6 +37,9 @@ pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "upstream-keepalive-time",
     "upstream-keepalive-connections",
     "disable-access-log",
+    "log-format-upstream",
+    "log-format-escape-json",
+    "log-format-escape-none",
     "use-gzip",
     "gzip-level",
     "gzip-min-length",
@@ -129,6 +132,9 @@ fn apply_global(g: &mut ProxyGlobals, key: &str, value: &str) -> Result<(), Stri
         "upstream-keepalive-time" => g.upstream_keepalive_time = Some(nginx_time(value)?),
         "upstream-keepalive-connections" => g.upstream_keepalive_connections = Some(number(value)?),
         "disable-access-log" => g.disable_access_log = Some(parse_bool(value)?),
+        "log-format-upstream" => g.log_format_upstream = Some(crate::LogFormat::parse(value)?),
+        "log-format-escape-json" => g.log_format_escape_json = Some(parse_bool(value)?),
+        "log-format-escape-none" => g.log_format_escape_none = Some(parse_bool(value)?),
         "global-rate-limit-memcached-host" => {
             let host = value.trim();
             if host.is_empty()

@@ -142,12 +142,10 @@ pub fn support(key: &str) -> Option<Support> {
         "custom-http-errors" => Some(No(
             "use the custom-http-errors annotation with default-backend on the Ingresses",
         )),
-        "log-format-upstream"
-        | "log-format-escape-json"
-        | "log-format-escape-none"
-        | "log-format-stream" => Some(No(
-            "the access log (--access-log) is one JSON object per request with fixed fields",
-        )),
+        "log-format-upstream" | "log-format-escape-json" | "log-format-escape-none" => {
+            global("--access-log")
+        }
+        "log-format-stream" => Some(No("stream (TCP/UDP) routes have no access log")),
         "service-upstream" => Some(No(
             "sluice sends to the endpoints, not the Service's ClusterIP",
         )),
