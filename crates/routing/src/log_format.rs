@@ -19,6 +19,12 @@ pub enum LogVariable {
     RemoteAddr,
     /// `$remote_port`: the client's port.
     RemotePort,
+    /// `$server_port`: the port of the listener the client connected to.
+    ServerPort,
+    /// `$ssl_protocol`: `TLSv1.2`, `TLSv1.3` (missing without TLS).
+    SslProtocol,
+    /// `$ssl_cipher`: the cipher suite's OpenSSL name (missing without TLS).
+    SslCipher,
     /// `$remote_user`: the user of an `Authorization: Basic` field.
     RemoteUser,
     /// `$time_local`: `27/Nov/2026:04:22:21 +0000`.
@@ -86,6 +92,9 @@ impl LogVariable {
         Some(match name {
             "remote_addr" => RemoteAddr,
             "remote_port" => RemotePort,
+            "server_port" => ServerPort,
+            "ssl_protocol" => SslProtocol,
+            "ssl_cipher" => SslCipher,
             "remote_user" => RemoteUser,
             "time_local" => TimeLocal,
             "time_iso8601" => TimeIso8601,

@@ -19,7 +19,7 @@ const INGRESS_NGINX_DEFAULT: &str = "$remote_addr - $remote_user [$time_local] \
      $upstream_response_length $upstream_response_time $upstream_status $req_id";
 
 /// A JSON format as ingress-nginx users write it (with `log-format-escape-json: "true"`).
-const JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","remote_user":"$remote_user","request":"$request","method":"$request_method","uri":"$uri","args":"$args","host":"$host","scheme":"$scheme","protocol":"$server_protocol","status":$status,"bytes":$body_bytes_sent,"agent":"$http_user_agent","upstream":"$proxy_upstream_name","namespace":"$namespace","ingress":"$ingress_name","service":"$service_name","port":"$service_port","req_id":"$req_id","request_time":$request_time}"#;
+const JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","remote_user":"$remote_user","request":"$request","method":"$request_method","uri":"$uri","args":"$args","host":"$host","scheme":"$scheme","protocol":"$server_protocol","status":$status,"bytes":$body_bytes_sent,"agent":"$http_user_agent","upstream":"$proxy_upstream_name","namespace":"$namespace","ingress":"$ingress_name","service":"$service_name","port":"$service_port","req_id":"$req_id","request_time":$request_time,"server_port":"$server_port","ssl_protocol":"$ssl_protocol"}"#;
 
 /// A port free right now on loopback.
 fn free_port() -> u16 {
@@ -217,6 +217,8 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
     assert_eq!(v["service"], "web");
     assert_eq!(v["port"], "80");
     assert!(v["request_time"].as_f64().is_some(), "{line}");
+    assert_eq!(v["server_port"], http.to_string());
+    assert_eq!(v["ssl_protocol"], "-", "no TLS: missing, as nginx");
     assert!(
         v["time"]
             .as_str()

@@ -95,6 +95,10 @@ pub(crate) struct Captured {
     pub(crate) version: Version,
     /// `$remote_port`.
     pub(crate) remote_port: u16,
+    /// `$server_port`.
+    pub(crate) server_port: u16,
+    /// `$ssl_protocol` and `$ssl_cipher`.
+    pub(crate) tls_names: Option<(&'static str, &'static str)>,
     /// `$uri`: the normalised path.
     pub(crate) uri: Option<Box<str>>,
     /// `$remote_user`.
@@ -222,6 +226,9 @@ fn format_custom(record: &LogRecord, captured: &Captured, outcome: &LogOutcome<'
             match variable {
                 RemoteAddr => text(format_args!("{}", record.client)),
                 RemotePort => text(format_args!("{}", captured.remote_port)),
+                ServerPort => text(format_args!("{}", captured.server_port)),
+                SslProtocol => put(out, captured.tls_names.map(|(p, _)| p.as_bytes())),
+                SslCipher => put(out, captured.tls_names.map(|(_, c)| c.as_bytes())),
                 RemoteUser => put(out, captured.user.as_deref().map(str::as_bytes)),
                 TimeLocal => {
                     let (date, clock) = civil(record.time);
@@ -320,6 +327,33 @@ fn format_custom(record: &LogRecord, captured: &Captured, outcome: &LogOutcome<'
         });
     line.push('\n');
     line
+}
+
+/// The protocol and cipher of a TLS connection as OpenSSL (and so nginx's `$ssl_protocol`
+/// and `$ssl_cipher`) names them.
+pub(crate) fn tls_names(tls: &rustls::CommonState) -> Option<(&'static str, &'static str)> {
+    let suite = u16::from(tls.negotiated_cipher_suite()?.suite());
+    Some(openssl_names(tls.protocol_version()?, suite))
+}
+
+/// OpenSSL's names of a TLS version and a cipher suite code point.
+fn openssl_names(version: rustls::ProtocolVersion, suite: u16) -> (&'static str, &'static str) {
+    let protocol = match version {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => "unknown",
+    };
+    let cipher = match suite {
+        // TLS 1.3 suites keep their IANA names in OpenSSL.
+        0x1301 => "TLS_AES_128_GCM_SHA256",
+        0x1302 => "TLS_AES_256_GCM_SHA384",
+        0x1303 => "TLS_CHACHA20_POLY1305_SHA256",
+        code => sluice_routing::Tls12Suite::ALL
+            .into_iter()
+            .find(|s| s.iana_code() == code)
+            .map_or("unknown", sluice_routing::Tls12Suite::openssl_name),
+    };
+    (protocol, cipher)
 }
 
 /// Month names as nginx's `$time_local` writes them.
@@ -500,6 +534,8 @@ mod tests {
                 tls: true,
                 version: Version::HTTP_11,
                 remote_port: 5555,
+                server_port: 80,
+                tls_names: None,
                 uri: None,
                 user: Some("alice".into()),
                 req_id: Some("abc".into()),
@@ -537,6 +573,20 @@ mod tests {
                 },
             )
         }
+    }
+
+    /// nginx's `$ssl_protocol` / `$ssl_cipher` are OpenSSL's names.
+    #[test]
+    fn tls_names_are_openssl_s() {
+        use rustls::ProtocolVersion::{TLSv1_2, TLSv1_3};
+        assert_eq!(
+            openssl_names(TLSv1_3, 0x1301),
+            ("TLSv1.3", "TLS_AES_128_GCM_SHA256")
+        );
+        assert_eq!(
+            openssl_names(TLSv1_2, 0xC02F),
+            ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+        );
     }
 
     #[test]

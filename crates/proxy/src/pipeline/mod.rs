@@ -598,6 +598,14 @@ fn captured<'r, V: RequestView<'r>>(
         tls: ctx.tls,
         version,
         remote_port: ctx.peer.port(),
+        server_port: ctx
+            .forwarded
+            .port
+            .to_str()
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0),
+        tls_names: ctx.tls_names,
         uri: format.keeps_uri.then(|| uri.map(Into::into)).flatten(),
         // nginx's `$remote_user`: the user an `Authorization: Basic` field names.
         user: format

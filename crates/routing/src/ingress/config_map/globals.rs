@@ -397,6 +397,14 @@ mod tests {
         assert_eq!(g.max_header_bytes, Some(32 * 1024));
         assert_eq!(g.upstream_keepalive_time, Some(Duration::from_secs(3600)));
         assert_eq!(g.compression.gzip_level, Some(5));
+        let logged = applied(&[
+            ("log-format-upstream", "$remote_addr \"$request\""),
+            ("log-format-escape-json", "true"),
+        ])
+        .unwrap();
+        let g = &logged.globals;
+        assert_eq!(g.log_format_upstream.as_ref().unwrap().variables().count(), 2);
+        assert_eq!(g.log_format_escape_json, Some(true));
         let agents = &config.block_user_agents;
         assert!(agents[0].matches(b"CURL/8.0"), "~* ignores case");
         assert!(agents[1].matches(b"exact-agent/1.0"));
@@ -422,6 +430,8 @@ mod tests {
             ("gzip-types", "html", "media type"),
             ("gzip-disable", "MSIE [", "regular expression"),
             ("block-referers", "~*(", "regular expression"),
+            ("log-format-upstream", "$remote_addr $ssl_cipher_x", "$ssl_cipher_x"),
+            ("log-format-escape-json", "yes", "not a boolean"),
         ] {
             let error = applied(&[(key, value)]).expect_err(key);
             assert!(error.contains(said), "{key}: {error}");
