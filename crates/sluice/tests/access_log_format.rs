@@ -124,11 +124,17 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
         .build()
         .unwrap();
     let web = runtime
-        .block_on(EchoServer::start("127.0.0.1:0", Identity::new("web", "web-1")))
+        .block_on(EchoServer::start(
+            "127.0.0.1:0",
+            Identity::new("web", "web-1"),
+        ))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     manifests(dir.path(), web.addr());
-    write_config_map(dir.path(), &[("log-format-upstream", INGRESS_NGINX_DEFAULT)]);
+    write_config_map(
+        dir.path(),
+        &[("log-format-upstream", INGRESS_NGINX_DEFAULT)],
+    );
     let (http, admin) = (free_port(), free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--manifests"])
@@ -237,8 +243,7 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let said = said_rx.recv_timeout(Duration::from_millis(200));
-        if said.is_ok_and(|l| l.contains("log-format-upstream") && l.contains("$ssl_client_s_dn"))
-        {
+        if said.is_ok_and(|l| l.contains("log-format-upstream") && l.contains("$ssl_client_s_dn")) {
             break;
         }
         assert!(Instant::now() < deadline, "the refused format was not said");

@@ -244,11 +244,7 @@ fn format_custom(record: &LogRecord, captured: &Captured, outcome: &LogOutcome<'
                     let now = SystemTime::now()
                         .duration_since(UNIX_EPOCH)
                         .unwrap_or_default();
-                    text(format_args!(
-                        "{}.{:03}",
-                        now.as_secs(),
-                        now.subsec_millis()
-                    ))
+                    text(format_args!("{}.{:03}", now.as_secs(), now.subsec_millis()))
                 }
                 Request => text(format_args!(
                     "{} {} {}",
@@ -306,10 +302,7 @@ fn format_custom(record: &LogRecord, captured: &Captured, outcome: &LogOutcome<'
                 }
                 UpstreamStatus => upstream.is_some() && text(format_args!("{}", outcome.status)),
                 ReqId => put(out, captured.req_id.as_deref().map(str::as_bytes)),
-                Namespace => put(
-                    out,
-                    outcome.route.map(|r| r.source.namespace.as_bytes()),
-                ),
+                Namespace => put(out, outcome.route.map(|r| r.source.namespace.as_bytes())),
                 IngressName => put(out, outcome.route.map(|r| r.source.name.as_bytes())),
                 ServiceName => match outcome.route {
                     Some(r) if !r.backend.service.name.is_empty() => {
@@ -409,7 +402,10 @@ fn host_without_port(host: &[u8]) -> &[u8] {
 
 /// The UTC date and `HH:MM:SS` of `time`.
 fn civil(time: SystemTime) -> ((i64, u32, u32), String) {
-    let secs = time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let clock = format!("{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60);
     (civil_from_days(days as i64), clock)

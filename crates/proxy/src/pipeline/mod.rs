@@ -155,7 +155,13 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     let client = client_address(&settings, ctx.peer.ip(), request);
     let log = (settings.access_log && shared.access_log.is_some()).then(|| {
         let format = settings.access_log_format.as_ref();
-        Box::new(log_record(request, client, ctx, format, path.as_deref().ok()))
+        Box::new(log_record(
+            request,
+            client,
+            ctx,
+            format,
+            path.as_deref().ok(),
+        ))
     });
     // The request's books own the connection and snapshot references from here on, and
     // account for it when dropped, on every path.
@@ -633,5 +639,9 @@ fn request_id<'r, V: RequestView<'r>>(request: V) -> Box<str> {
     }
     let mut bytes = [0u8; 16];
     let _ = SystemRandom::new().fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect::<String>().into()
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into()
 }

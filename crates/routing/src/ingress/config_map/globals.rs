@@ -403,7 +403,10 @@ mod tests {
         ])
         .unwrap();
         let g = &logged.globals;
-        assert_eq!(g.log_format_upstream.as_ref().unwrap().variables().count(), 2);
+        assert_eq!(
+            g.log_format_upstream.as_ref().unwrap().variables().count(),
+            2
+        );
         assert_eq!(g.log_format_escape_json, Some(true));
         let agents = &config.block_user_agents;
         assert!(agents[0].matches(b"CURL/8.0"), "~* ignores case");
@@ -430,7 +433,11 @@ mod tests {
             ("gzip-types", "html", "media type"),
             ("gzip-disable", "MSIE [", "regular expression"),
             ("block-referers", "~*(", "regular expression"),
-            ("log-format-upstream", "$remote_addr $ssl_cipher_x", "$ssl_cipher_x"),
+            (
+                "log-format-upstream",
+                "$remote_addr $ssl_cipher_x",
+                "$ssl_cipher_x",
+            ),
             ("log-format-escape-json", "yes", "not a boolean"),
         ] {
             let error = applied(&[(key, value)]).expect_err(key);
