@@ -19,7 +19,7 @@ const INGRESS_NGINX_DEFAULT: &str = "$remote_addr - $remote_user [$time_local] \
      $upstream_response_length $upstream_response_time $upstream_status $req_id";
 
 /// A JSON format as ingress-nginx users write it (with `log-format-escape-json: "true"`).
-const JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","remote_user":"$remote_user","request":"$request","method":"$request_method","uri":"$uri","args":"$args","host":"$host","scheme":"$scheme","protocol":"$server_protocol","status":$status,"bytes":$body_bytes_sent,"agent":"$http_user_agent","upstream":"$proxy_upstream_name","namespace":"$namespace","ingress":"$ingress_name","service":"$service_name","port":"$service_port","req_id":"$req_id","request_time":$request_time,"server_port":"$server_port","ssl_protocol":"$ssl_protocol"}"#;
+const JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","remote_user":"$remote_user","request":"$request","method":"$request_method","uri":"$uri","args":"$args","host":"$host","scheme":"$scheme","protocol":"$server_protocol","status":$status,"bytes":$body_bytes_sent,"agent":"$http_user_agent","upstream":"$proxy_upstream_name","namespace":"$namespace","ingress":"$ingress_name","service":"$service_name","port":"$service_port","req_id":"$req_id","request_time":$request_time,"server_port":"$server_port","ssl_protocol":"$ssl_protocol","ssl_cipher":"$ssl_cipher"}"#;
 
 /// A port free right now on loopback.
 fn free_port() -> u16 {
@@ -30,7 +30,23 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn manifests(dir: &Path, web: SocketAddr) {
+/// A CA and a leaf for app.test signed by it: (CA DER, leaf PEM, leaf key PEM).
+fn certificates() -> (Vec<u8>, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["app.test".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca)
+        .unwrap();
+    (ca.der().to_vec(), leaf.pem(), leaf_key.serialize_pem())
+}
+
+fn manifests(dir: &Path, web: SocketAddr, cert: &str, key: &str) {
+    use base64::Engine as _;
+    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let all = format!(
         "apiVersion: networking.k8s.io/v1
 kind: IngressClass
@@ -47,18 +63,30 @@ kind: Endpoints
 metadata: {{name: web, namespace: default}}
 subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: http, port: {}}}]}}]
 ---
+apiVersion: v1
+kind: Secret
+metadata: {{name: app-tls, namespace: default}}
+type: kubernetes.io/tls
+data: {{tls.crt: {}, tls.key: {}}}
+---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
-metadata: {{name: app, namespace: default}}
+metadata:
+  name: app
+  namespace: default
+  annotations: {{nginx.ingress.kubernetes.io/ssl-redirect: \"false\"}}
 spec:
   ingressClassName: sluice
+  tls: [{{hosts: [app.test], secretName: app-tls}}]
   rules:
   - host: app.test
     http:
       paths:
       - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
 ",
-        web.port()
+        web.port(),
+        b64(cert),
+        b64(key)
     );
     std::fs::write(dir.join("all.yaml"), all).unwrap();
 }
@@ -89,6 +117,37 @@ fn get(port: u16, target: &str, fields: &str) -> Option<u16> {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// GET `target` on app.test over TLS with only `version` offered, trusting `ca`; the status.
+fn get_tls(
+    port: u16,
+    ca: &[u8],
+    version: &'static rustls::SupportedProtocolVersion,
+    target: &str,
+) -> Option<u16> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.to_vec().into()).ok()?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[version])
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("app.test").ok()?;
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
+    let tcp = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET {target} HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// Asks `target` (every 100 ms, 20 s at most) until a line holding `marker` is logged.
@@ -130,18 +189,19 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
         ))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    manifests(dir.path(), web.addr());
+    let (ca, cert, key) = certificates();
+    manifests(dir.path(), web.addr(), &cert, &key);
     write_config_map(
         dir.path(),
         &[("log-format-upstream", INGRESS_NGINX_DEFAULT)],
     );
-    let (http, admin) = (free_port(), free_port());
+    let (http, https, admin) = (free_port(), free_port(), free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--manifests"])
         .arg(dir.path())
         .args(["--configmap", "default/nginx"])
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
-        .args(["--https-addr", "127.0.0.1:0"])
+        .args(["--https-addr", &format!("127.0.0.1:{https}")])
         .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
         .args(["--access-log", "--workers", "1"])
         .stdout(Stdio::piped())
@@ -231,6 +291,35 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
             .is_some_and(|t| t.len() == 25 && t.ends_with("+00:00")),
         "{line}"
     );
+
+    // Over TLS: nginx's `$ssl_protocol` and `$ssl_cipher` (OpenSSL's names), `$scheme`.
+    for (version, protocol, cipher_prefix) in [
+        (&rustls::version::TLS13, "TLSv1.3", "TLS_"),
+        (&rustls::version::TLS12, "TLSv1.2", "ECDHE-"),
+    ] {
+        let target = format!("/tls-{protocol}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let line = loop {
+            assert!(Instant::now() < deadline, "no line for {target}");
+            let _ = get_tls(https, &ca, version, &target);
+            if let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200))
+                && line.contains(&target)
+            {
+                break line;
+            }
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(v["scheme"], "https", "{line}");
+        assert_eq!(v["ssl_protocol"], protocol, "{line}");
+        assert!(
+            v["ssl_cipher"]
+                .as_str()
+                .is_some_and(|c| c.starts_with(cipher_prefix)),
+            "{line}"
+        );
+        assert_eq!(v["server_port"], https.to_string());
+    }
 
     // A format naming a variable sluice cannot supply is refused: the JSON format stays.
     write_config_map(
