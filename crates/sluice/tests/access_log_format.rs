@@ -44,7 +44,7 @@ fn certificates() -> (Vec<u8>, String, String) {
     (ca.der().to_vec(), leaf.pem(), leaf_key.serialize_pem())
 }
 
-fn manifests(dir: &Path, web: SocketAddr, cert: &str, key: &str) {
+fn manifests(dir: &Path, web: SocketAddr, canary: SocketAddr, cert: &str, key: &str) {
     use base64::Engine as _;
     let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let all = format!(
@@ -62,6 +62,32 @@ apiVersion: v1
 kind: Endpoints
 metadata: {{name: web, namespace: default}}
 subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: http, port: {}}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: canary, namespace: default}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: canary, namespace: default}}
+subsets: [{{addresses: [{{ip: 127.0.0.1}}], ports: [{{name: http, port: {}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: app-canary
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/canary: \"true\"
+    nginx.ingress.kubernetes.io/canary-by-header: X-Canary
+spec:
+  ingressClassName: sluice
+  rules:
+  - host: app.test
+    http:
+      paths:
+      - {{path: /, pathType: Prefix, backend: {{service: {{name: canary, port: {{number: 80}}}}}}}}
 ---
 apiVersion: v1
 kind: Secret
@@ -85,6 +111,7 @@ spec:
       - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
 ",
         web.port(),
+        canary.port(),
         b64(cert),
         b64(key)
     );
@@ -189,8 +216,14 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
         ))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let canary = runtime
+        .block_on(EchoServer::start(
+            "127.0.0.1:0",
+            Identity::new("canary", "canary-1"),
+        ))
+        .unwrap();
     let (ca, cert, key) = certificates();
-    manifests(dir.path(), web.addr(), &cert, &key);
+    manifests(dir.path(), web.addr(), canary.addr(), &cert, &key);
     write_config_map(
         dir.path(),
         &[("log-format-upstream", INGRESS_NGINX_DEFAULT)],
@@ -249,6 +282,18 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
     let time = line.split('[').nth(1).and_then(|t| t.split(']').next());
     assert_eq!(time.map(str::len), Some(26), "{line}");
     assert!(time.unwrap().ends_with(" +0000"), "{line}");
+
+    // ingress-nginx's `$proxy_alternative_upstream_name`: the canary's upstream when it
+    // took the request (the route's own stays in `$proxy_upstream_name`).
+    let fields = "X-Canary: always\r\nX-Request-ID: id-canary-1\r\n";
+    let line = logged(http, &lines_rx, "/canary", fields, "id-canary-1");
+    assert!(
+        line.contains(&format!(
+            "[default-web-80] [default-canary-80] {} ",
+            canary.addr()
+        )),
+        "{line}"
+    );
 
     // Edited live: a JSON format with log-format-escape-json; every line is JSON, whatever
     // the client sent.
@@ -356,4 +401,5 @@ fn log_format_upstream_renders_each_line_and_follows_configmap_edits() {
 
     drop(serve);
     runtime.block_on(web.shutdown()).unwrap();
+    runtime.block_on(canary.shutdown()).unwrap();
 }
