@@ -538,6 +538,7 @@ fn client_address<'r, V: RequestView<'r>>(
     settings.policy.client_address(peer, values)
 }
 
+/// The access log's record of a request, with what `format` needs of it.
 fn log_record<'r, V: RequestView<'r>>(
     request: V,
     client: std::net::IpAddr,
