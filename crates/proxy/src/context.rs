@@ -66,6 +66,9 @@ pub(crate) struct ConnCtx {
     /// The certificates the client showed in the handshake, leaf first (asked for on hosts
     /// with `auth-tls-*` and Gateway ports with client certificate validation).
     pub(crate) client_certificates: Option<Box<[rustls::pki_types::CertificateDer<'static>]>>,
+    /// The TLS protocol and cipher as OpenSSL names them (the access log's `$ssl_protocol`,
+    /// `$ssl_cipher`); `None` without TLS.
+    pub(crate) tls_names: Option<(&'static str, &'static str)>,
     /// HTTP/1 requests served on the connection so far.
     pub(crate) requests: std::sync::atomic::AtomicU64,
     /// HTTP/1 requests one connection serves at most (nginx `keepalive_requests`).

@@ -4,11 +4,12 @@
 //! reads them from the snapshot it loads anyway and a ConfigMap edit applies to the next
 //! request, without a restart (ingress-nginx reloads nginx for the same).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, StatusCode};
 use sluice_routing::{
-    Cidr, GlobalRateLimitGlobals, ProxyGlobals, TlsGlobals, TracingGlobals, parse_cidr,
+    Cidr, GlobalRateLimitGlobals, LogEscape, ProxyGlobals, TlsGlobals, TracingGlobals, parse_cidr,
 };
 
 use crate::backend::pool::PoolConfig;
@@ -16,6 +17,7 @@ use crate::compress::{Compression, parse_types, parse_user_agents};
 use crate::config::ProxyArgs;
 use crate::global_rate_limit::config::{GlobalRateLimitArgs, GlobalRateLimitBackend};
 use crate::http::header_policy::HeaderPolicy;
+use crate::observe::access_log::AccessFormat;
 use crate::trace::{OtelSampler, Tracing, parse_sampler_ratio};
 
 /// The settings in force for one routing table.
@@ -42,6 +44,9 @@ pub(crate) struct Settings {
     /// Requests are written to the access log (`--access-log` and not
     /// `disable-access-log`).
     pub(crate) access_log: bool,
+    /// `log-format-upstream` (with `log-format-escape-*`): the access log line's format;
+    /// `None`: sluice's JSON object.
+    pub(crate) access_log_format: Option<Arc<AccessFormat>>,
     /// Client connections.
     pub(crate) connections: Connections,
     /// Pooled upstream connections.
@@ -143,6 +148,15 @@ impl Settings {
             },
             compression: compression(&args.compression, g),
             access_log: args.access_log && g.disable_access_log != Some(true),
+            access_log_format: g.log_format_upstream.as_ref().map(|format| {
+                // ingress-nginx's template: escape=none wins over escape=json.
+                let escape = match (g.log_format_escape_none, g.log_format_escape_json) {
+                    (Some(true), _) => LogEscape::None,
+                    (_, Some(true)) => LogEscape::Json,
+                    _ => LogEscape::Default,
+                };
+                Arc::new(AccessFormat::new(format.clone(), escape))
+            }),
             connections: Connections {
                 proxy_protocol: g.use_proxy_protocol.unwrap_or(args.proxy_protocol),
                 header_timeout: g

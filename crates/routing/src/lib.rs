@@ -118,6 +118,7 @@ mod htpasswd;
 mod ingress;
 mod inputs;
 mod key;
+mod log_format;
 mod nginx_config;
 pub mod openssl_ciphers;
 mod path;
@@ -152,6 +153,9 @@ pub use ingress::config_map;
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
     DEFAULT_INGRESS_CLASS, Inputs,
+};
+pub use log_format::{
+    INGRESS_NGINX_LOG_FORMAT, LogEscape, LogFormat, LogSegment, LogVariable, push_escaped,
 };
 pub use nginx_config::{
     CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TlsGlobals, TracingGlobals,

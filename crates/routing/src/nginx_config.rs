@@ -143,6 +143,14 @@ pub struct ProxyGlobals {
     pub upstream_keepalive_connections: Option<u64>,
     /// `disable-access-log`: no access log line for any request.
     pub disable_access_log: Option<bool>,
+    /// `log-format-upstream`: each access log line is this format rendered (instead of
+    /// sluice's JSON object).
+    pub log_format_upstream: Option<crate::LogFormat>,
+    /// `log-format-escape-json`: values in the format are JSON-escaped.
+    pub log_format_escape_json: Option<bool>,
+    /// `log-format-escape-none`: values in the format are not escaped (wins over JSON, as
+    /// ingress-nginx's template).
+    pub log_format_escape_none: Option<bool>,
     /// Response compression: `use-gzip`, `gzip-*`, `enable-brotli`, `brotli-*`.
     pub compression: CompressionGlobals,
     /// Tracing: `enable-opentelemetry`, `otlp-*`, `otel-*`.

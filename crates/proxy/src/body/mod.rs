@@ -328,6 +328,11 @@ impl Drop for Completion {
                     duration: elapsed,
                     upstream,
                     service: backend.map_or("", |state| state.metrics.service.as_str()),
+                    route: self.entry.map(|entry| self.snapshot.table.entry(entry)),
+                    backend: self
+                        .backend
+                        .and_then(|b| self.snapshot.table.backends().get(b))
+                        .map(|b| &**b),
                 },
             );
         }

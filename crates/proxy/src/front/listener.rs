@@ -405,6 +405,7 @@ async fn serve_connection(
         gateway: client.gateway,
         sni: None,
         client_certificates: None,
+        tls_names: None,
         requests: AtomicU64::new(0),
         max_requests: protocols.max_requests,
     };
@@ -505,6 +506,7 @@ async fn serve_connection(
                 ctx.sni = tls.get_ref().1.server_name().map(Box::from);
             }
             ctx.client_certificates = tls.get_ref().1.peer_certificates().map(Box::from);
+            ctx.tls_names = crate::observe::access_log::tls_names(tls.get_ref().1);
             let ctx = Arc::new(ctx);
             let io = ActivityIo::new(tls, Arc::clone(&activity), send_timeout);
             if h2 {

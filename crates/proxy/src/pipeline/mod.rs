@@ -53,7 +53,7 @@ use sluice_routing::UpstreamProtocol;
 
 use crate::body::{Completion, RequestBody};
 use crate::context::ConnCtx;
-use crate::observe::access_log::LogRecord;
+use crate::observe::access_log::{AccessFormat, Captured, LogRecord};
 use crate::pipeline::decision::{Decision, Forward, decide, destination};
 use crate::pipeline::response_edits::Edits;
 use crate::pipeline::route::{Routed, Routing};
@@ -153,8 +153,16 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     // Read from the snapshot the request holds anyway: the ConfigMap's keys over the flags.
     let settings = Arc::clone(&snapshot.settings);
     let client = client_address(&settings, ctx.peer.ip(), request);
-    let log = (settings.access_log && shared.access_log.is_some())
-        .then(|| Box::new(log_record(request, client)));
+    let log = (settings.access_log && shared.access_log.is_some()).then(|| {
+        let format = settings.access_log_format.as_ref();
+        Box::new(log_record(
+            request,
+            client,
+            ctx,
+            format,
+            path.as_deref().ok(),
+        ))
+    });
     // The request's books own the connection and snapshot references from here on, and
     // account for it when dropped, on every path.
     let mut done = Completion::new(Arc::clone(ctx), snapshot, start, log);
@@ -529,7 +537,14 @@ fn client_address<'r, V: RequestView<'r>>(
     settings.policy.client_address(peer, values)
 }
 
-fn log_record<'r, V: RequestView<'r>>(request: V, client: std::net::IpAddr) -> LogRecord {
+/// The access log's record of a request, with what `format` needs of it.
+fn log_record<'r, V: RequestView<'r>>(
+    request: V,
+    client: std::net::IpAddr,
+    ctx: &ConnCtx,
+    format: Option<&Arc<AccessFormat>>,
+    uri: Option<&str>,
+) -> LogRecord {
     LogRecord {
         time: SystemTime::now(),
         client,
@@ -537,5 +552,96 @@ fn log_record<'r, V: RequestView<'r>>(request: V, client: std::net::IpAddr) -> L
         host: HeaderValue::from_str(request.host()).unwrap_or(HeaderValue::from_static("")),
         path: PathAndQuery::try_from(request.target())
             .unwrap_or_else(|_| PathAndQuery::from_static("/")),
+        captured: format.map(|format| Box::new(captured(request, ctx, format, uri))),
     }
+}
+
+/// What `log-format-upstream` needs of the request, and only that (the format says which).
+fn captured<'r, V: RequestView<'r>>(
+    request: V,
+    ctx: &ConnCtx,
+    format: &Arc<AccessFormat>,
+    uri: Option<&str>,
+) -> Captured {
+    use crate::http::header_policy::Fields as _;
+    let facts = request.facts();
+    let version = match facts.version {
+        admit::Version::Http10 => http::Version::HTTP_10,
+        admit::Version::Http11 => http::Version::HTTP_11,
+        admit::Version::Http2 => http::Version::HTTP_2,
+    };
+    let fields = format
+        .fields
+        .iter()
+        .map(|name| {
+            let mut joined: Option<Vec<u8>> = None;
+            for (field, value) in request.fields().iter() {
+                if field.eq_ignore_ascii_case(name.as_bytes()) {
+                    let out = joined.get_or_insert_with(Vec::new);
+                    if !out.is_empty() {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(value);
+                }
+            }
+            joined.map(Vec::into_boxed_slice)
+        })
+        .collect();
+    // nginx's `$request_length`: the request line, the fields and the body.
+    let request_length = if format.keeps_length {
+        let line = request.method().len() + request.target().len() + 12;
+        let head: usize = request
+            .fields()
+            .iter()
+            .map(|(name, value)| name.len() + value.len() + 4)
+            .sum();
+        (line + head + 2) as u64 + request.declared_length()
+    } else {
+        0
+    };
+    Captured {
+        format: Arc::clone(format),
+        tls: ctx.tls,
+        version,
+        remote_port: ctx.peer.port(),
+        server_port: ctx
+            .forwarded
+            .port
+            .to_str()
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0),
+        tls_names: ctx.tls_names,
+        uri: format.keeps_uri.then(|| uri.map(Into::into)).flatten(),
+        // nginx's `$remote_user`: the user an `Authorization: Basic` field names.
+        user: format
+            .keeps_user
+            .then(|| request.field(b"authorization"))
+            .flatten()
+            .and_then(sluice_routing::basic_credentials)
+            .map(|(user, _)| user.into()),
+        // ingress-nginx's `$req_id`: `X-Request-ID` when sent, else a new id.
+        req_id: format.keeps_req_id.then(|| request_id(request)),
+        request_length,
+        fields,
+    }
+}
+
+/// The client's `X-Request-ID`, or 32 random hex digits (nginx's `$request_id`).
+fn request_id<'r, V: RequestView<'r>>(request: V) -> Box<str> {
+    use ring::rand::{SecureRandom as _, SystemRandom};
+    if let Some(id) = request
+        .field(b"x-request-id")
+        .filter(|id| !id.is_empty())
+        .and_then(|id| std::str::from_utf8(id).ok())
+    {
+        return id.into();
+    }
+    let mut bytes = [0u8; 16];
+    let _ = SystemRandom::new().fill(&mut bytes);
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into()
 }

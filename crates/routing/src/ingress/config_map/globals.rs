@@ -37,6 +37,9 @@ pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "upstream-keepalive-time",
     "upstream-keepalive-connections",
     "disable-access-log",
+    "log-format-upstream",
+    "log-format-escape-json",
+    "log-format-escape-none",
     "use-gzip",
     "gzip-level",
     "gzip-min-length",
@@ -147,6 +150,9 @@ fn apply_global(g: &mut ProxyGlobals, key: &str, value: &str) -> Result<(), Stri
             let bytes = parse_size(value)?;
             g.tls.session_cache_entries = Some(size(bytes.saturating_mul(4000) / (1024 * 1024)));
         }
+        "log-format-upstream" => g.log_format_upstream = Some(crate::LogFormat::parse(value)?),
+        "log-format-escape-json" => g.log_format_escape_json = Some(parse_bool(value)?),
+        "log-format-escape-none" => g.log_format_escape_none = Some(parse_bool(value)?),
         "global-rate-limit-memcached-host" => {
             let host = value.trim();
             if host.is_empty()
@@ -419,6 +425,17 @@ mod tests {
         assert_eq!(g.tls.ciphers.as_ref().map(Vec::len), Some(2));
         // nginx: one megabyte of session cache holds about 4000 sessions.
         assert_eq!(g.tls.session_cache_entries, Some(40_000));
+        let logged = applied(&[
+            ("log-format-upstream", "$remote_addr \"$request\""),
+            ("log-format-escape-json", "true"),
+        ])
+        .unwrap();
+        let g = &logged.globals;
+        assert_eq!(
+            g.log_format_upstream.as_ref().unwrap().variables().count(),
+            2
+        );
+        assert_eq!(g.log_format_escape_json, Some(true));
         let agents = &config.block_user_agents;
         assert!(agents[0].matches(b"CURL/8.0"), "~* ignores case");
         assert!(agents[1].matches(b"exact-agent/1.0"));
@@ -445,6 +462,12 @@ mod tests {
             ("gzip-disable", "MSIE [", "regular expression"),
             ("block-referers", "~*(", "regular expression"),
             ("ssl-protocols", "SSLv3", "TLSv1.2"),
+            (
+                "log-format-upstream",
+                "$remote_addr $ssl_cipher_x",
+                "$ssl_cipher_x",
+            ),
+            ("log-format-escape-json", "yes", "not a boolean"),
         ] {
             let error = applied(&[(key, value)]).expect_err(key);
             assert!(error.contains(said), "{key}: {error}");

@@ -146,12 +146,10 @@ pub fn support(key: &str) -> Option<Support> {
              the cache is full",
         )),
         "use-http2" => Some(No("HTTP/2 is always offered (ALPN h2) on HTTPS")),
-        "log-format-upstream"
-        | "log-format-escape-json"
-        | "log-format-escape-none"
-        | "log-format-stream" => Some(No(
-            "the access log (--access-log) is one JSON object per request with fixed fields",
-        )),
+        "log-format-upstream" | "log-format-escape-json" | "log-format-escape-none" => {
+            global("--access-log")
+        }
+        "log-format-stream" => Some(No("stream (TCP/UDP) routes have no access log")),
         "service-upstream" => Some(No(
             "sluice sends to the endpoints, not the Service's ClusterIP",
         )),
