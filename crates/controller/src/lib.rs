@@ -28,6 +28,7 @@ pub mod client;
 pub mod cluster;
 pub mod control;
 pub mod diagnostics;
+pub mod exit_status;
 pub mod explain;
 pub mod manifest_dir;
 #[cfg(test)]

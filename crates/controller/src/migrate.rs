@@ -35,13 +35,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Exit status when every Ingress would be served as it is today.
-pub const EXIT_CLEAN: i32 = 0;
-/// Exit status when some Ingress needs a change: an annotation that is unsupported, invalid
-/// or a refused snippet, or a class sluice would not serve.
-pub const EXIT_CHANGES: i32 = 1;
-/// Exit status when the Ingresses could not be read (directory, file or cluster).
-pub const EXIT_ERROR: i32 = 2;
+pub use crate::exit_status::{EXIT_CHANGES, EXIT_CLEAN, EXIT_ERROR};
 
 /// Flags of `sluice migrate`.
 #[derive(clap::Args, Clone, Debug)]
@@ -909,7 +903,13 @@ pub async fn from_cluster(
 /// nothing to report (no directory, no cluster) go to `err` and give [`EXIT_ERROR`].
 pub async fn run(args: &MigrateArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     if args.gateway.to.is_some() {
-        return crate::migrate_gateway::run(args, out, err).await;
+        let source = crate::migrate_gateway::Source {
+            manifests: args.manifests.as_deref(),
+            kubeconfig: args.kubeconfig.as_deref(),
+            namespace: args.namespace.as_deref(),
+            default_class: args.class.compile_options(None).ingress_class,
+        };
+        return crate::migrate_gateway::run(&args.gateway, &source, out, err).await;
     }
     let options = args.class.compile_options(None);
     let namespace = args.namespace.as_deref();

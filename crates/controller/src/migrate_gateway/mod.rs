@@ -25,8 +25,8 @@ pub use convert::{
 };
 pub use output::{document, file_name, report, to_yaml, write_dir};
 
+use crate::exit_status::{EXIT_CHANGES, EXIT_CLEAN, EXIT_ERROR};
 use crate::manifest_dir::Scanner;
-use crate::migrate::{EXIT_CHANGES, EXIT_CLEAN, EXIT_ERROR, MigrateArgs};
 use crate::sources::manifest_kinds;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
@@ -72,6 +72,19 @@ pub struct GatewayArgs {
     /// With `--to`: the GatewayClass of the Gateways.
     #[arg(long, value_name = "NAME", default_value = "sluice")]
     pub gateway_class: String,
+}
+
+/// Where the Ingresses come from (`sluice migrate`'s own flags).
+#[derive(Debug, Clone)]
+pub struct Source<'a> {
+    /// `--manifests`: a directory read as `sluice serve --manifests` reads it.
+    pub manifests: Option<&'a Path>,
+    /// `--kubeconfig`, for the cluster when no directory is given.
+    pub kubeconfig: Option<&'a Path>,
+    /// `--namespace`: only this namespace's Ingresses.
+    pub namespace: Option<&'a str>,
+    /// The IngressClass sluice serves (`--ingress-class`).
+    pub default_class: String,
 }
 
 /// The Ingresses and Services to convert, and what could not be read.
@@ -168,19 +181,23 @@ async fn from_cluster(client: &kube::Client, namespace: Option<&str>) -> anyhow:
 /// `--output-dir`) and the report (stderr, or stdout with `--output-dir`). Exit status:
 /// [`EXIT_CLEAN`] when every Ingress was carried whole, [`EXIT_CHANGES`] when something
 /// was not, [`EXIT_ERROR`] when the Ingresses could not all be read or written.
-pub async fn run(args: &MigrateArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let gateway = &args.gateway;
+pub async fn run(
+    gateway: &GatewayArgs,
+    source: &Source<'_>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let options = ConvertOptions {
         gateway_class: gateway.gateway_class.clone(),
         gateway_namespace: gateway.gateway_namespace.clone(),
-        default_class: args.class.compile_options(None).ingress_class,
+        default_class: source.default_class.clone(),
         allow_open: gateway.allow_open,
     };
-    let namespace = args.namespace.as_deref();
-    let input = match &args.manifests {
+    let namespace = source.namespace;
+    let input = match source.manifests {
         Some(dir) => from_manifests(dir, namespace)
             .with_context(|| format!("cannot read manifest directory {}", dir.display())),
-        None => match crate::client::client_from(args.kubeconfig.as_deref()).await {
+        None => match crate::client::client_from(source.kubeconfig).await {
             Ok(client) => from_cluster(&client, namespace).await,
             Err(e) => Err(e),
         },
