@@ -221,8 +221,12 @@ fn builder(
 }
 
 /// `provider` offering its TLS 1.3 suites (an OpenSSL cipher list never touches them) and,
-/// of its TLS 1.2 suites, those in `suites`, in that order (the client's preference).
-fn with_tls12_suites(provider: &CryptoProvider, suites: &[Tls12Suite]) -> CryptoProvider {
+/// of its TLS 1.2 suites, those in `suites`, in that order (the preference): for backends
+/// (`proxy-ssl-ciphers`) and clients (the ConfigMap's `ssl-ciphers`) alike.
+pub(crate) fn with_tls12_suites(
+    provider: &CryptoProvider,
+    suites: &[Tls12Suite],
+) -> CryptoProvider {
     let tls13 = provider
         .cipher_suites
         .iter()

@@ -10,7 +10,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{CipherSuite, ServerConfig};
-use sluice_routing::{Tls12Suite, TlsGlobals};
+use sluice_routing::TlsGlobals;
 
 use crate::snapshot::TableShared;
 
@@ -236,7 +236,10 @@ fn build_pair(
     };
     // `ssl-ciphers` (nginx `ssl_ciphers`): TLS 1.2 suites only, as OpenSSL's list.
     let provider = match &tls.ciphers {
-        Some(suites) => Arc::new(with_tls12_suites(&base.provider, suites)),
+        Some(suites) => Arc::new(crate::backend::tls::with_tls12_suites(
+            &base.provider,
+            suites,
+        )),
         None => Arc::clone(&base.provider),
     };
     let build = |provider: Arc<CryptoProvider>| -> anyhow::Result<ServerConfig> {
@@ -277,27 +280,6 @@ fn build_pair(
         client_order: Arc::new(client_order),
         aes_first: Arc::new(aes_first),
     })
-}
-
-/// `provider` offering its TLS 1.3 suites (an OpenSSL cipher list never touches them) and,
-/// of its TLS 1.2 suites, those in `suites`, in that order.
-fn with_tls12_suites(provider: &CryptoProvider, suites: &[Tls12Suite]) -> CryptoProvider {
-    let tls13 = provider
-        .cipher_suites
-        .iter()
-        .filter(|s| s.version() == &rustls::version::TLS13)
-        .copied();
-    let tls12 = suites.iter().filter_map(|wanted| {
-        provider
-            .cipher_suites
-            .iter()
-            .find(|s| u16::from(s.suite()) == wanted.iana_code())
-            .copied()
-    });
-    CryptoProvider {
-        cipher_suites: tls13.chain(tls12).collect(),
-        ..provider.clone()
-    }
 }
 
 /// The leaf certificate of a certified key.
