@@ -59,7 +59,12 @@ impl Network {
         for i in 0..200u16 {
             let k = ((start as u16 + i) % 200 + FIRST_K as u16) as u8;
             let bridge = format!("slbr{k}");
-            if !ip(&["link", "add", &bridge, "type", "bridge"])? {
+            // A bridge without an address of its own takes the lowest of its ports' and
+            // changes it as pods come and go; a pod's ARP entry for the gateway then names
+            // a MAC the bridge no longer answers to, and its replies are lost until the
+            // entry is probed again (seconds). A fixed, locally administered address stays.
+            let mac = format!("02:73:6c:62:72:{k:02x}");
+            if !ip(&["link", "add", &bridge, "address", &mac, "type", "bridge"])? {
                 continue;
             }
             let net = Network {
@@ -239,5 +244,52 @@ pub fn sweep_stale() {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deletes the test's veth pair whatever happens to the test.
+    struct Veth(String);
+
+    impl Drop for Veth {
+        fn drop(&mut self) {
+            let _ = ip(&["link", "del", &self.0]);
+        }
+    }
+
+    fn mac(dev: &str) -> String {
+        std::fs::read_to_string(format!("/sys/class/net/{dev}/address"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn the_gateway_keeps_its_mac_as_ports_with_lower_macs_come_and_go() -> anyhow::Result<()> {
+        let net = Network::get()?;
+        let before = mac(net.bridge());
+        assert_eq!(before, format!("02:73:6c:62:72:{:02x}", net.subnet_id()));
+        let name = format!("slmac{}", std::process::id() % 100_000);
+        ip_ok(&[
+            "link",
+            "add",
+            &name,
+            "address",
+            "00:00:00:00:00:01",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{name}p"),
+        ])?;
+        let veth = Veth(name);
+        ip_ok(&["link", "set", &veth.0, "master", net.bridge()])?;
+        assert_eq!(mac(net.bridge()), before, "a port with a lower MAC joined");
+        drop(veth);
+        assert_eq!(mac(net.bridge()), before, "that port left");
+        Ok(())
     }
 }
