@@ -11,7 +11,9 @@
 //! test. The chart's admission webhook (ingress-nginx's `controller.admissionWebhooks.*`,
 //! with a Secret and caBundle of the test's own) is on: the API server reaches it through the
 //! chart's Service (at the pod's IP), and `kubectl apply` of an Ingress sluice would not serve
-//! is refused, before and after the upgrade. `helm uninstall` removes the release.
+//! is refused, before and after the upgrade. `controller.config` reaches the controller as
+//! ingress-nginx's ConfigMap does (a `block-user-agents` entry answers 403).
+//! `helm uninstall` removes the release.
 //!
 //! helm comes from `scripts/helm.sh` (built once into the test cache, pinned in tools/helm).
 
@@ -135,6 +137,26 @@ async fn answers(addr: SocketAddr, host: &str) -> anyhow::Result<()> {
         },
     )
     .await
+}
+
+/// The status of GET / for `host` at `addr` sent with `User-Agent: agent`.
+async fn status_as(addr: SocketAddr, host: &str, agent: &str) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {agent}\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        let head = String::from_utf8_lossy(&buf);
+        head.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no status line in {head:?}"))
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange).await?
 }
 
 /// Fails on any RBAC refusal (`... is forbidden ...`) in the pod's log.
@@ -266,6 +288,9 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
         "controller.ingressClassResource.controllerValue=sluice.dev/helm",
         "--set",
         "controller.service.type=ClusterIP",
+        // ingress-nginx's ConfigMap key, through the chart's ConfigMap.
+        "--set",
+        "controller.config.block-user-agents=helm-blocked/1.0",
         // No Gateway API CRDs on this cluster: never look for them.
         "--set",
         "gatewayAPI.enabled=false",
@@ -296,6 +321,24 @@ async fn helm_install_serves_an_ingress_and_upgrade_changes_replicas_and_flags()
     // Nothing routes an unknown host yet: sluice's 404.
     let r = get(SocketAddr::new(ip, 80), "unknown.helm.test", "/").await?;
     assert_eq!(r.status, 404, "{r:?}");
+    // controller.config was read: the blocked agent gets nginx's 403, others the backend.
+    let addr = SocketAddr::new(ip, 80);
+    eventually(
+        Duration::from_secs(20),
+        "block-user-agents from controller.config",
+        || async {
+            (status_as(addr, "ingress.helm.test", "helm-blocked/1.0")
+                .await
+                .ok()?
+                == 403)
+                .then_some(())
+        },
+    )
+    .await?;
+    assert_eq!(
+        status_as(addr, "ingress.helm.test", "other/1.0").await?,
+        200
+    );
     // The leader holds the Lease the Role grants, in the release's namespace.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
     eventually(

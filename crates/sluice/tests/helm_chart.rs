@@ -430,6 +430,8 @@ fn rbac_is_least_privilege_with_namespaced_lease_rights() {
         .collect();
     assert_eq!(named, ["rel-sluice-leader"]);
     assert!(args(&docs).contains(&"--election-id=rel-sluice-leader".to_string()));
+    // The controller reads the chart's ConfigMap (ingress-nginx's `--configmap`).
+    assert!(args(&docs).contains(&"--configmap=sluice-system/rel-sluice".to_string()));
     let binding = one(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["kind"].as_str(), Some("Role"));
     assert_eq!(
@@ -472,7 +474,7 @@ fn rbac_is_least_privilege_with_namespaced_lease_rights() {
 
 /// Nothing from values reaches a shell or is spliced into YAML unquoted: ingress-nginx's
 /// `controller.extraArgs` (each `--KEY=VALUE` one argument, verbatim) and `controller.config`
-/// (every value a string in the ConfigMap, which sluice does not read yet, issue #30).
+/// (every value a string in the ConfigMap, which `--configmap` names).
 #[test]
 fn values_are_quoted_into_args_and_the_configmap() {
     let hostile = "ns/name\"; rm -rf / #\n  injected: true";
