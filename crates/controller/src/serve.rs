@@ -85,7 +85,7 @@ pub struct ClassArgs {
     /// ingress-nginx's ConfigMap of global settings, read live (in `sluice serve`, from the
     /// manifest directory): the keys that are also annotations become every Ingress's
     /// default, `block-cidrs` applies to every Ingress route, and each other key gets an
-    /// Event saying what to use instead (README "The ingress-nginx ConfigMap").
+    /// Event saying what to use instead (docs/configmap.md).
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_namespaced_name)]
     pub configmap: Option<NamespacedName>,
 

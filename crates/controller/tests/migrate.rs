@@ -1,7 +1,7 @@
 //! `sluice migrate` end to end, through the same entry point the binary calls
 //! (`sluice_controller::migrate::run` with parsed flags): a directory of mixed ingress-nginx
 //! Ingresses, the text and JSON reports and the exit status; an unreadable directory, a
-//! broken file and an unreachable cluster; the real API server; and the README's annotation
+//! broken file and an unreachable cluster; the real API server; and the annotation
 //! table against what the checker supports.
 
 use clap::Parser;
@@ -474,17 +474,13 @@ spec:
     Ok(())
 }
 
-/// The README's annotation table names exactly the keys the checker honours.
+/// The annotation table of docs/annotations.md names exactly the keys the checker honours.
 #[test]
-fn readme_lists_every_supported_annotation() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
-    let start = readme
-        .find("\n## Moving from ingress-nginx\n")
-        .expect("README has a section \"Moving from ingress-nginx\"");
-    let section = &readme[start + 1..];
-    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |e| e + 1)];
+fn the_docs_list_every_supported_annotation() {
+    let section = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/annotations.md"),
+    )
+    .expect("docs/annotations.md");
     let table: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
     let mut documented: Vec<String> = Vec::new();
     for row in &table {
@@ -496,13 +492,13 @@ fn readme_lists_every_supported_annotation() {
     for key in supported_annotations() {
         assert!(
             documented.iter().any(|d| d == key),
-            "supported annotation {key} is not in the README table ({documented:?})"
+            "supported annotation {key} is not in the table of docs/annotations.md ({documented:?})"
         );
     }
     for key in &documented {
         assert!(
             supported_annotations().contains(&key.as_str()),
-            "README table lists {key}, which sluice does not support"
+            "docs/annotations.md lists {key}, which sluice does not support"
         );
     }
     // The count the section states (ingress-nginx's keys: all but the three sluice.dev/ ones).
@@ -510,7 +506,7 @@ fn readme_lists_every_supported_annotation() {
     let stated = format!("sluice honours **{count} ingress-nginx annotations**");
     assert!(
         section.contains(&stated),
-        "README does not say \"{stated}\" (the count of supported_annotations())"
+        "docs/annotations.md does not say \"{stated}\" (the count of supported_annotations())"
     );
 }
 

@@ -1211,7 +1211,7 @@ async fn rfc9112_2_2_bare_lf_request_is_400() {
         ),
     ];
     // The own loop reads every HTTP/1.1 connection's first bytes; `--http1-server hyper`
-    // keeps hyper's leniency (documented in the README's limits).
+    // keeps hyper's leniency (documented in docs/configuration.md, "Security and limits").
     bounded(expect_refused_by(&[Http1Server::Sluice], cases, 400, true)).await;
 }
 

@@ -462,7 +462,7 @@ const DASHBOARD_FAMILIES: &[&str] = &[
 ];
 
 /// Every family the dashboards query is exported under `--metrics-compat ingress-nginx`
-/// or listed in README's table as not exported (with why), and README does not call one
+/// or listed in docs/metrics.md's table as not exported (with why), and the table does not call one
 /// exported that is not.
 #[tokio::test]
 async fn every_dashboard_family_is_exported_or_listed_as_not_exported() {
@@ -475,19 +475,20 @@ async fn every_dashboard_family_is_exported_or_listed_as_not_exported() {
         .await;
         proxy.route(&[]);
         let (_, text) = admin_get(proxy.admin, "/metrics").await;
-        let readme = include_str!("../../../README.md");
-        // README rows: "| `nginx_ingress_controller_NAME` | ... |"; "not exported" rows say so.
+        let readme = include_str!("../../../docs/metrics.md");
+        // The table's rows: "| `nginx_ingress_controller_NAME` | ... |"; "not exported" rows say so.
         let row = |family: &str| {
             let cell = format!("| `nginx_ingress_controller_{family}` |");
             readme.lines().find(|line| line.starts_with(&cell))
         };
         for family in DASHBOARD_FAMILIES {
             let exported = text.contains(&format!("# TYPE nginx_ingress_controller_{family} "));
-            let row = row(family).unwrap_or_else(|| panic!("README has no row for {family}"));
+            let row =
+                row(family).unwrap_or_else(|| panic!("docs/metrics.md has no row for {family}"));
             assert_eq!(
                 !row.contains("not exported"),
                 exported,
-                "{family}: README says {row:?}, scrape:\n{text}"
+                "{family}: docs/metrics.md says {row:?}, scrape:\n{text}"
             );
         }
         proxy.shutdown().await;

@@ -194,7 +194,7 @@ impl LogFormat {
                 ));
             }
             let variable = LogVariable::named(name).ok_or_else(|| {
-                format!("${name} is not a variable sluice can log (see README, access log)")
+                format!("${name} is not a variable sluice can log (see docs/configmap.md, the access log's format)")
             })?;
             if !text.is_empty() {
                 segments.push(LogSegment::Text(std::mem::take(&mut text).into()));

@@ -183,13 +183,21 @@ fn overlays_pin_the_image_and_make_the_class_default_only_when_asked() {
     assert_eq!(svc["spec"]["type"].as_str(), Some("LoadBalancer"));
 }
 
-/// The image tags README, the Dockerfile and the overlays' comments tell users to build
+/// The image tags README, docs/, the Dockerfile and the overlays' comments tell users to build
 /// are the one the overlays pin: a version bump that forgets one fails here.
 #[test]
 fn the_documented_image_tag_is_the_pinned_one() {
     let root = deploy_dir().join("..");
     let image = format!("sluice:{}", env!("CARGO_PKG_VERSION"));
     let mut files = vec![root.join("README.md"), root.join("Dockerfile")];
+    for doc in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        if doc.path().extension().is_some_and(|e| e == "md") {
+            files.push(doc.path());
+        }
+    }
     for (overlay, _) in OVERLAYS {
         files.push(
             deploy_dir()

@@ -66,7 +66,7 @@ pub fn conditions_json(
 
 /// The Gateway API features sluice claims in GatewayClass `status.supportedFeatures`, where
 /// the conformance suite reads them (`pkg/features` names, sorted as the API asks): exactly
-/// those whose conformance tests pass (`scripts/conformance.sh`, README "Gateway API
+/// those whose conformance tests pass (`scripts/conformance.sh`, docs/gateway-api.md "Gateway API
 /// conformance"). Claiming one makes the suite run its tests; leaving one out skips them.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",

@@ -9,7 +9,7 @@ use crate::cidr::parse_cidr;
 use crate::ingress::annotations::{parse_bool, parse_size};
 use crate::nginx_config::{NginxConfig, ProxyGlobals, TracingGlobals, ValueMatch};
 
-/// The keys read here, in README's order.
+/// The keys read here, in the order of docs/configmap.md.
 pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "hsts",
     "hsts-max-age",

@@ -1,6 +1,6 @@
 //! What sluice does with each key of ingress-nginx's ConfigMap (ingress-nginx docs,
 //! "ConfigMaps", the table of configuration options), for the Events on the ConfigMap,
-//! `sluice migrate` and README's table.
+//! `sluice migrate` and the table of docs/configmap.md.
 
 /// What sluice does with a ConfigMap key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
