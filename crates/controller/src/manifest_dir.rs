@@ -540,6 +540,20 @@ where
     }
 }
 
+/// Decodes the manifest object `value` (found under `key`) as a `K` into `out`, or notes
+/// in `errors` why it is not one.
+pub(crate) fn decode_into<K: DeserializeOwned>(
+    key: impl std::fmt::Display,
+    value: &Value,
+    out: &mut Vec<K>,
+    errors: &mut Vec<String>,
+) {
+    match serde_json::from_value(value.clone()) {
+        Ok(object) => out.push(object),
+        Err(e) => errors.push(format!("{key}: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,15 +16,14 @@
 //! [`EXIT_ERROR`] when the objects could not all be read.
 
 use crate::client::client_from;
-use crate::manifest_dir::Scanner;
+use crate::client::list_all;
+use crate::manifest_dir::{Scanner, decode_into};
 use crate::serve::ClassArgs;
 use crate::sources::manifest_kinds;
 use anyhow::Context;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Api;
-use kube::api::ListParams;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use sluice_routing::{
     CompileOptions, DEFAULT_CLASS_ANNOTATION, Inputs, LEGACY_CLASS_ANNOTATION, NGINX_PREFIX,
     Reason, SLUICE_PREFIX, TrailingSlashRedirect, check_annotations, compile,
@@ -788,10 +787,10 @@ pub fn from_manifests(
     for (key, value) in &snapshot.objects {
         if is_kind::<Ingress>(&key.api_version, &key.kind) {
             if namespace.is_none_or(|ns| ns == key.namespace) {
-                typed(key, value, &mut ingresses, &mut errors);
+                decode_into(key, value, &mut ingresses, &mut errors);
             }
         } else if is_kind::<IngressClass>(&key.api_version, &key.kind) {
-            typed(key, value, &mut classes, &mut errors);
+            decode_into(key, value, &mut classes, &mut errors);
         }
     }
     let mut report = build_report(&ingresses, &classes, options);
@@ -799,7 +798,7 @@ pub fn from_manifests(
         let mut found: Vec<k8s_openapi::api::core::v1::ConfigMap> = Vec::new();
         for (key, value) in &snapshot.objects {
             if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
-                typed(key, value, &mut found, &mut errors);
+                decode_into(key, value, &mut found, &mut errors);
             }
         }
         let shown = format!("{}/{}", name.namespace, name.name);
@@ -823,36 +822,6 @@ pub fn from_manifests(
 
 fn is_kind<K: k8s_openapi::Resource>(api_version: &str, kind: &str) -> bool {
     api_version == K::API_VERSION && kind == K::KIND
-}
-
-fn typed<K: DeserializeOwned>(
-    key: &crate::manifest_dir::ObjectKey,
-    value: &serde_json::Value,
-    out: &mut Vec<K>,
-    errors: &mut Vec<String>,
-) {
-    match serde_json::from_value(value.clone()) {
-        Ok(object) => out.push(object),
-        Err(e) => errors.push(format!("{key}: {e}")),
-    }
-}
-
-/// Every object of `api`, page by page.
-async fn list_all<K>(api: &Api<K>) -> kube::Result<Vec<K>>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let mut items = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        items.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
-    Ok(items)
 }
 
 /// Lists the Ingresses of `namespace` (or all) and every IngressClass, and reports on them.

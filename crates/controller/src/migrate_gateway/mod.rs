@@ -25,15 +25,14 @@ pub use convert::{
 };
 pub use output::{document, file_name, report, to_yaml, write_dir};
 
+use crate::client::list_all;
 use crate::exit_status::{EXIT_CHANGES, EXIT_CLEAN, EXIT_ERROR};
-use crate::manifest_dir::Scanner;
+use crate::manifest_dir::{Scanner, decode_into};
 use crate::sources::manifest_kinds;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
-use kube::api::ListParams;
-use serde::de::DeserializeOwned;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -109,51 +108,12 @@ fn from_manifests(dir: &Path, namespace: Option<&str>) -> std::io::Result<Input>
             continue;
         }
         if key.api_version == "networking.k8s.io/v1" && key.kind == "Ingress" {
-            typed(
-                &key.to_string(),
-                value,
-                &mut input.ingresses,
-                &mut input.errors,
-            );
+            decode_into(key, value, &mut input.ingresses, &mut input.errors);
         } else if key.api_version == "v1" && key.kind == "Service" {
-            typed(
-                &key.to_string(),
-                value,
-                &mut input.services,
-                &mut input.errors,
-            );
+            decode_into(key, value, &mut input.services, &mut input.errors);
         }
     }
     Ok(input)
-}
-
-fn typed<K: DeserializeOwned>(
-    key: &str,
-    value: &serde_json::Value,
-    out: &mut Vec<K>,
-    errors: &mut Vec<String>,
-) {
-    match serde_json::from_value(value.clone()) {
-        Ok(object) => out.push(object),
-        Err(e) => errors.push(format!("{key}: {e}")),
-    }
-}
-
-async fn list_all<K>(api: &Api<K>) -> kube::Result<Vec<K>>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let mut items = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        items.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
-    Ok(items)
 }
 
 /// Lists the Ingresses and Services of `namespace` (or all). Services that cannot be
