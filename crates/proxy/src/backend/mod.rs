@@ -4,6 +4,7 @@
 //! snapshot holds one of each per backend; the upstream step (`upstream/`) uses them.
 
 pub(crate) mod balancer;
+pub(crate) mod cert_check;
 pub(crate) mod pool;
 pub(crate) mod subject_alt_names;
 pub(crate) mod tls;

@@ -6,11 +6,13 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, Error, SignatureScheme};
+use rustls::{CertificateError, Error};
 use sluice_routing::SubjectAltName;
 use x509_parser::extensions::GeneralName;
+
+use crate::backend::cert_check::CertCheck;
 
 /// Checks the chain with `chain` and the name against `names`.
 #[derive(Debug)]
@@ -21,7 +23,11 @@ pub(crate) struct SubjectAltNames {
     pub(crate) names: Vec<SubjectAltName>,
 }
 
-impl ServerCertVerifier for SubjectAltNames {
+impl CertCheck for SubjectAltNames {
+    fn inner(&self) -> &Arc<dyn ServerCertVerifier> {
+        &self.chain
+    }
+
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -75,28 +81,6 @@ impl ServerCertVerifier for SubjectAltNames {
         } else {
             Err(Error::InvalidCertificate(CertificateError::NotValidForName))
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
     }
 }
 

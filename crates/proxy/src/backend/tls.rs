@@ -9,6 +9,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::backend::cert_check::Checked;
+use crate::backend::subject_alt_names::SubjectAltNames;
+use crate::backend::verify_depth::VerifyDepth;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
@@ -139,10 +142,10 @@ fn client_config(
                 .build()
                 {
                     Ok(verifier) if !tls.subject_alt_names.is_empty() => {
-                        Arc::new(crate::backend::subject_alt_names::SubjectAltNames {
+                        Arc::new(Checked(SubjectAltNames {
                             chain: verifier,
                             names: tls.subject_alt_names.clone(),
-                        })
+                        }))
                     }
                     Ok(verifier) => verifier,
                     // No roots at all: nothing can be trusted, so everything is refused.
@@ -152,11 +155,7 @@ fn client_config(
                     }),
                 };
             match tls.verify_depth {
-                Some(depth) => Arc::new(crate::backend::verify_depth::VerifyDepth::new(
-                    chain,
-                    depth,
-                    &tls.trusted,
-                )),
+                Some(depth) => Arc::new(Checked(VerifyDepth::new(chain, depth, &tls.trusted))),
                 None => chain,
             }
         }

@@ -10,9 +10,11 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, Error, SignatureScheme};
+use rustls::{CertificateError, Error};
+
+use crate::backend::cert_check::CertCheck;
 
 /// `inner`'s check, then the depth.
 #[derive(Debug)]
@@ -82,7 +84,11 @@ pub(crate) fn intermediates_on_path(
     count
 }
 
-impl ServerCertVerifier for VerifyDepth {
+impl CertCheck for VerifyDepth {
+    fn inner(&self) -> &Arc<dyn ServerCertVerifier> {
+        &self.inner
+    }
+
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -105,28 +111,6 @@ impl ServerCertVerifier for VerifyDepth {
             )));
         }
         Ok(verified)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
     }
 }
 
@@ -157,6 +141,8 @@ impl std::error::Error for ChainTooLong {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::client::danger::HandshakeSignatureValid;
+    use rustls::{DigitallySignedStruct, SignatureScheme};
 
     /// A root, `n` intermediates below it, and a leaf: (root, intermediates leaf-side
     /// first, leaf).
