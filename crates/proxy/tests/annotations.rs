@@ -2233,7 +2233,11 @@ async fn mirror_target_copies_requests_to_a_service() {
             let seen = wait_for(expected).await;
             assert_eq!(seen.len(), expected, "{label}: {seen:?}");
             let last = &seen[expected - 1];
-            let wire = if method == H2 { "get".to_owned() } else { method.to_lowercase() };
+            let wire = if method == H2 {
+                "get".to_owned()
+            } else {
+                method.to_lowercase()
+            };
             let line = format!("{wire} /m?x=1 http/1.1\r\n");
             assert!(last.starts_with(&line), "{label}: {last}");
             assert!(

@@ -904,11 +904,17 @@ async fn global_external_authentication_from_the_config_map() {
             let got = ask("guarded.example.com", "/", "Bearer ok-alice").await;
             assert_eq!(got.status, 200, "{label}");
             assert_eq!(got.report().headers["x-user"], "alice", "{label}");
-            assert_eq!(ask("guarded.example.com", "/", "Bearer nope").await.status, 401);
+            assert_eq!(
+                ask("guarded.example.com", "/", "Bearer nope").await.status,
+                401
+            );
             assert_eq!(global.requests(), global_before + 2, "{label}");
             // Its own auth-url: the global service is not asked.
             assert_eq!(ask("own.example.com", "/", "Bearer nope").await.status, 401);
-            assert_eq!(ask("own.example.com", "/", "Bearer ok-bob").await.status, 200);
+            assert_eq!(
+                ask("own.example.com", "/", "Bearer ok-bob").await.status,
+                200
+            );
             assert_eq!(own.requests(), own_before + 2, "{label}");
             // Opted out, and a no-auth location: served without asking anyone.
             assert_eq!(ask("out.example.com", "/", "Bearer nope").await.status, 200);
@@ -938,8 +944,14 @@ async fn global_external_authentication_from_the_config_map() {
         for (label, method, body) in FRONT_ENDS {
             let headers = [("authorization", "Bearer ok-alice")];
             for path in ["/", "/public/x"] {
-                let got =
-                    request(&proxy, (method, body), "guarded.example.com", path, &headers).await;
+                let got = request(
+                    &proxy,
+                    (method, body),
+                    "guarded.example.com",
+                    path,
+                    &headers,
+                )
+                .await;
                 assert_eq!(got.status, 503, "{label} {path}");
             }
             let got = request(&proxy, (method, body), "own.example.com", "/", &headers).await;

@@ -133,6 +133,12 @@ pub struct Policy {
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
+    /// `proxy-buffering: "on"` (nginx `proxy_buffering`): the response body is read from
+    /// the upstream ahead of the client, holding up to this many bytes
+    /// (`proxy-buffers-number` times `proxy-buffer-size`), so a slow client does not hold
+    /// the upstream connection for a response that fits; `None`: it goes at the client's
+    /// pace.
+    pub response_buffer: Option<u64>,
     /// The Host of the copies a route's mirrors get (`mirror-target`'s host or
     /// `mirror-host`); `None`: the client's (Gateway API `RequestMirror`).
     pub mirror_host: Option<HeaderValue>,

@@ -1562,7 +1562,8 @@ fn a_global_auth_url_that_does_not_parse_closes_what_it_would_guard() {
     assert_eq!(closed.len(), 2, "{:?}", out.diagnostics);
     for d in &closed {
         assert!(
-            d.message.contains("ConfigMap ingress-nginx/ingress-nginx-controller")
+            d.message
+                .contains("ConfigMap ingress-nginx/ingress-nginx-controller")
                 && d.message.contains("global-auth-url"),
             "{}",
             d.message
@@ -1578,6 +1579,12 @@ fn a_global_auth_url_that_does_not_parse_closes_what_it_would_guard() {
             .iter()
             .any(|d| d.field == "data[global-auth-url]" && d.reason.as_str() == "InvalidAnnotation")
     );
-    assert!(out.table.route("plain.test", "/").unwrap().policy.fail_closed);
+    assert!(
+        out.table
+            .route("plain.test", "/")
+            .unwrap()
+            .policy
+            .fail_closed
+    );
     assert!(!out.table.route("own.test", "/").unwrap().policy.fail_closed);
 }

@@ -48,7 +48,12 @@ pub(crate) fn apply(
                 "metadata.annotations[{}enable-global-auth]",
                 annotations::NGINX_PREFIX
             );
-            Some(Diagnostic::new(ingress, field, Reason::FailedClosed, detail))
+            Some(Diagnostic::new(
+                ingress,
+                field,
+                Reason::FailedClosed,
+                detail,
+            ))
         }
     }
 }
