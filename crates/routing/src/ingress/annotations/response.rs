@@ -202,12 +202,15 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
 const DEFAULT_BUFFERS_NUMBER: u64 = 4;
 /// ingress-nginx's `proxy-buffer-size` default.
 const DEFAULT_BUFFER_SIZE: u64 = 4 * 1024;
+/// The most one buffered response holds, whatever the annotations ask: an Ingress's author
+/// cannot make one response take more of the proxy's memory.
+pub(crate) const MAX_RESPONSE_BUFFER: u64 = 64 * 1024 * 1024;
 
 /// nginx's buffer sizes (`proxy-buffers-number`, `proxy-buffer-size`,
 /// `proxy-busy-buffers-size`, `proxy-max-temp-file-size`, `client-body-buffer-size`), each
 /// checked as a size (or count); returns the bytes a buffered response may hold
 /// (`proxy-buffering: on`): nginx's memory buffers, `proxy-buffers-number` times
-/// `proxy-buffer-size`.
+/// `proxy-buffer-size`, at most [`MAX_RESPONSE_BUFFER`].
 /// - With `proxy-buffering: off` (ingress-nginx's default) nginx ignores the first four
 ///   but `proxy-buffer-size`'s other role (the response head must fit it; sluice takes
 ///   heads up to 64 KiB), so they are honoured as they are and `proxy-buffer-size` is
@@ -289,7 +292,7 @@ fn buffers(cx: &mut Cx<'_>, buffering: bool) -> Option<u64> {
             ),
         }
     }
-    buffering.then(|| number.saturating_mul(size))
+    buffering.then(|| number.saturating_mul(size).min(MAX_RESPONSE_BUFFER))
 }
 
 #[cfg(test)]
@@ -432,6 +435,12 @@ mod tests {
         ]);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         assert_eq!(parsed.policy.response_buffer, Some(8 * 16 * 1024));
+        let parsed = with(&[
+            ("proxy-buffering", "on"),
+            ("proxy-buffers-number", "1000"),
+            ("proxy-buffer-size", "1g"),
+        ]);
+        assert_eq!(parsed.policy.response_buffer, Some(MAX_RESPONSE_BUFFER));
         let parsed = with(&[("proxy-buffers-number", "8")]);
         assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
         assert_eq!(parsed.policy.response_buffer, None);
