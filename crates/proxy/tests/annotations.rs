@@ -2281,6 +2281,46 @@ async fn mirror_target_copies_requests_to_a_service() {
     .await;
 }
 
+/// ingress-nginx docs, "Mirror" (`mirror-request-body`, default `on`; nginx's mirror
+/// subrequests never hold the main request): with a mirror that accepts connections and
+/// never reads, requests with a 256 KiB body all get the primary's answer at once (the
+/// copies wait on their own, bounded by the route's `proxy-read-timeout`).
+#[tokio::test]
+async fn mirror_request_body_copies_never_delay_the_client() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        // Accepts connections (the kernel's backlog) and never reads or answers.
+        let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stalled_addr = stalled.local_addr().unwrap();
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("mirrored.example.com", "web", vec![web.addr()]),
+                &[
+                    ("mirror-target", "http://stalled$request_uri"),
+                    ("proxy-read-timeout", "1"),
+                ],
+            ),
+            Route::new("stalled.example.com", "stalled", vec![stalled_addr]),
+        ]);
+        let body = "b".repeat(256 * 1024);
+        let started = std::time::Instant::now();
+        for _ in 0..10 {
+            let got = request(&proxy, ("POST", &body), "mirrored.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200);
+            assert_eq!(got.report().body_bytes, body.len() as u64);
+        }
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(900),
+            "10 requests took {took:?}"
+        );
+        drop(stalled);
+    })
+    .await;
+}
+
 /// ingress-nginx docs, "Preserve trailing slash" (`lua_ingress.lua`'s HTTPS redirect): the
 /// redirect drops the request URI's final `/` unless `preserve-trailing-slash: "true"`.
 #[tokio::test]
