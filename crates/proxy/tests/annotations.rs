@@ -2111,7 +2111,8 @@ async fn limit_rate_paces_the_response_after_limit_rate_after() {
     .await;
 }
 
-/// A mirror stand-in: records each request head it gets (lower-cased) and answers 200.
+/// A mirror stand-in: records each request head it gets (lower-cased) with the body its
+/// `content-length` announces (at most 64 KiB), and answers 200.
 async fn mirror_recorder() -> (
     std::net::SocketAddr,
     std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -2127,13 +2128,29 @@ async fn mirror_recorder() -> (
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                let end = loop {
+                    if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break at + 4;
+                    }
                     match tcp.read(&mut chunk).await {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
+                };
+                let mut head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(0)
+                    .min(64 * 1024);
+                while buf.len() < end + length {
+                    match tcp.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
                 }
-                let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                head.push_str(&String::from_utf8_lossy(&buf[end..]));
                 seen.lock().unwrap().push(head);
                 let _ = tcp
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
@@ -2146,8 +2163,9 @@ async fn mirror_recorder() -> (
 
 /// ingress-nginx docs, "Mirror" (nginx `mirror`): every request of the Ingress is copied
 /// to `mirror-target`'s Service with the request's URI and, as Host, the target's host (or
-/// `mirror-host`); the client gets the primary's answer. Requests with a body are not
-/// copied by sluice (`mirror-request-body: off` is honoured, `on` gets an Event).
+/// `mirror-host`); the client gets the primary's answer. `mirror-request-body` (default
+/// `on`, nginx `mirror_request_body`): copies carry the request's body; with `off`
+/// requests with a body are not copied.
 #[tokio::test]
 async fn mirror_target_copies_requests_to_a_service() {
     init_tracing();
@@ -2210,24 +2228,40 @@ async fn mirror_target_copies_requests_to_a_service() {
                 "web",
                 "{label}: the client gets the primary"
             );
-            if !body.is_empty() {
-                // A request with a body is not copied.
-                continue;
-            }
+            assert_eq!(got.report().body_bytes, body.len() as u64, "{label}");
             expected += 1;
             let seen = wait_for(expected).await;
             assert_eq!(seen.len(), expected, "{label}: {seen:?}");
             let last = &seen[expected - 1];
-            assert!(
-                last.starts_with("get /m?x=1 http/1.1\r\n"),
-                "{label}: {last}"
-            );
+            let wire = if method == H2 {
+                "get".to_owned()
+            } else {
+                method.to_lowercase()
+            };
+            let line = format!("{wire} /m?x=1 http/1.1\r\n");
+            assert!(last.starts_with(&line), "{label}: {last}");
             assert!(
                 last.contains("\r\nhost: shadow.default.svc.cluster.local\r\n"),
                 "{label}: {last}"
             );
+            // The copy carries the body, with its length.
+            assert!(
+                last.ends_with(&format!("\r\n\r\n{body}")),
+                "{label}: {last}"
+            );
+            if !body.is_empty() {
+                assert!(
+                    last.contains(&format!("\r\ncontent-length: {}\r\n", body.len())),
+                    "{label}: {last}"
+                );
+            }
             let got = request_any(&proxy, (method, body), "hosted.example.com", "/h/1", &[]).await;
             assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.report().body_bytes, body.len() as u64, "{label}");
+            if !body.is_empty() {
+                // `mirror-request-body: off`: a request with a body is not copied.
+                continue;
+            }
             expected += 1;
             let seen = wait_for(expected).await;
             let last = &seen[expected - 1];
@@ -2241,8 +2275,48 @@ async fn mirror_target_copies_requests_to_a_service() {
         assert_eq!(
             heads.lock().unwrap().len(),
             expected,
-            "the POST was not copied"
+            "the POST with mirror-request-body: off was not copied"
         );
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "Mirror" (`mirror-request-body`, default `on`; nginx's mirror
+/// subrequests never hold the main request): with a mirror that accepts connections and
+/// never reads, requests with a 256 KiB body all get the primary's answer at once (the
+/// copies wait on their own, bounded by the route's `proxy-read-timeout`).
+#[tokio::test]
+async fn mirror_request_body_copies_never_delay_the_client() {
+    init_tracing();
+    bounded(async {
+        let web = echo("web", "web-0").await;
+        // Accepts connections (the kernel's backlog) and never reads or answers.
+        let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stalled_addr = stalled.local_addr().unwrap();
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        proxy.route(&[
+            annotated(
+                Route::new("mirrored.example.com", "web", vec![web.addr()]),
+                &[
+                    ("mirror-target", "http://stalled$request_uri"),
+                    ("proxy-read-timeout", "1"),
+                ],
+            ),
+            Route::new("stalled.example.com", "stalled", vec![stalled_addr]),
+        ]);
+        let body = "b".repeat(256 * 1024);
+        let started = std::time::Instant::now();
+        for _ in 0..10 {
+            let got = request(&proxy, ("POST", &body), "mirrored.example.com", "/", &[]).await;
+            assert_eq!(got.status, 200);
+            assert_eq!(got.report().body_bytes, body.len() as u64);
+        }
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(900),
+            "10 requests took {took:?}"
+        );
+        drop(stalled);
     })
     .await;
 }

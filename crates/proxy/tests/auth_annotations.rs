@@ -362,11 +362,15 @@ impl AuthServer {
     }
 }
 
-/// The auth service's decision; every header it was sent comes back as `x-saw-<name>`.
+/// The auth service's decision; every header it was sent comes back as `x-saw-<name>`,
+/// and an `x-auth-cookie` as the answer's `Set-Cookie` (allow or deny).
 fn decide<B>(request: &http::Request<B>) -> http::Response<Full<Bytes>> {
     let mut response = http::Response::builder();
     for (name, value) in request.headers() {
         response = response.header(format!("x-saw-{name}"), value.clone());
+    }
+    if let Some(cookie) = request.headers().get("x-auth-cookie") {
+        response = response.header("set-cookie", cookie.clone());
     }
     let token = request
         .headers()
@@ -747,6 +751,211 @@ async fn custom_headers_as_global_allowed_response_headers_allow() {
                 assert_eq!(got.status, 503, "{label} {host}");
                 assert!(!got.headers.contains_key("x-powered-by"));
             }
+        }
+    })
+    .await;
+}
+
+/// The `Set-Cookie` values of an answer.
+fn cookies(answer: &Answer) -> Vec<&str> {
+    answer
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect()
+}
+
+/// ingress-nginx docs, "External Authentication", `auth-always-set-cookie`, and its
+/// template's auth location (`auth_request_set $auth_cookie $upstream_http_set_cookie;
+/// add_header Set-Cookie $auth_cookie [always]`): the auth service's cookie reaches the
+/// client on nginx's `add_header` statuses (the backend's 200, the sign-in 302), and on
+/// the backend's 500 and the service's own 401 only with `auth-always-set-cookie: "true"`.
+#[tokio::test]
+async fn external_authentication_auth_always_set_cookie() {
+    init_tracing();
+    bounded(async {
+        let auth = AuthServer::start().await;
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let url = format!("http://{}/verify", auth.addr);
+        let routes = [
+            annotated(
+                Route::new("default.example.com", "web", vec![web.addr()]),
+                &[("auth-url", url.as_str())],
+            ),
+            annotated(
+                Route::new("always.example.com", "web", vec![web.addr()]),
+                &[
+                    ("auth-url", url.as_str()),
+                    ("auth-always-set-cookie", "true"),
+                ],
+            ),
+            annotated(
+                Route::new("signin.example.com", "web", vec![web.addr()]),
+                &[
+                    ("auth-url", url.as_str()),
+                    ("auth-signin", "https://login.example.com/start"),
+                ],
+            ),
+        ];
+        let compiled = compile(&inputs(&routes), &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        let cookie = ("x-auth-cookie", "session=abc; Path=/");
+        for (label, method, body) in FRONT_ENDS {
+            let ask = |host: &'static str, path: &'static str, token: &'static str| {
+                let proxy = &proxy;
+                async move {
+                    let headers = [("authorization", token), cookie];
+                    request(proxy, (method, body), host, path, &headers).await
+                }
+            };
+            // The backend's 200: the cookie goes with it, with or without `always`.
+            for host in ["default.example.com", "always.example.com"] {
+                let got = ask(host, "/", "Bearer ok-alice").await;
+                assert_eq!(got.status, 200, "{label} {host}");
+                assert_eq!(cookies(&got), ["session=abc; Path=/"], "{label} {host}");
+            }
+            // The backend's 500: only with `always`.
+            let got = ask("default.example.com", "/status/500", "Bearer ok-alice").await;
+            assert_eq!(got.status, 500, "{label}");
+            assert!(cookies(&got).is_empty(), "{label}: {:?}", got.headers);
+            let got = ask("always.example.com", "/status/500", "Bearer ok-alice").await;
+            assert_eq!(got.status, 500, "{label}");
+            assert_eq!(cookies(&got), ["session=abc; Path=/"], "{label}");
+            // The service's 401: only with `always`.
+            let got = ask("default.example.com", "/", "Bearer nope").await;
+            assert_eq!(got.status, 401, "{label}");
+            assert!(cookies(&got).is_empty(), "{label}");
+            let got = ask("always.example.com", "/", "Bearer nope").await;
+            assert_eq!(got.status, 401, "{label}");
+            assert_eq!(cookies(&got), ["session=abc; Path=/"], "{label}");
+            // The sign-in redirect (302) carries it.
+            let got = ask("signin.example.com", "/", "Bearer nope").await;
+            assert_eq!(got.status, 302, "{label}");
+            assert_eq!(cookies(&got), ["session=abc; Path=/"], "{label}");
+        }
+    })
+    .await;
+}
+
+/// ingress-nginx docs, "ConfigMaps" (`global-auth-url`, `global-auth-response-headers`,
+/// `no-auth-locations`) and annotations "Global External Authentication"
+/// (`enable-global-auth`): every Ingress without an `auth-url` of its own is asked about
+/// at the global auth service; one with its own asks its own; `enable-global-auth:
+/// "false"` opts out; a path under a no-auth location is served without asking. A
+/// `global-auth-url` that does not parse closes the routes it would guard (503).
+#[tokio::test]
+async fn global_external_authentication_from_the_config_map() {
+    init_tracing();
+    bounded(async {
+        let global = AuthServer::start().await;
+        let own = AuthServer::start().await;
+        let web = echo("web", "web-0").await;
+        let proxy = TestProxy::start(ProxyArgs::loopback()).await;
+        let own_url = format!("http://{}/own", own.addr);
+        let routes = [
+            Route::new("guarded.example.com", "web", vec![web.addr()]),
+            annotated(
+                Route::new("own.example.com", "web", vec![web.addr()]),
+                &[("auth-url", own_url.as_str())],
+            ),
+            annotated(
+                Route::new("out.example.com", "web", vec![web.addr()]),
+                &[("enable-global-auth", "false")],
+            ),
+            Route::new("guarded.example.com", "web", vec![web.addr()]).with_path("/public"),
+        ];
+        let mut objects = inputs(&routes);
+        let global_url = format!("http://{}/global", global.addr);
+        objects.nginx_config_map = Some(config_map(
+            "nginx",
+            &[
+                ("global-auth-url", global_url.as_str()),
+                ("global-auth-response-headers", "X-User"),
+                ("no-auth-locations", "/.well-known/acme-challenge, /public"),
+            ],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        for (label, method, body) in FRONT_ENDS {
+            let ask = |host: &'static str, path: &'static str, token: &'static str| {
+                let proxy = &proxy;
+                async move {
+                    let headers = [("authorization", token)];
+                    request(proxy, (method, body), host, path, &headers).await
+                }
+            };
+            let (global_before, own_before) = (global.requests(), own.requests());
+            let got = ask("guarded.example.com", "/", "Bearer ok-alice").await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(got.report().headers["x-user"], "alice", "{label}");
+            assert_eq!(
+                ask("guarded.example.com", "/", "Bearer nope").await.status,
+                401
+            );
+            assert_eq!(global.requests(), global_before + 2, "{label}");
+            // Its own auth-url: the global service is not asked.
+            assert_eq!(ask("own.example.com", "/", "Bearer nope").await.status, 401);
+            assert_eq!(
+                ask("own.example.com", "/", "Bearer ok-bob").await.status,
+                200
+            );
+            assert_eq!(own.requests(), own_before + 2, "{label}");
+            // Opted out, and a no-auth location: served without asking anyone.
+            assert_eq!(ask("out.example.com", "/", "Bearer nope").await.status, 200);
+            let got = ask("guarded.example.com", "/public/x", "Bearer nope").await;
+            assert_eq!(got.status, 200, "{label}");
+            assert_eq!(global.requests(), global_before + 2, "{label}");
+            assert_eq!(own.requests(), own_before + 2, "{label}");
+        }
+
+        // A global-auth-url that does not parse: closed, never open.
+        objects.nginx_config_map = Some(config_map(
+            "nginx",
+            &[("global-auth-url", "auth.example.com/verify")],
+        ));
+        let compiled = compile(&objects, &CompileOptions::default());
+        let closed: Vec<_> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.reason == Reason::FailedClosed)
+            .map(|d| d.object.name.clone())
+            .collect();
+        // The two Ingresses of guarded.example.com (/ and /public).
+        assert_eq!(closed.len(), 2, "{:?}", compiled.diagnostics);
+        proxy
+            .table
+            .update(compiled.table, std::time::Duration::from_millis(1));
+        for (label, method, body) in FRONT_ENDS {
+            let headers = [("authorization", "Bearer ok-alice")];
+            for path in ["/", "/public/x"] {
+                let got = request(
+                    &proxy,
+                    (method, body),
+                    "guarded.example.com",
+                    path,
+                    &headers,
+                )
+                .await;
+                assert_eq!(got.status, 503, "{label} {path}");
+            }
+            let got = request(&proxy, (method, body), "own.example.com", "/", &headers).await;
+            assert_eq!(got.status, 200, "{label}");
         }
     })
     .await;

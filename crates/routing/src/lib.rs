@@ -158,8 +158,8 @@ pub use log_format::{
     INGRESS_NGINX_LOG_FORMAT, LogEscape, LogFormat, LogSegment, LogVariable, push_escaped,
 };
 pub use nginx_config::{
-    CompressionGlobals, GlobalRateLimitGlobals, ProxyGlobals, TlsGlobals, TracingGlobals,
-    ValueMatch,
+    CompressionGlobals, DEFAULT_NO_AUTH_LOCATIONS, GlobalAuthKeys, GlobalRateLimitGlobals,
+    ProxyGlobals, TlsGlobals, TracingGlobals, ValueMatch,
 };
 pub use openssl_ciphers::{
     CipherList, ProtocolList, Tls12Suite, parse_cipher_list, parse_protocol_list,

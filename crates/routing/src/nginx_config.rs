@@ -30,6 +30,12 @@ pub struct NginxConfig {
     /// `global-allowed-response-headers`: the header names `custom-headers` may set
     /// (compared exactly, as ingress-nginx does).
     pub allowed_response_headers: Vec<String>,
+    /// `global-auth-*`: the external auth of every Ingress route without an `auth-url` of
+    /// its own (unless `enable-global-auth: "false"`).
+    pub global_auth: GlobalAuthKeys,
+    /// `no-auth-locations`: rule paths starting with one of these get no external auth
+    /// (`None`: ingress-nginx's default, `/.well-known/acme-challenge`).
+    pub no_auth_locations: Option<Vec<String>>,
     /// The raw value of each key applied, for telling later what changed.
     pub(crate) applied: BTreeMap<String, String>,
 }
@@ -246,7 +252,47 @@ pub struct CompressionGlobals {
     /// `brotli-types`, as `gzip-types`.
     pub brotli_types: Option<String>,
 }
+/// ingress-nginx's `no-auth-locations` default: ACME HTTP-01 challenges are answered
+/// without external auth.
+pub const DEFAULT_NO_AUTH_LOCATIONS: &[&str] = &["/.well-known/acme-challenge"];
+
+/// The `global-auth-*` keys of ingress-nginx's ConfigMap as they parsed (read by
+/// `ingress/config_map/global_auth.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GlobalAuthKeys {
+    /// `global-auth-url`.
+    pub(crate) url: Option<http::Uri>,
+    /// Why `global-auth-url` was refused when no earlier value of it stays in force: the
+    /// routes it should guard close rather than open.
+    pub(crate) refused: Option<String>,
+    /// The companions that parsed, under the names of the `auth-*` annotations they
+    /// stand for (`global-auth-method` as `auth-method`, ...), with their values.
+    pub(crate) companions: BTreeMap<&'static str, String>,
+}
+
+/// What the global auth comes to for the routes it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GlobalAuth {
+    /// No `global-auth-url`: nothing is applied.
+    Off,
+    /// The auth every route without its own `auth-url` gets.
+    On(Box<crate::ExternalAuth>),
+    /// `global-auth-url` is set but does not parse: the routes it would guard answer 503.
+    Refused(String),
+}
+
 impl NginxConfig {
+    /// `no-auth-locations` in force.
+    pub fn no_auth_locations(&self) -> Vec<String> {
+        match &self.no_auth_locations {
+            Some(list) => list.clone(),
+            None => DEFAULT_NO_AUTH_LOCATIONS
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect(),
+        }
+    }
+
     /// Whether `configuration-snippet` and `server-snippet` are interpreted: both switches
     /// on, as ingress-nginx >= 1.12 requires.
     pub fn snippets_allowed(&self) -> bool {

@@ -133,9 +133,20 @@ pub struct Policy {
     /// `proxy-request-buffering: "on"`: the whole request body is read before the upstream
     /// is asked, and sent with its `Content-Length` (else it streams through).
     pub request_buffering: bool,
+    /// `proxy-buffering: "on"` (nginx `proxy_buffering`): the response body is read from
+    /// the upstream ahead of the client, holding up to this many bytes
+    /// (`proxy-buffers-number` times `proxy-buffer-size`), so a slow client does not hold
+    /// the upstream connection for a response that fits; `None`: it goes at the client's
+    /// pace.
+    pub response_buffer: Option<u64>,
     /// The Host of the copies a route's mirrors get (`mirror-target`'s host or
     /// `mirror-host`); `None`: the client's (Gateway API `RequestMirror`).
     pub mirror_host: Option<HeaderValue>,
+    /// `mirror-request-body` (ingress-nginx's default `on` with a `mirror-target`): copies
+    /// carry the request's body, read whole first (within the body limit), as nginx's
+    /// `mirror_request_body on` reads it before the copies start; `false`: requests with
+    /// a body are not copied (Gateway API `RequestMirror` so far).
+    pub mirror_request_body: bool,
     /// Response bandwidth per request (`limit-rate`, `limit-rate-after`).
     pub limit_rate: Option<LimitRate>,
     /// `proxy-http-version: "1.0"`: HTTP/1.0 towards an HTTP/1.x upstream (nginx
@@ -1043,6 +1054,11 @@ pub struct ExternalAuth {
     /// `auth-keepalive` and its companions: connections to the auth service kept open;
     /// `None` (ingress-nginx's default 0): a new connection for every check.
     pub keepalive: Option<AuthKeepalive>,
+    /// `auth-always-set-cookie` (default false): the auth service's `Set-Cookie` reaches
+    /// the client on every answer (nginx `add_header Set-Cookie $auth_cookie always`),
+    /// not only on nginx's `add_header` statuses (200, 201, 204, 206, 301, 302, 303,
+    /// 304, 307, 308).
+    pub always_set_cookie: bool,
 }
 
 /// The `keepalive` upstream ingress-nginx writes for an `auth-url` with `auth-keepalive`
@@ -1227,6 +1243,7 @@ mod tests {
             cache: None,
             proxy_set_headers: Vec::new(),
             keepalive: None,
+            always_set_cookie: false,
         };
         let at = |signin: &str| {
             auth(signin)

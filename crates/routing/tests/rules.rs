@@ -1449,3 +1449,142 @@ fn aliases_and_www_names_borrow_the_hosts_certificate() {
     let www = t.route("www.shop.example", "/x").unwrap();
     assert_eq!(www.policy.www_redirect.as_deref(), Some("shop.example"));
 }
+
+/// A ConfigMap of ingress-nginx's (the `--configmap` one) with these keys.
+fn nginx_config_map(data: serde_json::Value) -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ingress-nginx", "name": "ingress-nginx-controller"},
+            "data": data,
+        }))
+        .unwrap(),
+    )
+}
+
+/// ingress-nginx docs, "ConfigMaps" `global-auth-url` and `no-auth-locations`, and
+/// annotations "Global External Authentication" (`enable-global-auth`); its template's
+/// `shouldApplyGlobalAuth` and `isLocationInLocationList`: the global auth guards every
+/// route of an Ingress without an `auth-url` of its own that does not opt out; a rule path
+/// starting with a no-auth location gets no external auth at all (its own `auth-url`
+/// neither); Gateway API routes are not Ingresses and are not guarded.
+#[test]
+fn global_auth_guards_ingresses_without_their_own_auth_url() {
+    let spec = |host: &str| {
+        json!({
+            "ingressClassName": "sluice",
+            "rules": [rule(host, vec![
+                path("/", "Prefix", "s", 80),
+                path("/.well-known/acme-challenge/token", "Exact", "s", 80),
+                path("/healthz", "Prefix", "s", 80),
+            ])],
+        })
+    };
+    let own = json!({"nginx.ingress.kubernetes.io/auth-url": "http://own.auth/check"});
+    let opt_out = json!({"nginx.ingress.kubernetes.io/enable-global-auth": "false"});
+    let mut inp = inputs(vec![
+        raw_ingress("ns", "plain", Some(1), json!({}), spec("plain.test")),
+        raw_ingress("ns", "own", Some(2), own, spec("own.test")),
+        raw_ingress("ns", "out", Some(3), opt_out, spec("out.test")),
+    ]);
+    inp.services.push(service("ns", "s", &[(None, 80)]));
+    inp.nginx_config_map = Some(nginx_config_map(json!({
+        "global-auth-url": "http://global.auth/verify",
+        "global-auth-method": "POST",
+        "global-auth-always-set-cookie": "true",
+    })));
+    let out = run(&inp);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let auth_of = |host: &str, path: &str| {
+        let entry = out.table.route(host, path).expect("routed");
+        assert!(!entry.policy.fail_closed);
+        entry.policy.auth.as_ref().map(|a| a.url.to_string())
+    };
+    let global = Some("http://global.auth/verify".to_owned());
+    assert_eq!(auth_of("plain.test", "/app"), global);
+    assert_eq!(auth_of("plain.test", "/healthz"), global);
+    let entry = out.table.route("plain.test", "/").unwrap();
+    let auth = entry.policy.auth.as_ref().unwrap();
+    assert_eq!(auth.method, http::Method::POST);
+    assert!(auth.always_set_cookie);
+    assert_eq!(
+        auth_of("own.test", "/app").as_deref(),
+        Some("http://own.auth/check")
+    );
+    assert_eq!(auth_of("out.test", "/app"), None);
+    // ingress-nginx's default no-auth location: neither global nor own auth.
+    for host in ["plain.test", "own.test"] {
+        assert_eq!(auth_of(host, "/.well-known/acme-challenge/token"), None);
+    }
+
+    // `no-auth-locations` set: its own list replaces the default.
+    inp.nginx_config_map = Some(nginx_config_map(json!({
+        "global-auth-url": "http://global.auth/verify",
+        "no-auth-locations": "/healthz",
+    })));
+    let out = run(&inp);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let auth_of = |host: &str, path: &str| {
+        let entry = out.table.route(host, path).expect("routed");
+        entry.policy.auth.as_ref().map(|a| a.url.to_string())
+    };
+    assert_eq!(auth_of("plain.test", "/healthz/live"), None);
+    assert_eq!(auth_of("own.test", "/healthz"), None);
+    assert_eq!(
+        auth_of("plain.test", "/.well-known/acme-challenge/token"),
+        Some("http://global.auth/verify".to_owned())
+    );
+    assert!(auth_of("plain.test", "/").is_some());
+}
+
+/// Fail closed: a `global-auth-url` that does not parse (and has no earlier value in
+/// force) closes the routes it would guard, with a `FailedClosed` Event on each such
+/// Ingress and an `InvalidAnnotation` Event on the ConfigMap; the Ingresses with their own
+/// `auth-url` or `enable-global-auth: "false"` are served as before.
+#[test]
+fn a_global_auth_url_that_does_not_parse_closes_what_it_would_guard() {
+    let spec = |host: &str| {
+        json!({
+            "ingressClassName": "sluice",
+            "rules": [rule(host, vec![path("/", "Prefix", "s", 80)])],
+        })
+    };
+    let own = json!({"nginx.ingress.kubernetes.io/auth-url": "http://own.auth/check"});
+    let opt_out = json!({"nginx.ingress.kubernetes.io/enable-global-auth": "no"});
+    let mut inp = inputs(vec![
+        raw_ingress("ns", "plain", Some(1), json!({}), spec("plain.test")),
+        raw_ingress("ns", "own", Some(2), own, spec("own.test")),
+        raw_ingress("ns", "out", Some(3), opt_out, spec("out.test")),
+    ]);
+    inp.services.push(service("ns", "s", &[(None, 80)]));
+    inp.nginx_config_map = Some(nginx_config_map(json!({"global-auth-url": "/verify"})));
+    let out = run(&inp);
+    let closed = find(&out.diagnostics, "FailedClosed");
+    assert_eq!(closed.len(), 2, "{:?}", out.diagnostics);
+    for d in &closed {
+        assert!(
+            d.message
+                .contains("ConfigMap ingress-nginx/ingress-nginx-controller")
+                && d.message.contains("global-auth-url"),
+            "{}",
+            d.message
+        );
+    }
+    let mut names: Vec<_> = closed.iter().map(|d| d.object.name.as_str()).collect();
+    names.sort();
+    // "out" says "no", which is not a boolean: enable-global-auth stays true, as in
+    // ingress-nginx, and the value gets its own Event.
+    assert_eq!(names, ["out", "plain"]);
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.field == "data[global-auth-url]" && d.reason.as_str() == "InvalidAnnotation")
+    );
+    assert!(
+        out.table
+            .route("plain.test", "/")
+            .unwrap()
+            .policy
+            .fail_closed
+    );
+    assert!(!out.table.route("own.test", "/").unwrap().policy.fail_closed);
+}

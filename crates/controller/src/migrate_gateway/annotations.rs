@@ -104,6 +104,7 @@ const ACCESS_KEYS: &[(&str, &str)] = &[
     ("auth-request-redirect", "external auth (auth-url)"),
     ("auth-cache-key", "external auth (auth-url)"),
     ("auth-cache-duration", "external auth (auth-url)"),
+    ("auth-always-set-cookie", "external auth (auth-url)"),
     ("satisfy", "external auth (auth-url)"),
     ("auth-tls-secret", "client certificates (auth-tls-*)"),
     ("auth-tls-verify-client", "client certificates (auth-tls-*)"),

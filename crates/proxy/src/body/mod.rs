@@ -3,6 +3,7 @@
 //! books — metrics, in-flight count, access log — when it ends), and the body of an
 //! upstream response as the own HTTP/1.1 client reads it (`upstream`).
 
+pub(crate) mod read_ahead;
 pub(crate) mod upstream;
 
 use std::future::Future as _;

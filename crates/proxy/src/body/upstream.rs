@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http_body::SizeHint;
 
 use crate::backend::pool::{self, Conn, PoolConfig};
+use crate::body::read_ahead::{self, ReadAhead};
 use crate::chunked::{ChunkedDecoder, Decoded};
 use crate::http::response_head::BodyKind;
 use crate::stall::StallTimer;
@@ -68,6 +69,9 @@ pub(crate) struct UpstreamBody {
     /// Runs while a read waits (reset after every read, so time the client took to take
     /// the last piece does not count).
     stall: StallTimer,
+    /// `proxy-buffering: "on"`: the body as a task of its own reads it ahead (the fields
+    /// above are unused then).
+    ahead: Option<Box<ReadAhead<UpstreamBody>>>,
 }
 
 /// A body, either already complete in the bytes read with the head (the common case for
@@ -84,8 +88,14 @@ pub(crate) enum Started {
     Streaming(UpstreamBody),
 }
 
-/// Starts reading the body of a response whose head was just parsed off `conn.buf`.
-pub(crate) fn start(mut conn: Conn, kind: BodyKind, return_to: ReturnTo) -> Started {
+/// Starts reading the body of a response whose head was just parsed off `conn.buf`;
+/// `read_ahead`: the bytes a task may read ahead of the client (`proxy-buffering: "on"`).
+pub(crate) fn start(
+    mut conn: Conn,
+    kind: BodyKind,
+    return_to: ReturnTo,
+    read_ahead: Option<u64>,
+) -> Started {
     let remaining = match kind {
         BodyKind::Empty => {
             finish(conn, return_to);
@@ -101,12 +111,23 @@ pub(crate) fn start(mut conn: Conn, kind: BodyKind, return_to: ReturnTo) -> Star
         BodyKind::Chunked => Remaining::Chunked(ChunkedDecoder::default()),
         BodyKind::UntilClose => Remaining::UntilClose,
     };
-    Started::Streaming(UpstreamBody {
+    let body = UpstreamBody {
         conn: Some(conn),
         remaining,
         return_to,
         stall: StallTimer::default(),
-    })
+        ahead: None,
+    };
+    match read_ahead {
+        None => Started::Streaming(body),
+        Some(limit) => Started::Streaming(UpstreamBody {
+            conn: None,
+            remaining: Remaining::UntilClose,
+            return_to,
+            stall: StallTimer::default(),
+            ahead: Some(Box::new(read_ahead::spawn(body, limit))),
+        }),
+    }
 }
 
 fn finish(conn: Conn, return_to: ReturnTo) {
@@ -117,14 +138,36 @@ fn finish(conn: Conn, return_to: ReturnTo) {
     }
 }
 
+impl read_ahead::Source for UpstreamBody {
+    type Error = BodyError;
+
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BodyError>>> {
+        UpstreamBody::poll_data(self, cx)
+    }
+
+    fn exact_length(&self) -> Option<u64> {
+        self.size_hint().exact()
+    }
+
+    fn truncated() -> BodyError {
+        BodyError::Truncated
+    }
+}
+
 impl UpstreamBody {
     /// Whether the body is over.
     pub(crate) fn is_end_stream(&self) -> bool {
+        if let Some(ahead) = &self.ahead {
+            return ahead.is_end_stream();
+        }
         self.conn.is_none() || matches!(self.remaining, Remaining::Length(0))
     }
 
     /// Exact when the length is known.
     pub(crate) fn size_hint(&self) -> SizeHint {
+        if let Some(ahead) = &self.ahead {
+            return ahead.size_hint();
+        }
         match self.remaining {
             Remaining::Length(n) => SizeHint::with_exact(n),
             _ if self.conn.is_none() => SizeHint::with_exact(0),
@@ -143,6 +186,9 @@ impl UpstreamBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, BodyError>>> {
+        if let Some(ahead) = &mut self.ahead {
+            return ahead.poll_data(cx);
+        }
         loop {
             let Some(conn) = self.conn.as_mut() else {
                 return Poll::Ready(None);

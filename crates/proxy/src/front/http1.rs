@@ -260,6 +260,9 @@ where
             reusable: response.reusable,
             read_timeout: proxied.read_timeout,
         },
+        // `proxy-buffering: "on"`: read ahead of the client.
+        done.entry
+            .and_then(|entry| done.snapshot.table.entry(entry).policy.response_buffer),
     );
     out.clear();
     let edits = proxied.edits.resolve(&done.snapshot, status.as_u16());

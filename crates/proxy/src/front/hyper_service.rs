@@ -330,6 +330,9 @@ fn from_upstream(
             reusable: head.reusable,
             read_timeout: proxied.read_timeout,
         },
+        // `proxy-buffering: "on"`: read ahead of the client.
+        done.entry
+            .and_then(|entry| done.snapshot.table.entry(entry).policy.response_buffer),
     );
     done.count(host, status.as_u16());
     response.map(|()| ResponseBody::upstream(body, done).compressed(encoder))

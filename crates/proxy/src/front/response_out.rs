@@ -54,7 +54,7 @@ pub(crate) fn encode_head(
         set,
         add,
         remove,
-        cookie,
+        cookies,
         rewrites,
         server,
         snippet,
@@ -104,7 +104,7 @@ pub(crate) fn encode_head(
             put_header(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }
-    if let Some(cookie) = cookie {
+    for cookie in cookies {
         put_header(out, b"set-cookie", cookie.as_bytes());
     }
     if server == ServerHeader::Ours {

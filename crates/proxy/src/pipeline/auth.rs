@@ -6,6 +6,10 @@
 //! - 401: 401 with the service's `WWW-Authenticate`, or with `auth-signin` a 302 there
 //!   carrying the original URL in `rd`;
 //! - 403: 403;
+//!
+//! The service's `Set-Cookie` fields reach the client as nginx's `add_header Set-Cookie
+//! $auth_cookie` sends them: on the statuses `add_header` adds to (the backend's 2xx and
+//! 3xx, the sign-in redirect), or on every answer with `auth-always-set-cookie`.
 //! - anything else, no answer within `--auth-timeout`, or no connection: 500 (nginx:
 //!   "auth request unexpected status").
 
@@ -14,7 +18,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use http::header::{HOST, WWW_AUTHENTICATE};
+use http::header::{HOST, SET_COOKIE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use http_body_util::BodyExt as _;
 use sluice_routing::ExternalAuth;
@@ -34,8 +38,9 @@ const MAX_AUTH_BODY: usize = 64 * 1024;
 
 /// What the auth service decided.
 pub(crate) enum Verdict {
-    /// Go on upstream, with these fields added to the request.
-    Allow(Vec<(HeaderName, HeaderValue)>),
+    /// Go on upstream, with these fields added to the request; the service's
+    /// `Set-Cookie` values for the response.
+    Allow(Vec<(HeaderName, HeaderValue)>, Vec<HeaderValue>),
     /// Answer the client with this (401, 403 or a redirect to sign in).
     Deny(Answer),
     /// The auth service failed: answer with this status (500).
@@ -98,6 +103,17 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
             (status, headers)
         }
     };
+    // nginx `auth_request_set $auth_cookie $upstream_http_set_cookie`, whatever the status.
+    let cookies: Vec<HeaderValue> = headers.get_all(SET_COOKIE).iter().cloned().collect();
+    // A denial is nginx's own answer: `add_header` reaches it only with `always`.
+    let denial_cookies = || {
+        let cookies = if auth.always_set_cookie {
+            cookies.clone()
+        } else {
+            Vec::new()
+        };
+        cookies.into_iter().map(|value| (SET_COOKIE, value))
+    };
     match status.as_u16() {
         // Each listed field is set from the answer, or removed when the answer has none
         // (nginx `proxy_set_header` with an empty value): a client never smuggles it in.
@@ -112,13 +128,16 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
                     )
                 })
                 .collect(),
+            cookies,
         ),
         401 => match auth.signin_location(original.scheme, original.host, original.uri) {
+            // ingress-nginx's sign-in location has `add_header Set-Cookie $auth_cookie`,
+            // and 302 is one of its statuses.
             Some(location) => match HeaderValue::try_from(location) {
                 Ok(location) => Verdict::Deny(Answer {
                     status: StatusCode::FOUND,
                     location: Some(location),
-                    fields: Vec::new(),
+                    fields: cookies.iter().map(|v| (SET_COOKIE, v.clone())).collect(),
                     body: None,
                 }),
                 Err(_) => Verdict::Fail(StatusCode::INTERNAL_SERVER_ERROR),
@@ -130,6 +149,7 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
                     .get(WWW_AUTHENTICATE)
                     .map(|v| (WWW_AUTHENTICATE, v.clone()))
                     .into_iter()
+                    .chain(denial_cookies())
                     .collect(),
                 body: None,
             }),
@@ -137,7 +157,7 @@ pub(crate) async fn check<'a, F: Fields<'a> + Sync>(
         403 => Verdict::Deny(Answer {
             status: StatusCode::FORBIDDEN,
             location: None,
-            fields: Vec::new(),
+            fields: denial_cookies().collect(),
             body: None,
         }),
         other => {

@@ -8,8 +8,10 @@
 //! connection closed. The client's request never waits for it and never fails because of
 //! it.
 //!
-//! Limits: only requests without a body are copied (those with one count as `skipped`:
-//! their body streams to the primary and is not kept); at most [`MAX_IN_FLIGHT`] copies
+//! A request's body is copied only when the pipeline read it whole first (ingress-nginx's
+//! `mirror-request-body: on`, nginx's `mirror_request_body`, within the route's body
+//! limit): the copy shares those bytes. Other requests with a body count as `skipped`
+//! (their body streams to the primary and is not kept). At most [`MAX_IN_FLIGHT`] copies
 //! are in flight per process, more are dropped (`dropped`); each copy has the route's
 //! header timeout to complete. Every copy is counted in `sluice_mirror_requests_total`.
 
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sluice_routing::Mirror;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -49,6 +51,9 @@ pub(crate) struct Copying<'a> {
     /// The copies' Host (ingress-nginx `mirror-target`/`mirror-host`); `None`: the
     /// client's.
     pub(crate) host: Option<&'a http::HeaderValue>,
+    /// The request's body, read whole, for copies that carry it; `None`: requests with a
+    /// body are not copied.
+    pub(crate) body: Option<&'a Bytes>,
 }
 
 /// Sends copies of `head` to the mirrors whose share draws this request. Returns at once.
@@ -63,10 +68,17 @@ where
         if !drawn {
             continue;
         }
-        if !matches!(head.framing, Framing::None | Framing::Length(0)) {
-            with.metrics.mirror(MirrorResult::Skipped);
-            continue;
-        }
+        let body = match head.framing {
+            Framing::None | Framing::Length(0) => None,
+            // The whole body, exactly as the primary gets it.
+            Framing::Length(length) if with.body.is_some_and(|b| b.len() as u64 == length) => {
+                with.body.cloned()
+            }
+            _ => {
+                with.metrics.mirror(MirrorResult::Skipped);
+                continue;
+            }
+        };
         let endpoints = &mirror.backend.endpoints;
         if endpoints.is_empty() {
             with.metrics.mirror(MirrorResult::Skipped);
@@ -86,7 +98,8 @@ where
         let metrics = Arc::clone(with.metrics);
         let (connect_timeout, deadline) = (with.connect_timeout, with.deadline);
         tokio::spawn(async move {
-            let sent = tokio::time::timeout(deadline, send(addr, &bytes, connect_timeout)).await;
+            let copy = send(addr, &bytes, body.as_ref(), connect_timeout);
+            let sent = tokio::time::timeout(deadline, copy).await;
             let result = match sent {
                 Ok(Ok(())) => MirrorResult::Ok,
                 Ok(Err(error)) => {
@@ -104,11 +117,19 @@ where
     }
 }
 
-/// One copy: connect, write the head, read until the response head is in (or the mirror
-/// closes after answering).
-async fn send(addr: SocketAddr, head: &[u8], connect_timeout: Duration) -> std::io::Result<()> {
+/// One copy: connect, write the head and the body, read until the response head is in
+/// (or the mirror closes after answering).
+async fn send(
+    addr: SocketAddr,
+    head: &[u8],
+    body: Option<&Bytes>,
+    connect_timeout: Duration,
+) -> std::io::Result<()> {
     let mut stream = crate::upstream::connect(addr, connect_timeout).await?;
     stream.write_all(head).await?;
+    if let Some(body) = body {
+        stream.write_all(body).await?;
+    }
     let mut buf = BytesMut::with_capacity(1024);
     loop {
         if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.len() >= MAX_HEAD {

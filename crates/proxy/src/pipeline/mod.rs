@@ -204,6 +204,8 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     // The host's client certificate check (nginx checks it in the `server`, before any
     // location): only on the shared HTTPS listener, where `auth-tls-*` hosts are served.
     let mut auth_fields = Vec::new();
+    // The auth service's `Set-Cookie` values, for the response.
+    let mut auth_cookies = Vec::new();
     if ctx.tls
         && ctx.gateway.is_none()
         && let Some(auth) = done.snapshot.table.client_cert_auth(request.host())
@@ -355,7 +357,10 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
         };
         // Boxed: a rare branch, kept out of every request's future.
         match Box::pin(auth::check(external, shared, &done.snapshot, &original)).await {
-            auth::Verdict::Allow(fields) => auth_fields.extend(fields),
+            auth::Verdict::Allow(fields, cookies) => {
+                auth_fields.extend(fields);
+                auth_cookies = cookies;
+            }
             auth::Verdict::Deny(answer) => return (done, Reply::Answer(answer)),
             auth::Verdict::Fail(status) => return (done, Reply::Page(status)),
         }
@@ -381,12 +386,19 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     let mut buffered = None;
     // HTTP/1.0 towards the upstream (`proxy-http-version`) has no chunked coding: nginx
     // buffers the body then too.
-    let buffer = route_policy.request_buffering || route_policy.upstream_http10;
+    // `mirror-request-body: on` too: nginx reads the whole body before the copies start.
+    let mirror_body = route_policy.mirror_request_body && !route_entry.mirrors.is_empty();
+    let buffer = route_policy.request_buffering || route_policy.upstream_http10 || mirror_body;
+    // The body the copies carry (shared with the upstream request, not copied).
+    let mut copied_body = None;
     if buffer && matches!(body, RequestBody::Streaming { .. }) {
         match Box::pin(http_body_util::BodyExt::collect(body)).await {
             Ok(collected) => {
                 let bytes = collected.to_bytes();
                 buffered = Some(bytes.len() as u64);
+                if mirror_body {
+                    copied_body = Some(bytes.clone());
+                }
                 body = RequestBody::Buffered(Some(bytes));
             }
             Err(error) => {
@@ -445,6 +457,7 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
             connect_timeout: upstreams.connect_timeout,
             deadline: header_timeout,
             host: route_policy.mirror_host.as_ref(),
+            body: copied_body.as_ref(),
         };
         mirror::copy(&route_entry.mirrors, &outgoing.head, &copying);
     }
@@ -458,11 +471,22 @@ pub(crate) async fn run<'r, V: RequestView<'r>>(
     };
     // What either transport's answer gets on its way out.
     let read_timeout = upstreams.read_timeout;
-    let edits = move |cookie| Edits {
-        set: response_fields,
-        entry,
-        cookie,
-        snippet: snippet_response,
+    let auth_cookies_always = route_policy
+        .auth
+        .as_ref()
+        .is_some_and(|auth| auth.always_set_cookie);
+    let edits = move |cookie: Option<HeaderValue>| {
+        let mut cookies: Vec<HeaderValue> = cookie.into_iter().collect();
+        let auth_cookies_sent = auth_cookies.len();
+        cookies.extend(auth_cookies);
+        Edits {
+            set: response_fields,
+            entry,
+            cookies,
+            auth_cookies: auth_cookies_sent,
+            auth_cookies_always,
+            snippet: snippet_response,
+        }
     };
     let protocol = upstream::client::protocol(&done.snapshot, id, entry);
     let asked = done.trace.as_ref().map(|_| Instant::now());

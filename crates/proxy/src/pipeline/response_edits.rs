@@ -1,10 +1,10 @@
 //! The fields a proxied response gets on its way to the client, decided once by the
 //! pipeline and applied by whichever writer sends the head: the route's set fields (CORS,
-//! `more_set_headers`, HSTS), Gateway API `ResponseHeaderModifier` add and remove, and the
-//! session affinity cookie.
+//! `more_set_headers`, HSTS), Gateway API `ResponseHeaderModifier` add and remove, the
+//! session affinity cookie and the auth service's cookies.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use sluice_routing::ResponseRewrites;
+use sluice_routing::{ADD_HEADER_STATUSES, ResponseRewrites};
 
 use crate::pipeline::snippet::SnippetResponse;
 use crate::settings::ServerHeader;
@@ -18,8 +18,14 @@ pub(crate) struct Edits {
     pub(crate) set: Vec<(HeaderName, HeaderValue)>,
     /// The route entry whose add and remove lists apply.
     pub(crate) entry: usize,
-    /// A session affinity `Set-Cookie`, added to the upstream's cookies.
-    pub(crate) cookie: Option<HeaderValue>,
+    /// `Set-Cookie` values added to the upstream's: the session affinity cookie, then
+    /// the auth service's (nginx `add_header Set-Cookie $auth_cookie`).
+    pub(crate) cookies: Vec<HeaderValue>,
+    /// How many of `cookies`, the last ones, are the auth service's: sent on nginx's
+    /// `add_header` statuses only, unless [`Edits::auth_cookies_always`].
+    pub(crate) auth_cookies: usize,
+    /// `auth-always-set-cookie`: the auth service's cookies go with every status.
+    pub(crate) auth_cookies_always: bool,
     /// A snippet's `add_header`s and wildcard `more_clear_headers`.
     pub(crate) snippet: Option<Box<SnippetResponse>>,
 }
@@ -29,11 +35,16 @@ impl Edits {
     /// `snapshot`.
     pub(crate) fn resolve<'s>(&'s self, snapshot: &'s Snapshot, status: u16) -> ResponseEdits<'s> {
         let policy = &snapshot.table.entry(self.entry).policy;
+        let sent = if self.auth_cookies_always || ADD_HEADER_STATUSES.contains(&status) {
+            self.cookies.len()
+        } else {
+            self.cookies.len().saturating_sub(self.auth_cookies)
+        };
         ResponseEdits {
             set: &self.set,
             add: &policy.response_headers_add,
             remove: &policy.response_headers_remove,
-            cookie: self.cookie.as_ref(),
+            cookies: &self.cookies[..sent],
             rewrites: policy.response_rewrites.as_deref(),
             server: snapshot.settings.server_header,
             snippet: self.snippet.as_deref(),
@@ -44,7 +55,7 @@ impl Edits {
 
 /// A response's edits, in the order they apply: `set` replaces, `add` appends, `remove`
 /// removes whoever set the field (Gateway API `ResponseHeaderModifier`: set, add,
-/// remove), then the affinity cookie is appended.
+/// remove), then the affinity and auth cookies are appended.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ResponseEdits<'a> {
     /// Replace the upstream's fields of the same name (nginx `more_set_headers`).
@@ -53,8 +64,8 @@ pub(crate) struct ResponseEdits<'a> {
     pub(crate) add: &'a [(HeaderName, HeaderValue)],
     /// Never sent, whoever set them.
     pub(crate) remove: &'a [HeaderName],
-    /// Appended last, never replacing the upstream's cookies.
-    pub(crate) cookie: Option<&'a HeaderValue>,
+    /// `Set-Cookie` values appended last, never replacing the upstream's cookies.
+    pub(crate) cookies: &'a [HeaderValue],
     /// Rewrites of the upstream's `Location`, `Refresh` and `Set-Cookie` (nginx
     /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`), before the rest.
     pub(crate) rewrites: Option<&'a ResponseRewrites>,
@@ -129,7 +140,7 @@ impl ResponseEdits<'_> {
                 headers.append(name, value.clone());
             }
         }
-        if let Some(cookie) = self.cookie {
+        for cookie in self.cookies {
             headers.append(http::header::SET_COOKIE, cookie.clone());
         }
         match self.server {
@@ -169,12 +180,12 @@ mod tests {
             ),
         ];
         let remove = [HeaderName::from_static("x-gone")];
-        let cookie = HeaderValue::from_static("route=abc");
+        let cookie = [HeaderValue::from_static("route=abc")];
         let edits = ResponseEdits {
             set: &set,
             add: &add,
             remove: &remove,
-            cookie: Some(&cookie),
+            cookies: &cookie,
             rewrites: None,
             server: ServerHeader::Backend,
             snippet: None,

@@ -156,6 +156,10 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
         config_diagnostics = problems;
         Arc::new(config)
     });
+    // `global-auth-url` and its companions, put together once.
+    let global_auth = nginx_config
+        .as_deref()
+        .map(|config| config.global_auth.effective());
     let parsed: Vec<Option<annotations::Parsed>> = ingresses
         .iter()
         .map(|i| {
@@ -181,6 +185,14 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                 .extend(config.block_cidrs.iter().cloned());
             parsed.policy.block_user_agents = config.block_user_agents.clone();
             parsed.policy.block_referers = config.block_referers.clone();
+            if let Some(global) = &global_auth {
+                let configured = inputs.nginx_config_map.as_deref().map(|m| &m.metadata);
+                let applied =
+                    crate::ingress::global_auth::apply(global, &mut parsed, &i.object, configured);
+                if let Some(diagnostic) = applied {
+                    config_diagnostics.push(diagnostic);
+                }
+            }
             Some(parsed)
         })
         .collect();
@@ -290,6 +302,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     });
 
     let entries = EntryInputs {
+        no_auth_locations: nginx_config.as_deref().map_or_else(
+            || {
+                crate::nginx_config::DEFAULT_NO_AUTH_LOCATIONS
+                    .iter()
+                    .map(|l| (*l).to_owned())
+                    .collect()
+            },
+            crate::nginx_config::NginxConfig::no_auth_locations,
+        ),
         ingresses: &ingresses,
         server_snippets,
         policies,
@@ -1730,6 +1751,8 @@ struct EntryInputs<'c, 'a> {
     policies: Vec<IngressPolicy>,
     tls_hosts: HashSet<HostPattern>,
     regexes: HashMap<String, regex::Regex>,
+    /// `no-auth-locations`: rule paths starting with one of these get no external auth.
+    no_auth_locations: Vec<String>,
 }
 
 /// Route entries, one per distinct (backend, Ingress, redirecting, rewritten path).
@@ -1783,11 +1806,19 @@ impl Entries<'_, '_> {
             .auth
             .as_ref()
             .is_some_and(|auth| auth.cache.is_some());
+        // `no-auth-locations` (ingress-nginx's `isLocationInLocationList`: the rule's path
+        // starts with one): no external auth, own or global, on this path.
+        let no_auth = policy.auth.is_some()
+            && self
+                .inputs
+                .no_auth_locations
+                .iter()
+                .any(|location| path.key.starts_with(location.as_str()));
         let key = (
             backend.id as u32,
             owner,
             redirecting,
-            (rewrite.is_some() || auth_cached).then(|| path.key.clone()),
+            (rewrite.is_some() || auth_cached || no_auth).then(|| path.key.clone()),
             canary.map(|c| c.owner),
             server.map(|(owner, _)| *owner),
         );
@@ -1803,7 +1834,12 @@ impl Entries<'_, '_> {
             None => policy,
         };
         let id = self.entries.len() as u32;
-        let policy = if auth_cached {
+        let policy = if no_auth {
+            Arc::new(Policy {
+                auth: None,
+                ..Policy::clone(policy)
+            })
+        } else if auth_cached {
             let ingress = &self.inputs.ingresses[owner].object;
             let mut own = Policy::clone(policy);
             if let Some(cache) = own.auth.as_mut().and_then(|auth| auth.cache.as_mut()) {

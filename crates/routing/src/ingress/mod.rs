@@ -10,3 +10,4 @@ pub(crate) mod annotations;
 pub(crate) mod class;
 pub(crate) mod compile;
 pub mod config_map;
+mod global_auth;

@@ -14,6 +14,7 @@ pub(crate) const AUTH_KEYS: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "auth-always-set-cookie",
 ];
 
 /// Parses `auth-url`.
@@ -122,6 +123,15 @@ pub(crate) fn parse_auth(
     if get("auth-request-redirect").is_some() && request_redirect.is_none() {
         problems.push(("auth-request-redirect", "not a plain value".to_owned()));
     }
+    // ingress-nginx's `GetBoolAnnotation`: a value that is not a boolean counts as false.
+    let always_set_cookie = match get("auth-always-set-cookie").map(parse_bool) {
+        None => false,
+        Some(Ok(always)) => always,
+        Some(Err(why)) => {
+            problems.push(("auth-always-set-cookie", format!("{why}; false is used")));
+            false
+        }
+    };
     let auth = ExternalAuth {
         url,
         method,
@@ -132,6 +142,7 @@ pub(crate) fn parse_auth(
         cache: None,
         proxy_set_headers: Vec::new(),
         keepalive: None,
+        always_set_cookie,
     };
     (auth, problems)
 }

@@ -16,6 +16,8 @@ pub(crate) struct MirrorSpec {
     pub port: i32,
     /// The copies' Host: `mirror-host`, else the URL's host (as ingress-nginx sets it).
     pub host: HeaderValue,
+    /// `mirror-request-body` (default on): the copies carry the request's body.
+    pub request_body: bool,
 }
 
 /// `mirror-target`: `http://<service>[.<namespace>[.svc[.cluster.local]]][:port]$request_uri`
@@ -77,6 +79,7 @@ pub(crate) fn parse_target(value: &str) -> Result<MirrorSpec, String> {
         name: name.to_owned(),
         port,
         host,
+        request_body: true,
     })
 }
 
@@ -100,16 +103,18 @@ pub(super) fn mirror(cx: &mut Cx<'_>) -> Option<MirrorSpec> {
             _ => cx.invalid(entry, format!("value {} is not a host", shown(entry.value))),
         }
     }
+    target.request_body = true;
     if let Some(entry) = body {
-        // Copies never carry a body in sluice: `off` is what it does; `on` (the default of
-        // ingress-nginx) is not, and requests with a body are not copied at all.
+        // ingress-nginx: anything but `off` is `on` (with a warning when it is not `on`).
         match entry.value.trim() {
-            "off" => cx.applied(entry),
-            _ => cx.report(
+            "off" => {
+                target.request_body = false;
+                cx.applied(entry);
+            }
+            "on" => cx.applied(entry),
+            other => cx.invalid(
                 entry,
-                Reason::UnsupportedAnnotation,
-                "not supported by sluice: copies never carry a body, and requests with a body \
-                 are not copied (mirror-request-body: off is honoured)",
+                format!("value {} is not on or off; on is used", shown(other)),
             ),
         }
     }

@@ -25,7 +25,7 @@ use http::{HeaderName, HeaderValue, Uri};
 
 pub(crate) mod affinity;
 pub(crate) mod auth;
-mod auth_cache;
+pub(crate) mod auth_cache;
 mod auth_keepalive;
 pub(crate) mod basic_auth;
 pub(crate) mod canary;
@@ -160,6 +160,8 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "auth-always-set-cookie",
+    "enable-global-auth",
     "auth-cache-key",
     "auth-cache-duration",
     "auth-keepalive",
@@ -285,6 +287,9 @@ pub(crate) struct Parsed {
     /// `service-upstream` (default false): the Services of this Ingress's rules and default
     /// backend are reached at their ClusterIP and port, not their endpoints.
     pub service_upstream: bool,
+    /// `enable-global-auth` (default true): the ConfigMap's `global-auth-url` guards this
+    /// Ingress's routes when it has no `auth-url` of its own.
+    pub enable_global_auth: bool,
     /// `server-snippet`, interpreted: what it gives every route of the Ingress's hosts
     /// (the oldest Ingress of a host that sets one decides).
     pub server_snippet: Option<Arc<Policy>>,
@@ -479,6 +484,12 @@ fn parse_traced_with(
     policy.affinity = affinity(&mut cx);
     policy.hash_by = cx.value("upstream-hash-by", affinity::parse_hash_by);
     policy.auth = external_auth(&mut cx);
+    // ingress-nginx's `authreqglobal`: a value that is not a boolean counts as true.
+    let enable_global_auth = cx
+        .value("enable-global-auth", |v| {
+            parse_bool(v).map_err(|e| format!("{e}; enable-global-auth stays true"))
+        })
+        .unwrap_or(true);
     let auth_proxy_set_headers =
         config_map_ref::auth_proxy_set_headers(&mut cx, policy.auth.is_some());
     let custom_headers = config_map_ref::custom_headers(&mut cx);
@@ -492,6 +503,7 @@ fn parse_traced_with(
     response::response(&mut cx, &mut policy);
     let mirror = mirror::mirror(&mut cx);
     policy.mirror_host = mirror.as_ref().map(|m| m.host.clone());
+    policy.mirror_request_body = mirror.as_ref().is_some_and(|m| m.request_body);
     policy.satisfy_any = satisfy_any(&mut cx);
     policy.load_balance = cx.value("load-balance", |v| match v.trim() {
         "round_robin" => Ok(LoadBalance::RoundRobin),
@@ -554,6 +566,7 @@ fn parse_traced_with(
         from_to_www,
         mirror,
         service_upstream,
+        enable_global_auth,
         server_snippet,
         problems,
     };

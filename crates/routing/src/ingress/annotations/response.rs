@@ -177,25 +177,20 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
     policy.request_buffering = cx
         .value("proxy-request-buffering", parse_on_off)
         .unwrap_or(false);
-    // `proxy-buffering: "off"` (ingress-nginx's default) is what sluice does: the response
-    // streams to the client. `on` (read it all from the upstream first) is not implemented.
+    // `proxy-buffering` (ingress-nginx's default `off`: the response goes at the client's
+    // pace); `on`: it is read ahead of the client into memory, bounded by the buffers.
     let mut buffering = false;
     if let Some(entry) = cx.take("proxy-buffering") {
         match entry.value.trim() {
             "off" => cx.applied(entry),
             "on" => {
                 buffering = true;
-                cx.report(
-                    entry,
-                    Reason::UnsupportedAnnotation,
-                    "not supported by sluice: responses stream to the client (proxy-buffering \
-                 off, ingress-nginx's default)",
-                );
+                cx.applied(entry);
             }
             other => cx.invalid(entry, format!("value {} is not on or off", shown(other))),
         }
     }
-    buffers(cx, buffering);
+    policy.response_buffer = buffers(cx, buffering);
     policy.access_log_off = !cx
         .value("enable-access-log", |v| {
             parse_bool(v).map_err(|e| format!("{e}; enable-access-log stays true"))
@@ -203,16 +198,32 @@ pub(super) fn response(cx: &mut Cx<'_>, policy: &mut Policy) {
         .unwrap_or(true);
 }
 
-/// nginx's buffer sizes (`proxy-buffers-number`, `proxy-busy-buffers-size`,
-/// `proxy-max-temp-file-size`, `proxy-buffer-size`, `client-body-buffer-size`), each checked
-/// as a size (or count) and then, as far as sluice can:
-/// - the first three only act while nginx buffers responses (`proxy_buffering on`); with
-///   `off` (ingress-nginx's default, and all sluice does) they have no effect in nginx
-///   either, so they are honoured as they are. With `proxy-buffering: "on"` (refused, see
-///   above) they are reported: sluice does not buffer responses, in memory or on disk.
-/// - `proxy-buffer-size` and `client-body-buffer-size` are reported with what sluice does
-///   instead.
-fn buffers(cx: &mut Cx<'_>, buffering: bool) {
+/// ingress-nginx's `proxy-buffers-number` default (nginx `proxy_buffers 4 4k`).
+const DEFAULT_BUFFERS_NUMBER: u64 = 4;
+/// ingress-nginx's `proxy-buffer-size` default.
+const DEFAULT_BUFFER_SIZE: u64 = 4 * 1024;
+/// The most one buffered response holds, whatever the annotations ask: an Ingress's author
+/// cannot make one response take more of the proxy's memory.
+pub(crate) const MAX_RESPONSE_BUFFER: u64 = 64 * 1024 * 1024;
+
+/// nginx's buffer sizes (`proxy-buffers-number`, `proxy-buffer-size`,
+/// `proxy-busy-buffers-size`, `proxy-max-temp-file-size`, `client-body-buffer-size`), each
+/// checked as a size (or count); returns the bytes a buffered response may hold
+/// (`proxy-buffering: on`): nginx's memory buffers, `proxy-buffers-number` times
+/// `proxy-buffer-size`, at most [`MAX_RESPONSE_BUFFER`].
+/// - With `proxy-buffering: off` (ingress-nginx's default) nginx ignores the first four
+///   but `proxy-buffer-size`'s other role (the response head must fit it; sluice takes
+///   heads up to 64 KiB), so they are honoured as they are and `proxy-buffer-size` is
+///   reported.
+/// - With `on`, `proxy-buffers-number` and `proxy-buffer-size` size the memory held.
+///   sluice never writes a response to disk: past the memory buffers the response goes at
+///   the client's pace, as nginx's does with `proxy_max_temp_file_size 0` (a memory bound
+///   instead of nginx's 1024m temporary file), so `proxy-max-temp-file-size` is reported,
+///   as is `proxy-busy-buffers-size` (sluice passes on what it holds as soon as the client
+///   takes it).
+/// - `client-body-buffer-size` is reported with what sluice does instead.
+fn buffers(cx: &mut Cx<'_>, buffering: bool) -> Option<u64> {
+    let mut number = DEFAULT_BUFFERS_NUMBER;
     for name in [
         "proxy-buffers-number",
         "proxy-busy-buffers-size",
@@ -224,34 +235,47 @@ fn buffers(cx: &mut Cx<'_>, buffering: bool) {
                 .value
                 .trim()
                 .parse::<u32>()
-                .map(|_| ())
-                .map_err(|_| format!("value {} is not a number of buffers", shown(entry.value)))
+                .ok()
+                .filter(|n| *n > 0)
+                .map(u64::from)
+                .ok_or_else(|| format!("value {} is not a number of buffers", shown(entry.value)))
         } else {
-            parse_size(entry.value).map(|_| ())
+            parse_size(entry.value)
         };
         match valid {
             Err(detail) => cx.invalid(entry, detail),
-            Ok(()) if buffering => cx.report(
+            Ok(n) if name == "proxy-buffers-number" => {
+                number = n;
+                cx.applied(entry);
+            }
+            Ok(_) if buffering => cx.report(
                 entry,
                 Reason::UnsupportedAnnotation,
-                "not supported by sluice: it sizes nginx's response buffering \
-                 (proxy-buffering: on), and sluice streams every response to the client \
-                 without buffering it in memory or on disk",
+                "not supported by sluice: it never writes a response to disk; a buffered \
+                 response is held in memory up to proxy-buffers-number times \
+                 proxy-buffer-size and then goes at the client's pace (nginx with \
+                 proxy_max_temp_file_size 0), passed on as soon as the client takes it",
             ),
             // nginx ignores it without `proxy_buffering on`, as sluice does.
-            Ok(()) => cx.applied(entry),
+            Ok(_) => cx.applied(entry),
         }
     }
+    let mut size = DEFAULT_BUFFER_SIZE;
     if let Some(entry) = cx.take("proxy-buffer-size") {
         match parse_size(entry.value) {
             Err(detail) => cx.invalid(entry, detail),
+            Ok(0) => cx.invalid(entry, "value 0 is not a buffer size"),
+            Ok(n) if buffering => {
+                size = n;
+                cx.applied(entry);
+            }
             Ok(_) => cx.report(
                 entry,
                 Reason::UnsupportedAnnotation,
                 "not supported by sluice: nginx answers 502 when a backend's response head \
                  does not fit this buffer; sluice accepts response heads up to its own fixed \
-                 limit (64 KiB from HTTP/1.1 backends) and passes response bodies on as they \
-                 arrive",
+                 limit (64 KiB from HTTP/1.1 backends) and, without proxy-buffering: \"on\", \
+                 passes response bodies on as they arrive",
             ),
         }
     }
@@ -268,6 +292,7 @@ fn buffers(cx: &mut Cx<'_>, buffering: bool) {
             ),
         }
     }
+    buffering.then(|| number.saturating_mul(size).min(MAX_RESPONSE_BUFFER))
 }
 
 #[cfg(test)]
@@ -349,7 +374,7 @@ mod tests {
             &[("connection-proxy-header", "keep alive")],
             &[("connection-proxy-header", "")],
             &[("proxy-request-buffering", "yes")],
-            &[("proxy-buffering", "on")],
+            &[("proxy-buffering", "yes")],
             &[("proxy-http-version", "2")],
             &[("limit-rate", "fast")],
             &[("limit-rate-after", "10")],
@@ -363,12 +388,13 @@ mod tests {
     }
 
     /// ingress-nginx "Proxy buffers number", "Proxy busy buffers size", "Proxy max temp
-    /// file size", "Proxy buffer size", "Client Body Buffer Size": honoured where nginx
-    /// itself ignores them (`proxy-buffering: off`), reported where sluice differs.
+    /// file size", "Proxy buffer size", "Client Body Buffer Size", "Proxy buffering":
+    /// honoured where nginx itself ignores them (`proxy-buffering: off`); with `on` the
+    /// memory buffers (nginx `proxy_buffers`, default 4 4k) bound what is held, and what
+    /// sluice does not do (a temporary file) is reported.
     #[test]
-    fn buffer_sizes_as_far_as_sluice_streams() {
+    fn buffer_sizes_as_far_as_sluice_buffers() {
         let buffering_only = [
-            ("proxy-buffers-number", "4"),
             ("proxy-busy-buffers-size", "16k"),
             ("proxy-max-temp-file-size", "0"),
             ("proxy-max-temp-file-size", "1024m"),
@@ -387,7 +413,7 @@ mod tests {
                 "{pair:?}: {:?}",
                 parsed.problems
             );
-            // With response buffering asked for, sluice does not do what they size.
+            // With response buffering on, sluice holds no temporary file.
             let parsed = with(&[pair, ("proxy-buffering", "on")]);
             let problem = parsed
                 .problems
@@ -395,12 +421,29 @@ mod tests {
                 .find(|p| p.annotation == format!("{NGINX_PREFIX}{}", pair.0))
                 .expect("reported");
             assert_eq!(problem.reason, Reason::UnsupportedAnnotation);
-            assert!(
-                problem
-                    .detail
-                    .contains("without buffering it in memory or on disk")
-            );
+            assert!(problem.detail.contains("never writes a response to disk"));
+            assert_eq!(parsed.policy.response_buffer, Some(4 * 4096));
         }
+        // ingress-nginx's defaults: 4 buffers of 4k.
+        let parsed = with(&[("proxy-buffering", "on")]);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(parsed.policy.response_buffer, Some(16 * 1024));
+        let parsed = with(&[
+            ("proxy-buffering", "on"),
+            ("proxy-buffers-number", "8"),
+            ("proxy-buffer-size", "16k"),
+        ]);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(parsed.policy.response_buffer, Some(8 * 16 * 1024));
+        let parsed = with(&[
+            ("proxy-buffering", "on"),
+            ("proxy-buffers-number", "1000"),
+            ("proxy-buffer-size", "1g"),
+        ]);
+        assert_eq!(parsed.policy.response_buffer, Some(MAX_RESPONSE_BUFFER));
+        let parsed = with(&[("proxy-buffers-number", "8")]);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(parsed.policy.response_buffer, None);
         for (name, says) in [
             ("proxy-buffer-size", "64 KiB"),
             ("client-body-buffer-size", "never writes bodies to disk"),

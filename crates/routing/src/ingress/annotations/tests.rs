@@ -824,7 +824,7 @@ fn snippets_are_refused() {
 fn unknown_keys_are_reported_as_unsupported() {
     for (name, detail) in [
         (
-            "auth-always-set-cookie",
+            "auth-nonsense-key",
             "not supported by sluice: not supported yet",
         ),
         (

@@ -158,10 +158,14 @@ pub fn support(key: &str) -> Option<Support> {
         | "server-snippet"
         | "stream-snippet"
         | "location-snippet"
-        | "modsecurity-snippet"
-        | "global-auth-snippet" => {
+        | "modsecurity-snippet" => {
             Some(No("snippets are nginx configuration; sluice refuses them"))
         }
+        "global-auth-snippet" => Some(No(
+            "snippets are nginx configuration: sluice interprets only configuration-snippet \
+             and server-snippet, and only where allow-snippet-annotations allows them; the \
+             global auth request goes without it",
+        )),
         "enable-modsecurity" | "enable-owasp-modsecurity-crs" => {
             Some(No("ModSecurity is not part of sluice"))
         }
@@ -224,21 +228,12 @@ const KNOWN_OTHERS: &[&str] = &[
     "forwarded-for-proxy-protocol-header",
     "generate-request-id",
     "geoip2-autoreload-in-minutes",
-    "global-auth-cache-duration",
-    "global-auth-cache-key",
-    "global-auth-method",
-    "global-auth-request-redirect",
-    "global-auth-response-headers",
-    "global-auth-signin",
-    "global-auth-signin-redirect-param",
-    "global-auth-url",
     "hide-headers",
     "http-redirect-code",
     "ignore-invalid-headers",
     "limit-conn-zone-variable",
     "nginx-status-ipv4-whitelist",
     "nginx-status-ipv6-whitelist",
-    "no-auth-locations",
     "no-tls-redirect-locations",
     "proxy-add-original-uri-header",
     "proxy-cookie-domain",
