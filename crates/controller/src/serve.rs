@@ -97,6 +97,15 @@ pub struct ClassArgs {
 }
 
 impl ClassArgs {
+    /// `proxy` with the controller class it names in ingress-nginx's `controller_class`
+    /// metric label (`--metrics-compat ingress-nginx`).
+    pub fn proxy_args(&self, proxy: &ProxyArgs) -> ProxyArgs {
+        ProxyArgs {
+            controller_class: self.controller_name.clone(),
+            ..proxy.clone()
+        }
+    }
+
     /// The compiler options these flags select.
     pub fn compile_options(&self, watch_namespace: Option<String>) -> CompileOptions {
         CompileOptions {
@@ -179,7 +188,7 @@ pub async fn serve(
     args: ServeArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let proxy = Proxy::new(args.proxy.clone())?;
+    let proxy = Proxy::new(args.class.proxy_args(&args.proxy))?;
     let readiness = proxy.readiness();
     let control = ControlRuntime::new()?;
     let (informers, rebuilder, worker) = control

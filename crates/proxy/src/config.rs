@@ -169,6 +169,12 @@ pub struct ProxyArgs {
     #[arg(long, value_enum, default_value = "off")]
     pub metrics_compat: MetricsCompat,
 
+    /// The IngressClass `spec.controller` value this process serves, for the
+    /// `controller_class` label of `--metrics-compat ingress-nginx`; not a flag of its own:
+    /// `sluice serve`/`controller` copy `--controller-class` here.
+    #[arg(skip)]
+    pub controller_class: String,
+
     /// Write one JSON line per request to stdout (`on`/`off`; bare `--access-log` is `on`).
     #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
           default_missing_value = "on")]
@@ -218,6 +224,7 @@ impl Default for ProxyArgs {
             http1_server: Http1Server::Sluice,
             access_log: false,
             metrics_compat: MetricsCompat::Off,
+            controller_class: String::new(),
             compression: crate::compress::Compression::default(),
             tracing: crate::trace::Tracing::default(),
         }

@@ -220,7 +220,12 @@ impl Proxy {
         let mut registry = Registry::default();
         let shards = shard::Shards::new(args.workers.unwrap_or(1));
         let metrics = Metrics::new(&mut registry, shards);
-        observe::ingress_nginx_metrics::register(args.metrics_compat, &mut registry, &metrics);
+        observe::ingress_nginx_metrics::register(
+            args.metrics_compat,
+            &args.controller_class,
+            &mut registry,
+            &metrics,
+        );
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let (sockets, gateway_sockets) =
             gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));

@@ -273,7 +273,7 @@ impl Controller {
         )?;
         // Checked before anything starts: a timing that cannot work is a usage error.
         let election_timing = args.election.config()?;
-        let mut proxy = Proxy::new(args.proxy.clone())?;
+        let mut proxy = Proxy::new(args.class.proxy_args(&args.proxy))?;
         let leader_status = proxy.leader_status();
         let readiness = proxy.readiness();
         let (informers, rebuilder) = control
