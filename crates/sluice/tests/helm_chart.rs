@@ -603,6 +603,35 @@ fn metrics_service_and_service_monitor() {
     );
 }
 
+/// `controller.metrics.compat` (#33): `--metrics-compat` as `sluice controller` parses it;
+/// `off` by default, `ingress-nginx` for ingress-nginx's metric names, and any other value
+/// refused by `helm template` naming the value and what is accepted.
+#[test]
+fn metrics_compat_value_becomes_the_flag() {
+    use sluice_proxy::MetricsCompat;
+    let docs = render(&[], &[]);
+    assert!(args(&docs).contains(&"--metrics-compat=off".to_owned()));
+    assert_eq!(parse(&docs).proxy.metrics_compat, MetricsCompat::Off);
+    let docs = render(&["controller.metrics.compat=ingress-nginx"], &[]);
+    assert!(args(&docs).contains(&"--metrics-compat=ingress-nginx".to_owned()));
+    assert_eq!(
+        parse(&docs).proxy.metrics_compat,
+        MetricsCompat::IngressNginx
+    );
+    let (ok, _, err) = run_helm(&[
+        "template",
+        "rel",
+        chart().to_str().expect("UTF-8 path"),
+        "--set",
+        "controller.metrics.compat=nginx",
+    ]);
+    assert!(!ok, "an unknown compat mode rendered");
+    assert!(
+        err.contains("controller.metrics.compat") && err.contains("off, ingress-nginx"),
+        "{err}"
+    );
+}
+
 /// ingress-nginx's `controller.nodeSelector`, `tolerations`, `affinity`,
 /// `topologySpreadConstraints` and `resources` land on the pod as given.
 #[test]
