@@ -22,7 +22,8 @@ pub struct ServeArgs {
     pub manifests: PathBuf,
 
     /// How often the directory is checked for changes.
-    #[arg(long, default_value = "250ms", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "250ms", value_name = "DURATION",
+          value_parser = sluice_proxy::parse_timeout)]
     pub poll_interval: Duration,
 
     /// Largest manifest file read; a larger one is refused (by its size, unread) and its last
@@ -54,13 +55,21 @@ pub struct ClassArgs {
     #[arg(long, default_value = "sluice")]
     pub ingress_class: String,
 
-    /// The `spec.controller` value of IngressClasses we serve.
-    #[arg(long, default_value = "sluice.dev/ingress-controller")]
+    /// The `spec.controller` value of IngressClasses we serve (ingress-nginx's flag of the
+    /// same name; also the `controller_class` label of `--metrics-compat ingress-nginx`).
+    // `--controller-name`: the spelling of earlier releases, warned about by the binary.
+    #[arg(
+        long = "controller-class",
+        alias = "controller-name",
+        value_name = "VALUE",
+        default_value = "sluice.dev/ingress-controller"
+    )]
     pub controller_name: String,
 
     /// Also serve Ingresses with neither `spec.ingressClassName` nor the annotation
     /// `kubernetes.io/ingress.class`, even when our IngressClass is not the default class.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub watch_ingress_without_class: bool,
 
     /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
@@ -79,7 +88,8 @@ pub struct ClassArgs {
     /// ImplementationSpecific path of its host is `/my-path/` and none is `/my-path`, never
     /// on a host with regex paths (`use-regex`, `rewrite-target`). `sluice migrate` names the
     /// Ingresses this changes.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub ingress_nginx_compat: bool,
 
     /// ingress-nginx's ConfigMap of global settings, read live (in `sluice serve`, from the
@@ -92,7 +102,8 @@ pub struct ClassArgs {
     /// Honour the `ssl-passthrough` annotation (ingress-nginx's flag of the same name): TLS
     /// connections for those hosts go to the backend of their `/` path untouched. Off: the
     /// annotation is reported and TLS is terminated.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_ssl_passthrough: bool,
 }
 

@@ -1,5 +1,5 @@
 //! The validating admission webhook against the real API server: `sluice controller
-//! --webhook-addr` serves it, a ValidatingWebhookConfiguration (as ingress-nginx's chart
+//! --validating-webhook` serves it, a ValidatingWebhookConfiguration (as ingress-nginx's chart
 //! installs `controller.admissionWebhooks`) points the test API server at it by URL on
 //! loopback (where the API server runs), and `kubectl apply` of an Ingress that sluice would
 //! not serve as written is refused with a message naming the field and the Event's reason;
@@ -101,11 +101,11 @@ async fn kubectl_apply_of_an_ingress_or_route_sluice_would_not_serve_is_refused(
     let addr = format!("127.0.0.1:{port}");
     let running = w
         .start(&[
-            "--webhook-addr",
+            "--validating-webhook",
             &addr,
-            "--webhook-cert-file",
+            "--validating-webhook-certificate",
             cert_file.to_str().unwrap_or_default(),
-            "--webhook-key-file",
+            "--validating-webhook-key",
             key_file.to_str().unwrap_or_default(),
         ])
         .await?;

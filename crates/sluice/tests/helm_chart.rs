@@ -388,7 +388,7 @@ fn ingress_class_resource_values_make_the_class_and_the_flags() {
     let a = args(&docs);
     assert!(a.contains(&"--ingress-class=edge".to_string()), "{a:?}");
     assert!(
-        a.contains(&"--controller-name=example.com/edge".to_string()),
+        a.contains(&"--controller-class=example.com/edge".to_string()),
         "{a:?}"
     );
     parse(&docs);
@@ -698,7 +698,7 @@ async fn every_rendering_is_accepted_by_the_api_server() -> anyhow::Result<()> {
 }
 
 /// ingress-nginx's `controller.admissionWebhooks.*`: the controller serves the webhook
-/// (`--webhook-addr` on `port`, the certificate from the mounted Secret), a Service reaches
+/// (`--validating-webhook` on `port`, the certificate from the mounted Secret), a Service reaches
 /// that port, and the ValidatingWebhookConfiguration sends Ingress CREATE/UPDATE there with
 /// the given failurePolicy; with `certManager.enabled`, cert-manager makes the Secret and
 /// injects the CA.
@@ -711,8 +711,10 @@ fn admission_webhooks_values_wire_the_webhook_to_the_controller() {
     let docs = render(VARIANTS[3], &[]);
     let parsed = parse(&docs);
     assert_eq!(parsed.webhook_addr.map(|a| a.port()), Some(9443));
-    let cert = parsed.webhook_cert_file.expect("--webhook-cert-file");
-    let key = parsed.webhook_key_file.expect("--webhook-key-file");
+    let cert = parsed
+        .webhook_cert_file
+        .expect("--validating-webhook-certificate");
+    let key = parsed.webhook_key_file.expect("--validating-webhook-key");
     let w = workload(&docs);
     let c = container(w);
     let mount = &c["volumeMounts"][0];

@@ -25,8 +25,8 @@ text/javascript text/plain text/x-component";
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct Compression {
     /// Compress responses with gzip (ingress-nginx `use-gzip`).
-    #[arg(long = "gzip", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "gzip", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub use_gzip: bool,
 
     /// gzip compression level, 1 (fastest) to 9 (ingress-nginx `gzip-level`).
@@ -49,8 +49,8 @@ pub struct Compression {
     pub gzip_disable: UserAgents,
 
     /// Compress responses with brotli (ingress-nginx `enable-brotli`).
-    #[arg(long = "brotli", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "brotli", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_brotli: bool,
 
     /// brotli quality, 0 to 11 (ingress-nginx `brotli-level`).
@@ -68,8 +68,8 @@ pub struct Compression {
     pub brotli_types: MediaTypes,
 
     /// Compress responses with zstd (sluice's own; ingress-nginx has no zstd).
-    #[arg(long = "zstd", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "zstd", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_zstd: bool,
 
     /// zstd level, 1 to 19 (3 is zstd's own default).
@@ -104,16 +104,6 @@ impl Default for Compression {
             zstd_min_length: 256,
             zstd_types: default_types(DEFAULT_GZIP_TYPES),
         }
-    }
-}
-
-/// An on/off switch, in the words of the other flags' switches (`config::parse_switch`;
-/// repeated here so that `compress` stays below `config`).
-fn parse_switch(text: &str) -> Result<bool, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
     }
 }
 

@@ -60,12 +60,10 @@ pub struct GlobalRateLimitArgs {
     #[arg(long, default_value_t = 429, value_parser = clap::value_parser!(u16).range(400..=599))]
     pub global_rate_limit_status_code: u16,
 
-    /// When the store does not answer in time: `off` (default, ingress-nginx's choice)
-    /// lets the request through; `on` answers 503.
-    // clap's boolish parser takes the same on/off, true/false, yes/no, 1/0 as the other
-    // switches (`parse_switch` of the flags module, which flattens this one).
-    #[arg(long, default_value = "off", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "on")]
+    /// When the store does not answer in time: `false` (default, ingress-nginx's choice)
+    /// lets the request through; `true` answers 503.
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub global_rate_limit_fail_closed: bool,
 }
 

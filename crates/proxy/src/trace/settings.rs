@@ -33,15 +33,15 @@ pub fn parse_sampler_ratio(text: &str) -> Result<SamplerRatio, String> {
 pub struct Tracing {
     /// Trace every route's requests (ingress-nginx's `enable-opentelemetry`); an Ingress's
     /// `enable-opentelemetry` annotation overrides it. Needs `--otlp-collector-host`.
-    #[arg(long, default_value = "false", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_opentelemetry: bool,
 
     /// Continue the caller's trace from its `traceparent`/`tracestate` (ingress-nginx's
     /// `opentelemetry-trust-incoming-span`); `false`: every request starts a new trace and
     /// nothing of the caller's is kept. The annotation of that name overrides it.
-    #[arg(long, default_value = "true", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "true", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub opentelemetry_trust_incoming_span: bool,
 
     /// Name of the server span; may use `$request_method`, `$namespace`, `$service_name`,
@@ -75,8 +75,8 @@ pub struct Tracing {
 
     /// A trusted caller's `sampled` flag decides, the sampler only starts new traces
     /// (ingress-nginx's `otel-sampler-parent-based`).
-    #[arg(long, default_value = "false", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub otel_sampler_parent_based: bool,
 
     /// Spans waiting for export at most; more are dropped (ingress-nginx's
@@ -177,8 +177,7 @@ mod tests {
             "TraceIdRatioBased",
             "--otel-sampler-ratio",
             "0.5",
-            "--otel-sampler-parent-based",
-            "true",
+            "--otel-sampler-parent-based=true",
             "--otel-max-queuesize",
             "10",
         ])
