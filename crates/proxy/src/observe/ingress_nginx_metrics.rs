@@ -350,7 +350,12 @@ mod tests {
     fn routes_of_two_kinds_with_one_name_are_summed() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry, crate::runtime::shard::Shards::new(2));
-        register(MetricsCompat::IngressNginx, "example.com/ingress", &mut registry, &metrics);
+        register(
+            MetricsCompat::IngressNginx,
+            "example.com/ingress",
+            &mut registry,
+            &metrics,
+        );
         let get = crate::observe::metrics::method_index(b"GET");
         let ingress = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
         let route = metrics.route("HTTPRoute", "shop", "web", "shop/web:80".into());
