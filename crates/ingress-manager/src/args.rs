@@ -152,6 +152,25 @@ mod tests {
         assert_eq!(o.ingress_class, "other");
     }
 
+    /// The spellings of earlier releases (hidden aliases, warned about by the binary) set
+    /// the same fields as the current ones.
+    #[test]
+    fn old_spellings_are_aliases() {
+        let old = parse(&["--workers=2", "--namespace=a", "--cache-sync-timeout=5s"])
+            .expect("old spellings parse");
+        let new = parse(&[
+            "--concurrent-reconciles=2",
+            "--watch-namespace=a",
+            "--sync-timeout=5s",
+        ])
+        .expect("new spellings parse");
+        assert_eq!(
+            (old.workers, old.namespace, old.cache_sync_timeout),
+            (new.workers, new.namespace, new.cache_sync_timeout)
+        );
+        assert!(parse(&["--leader-elect"]).expect("bare").leader_elect);
+    }
+
     #[test]
     fn rejects_bad_values() {
         assert!(parse(&["--concurrent-reconciles=0"]).is_err());
