@@ -28,7 +28,7 @@ pub struct ServeArgs {
 
     /// Largest manifest file read; a larger one is refused (by its size, unread) and its last
     /// good objects keep serving.
-    #[arg(long, default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
     pub max_manifest_bytes: u64,
 
     /// Which Ingresses are ours (class flags).
@@ -52,7 +52,7 @@ pub struct ServeArgs {
 pub struct ClassArgs {
     /// Name of our IngressClass (also matched against the legacy annotation
     /// `kubernetes.io/ingress.class`).
-    #[arg(long, default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice")]
     pub ingress_class: String,
 
     /// The `spec.controller` value of IngressClasses we serve (ingress-nginx's flag of the
@@ -73,7 +73,7 @@ pub struct ClassArgs {
     pub watch_ingress_without_class: bool,
 
     /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
-    #[arg(long, default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
+    #[arg(long, value_name = "VALUE", default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
     pub gateway_controller_name: String,
 
     /// Gives each Gateway without `spec.addresses` an address of its own from these

@@ -17,16 +17,17 @@ pub struct IngressManagerArgs {
 
     /// Retries of a failing Service (with exponential backoff) before it is dropped from the
     /// queue with a logged error; its next change queues it again.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_retries: u32,
 
     /// Host of a Service's Ingress when the Service has no `ingress/host` annotation;
     /// `{name}` and `{namespace}` are replaced by the Service's.
-    #[arg(long, default_value = "{name}.{namespace}.example.com", value_parser = HostTemplate::parse)]
+    #[arg(long, value_name = "TEMPLATE", default_value = "{name}.{namespace}.example.com",
+          value_parser = HostTemplate::parse)]
     pub host_template: HostTemplate,
 
     /// `spec.ingressClassName` of the Ingresses created.
-    #[arg(long, default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice")]
     pub ingress_class: String,
 
     /// Watch Services and Ingresses of this namespace only (default: all namespaces).

@@ -87,7 +87,7 @@ pub struct ProxyArgs {
 
     /// Status for requests over a route's `limit-rps`/`limit-rpm` (ingress-nginx's
     /// `limit-req-status-code`).
-    #[arg(long, default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
+    #[arg(long, value_name = "STATUS", default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
     pub limit_req_status_code: u16,
 
     /// The global rate limit's store (`--global-rate-limit-*`).
@@ -97,7 +97,7 @@ pub struct ProxyArgs {
     /// Peers whose `X-Forwarded-*` / `X-Real-IP` / `Forwarded` headers are believed
     /// (comma-separated CIDRs, e.g. a load balancer's range); everyone else's are replaced.
     /// ingress-nginx's `use-forwarded-headers` + `proxy-real-ip-cidr`.
-    #[arg(long, value_delimiter = ',', value_parser = parse_cidr)]
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
     pub trusted_proxies: Vec<Cidr>,
 
     /// Expect a PROXY protocol (v1 or v2) header at the start of every connection on the
@@ -115,7 +115,7 @@ pub struct ProxyArgs {
 
     /// This proxy's name in `Via` (loop detection); default `sluice-` and a random suffix,
     /// so that two replicas pointing at each other still see the loop.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub proxy_id: Option<String>,
 
     /// Send `Strict-Transport-Security` on HTTPS responses (ingress-nginx's `hsts`, on by
@@ -125,7 +125,7 @@ pub struct ProxyArgs {
     pub hsts: bool,
 
     /// HSTS `max-age` in seconds (ingress-nginx's `hsts-max-age`).
-    #[arg(long, default_value = "31536000")]
+    #[arg(long, value_name = "SECONDS", default_value = "31536000")]
     pub hsts_max_age: u64,
 
     /// HSTS `includeSubDomains` (ingress-nginx's `hsts-include-subdomains`).
