@@ -55,7 +55,8 @@ pub struct MigrateArgs {
         long = "watch-namespace",
         short = 'n',
         alias = "namespace",
-        value_name = "NAMESPACE"
+        value_name = "NAMESPACE",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
     )]
     pub namespace: Option<String>,
 

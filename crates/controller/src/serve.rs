@@ -52,7 +52,8 @@ pub struct ServeArgs {
 pub struct ClassArgs {
     /// Name of our IngressClass (also matched against the legacy annotation
     /// `kubernetes.io/ingress.class`).
-    #[arg(long, value_name = "NAME", default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub ingress_class: String,
 
     /// The `spec.controller` value of IngressClasses we serve (ingress-nginx's flag of the
@@ -62,7 +63,8 @@ pub struct ClassArgs {
         long = "controller-class",
         alias = "controller-name",
         value_name = "VALUE",
-        default_value = "sluice.dev/ingress-controller"
+        default_value = "sluice.dev/ingress-controller",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
     )]
     pub controller_name: String,
 
@@ -73,7 +75,8 @@ pub struct ClassArgs {
     pub watch_ingress_without_class: bool,
 
     /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
-    #[arg(long, value_name = "VALUE", default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
+    #[arg(long, value_name = "VALUE", default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub gateway_controller_name: String,
 
     /// Gives each Gateway without `spec.addresses` an address of its own from these

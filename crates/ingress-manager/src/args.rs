@@ -27,7 +27,8 @@ pub struct IngressManagerArgs {
     pub host_template: HostTemplate,
 
     /// `spec.ingressClassName` of the Ingresses created.
-    #[arg(long, value_name = "NAME", default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub ingress_class: String,
 
     /// Watch Services and Ingresses of this namespace only (default: all namespaces).
@@ -35,7 +36,8 @@ pub struct IngressManagerArgs {
     #[arg(
         long = "watch-namespace",
         alias = "namespace",
-        value_name = "NAMESPACE"
+        value_name = "NAMESPACE",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
     )]
     pub namespace: Option<String>,
 

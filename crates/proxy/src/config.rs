@@ -115,7 +115,8 @@ pub struct ProxyArgs {
 
     /// This proxy's name in `Via` (loop detection); default `sluice-` and a random suffix,
     /// so that two replicas pointing at each other still see the loop.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub proxy_id: Option<String>,
 
     /// Send `Strict-Transport-Security` on HTTPS responses (ingress-nginx's `hsts`, on by

@@ -267,4 +267,73 @@ mod tests {
         let (args, _) = run(&["serve", "--", "--admin"]);
         assert_eq!(args, ["serve", "--", "--admin"]);
     }
+
+    /// Every flag of every command, with the command's name.
+    fn all_flags(command: &Command, path: &str, out: &mut Vec<(String, Arg)>) {
+        for arg in command.get_arguments() {
+            out.push((path.to_owned(), arg.clone()));
+        }
+        for sub in command.get_subcommands() {
+            all_flags(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// #33: one boolean style, `--flag` / `--flag=false`, on every command; a flag that is
+    /// only ever present (clap's `SetTrue`) could not be turned off again.
+    #[test]
+    fn every_boolean_of_every_command_has_the_one_style() {
+        let mut flags = Vec::new();
+        all_flags(&command(), "sluice", &mut flags);
+        assert!(flags.len() > 100, "{}", flags.len());
+        for (path, arg) in &flags {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            // clap's derive gives every `bool` SetTrue; with a value allowed after `=`
+            // (`is_bool`) it reads that value, without it the flag could not be turned off.
+            assert!(
+                is_bool(arg)
+                    || !matches!(
+                        arg.get_action(),
+                        clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
+                    ),
+                "{path} --{id}: a presence-only boolean"
+            );
+            let named_bool = arg.get_value_names().is_some_and(|n| n == ["BOOL"]);
+            assert_eq!(
+                named_bool,
+                is_bool(arg),
+                "{path} --{id}: BOOL without require_equals, or the reverse"
+            );
+        }
+    }
+
+    /// #33: a flag spelt alike on two commands takes the same kind of value there.
+    #[test]
+    fn a_flag_on_several_commands_takes_one_kind_of_value() {
+        let mut flags = Vec::new();
+        all_flags(&command(), "sluice", &mut flags);
+        let mut seen = std::collections::BTreeMap::new();
+        for (path, arg) in &flags {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            let names: Vec<String> = arg
+                .get_value_names()
+                .unwrap_or_default()
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            // `explain --admin-addr` connects (a host name will do); the others listen there.
+            if long == "admin-addr" && path.ends_with("explain") {
+                continue;
+            }
+            if let Some((first, earlier)) =
+                seen.insert(long.to_owned(), (path.clone(), names.clone()))
+            {
+                assert_eq!(earlier, names, "--{long} on {first} and {path}");
+            }
+        }
+    }
 }

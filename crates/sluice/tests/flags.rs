@@ -151,6 +151,17 @@ fn invalid_values_name_the_flag_and_the_accepted_form() {
             "--sync-timeout",
             "must be more than 0",
         ),
+        // Names that must not be empty.
+        (
+            vec!["serve", "--manifests", dir, "--ingress-class="],
+            "--ingress-class",
+            "a value is required",
+        ),
+        (
+            vec!["controller", "--watch-namespace="],
+            "--watch-namespace",
+            "a value is required",
+        ),
         (
             vec!["explain", "--admin-addr", "nope", "http://a/"],
             "--admin-addr",

@@ -34,7 +34,8 @@ pub struct ControllerArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Watch only this namespace (default: all).
-    #[arg(long, value_name = "NAMESPACE")]
+    #[arg(long, value_name = "NAMESPACE",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub watch_namespace: Option<String>,
 
     /// Which Ingresses are ours (class flags).
