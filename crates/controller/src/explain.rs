@@ -42,12 +42,14 @@ pub struct ExplainArgs {
 
     /// Read this directory of manifests (as `sluice serve --manifests` does) instead of
     /// asking a running sluice.
-    #[arg(long, value_name = "DIR", conflicts_with = "admin")]
+    #[arg(long, value_name = "DIR", conflicts_with = "admin_addr")]
     pub manifests: Option<PathBuf>,
 
-    /// Admin address of the running sluice (`sluice controller` or `sluice serve`) to ask.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:10254")]
-    pub admin: String,
+    /// Admin address of the running sluice (its `--admin-addr`) to ask.
+    // `--admin`: the spelling of earlier releases, warned about by the binary.
+    #[arg(long = "admin-addr", alias = "admin", value_name = "HOST:PORT",
+          default_value = "127.0.0.1:10254", value_parser = parse_host_port)]
+    pub admin_addr: String,
 
     /// Which Ingresses are ours (class flags).
 
@@ -58,6 +60,19 @@ pub struct ExplainArgs {
 
     #[command(flatten)]
     pub defaults: DefaultsArgs,
+}
+
+/// `--admin-addr`: `HOST:PORT` (a name or an address, and a port number).
+pub fn parse_host_port(value: &str) -> Result<String, String> {
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(value.to_owned())
+        }
+        _ => Err(format!(
+            "{value:?} is not an address to ask; expected HOST:PORT, such as \
+             127.0.0.1:10254 or sluice.example:10254"
+        )),
+    }
 }
 
 /// `-H 'Name: value'`.
@@ -129,14 +144,14 @@ pub async fn run(args: &ExplainArgs, out: &mut impl Write, err: &mut impl Write)
                 return 2;
             }
         },
-        None => match ask(&args.admin, &request).await {
+        None => match ask(&args.admin_addr, &request).await {
             Ok(text) => text,
             Err(error) => {
                 let _ = writeln!(
                     err,
                     "sluice explain: asking the admin port {}: {error} (is sluice running \
                      there? or pass --manifests DIR)",
-                    args.admin
+                    args.admin_addr
                 );
                 return 2;
             }

@@ -45,11 +45,18 @@ pub struct MigrateArgs {
     pub manifests: Option<PathBuf>,
 
     /// kubeconfig file; else `KUBECONFIG`, `~/.kube/config`, in-cluster.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Only the Ingresses of this namespace (default: all namespaces).
-    #[arg(long, short = 'n', value_name = "NS")]
+    // `--namespace`: the spelling of earlier releases, warned about by the binary.
+    #[arg(
+        long = "watch-namespace",
+        short = 'n',
+        alias = "namespace",
+        value_name = "NAMESPACE",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+    )]
     pub namespace: Option<String>,
 
     /// Report format: `text` for people, `json` for scripts.
@@ -83,7 +90,7 @@ pub struct MigrationReport {
     pub source: String,
     /// `--ingress-class` the verdicts assume.
     pub ingress_class: String,
-    /// `--controller-name` the verdicts assume.
+    /// `--controller-class` the verdicts assume.
     pub controller_name: String,
     /// Assumptions and cluster-wide remarks.
     pub notes: Vec<String>,
@@ -255,7 +262,7 @@ impl MigrationReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "sluice migrate: {} from {} (--ingress-class {}, --controller-name {})",
+            "sluice migrate: {} from {} (--ingress-class {}, --controller-class {})",
             plural(self.ingresses.len(), "Ingress", "Ingresses"),
             self.source,
             self.ingress_class,

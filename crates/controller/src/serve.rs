@@ -22,12 +22,13 @@ pub struct ServeArgs {
     pub manifests: PathBuf,
 
     /// How often the directory is checked for changes.
-    #[arg(long, default_value = "250ms", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "250ms", value_name = "DURATION",
+          value_parser = sluice_proxy::parse_timeout)]
     pub poll_interval: Duration,
 
     /// Largest manifest file read; a larger one is refused (by its size, unread) and its last
     /// good objects keep serving.
-    #[arg(long, default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = sluice_proxy::parse_size)]
     pub max_manifest_bytes: u64,
 
     /// Which Ingresses are ours (class flags).
@@ -51,20 +52,31 @@ pub struct ServeArgs {
 pub struct ClassArgs {
     /// Name of our IngressClass (also matched against the legacy annotation
     /// `kubernetes.io/ingress.class`).
-    #[arg(long, default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub ingress_class: String,
 
-    /// The `spec.controller` value of IngressClasses we serve.
-    #[arg(long, default_value = "sluice.dev/ingress-controller")]
+    /// The `spec.controller` value of IngressClasses we serve (ingress-nginx's flag of the
+    /// same name; also the `controller_class` label of `--metrics-compat ingress-nginx`).
+    // `--controller-name`: the spelling of earlier releases, warned about by the binary.
+    #[arg(
+        long = "controller-class",
+        alias = "controller-name",
+        value_name = "VALUE",
+        default_value = "sluice.dev/ingress-controller",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+    )]
     pub controller_name: String,
 
     /// Also serve Ingresses with neither `spec.ingressClassName` nor the annotation
     /// `kubernetes.io/ingress.class`, even when our IngressClass is not the default class.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub watch_ingress_without_class: bool,
 
     /// The `spec.controllerName` of Gateway API GatewayClasses we serve.
-    #[arg(long, default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME)]
+    #[arg(long, value_name = "VALUE", default_value = sluice_routing::DEFAULT_GATEWAY_CONTROLLER_NAME,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub gateway_controller_name: String,
 
     /// Gives each Gateway without `spec.addresses` an address of its own from these
@@ -79,7 +91,8 @@ pub struct ClassArgs {
     /// ImplementationSpecific path of its host is `/my-path/` and none is `/my-path`, never
     /// on a host with regex paths (`use-regex`, `rewrite-target`). `sluice migrate` names the
     /// Ingresses this changes.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub ingress_nginx_compat: bool,
 
     /// ingress-nginx's ConfigMap of global settings, read live (in `sluice serve`, from the
@@ -92,11 +105,21 @@ pub struct ClassArgs {
     /// Honour the `ssl-passthrough` annotation (ingress-nginx's flag of the same name): TLS
     /// connections for those hosts go to the backend of their `/` path untouched. Off: the
     /// annotation is reported and TLS is terminated.
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_ssl_passthrough: bool,
 }
 
 impl ClassArgs {
+    /// `proxy` with the controller class it names in ingress-nginx's `controller_class`
+    /// metric label (`--metrics-compat ingress-nginx`).
+    pub fn proxy_args(&self, proxy: &ProxyArgs) -> ProxyArgs {
+        ProxyArgs {
+            controller_class: self.controller_name.clone(),
+            ..proxy.clone()
+        }
+    }
+
     /// The compiler options these flags select.
     pub fn compile_options(&self, watch_namespace: Option<String>) -> CompileOptions {
         CompileOptions {
@@ -179,7 +202,7 @@ pub async fn serve(
     args: ServeArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let proxy = Proxy::new(args.proxy.clone())?;
+    let proxy = Proxy::new(args.class.proxy_args(&args.proxy))?;
     let readiness = proxy.readiness();
     let control = ControlRuntime::new()?;
     let (informers, rebuilder, worker) = control

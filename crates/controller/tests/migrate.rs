@@ -122,7 +122,7 @@ async fn a_fully_supported_ingress_alone_exits_zero() {
         &[
             &format!(
                 "sluice migrate: 1 Ingress from manifests in {} (--ingress-class sluice, \
-                 --controller-name sluice.dev/ingress-controller)\n",
+                 --controller-class sluice.dev/ingress-controller)\n",
                 path(&dir)
             ),
             "note: no IngressClass with spec.controller sluice.dev/ingress-controller found: \
@@ -315,7 +315,7 @@ async fn the_class_flags_change_the_verdict() {
     assert_eq!(v["ingresses"][1]["name"], "rewrite");
     assert_eq!(v["ingresses"][1]["class"]["served"], false);
 
-    // --namespace filters.
+    // --watch-namespace filters.
     let (_, json, _) = migrate(&["--manifests", path(&dir), "-o", "json", "-n", "shop"]).await;
     let v: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["summary"]["ingresses"], 1);
@@ -430,7 +430,7 @@ spec:
     let (code, json, err) = migrate(&[
         "--kubeconfig",
         &kubeconfig,
-        "--namespace",
+        "--watch-namespace",
         &ns,
         "-o",
         "json",

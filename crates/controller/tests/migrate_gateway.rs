@@ -722,7 +722,7 @@ async fn emitted_objects_pass_the_gateway_api_crds_validation_on_a_real_api_serv
         "migrate",
         "--kubeconfig",
         &kubeconfig,
-        "--namespace",
+        "--watch-namespace",
         &ns,
         "--to",
         "gateway-api",

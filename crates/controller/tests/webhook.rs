@@ -1,11 +1,11 @@
 //! The validating admission webhook against the real API server: `sluice controller
-//! --webhook-addr` serves it, a ValidatingWebhookConfiguration (as ingress-nginx's chart
+//! --validating-webhook` serves it, a ValidatingWebhookConfiguration (as ingress-nginx's chart
 //! installs `controller.admissionWebhooks`) points the test API server at it by URL on
 //! loopback (where the API server runs), and `kubectl apply` of an Ingress that sluice would
 //! not serve as written is refused with a message naming the field and the Event's reason;
 //! a good one is accepted, a conflict it would lose is refused naming the winner, a missing
 //! Service is a warning only, and other classes are left alone. An HTTPRoute that sluice
-//! would not accept is refused too.
+//! would not accept is refused too, and so is a GRPCRoute (the chart's rules name both).
 
 mod support;
 mod tls_support;
@@ -79,7 +79,7 @@ fn ingress(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refused()
+async fn kubectl_apply_of_an_ingress_or_route_sluice_would_not_serve_is_refused()
 -> anyhow::Result<()> {
     let w = World::new("webhook").await?;
     // The Gateway API kinds, watched from the start (`--gateway-api=auto` finds them).
@@ -101,11 +101,11 @@ async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refu
     let addr = format!("127.0.0.1:{port}");
     let running = w
         .start(&[
-            "--webhook-addr",
+            "--validating-webhook",
             &addr,
-            "--webhook-cert-file",
+            "--validating-webhook-certificate",
             cert_file.to_str().unwrap_or_default(),
-            "--webhook-key-file",
+            "--validating-webhook-key",
             key_file.to_str().unwrap_or_default(),
         ])
         .await?;
@@ -123,7 +123,7 @@ async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refu
             "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]},
                       {"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["httproutes"]}],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["httproutes", "grpcroutes"]}],
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.ns}},
             "failurePolicy": "Fail",
             "sideEffects": "None",
@@ -253,6 +253,42 @@ async fn kubectl_apply_of_an_ingress_or_httproute_sluice_would_not_serve_is_refu
     )
     .await;
     assert!(ok, "a good HTTPRoute is accepted: {out}");
+
+    // A GRPCRoute the CRD's schema lets through but sluice cannot serve (a method pattern
+    // that is no regular expression): refused as the HTTPRoute was, naming the field.
+    let grpc_route = |name: &str, method: serde_json::Value| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+            "metadata": {"name": name, "namespace": w.ns},
+            "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["grpc.webhook.test"],
+                     "rules": [{"matches": [{"method": method}],
+                                "backendRefs": [{"name": "web", "port": 80}]}]},
+        })
+    };
+    let (ok, out) = kubectl_apply(
+        &w,
+        grpc_route(
+            "bad",
+            json!({"type": "RegularExpression", "service": "(unclosed", "method": "Get"}),
+        ),
+        false,
+    )
+    .await;
+    assert!(!ok, "the bad GRPCRoute was stored: {out}");
+    assert!(out.contains("denied the request"), "{out}");
+    assert!(out.contains("this GRPCRoute"), "{out}");
+    assert!(out.contains("spec.rules[0].matches[0].method"), "{out}");
+    assert!(out.contains("not a regular expression"), "{out}");
+    let (ok, out) = kubectl_apply(
+        &w,
+        grpc_route(
+            "good",
+            json!({"type": "Exact", "service": "echo.Echo", "method": "Get"}),
+        ),
+        false,
+    )
+    .await;
+    assert!(ok, "a good GRPCRoute is accepted: {out}");
 
     kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
         w.admin.clone(),

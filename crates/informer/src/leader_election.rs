@@ -474,21 +474,21 @@ pub struct LeaderElectionArgs {
 
     /// This replica's identity in the election; default: `POD_NAME`, else the host name
     /// and process id.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
     pub identity: Option<String>,
 
     /// How long candidates wait for an unreleased Lease to expire.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
     /// How long a leader tries to renew before it steps down (default: two thirds of the
     /// lease duration).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub renew_deadline: Option<Duration>,
 
     /// Pause between attempts to acquire or renew (default: a seventh of the lease
     /// duration).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub retry_period: Option<Duration>,
 }
 

@@ -8,46 +8,68 @@ use std::time::Duration;
 /// Flags of `sluice ingress-manager` (flattened into the `sluice` command line).
 #[derive(clap::Args, Clone, Debug)]
 pub struct IngressManagerArgs {
-    /// Services reconciled concurrently.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Services reconciled concurrently (at least 1).
+    // `--workers`: the spelling before 0.2 (elsewhere `--workers` is the proxy's threads),
+    // warned about by the binary.
+    #[arg(long = "concurrent-reconciles", alias = "workers", value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: u32,
 
     /// Retries of a failing Service (with exponential backoff) before it is dropped from the
     /// queue with a logged error; its next change queues it again.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_retries: u32,
 
     /// Host of a Service's Ingress when the Service has no `ingress/host` annotation;
     /// `{name}` and `{namespace}` are replaced by the Service's.
-    #[arg(long, default_value = "{name}.{namespace}.example.com", value_parser = HostTemplate::parse)]
+    #[arg(long, value_name = "TEMPLATE", default_value = "{name}.{namespace}.example.com",
+          value_parser = HostTemplate::parse)]
     pub host_template: HostTemplate,
 
     /// `spec.ingressClassName` of the Ingresses created.
-    #[arg(long, default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub ingress_class: String,
 
     /// Watch Services and Ingresses of this namespace only (default: all namespaces).
-    #[arg(long)]
+    // `--namespace`: the spelling of earlier releases, warned about by the binary.
+    #[arg(
+        long = "watch-namespace",
+        alias = "namespace",
+        value_name = "NAMESPACE",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+    )]
     pub namespace: Option<String>,
 
     /// Kubeconfig file; default: `$KUBECONFIG`, then `~/.kube/config`, then the in-cluster
     /// ServiceAccount.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Give up (exit with an error) when the Service and Ingress caches have not filled by
     /// then, e.g. because RBAC forbids listing them.
-    #[arg(long, default_value = "2m", value_parser = sluice_informer::leader_election::parse_duration)]
+    // `--cache-sync-timeout`: the spelling of earlier releases, warned about by the binary.
+    #[arg(long = "sync-timeout", alias = "cache-sync-timeout", value_name = "DURATION",
+          default_value = "2m", value_parser = parse_timeout)]
     pub cache_sync_timeout: Duration,
 
     /// Reconcile only while holding the Lease `--election-id`, so that replicas take over
     /// from each other instead of racing (`--leader-elect=false` for a single copy).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, default_value = "true", value_name = "BOOL", value_parser = sluice_units::parse_bool,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub leader_elect: bool,
 
     /// The Lease (`sluice-ingress-manager` unless `--election-id`), identity and timing.
     #[command(flatten)]
     pub election: LeaderElectionArgs,
+}
+
+/// `--sync-timeout`: a duration above zero.
+fn parse_timeout(value: &str) -> Result<Duration, String> {
+    match sluice_units::parse_duration(value)? {
+        d if d.is_zero() => Err("must be more than 0, such as 30s or 2m".to_owned()),
+        d => Ok(d),
+    }
 }
 
 impl IngressManagerArgs {
@@ -96,15 +118,15 @@ mod tests {
     #[test]
     fn every_flag() {
         let a = parse(&[
-            "--workers=2",
+            "--concurrent-reconciles=2",
             "--max-retries",
             "3",
             "--host-template",
             "{namespace}-{name}.apps.test",
             "--ingress-class=other",
-            "--namespace=team-a",
+            "--watch-namespace=team-a",
             "--kubeconfig=/tmp/kc",
-            "--cache-sync-timeout=5s",
+            "--sync-timeout=5s",
             "--leader-elect=false",
             "--election-id=im",
             "--election-namespace=ops",
@@ -133,14 +155,34 @@ mod tests {
         assert_eq!(o.ingress_class, "other");
     }
 
+    /// The spellings of earlier releases (hidden aliases, warned about by the binary) set
+    /// the same fields as the current ones.
+    #[test]
+    fn old_spellings_are_aliases() {
+        let old = parse(&["--workers=2", "--namespace=a", "--cache-sync-timeout=5s"])
+            .expect("old spellings parse");
+        let new = parse(&[
+            "--concurrent-reconciles=2",
+            "--watch-namespace=a",
+            "--sync-timeout=5s",
+        ])
+        .expect("new spellings parse");
+        assert_eq!(
+            (old.workers, old.namespace, old.cache_sync_timeout),
+            (new.workers, new.namespace, new.cache_sync_timeout)
+        );
+        assert!(parse(&["--leader-elect"]).expect("bare").leader_elect);
+    }
+
     #[test]
     fn rejects_bad_values() {
-        assert!(parse(&["--workers=0"]).is_err());
+        assert!(parse(&["--concurrent-reconciles=0"]).is_err());
+        assert!(parse(&["--sync-timeout=0"]).is_err());
         assert!(parse(&["--host-template={name}.{cluster}.example.com"]).is_err());
         assert!(parse(&["--host-template={name"]).is_err());
-        assert!(parse(&["--cache-sync-timeout=5x"]).is_err());
+        assert!(parse(&["--sync-timeout=5x"]).is_err());
         // The project's one duration syntax: whole seconds too.
-        let a = parse(&["--cache-sync-timeout=5"]).expect("whole seconds");
+        let a = parse(&["--sync-timeout=5"]).expect("whole seconds");
         assert_eq!(a.cache_sync_timeout, Duration::from_secs(5));
         assert!(parse(&["--leader-elect=maybe"]).is_err());
         let a = parse(&["--lease-duration=2s", "--renew-deadline=2s"]).expect("parses");

@@ -80,10 +80,10 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const DEFAULT_ELECTION_ID: &str = "sluice-ingress-manager";
 
 /// Runs ingress-manager until `shutdown` completes: informers on Services and Ingresses (in
-/// `--namespace` or everywhere), then `--workers` reconcilers once the caches have synced.
+/// `--watch-namespace` or everywhere), then `--concurrent-reconciles` reconcilers once the caches have synced.
 /// On shutdown the workers finish what is queued and the informers stop.
 ///
-/// Fails when the caches do not sync within `--cache-sync-timeout` (e.g. RBAC forbids
+/// Fails when the caches do not sync within `--sync-timeout` (e.g. RBAC forbids
 /// listing), so that a Deployment shows the problem as a crash loop.
 pub async fn run(
     args: IngressManagerArgs,

@@ -266,7 +266,7 @@ impl Env {
 
     /// Starts the controller as the ServiceAccount, watching this namespace.
     async fn start(&self, extra: &[&str]) -> anyhow::Result<Running> {
-        let ns_flag = format!("--namespace={}", self.ns);
+        let ns_flag = format!("--watch-namespace={}", self.ns);
         let mut flags = vec![ns_flag.as_str()];
         flags.extend_from_slice(extra);
         self.start_with(&flags, Arc::default()).await
@@ -1003,7 +1003,7 @@ async fn failing_writes_are_retried_with_backoff_then_dropped() -> anyhow::Resul
     let doomed = format!("/namespaces/{}/ingresses/doomed", env.ns);
     requests.fail(http::Method::PATCH, &flaky, Some(3));
     requests.fail(http::Method::PATCH, &doomed, None);
-    let ns_flag = format!("--namespace={}", env.ns);
+    let ns_flag = format!("--watch-namespace={}", env.ns);
     let ctl = env
         .start_with(&[&ns_flag, "--max-retries=4"], requests.clone())
         .await?;
@@ -1238,7 +1238,7 @@ async fn run_fails_when_the_caches_cannot_sync() -> anyhow::Result<()> {
     let client = cp
         .service_account_client(SA_NAMESPACE, "sluice-ingress-manager-no-rbac")
         .await?;
-    let args = parse_args(&["--cache-sync-timeout=2s"])?;
+    let args = parse_args(&["--sync-timeout=2s"])?;
     let result = tokio::time::timeout(
         WAIT,
         ingress_manager::run(args, client, std::future::pending()),

@@ -23,70 +23,71 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10254";
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct ProxyArgs {
     /// Plain HTTP listen address (HTTP/1.1 and h2c with prior knowledge).
-    #[arg(long, default_value = DEFAULT_HTTP_ADDR)]
+    #[arg(long, default_value = DEFAULT_HTTP_ADDR, value_name = "IP:PORT", value_parser = parse_listen_addr)]
     pub http_addr: SocketAddr,
 
     /// HTTPS listen address (HTTP/1.1 and HTTP/2 via ALPN; certificate chosen by SNI).
-    #[arg(long, default_value = DEFAULT_HTTPS_ADDR)]
+    #[arg(long, default_value = DEFAULT_HTTPS_ADDR, value_name = "IP:PORT", value_parser = parse_listen_addr)]
     pub https_addr: SocketAddr,
 
     /// Admin listen address serving /metrics, /healthz and /readyz.
-    #[arg(long, default_value = DEFAULT_ADMIN_ADDR)]
+    #[arg(long, default_value = DEFAULT_ADMIN_ADDR, value_name = "IP:PORT", value_parser = parse_listen_addr)]
     pub admin_addr: SocketAddr,
 
     /// Time allowed to establish a TCP connection to an endpoint before trying another.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = parse_timeout)]
     pub connect_timeout: Duration,
 
     /// Time allowed for an upstream to send its response head (504 after that).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub upstream_header_timeout: Duration,
 
     /// Time allowed for a client to send a request head (and to finish a TLS handshake).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub client_header_timeout: Duration,
 
-    /// Idle time after which keep-alive connections are closed, on both sides.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// Idle time after which keep-alive connections are closed, on both sides; `0` turns
+    /// keep-alive off (nginx `keepalive_timeout 0`).
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_duration)]
     pub idle_timeout: Duration,
 
-    /// After the shutdown signal, how long in-flight requests may still run.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// After the shutdown signal, how long in-flight requests may still run (`0`: none).
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
     pub drain_timeout: Duration,
 
     /// Time allowed between two reads of a request body (nginx `client_body_timeout`); the
     /// client gets 408 and both connections close.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub client_body_timeout: Duration,
 
     /// Time allowed between two reads of an upstream response body (nginx
     /// `proxy_read_timeout`); the client connection is closed mid-body.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub upstream_read_timeout: Duration,
 
     /// Time allowed for an upstream to accept more of a request body (nginx
     /// `proxy_send_timeout`); the client gets 504.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub upstream_send_timeout: Duration,
 
     /// Time allowed for a client to take more of a response (nginx `send_timeout`); the
     /// connection is closed.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub send_timeout: Duration,
 
     /// A WebSocket with no byte moving either way for this long is closed (nginx applies
     /// `proxy_read_timeout` to upgraded connections; ingress-nginx users often raise it).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = parse_timeout)]
     pub websocket_idle_timeout: Duration,
 
     /// Longest wait for a route's external auth service (`auth-url`), connect included;
     /// past it the request gets 500.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = parse_timeout)]
     pub auth_timeout: Duration,
 
     /// Status for requests over a route's `limit-rps`/`limit-rpm` (ingress-nginx's
     /// `limit-req-status-code`).
-    #[arg(long, default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
+    #[arg(long, value_name = "STATUS", default_value_t = 503, value_parser = clap::value_parser!(u16).range(400..=599))]
     pub limit_req_status_code: u16,
 
     /// The global rate limit's store (`--global-rate-limit-*`).
@@ -96,53 +97,56 @@ pub struct ProxyArgs {
     /// Peers whose `X-Forwarded-*` / `X-Real-IP` / `Forwarded` headers are believed
     /// (comma-separated CIDRs, e.g. a load balancer's range); everyone else's are replaced.
     /// ingress-nginx's `use-forwarded-headers` + `proxy-real-ip-cidr`.
-    #[arg(long, value_delimiter = ',', value_parser = parse_cidr)]
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
     pub trusted_proxies: Vec<Cidr>,
 
     /// Expect a PROXY protocol (v1 or v2) header at the start of every connection on the
     /// HTTP and HTTPS listeners; the address in it is the client's (ingress-nginx's
     /// `use-proxy-protocol`).
-    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub proxy_protocol: bool,
 
     /// Forward request headers whose names contain `_` (nginx drops them by default:
     /// `underscores_in_headers off`).
-    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub allow_underscore_headers: bool,
 
     /// This proxy's name in `Via` (loop detection); default `sluice-` and a random suffix,
     /// so that two replicas pointing at each other still see the loop.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub proxy_id: Option<String>,
 
     /// Send `Strict-Transport-Security` on HTTPS responses (ingress-nginx's `hsts`, on by
     /// default).
-    #[arg(long, default_value = "on", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    #[arg(long, default_value = "true", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub hsts: bool,
 
     /// HSTS `max-age` in seconds (ingress-nginx's `hsts-max-age`).
-    #[arg(long, default_value = "31536000")]
+    #[arg(long, value_name = "SECONDS", default_value = "31536000")]
     pub hsts_max_age: u64,
 
     /// HSTS `includeSubDomains` (ingress-nginx's `hsts-include-subdomains`).
-    #[arg(long, default_value = "on", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    #[arg(long, default_value = "true", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub hsts_include_subdomains: bool,
 
     /// HSTS `preload` (ingress-nginx's `hsts-preload`).
-    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub hsts_preload: bool,
 
     /// Largest request head (request line plus headers) accepted; larger gets 431.
-    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    #[arg(long, default_value = "64KiB", value_name = "SIZE", value_parser = parse_size)]
     pub max_header_bytes: u64,
 
-    /// Largest request body accepted (413 when exceeded); 0 means unlimited.
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    /// Largest request body accepted (413 when exceeded); 0 means unlimited. Bytes, or with
+    /// a binary unit as nginx's `client_max_body_size` takes it: `10m`, `10MiB` and `10MB`
+    /// are all 10 × 1024² bytes.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_size)]
     pub max_body_bytes: u64,
 
     /// Worker threads: each runs its own event loop with its own listening sockets
@@ -150,11 +154,12 @@ pub struct ProxyArgs {
     /// and no hand-offs to other threads; default (`sluice serve`, `sluice controller`): the
     /// CPUs this process may use. Unset in the library: the proxy serves on the caller's
     /// runtime.
-    #[arg(long, value_parser = parse_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,
 
     /// Pins worker `i` to the `i`-th CPU this process may use (with `--workers`).
-    #[arg(long)]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub pin_workers: bool,
 
     /// Which server reads plain HTTP/1.1 requests: `sluice` (its own loop; requests with a
@@ -169,9 +174,15 @@ pub struct ProxyArgs {
     #[arg(long, value_enum, default_value = "off")]
     pub metrics_compat: MetricsCompat,
 
-    /// Write one JSON line per request to stdout (`on`/`off`; bare `--access-log` is `on`).
-    #[arg(long, default_value = "off", value_parser = parse_switch, num_args = 0..=1,
-          default_missing_value = "on")]
+    /// The IngressClass `spec.controller` value this process serves, for the
+    /// `controller_class` label of `--metrics-compat ingress-nginx`; not a flag of its own:
+    /// `sluice serve`/`controller` copy `--controller-class` here.
+    #[arg(skip)]
+    pub controller_class: String,
+
+    /// Write one JSON line per request to stdout.
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub access_log: bool,
 
     /// Response compression (`--gzip`, `--brotli`, `--zstd` and their settings).
@@ -218,6 +229,7 @@ impl Default for ProxyArgs {
             http1_server: Http1Server::Sluice,
             access_log: false,
             metrics_compat: MetricsCompat::Off,
+            controller_class: String::new(),
             compression: crate::compress::Compression::default(),
             tracing: crate::trace::Tracing::default(),
         }
@@ -289,14 +301,30 @@ impl ProxyArgs {
     }
 }
 
-pub use sluice_units::{parse_duration, parse_size};
+pub use sluice_units::{is_legacy_bool, parse_bool, parse_duration, parse_size};
 
-/// Parses an on/off switch (`on`, `off`, `true`, `false`, `yes`, `no`, `1`, `0`).
-pub fn parse_switch(text: &str) -> Result<bool, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
+/// A listen address: `IP:PORT` (`0.0.0.0:8080`, `[::]:8443`, `127.0.0.1:10254`), or `:PORT`
+/// as ingress-nginx's Go flags write it, for every IPv4 address.
+pub fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
+    let value = value.trim();
+    let full = match value.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => value.to_owned(),
+    };
+    full.parse().map_err(|_| {
+        format!(
+            "{value:?} is not an address to listen on; expected IP:PORT (such as \
+             0.0.0.0:8080, [::]:8443 or 127.0.0.1:10254) or :PORT for every IPv4 address"
+        )
+    })
+}
+
+/// A timeout that must be more than zero (a zero timeout would fail every request); the
+/// project's duration syntax ([`parse_duration`]).
+pub fn parse_timeout(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        d if d.is_zero() => Err("must be more than 0, such as 500ms, 5s or 1m".to_owned()),
+        d => Ok(d),
     }
 }
 
@@ -355,7 +383,7 @@ mod tests {
         assert_eq!(p.body_limit(), None);
         assert_eq!(p.workers, Some(2));
         assert!(p.access_log);
-        let cli = Cli::try_parse_from(["sluice", "--access-log", "off"]).unwrap();
+        let cli = Cli::try_parse_from(["sluice", "--access-log=false"]).unwrap();
         assert!(!cli.proxy.access_log);
     }
 
@@ -372,8 +400,7 @@ mod tests {
             "text/plain application/json",
             "--gzip-disable",
             "msie6",
-            "--brotli",
-            "on",
+            "--brotli=true",
             "--brotli-level",
             "11",
             "--zstd-types",
@@ -399,7 +426,7 @@ mod tests {
             &["sluice", "--gzip-level", "10"][..],
             &["sluice", "--brotli-level", "12"],
             &["sluice", "--gzip-types", "json"],
-            &["sluice", "--gzip", "maybe"],
+            &["sluice", "--gzip=maybe"],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
@@ -422,7 +449,7 @@ mod tests {
             hsts(&cli.proxy).unwrap(),
             "max-age=60; includeSubDomains; preload"
         );
-        let cli = Cli::try_parse_from(["sluice", "--hsts", "off"]).unwrap();
+        let cli = Cli::try_parse_from(["sluice", "--hsts=false"]).unwrap();
         assert!(hsts(&cli.proxy).is_none());
     }
 
@@ -451,5 +478,78 @@ mod tests {
         assert_eq!(cli.proxy.upstream_read_timeout, Duration::from_secs(90));
         let error = Cli::try_parse_from(["sluice", "--connect-timeout", "1x"]).unwrap_err();
         assert!(error.to_string().contains("is not a duration"), "{error}");
+    }
+
+    /// One boolean style, Go's (ingress-nginx's flags): `--flag` or `--flag=false`; a
+    /// value after a space is not the flag's (it would be taken for an argument).
+    #[test]
+    fn booleans_are_flag_or_flag_equals_value() {
+        let cli = Cli::try_parse_from(["sluice", "--proxy-protocol", "--hsts=false"]).unwrap();
+        assert!(cli.proxy.proxy_protocol && !cli.proxy.hsts);
+        let cli = Cli::try_parse_from(["sluice", "--pin-workers=true", "--gzip"]).unwrap();
+        assert!(cli.proxy.pin_workers && cli.proxy.compression.use_gzip);
+        assert!(Cli::try_parse_from(["sluice", "--hsts", "false"]).is_err());
+        let error = Cli::try_parse_from(["sluice", "--access-log=maybe"]).unwrap_err();
+        assert!(
+            error.to_string().contains("expected true or false"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_say_what_they_take() {
+        assert_eq!(
+            parse_listen_addr("[::]:8443"),
+            Ok("[::]:8443".parse().unwrap())
+        );
+        // ingress-nginx's `--validating-webhook=:8443`.
+        assert_eq!(
+            parse_listen_addr(":8443"),
+            Ok("0.0.0.0:8443".parse().unwrap())
+        );
+        for bad in ["8080", "localhost:80", "0.0.0.0", "0.0.0.0:99999", ":", ""] {
+            let error = parse_listen_addr(bad).unwrap_err();
+            assert!(error.contains("expected IP:PORT"), "{bad}: {error}");
+        }
+        let error = Cli::try_parse_from(["sluice", "--http-addr", "80"]).unwrap_err();
+        assert!(error.to_string().contains("--http-addr"), "{error}");
+    }
+
+    /// Timeouts of zero are refused (every request would fail); `--idle-timeout 0` turns
+    /// keep-alive off as nginx's `keepalive_timeout 0` does, `--drain-timeout 0` drains
+    /// nothing.
+    #[test]
+    fn zero_timeouts_are_refused_where_they_make_no_sense() {
+        for flag in [
+            "--connect-timeout",
+            "--upstream-read-timeout",
+            "--auth-timeout",
+        ] {
+            let error = Cli::try_parse_from(["sluice", flag, "0s"]).unwrap_err();
+            assert!(
+                error.to_string().contains("must be more than 0"),
+                "{flag}: {error}"
+            );
+            let negative = format!("{flag}=-5s");
+            let error = Cli::try_parse_from(["sluice", negative.as_str()]).unwrap_err();
+            assert!(
+                error.to_string().contains("expected whole seconds"),
+                "{error}"
+            );
+        }
+        let cli = Cli::try_parse_from(["sluice", "--idle-timeout", "0", "--drain-timeout", "0"]);
+        let p = cli.unwrap().proxy;
+        assert!(p.idle_timeout.is_zero() && p.drain_timeout.is_zero());
+    }
+
+    /// nginx's size suffixes (`client_max_body_size 10m`) and the flag units read alike.
+    #[test]
+    fn body_sizes_take_nginx_and_binary_units() {
+        for text in ["10m", "10MiB", "10MB", "10485760"] {
+            let cli = Cli::try_parse_from(["sluice", "--max-body-bytes", text]).unwrap();
+            assert_eq!(cli.proxy.max_body_bytes, 10 << 20, "{text}");
+        }
+        let error = Cli::try_parse_from(["sluice", "--max-body-bytes", "10XB"]).unwrap_err();
+        assert!(error.to_string().contains("KiB"), "{error}");
     }
 }

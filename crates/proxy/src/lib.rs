@@ -155,7 +155,8 @@ pub use compress::{
 };
 pub use config::{
     Cidr, DEFAULT_ADMIN_ADDR, DEFAULT_HTTP_ADDR, DEFAULT_HTTPS_ADDR, Http1Server, MetricsCompat,
-    ProxyArgs, parse_cidr, parse_duration, parse_size, parse_switch,
+    ProxyArgs, is_legacy_bool, parse_bool, parse_cidr, parse_duration, parse_listen_addr,
+    parse_size, parse_timeout,
 };
 pub use front::tls::DEFAULT_CERT_NAME;
 pub use global_rate_limit::config::{GlobalRateLimitArgs, GlobalRateLimitBackend, parse_millis};
@@ -220,7 +221,12 @@ impl Proxy {
         let mut registry = Registry::default();
         let shards = shard::Shards::new(args.workers.unwrap_or(1));
         let metrics = Metrics::new(&mut registry, shards);
-        observe::ingress_nginx_metrics::register(args.metrics_compat, &mut registry, &metrics);
+        observe::ingress_nginx_metrics::register(
+            args.metrics_compat,
+            &args.controller_class,
+            &mut registry,
+            &metrics,
+        );
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let (sockets, gateway_sockets) =
             gateway_sockets::GatewaySockets::new(args.workers.unwrap_or(1));
@@ -319,9 +325,10 @@ impl Proxy {
     /// Binds the HTTP, HTTPS and admin addresses of the flags.
     pub async fn bind(self) -> anyhow::Result<BoundProxy> {
         let bind = |addr: SocketAddr, what: &'static str| async move {
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding the {what} listener on {addr}"))
+            TcpListener::bind(addr).await.map_err(|e| {
+                let context = bind::bind_failure(what, addr, &e);
+                anyhow::Error::new(e).context(context)
+            })
         };
         let Some(count) = self.args.workers else {
             let listeners = Listeners {
@@ -334,8 +341,10 @@ impl Proxy {
         // Thread-per-core: every worker gets its own socket on each address.
         let count = count.max(1);
         let many = |addr: SocketAddr, what: &'static str| {
-            bind::bind_many(addr, count)
-                .with_context(|| format!("binding the {what} listener on {addr}"))
+            bind::bind_many(addr, count).map_err(|e| {
+                let context = bind::bind_failure(what, addr, &e);
+                anyhow::Error::new(e).context(context)
+            })
         };
         let http = many(self.args.http_addr, "HTTP")?;
         let https = many(self.args.https_addr, "HTTPS")?;

@@ -90,6 +90,7 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
         // A real proxy that takes part in leader election, as `sluice controller` runs it.
         let mut proxy = Proxy::new(ProxyArgs {
             metrics_compat: MetricsCompat::IngressNginx,
+            controller_class: "sluice.dev/ingress-controller".to_owned(),
             ..ProxyArgs::loopback()
         })
         .expect("proxy builds");
@@ -189,7 +190,9 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
             with.extend([
                 ("method", "GET"),
                 ("status", status),
-                ("controller_class", ""),
+                // ingress-nginx fills it with its `--controller-class`; sluice with its
+                // own (the IngressClass `spec.controller` value it serves).
+                ("controller_class", "sluice.dev/ingress-controller"),
                 ("controller_pod", pod.as_str()),
                 ("controller_namespace", pod_namespace.as_str()),
             ]);
@@ -286,7 +289,7 @@ async fn scrape_carries_sluice_and_ingress_nginx_names_for_the_same_requests() {
                 ("namespace", "default"),
                 ("secret_name", "tls-2"),
                 ("host", "secure.example"),
-                ("class", ""),
+                ("class", "sluice.dev/ingress-controller"),
             ],
         );
         assert!(sluice_expiry > 1.7e9, "{text}");

@@ -1,7 +1,9 @@
 //! The `sluice` command: one binary for the data plane in standalone mode, the Kubernetes
 //! ingress controller and ingress-manager.
 
-use clap::{Parser, Subcommand, ValueEnum};
+mod legacy_flags;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use sluice_controller::cluster::ControllerArgs;
 use sluice_controller::explain::ExplainArgs;
 use sluice_controller::migrate::MigrateArgs;
@@ -66,7 +68,7 @@ enum Command {
     /// Explain where a request goes: the Ingress and rule that match, why the others do not
     /// (host, path type, class), the backend with its endpoints, and the policy applied.
     ///
-    /// Asks the running sluice on `--admin` (default 127.0.0.1:10254), or reads
+    /// Asks the running sluice on `--admin-addr` (default 127.0.0.1:10254), or reads
     /// `--manifests DIR`. Exit status 0: a rule or default backend answers; 1: the request
     /// gets 404; 2: no answer (nothing listening, unreadable directory).
     Explain(Box<ExplainArgs>),
@@ -121,7 +123,15 @@ async fn signalled() {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let mut command = Cli::command();
+    command.build();
+    let argv = legacy_flags::normalize(&command, std::env::args_os().collect());
+    // Before the log starts (and whatever its filter): a deprecated spelling is the user's
+    // to fix, not an event of the run.
+    for warning in &argv.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let cli = Cli::parse_from(argv.args);
     init_logging(&cli);
     match cli.command {
         // The proxy's worker threads (--workers, default one per CPU) each run their own

@@ -581,8 +581,11 @@ fn the_webhook_overlay_wires_certificate_service_and_configuration() {
             .cloned(),
     );
     let cli = Cli::try_parse_from(argv).expect("flags");
-    let addr = cli.args.webhook_addr.expect("--webhook-addr");
-    let cert = cli.args.webhook_cert_file.expect("--webhook-cert-file");
+    let addr = cli.args.webhook_addr.expect("--validating-webhook");
+    let cert = cli
+        .args
+        .webhook_cert_file
+        .expect("--validating-webhook-certificate");
     let mount = c["volumeMounts"]
         .as_sequence()
         .and_then(|m| {

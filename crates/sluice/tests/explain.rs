@@ -176,17 +176,17 @@ fn explains_from_manifests_and_from_a_running_sluice_alike() {
         .expect("sluice serve starts");
     let _serving = Serving(child);
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut first = explain(&["--admin", &admin, cases()[0].0]);
+    let mut first = explain(&["--admin-addr", &admin, cases()[0].0]);
     while first.0 != 0 || !first.1.contains("rule shop.example Prefix /api") {
         assert!(
             Instant::now() < deadline,
             "sluice serve never answered: {first:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
-        first = explain(&["--admin", &admin, cases()[0].0]);
+        first = explain(&["--admin-addr", &admin, cases()[0].0]);
     }
     for ((url, code, _), expected) in cases().into_iter().zip(&answers) {
-        let (status, out, err) = explain(&["--admin", &admin, url]);
+        let (status, out, err) = explain(&["--admin-addr", &admin, url]);
         assert_eq!(status, code, "{url}\n{err}");
         assert_eq!(
             &out, expected,
@@ -212,7 +212,7 @@ fn not_found_and_unanswerable_have_their_own_exit_status() {
 
     // Nothing listens there.
     let closed = format!("127.0.0.1:{}", free_port());
-    let (status, _, err) = explain(&["--admin", &closed, "http://shop.example/"]);
+    let (status, _, err) = explain(&["--admin-addr", &closed, "http://shop.example/"]);
     assert_eq!(status, 2);
     assert!(err.contains("is sluice running there?"), "{err}");
     // A URL without a host.

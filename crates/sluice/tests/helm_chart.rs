@@ -388,7 +388,7 @@ fn ingress_class_resource_values_make_the_class_and_the_flags() {
     let a = args(&docs);
     assert!(a.contains(&"--ingress-class=edge".to_string()), "{a:?}");
     assert!(
-        a.contains(&"--controller-name=example.com/edge".to_string()),
+        a.contains(&"--controller-class=example.com/edge".to_string()),
         "{a:?}"
     );
     parse(&docs);
@@ -605,6 +605,35 @@ fn metrics_service_and_service_monitor() {
     );
 }
 
+/// `controller.metrics.compat` (#33): `--metrics-compat` as `sluice controller` parses it;
+/// `off` by default, `ingress-nginx` for ingress-nginx's metric names, and any other value
+/// refused by `helm template` naming the value and what is accepted.
+#[test]
+fn metrics_compat_value_becomes_the_flag() {
+    use sluice_proxy::MetricsCompat;
+    let docs = render(&[], &[]);
+    assert!(args(&docs).contains(&"--metrics-compat=off".to_owned()));
+    assert_eq!(parse(&docs).proxy.metrics_compat, MetricsCompat::Off);
+    let docs = render(&["controller.metrics.compat=ingress-nginx"], &[]);
+    assert!(args(&docs).contains(&"--metrics-compat=ingress-nginx".to_owned()));
+    assert_eq!(
+        parse(&docs).proxy.metrics_compat,
+        MetricsCompat::IngressNginx
+    );
+    let (ok, _, err) = run_helm(&[
+        "template",
+        "rel",
+        chart().to_str().expect("UTF-8 path"),
+        "--set",
+        "controller.metrics.compat=nginx",
+    ]);
+    assert!(!ok, "an unknown compat mode rendered");
+    assert!(
+        err.contains("controller.metrics.compat") && err.contains("off, ingress-nginx"),
+        "{err}"
+    );
+}
+
 /// ingress-nginx's `controller.nodeSelector`, `tolerations`, `affinity`,
 /// `topologySpreadConstraints` and `resources` land on the pod as given.
 #[test]
@@ -671,7 +700,7 @@ async fn every_rendering_is_accepted_by_the_api_server() -> anyhow::Result<()> {
 }
 
 /// ingress-nginx's `controller.admissionWebhooks.*`: the controller serves the webhook
-/// (`--webhook-addr` on `port`, the certificate from the mounted Secret), a Service reaches
+/// (`--validating-webhook` on `port`, the certificate from the mounted Secret), a Service reaches
 /// that port, and the ValidatingWebhookConfiguration sends Ingress CREATE/UPDATE there with
 /// the given failurePolicy; with `certManager.enabled`, cert-manager makes the Secret and
 /// injects the CA.
@@ -684,8 +713,10 @@ fn admission_webhooks_values_wire_the_webhook_to_the_controller() {
     let docs = render(VARIANTS[3], &[]);
     let parsed = parse(&docs);
     assert_eq!(parsed.webhook_addr.map(|a| a.port()), Some(9443));
-    let cert = parsed.webhook_cert_file.expect("--webhook-cert-file");
-    let key = parsed.webhook_key_file.expect("--webhook-key-file");
+    let cert = parsed
+        .webhook_cert_file
+        .expect("--validating-webhook-certificate");
+    let key = parsed.webhook_key_file.expect("--validating-webhook-key");
     let w = workload(&docs);
     let c = container(w);
     let mount = &c["volumeMounts"][0];

@@ -411,6 +411,13 @@ fn binds_80_and_443_as_uid_65532_with_the_file_capability_only() {
             && log.contains("Permission denied"),
         "the error names the address and the reason:\n{log}"
     );
+    // ... and what grants the capability (#33: it used to say only "Permission denied").
+    assert!(
+        log.contains("ports below 1024 need the CAP_NET_BIND_SERVICE capability")
+            && log.contains("NET_BIND_SERVICE]")
+            && log.contains("--http-addr 0.0.0.0:8080"),
+        "the error says how to grant the capability:\n{log}"
+    );
     assert!(!log.contains("sluice serving"), "{log}");
     let name = ns.name().to_string();
     drop(sluice);

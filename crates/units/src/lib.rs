@@ -9,6 +9,10 @@
 //! * [`parse_size`]: bytes, with an optional binary unit in any case, as nginx
 //!   (`ngx_parse_size`: `k`, `m`, `g`) and Kubernetes-style flags (`KiB`, `MB`) write them.
 //!
+//! * [`parse_bool`]: `true` or `false`, the one spelling of a boolean flag (`--flag`,
+//!   `--flag=false`); `on`/`off`, `yes`/`no` and `1`/`0`, which older releases took, are
+//!   still read ([`is_legacy_bool`] tells them apart so that callers can warn).
+//!
 //! Zero is a valid value here; whether it means "off" or is refused is the caller's call.
 
 #![forbid(unsafe_code)]
@@ -117,6 +121,38 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| "is too large".to_owned())
 }
 
+/// The words older releases took for a boolean, besides `true`/`false`.
+const LEGACY_BOOLS: [(&str, bool); 6] = [
+    ("on", true),
+    ("off", false),
+    ("yes", true),
+    ("no", false),
+    ("1", true),
+    ("0", false),
+];
+
+/// Reads a boolean: `true` or `false` (any case); the legacy words of [`is_legacy_bool`]
+/// too. The error says what is accepted.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    let word = text.trim().to_ascii_lowercase();
+    match word.as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => LEGACY_BOOLS
+            .iter()
+            .find(|(legacy, _)| *legacy == word)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| format!("is not a boolean; expected true or false, got {text:?}")),
+    }
+}
+
+/// Whether `text` is a boolean in a spelling other than `true`/`false` (`on`, `off`, `yes`,
+/// `no`, `1`, `0`): read by [`parse_bool`], but deprecated.
+pub fn is_legacy_bool(text: &str) -> bool {
+    let word = text.trim().to_ascii_lowercase();
+    LEGACY_BOOLS.iter().any(|(legacy, _)| *legacy == word)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +238,22 @@ mod tests {
                 .unwrap_err()
                 .contains("too large")
         );
+    }
+
+    #[test]
+    fn booleans_true_false_and_the_legacy_words() {
+        assert_eq!(parse_bool("true"), Ok(true));
+        assert_eq!(parse_bool("False"), Ok(false));
+        for (word, value) in LEGACY_BOOLS {
+            assert_eq!(parse_bool(word), Ok(value), "{word}");
+            assert!(is_legacy_bool(word), "{word}");
+        }
+        assert!(!is_legacy_bool("true") && !is_legacy_bool("false"));
+        for bad in ["", "maybe", "2", "tru", "enabled"] {
+            let error = parse_bool(bad).expect_err(bad);
+            assert!(error.contains("expected true or false"), "{bad}: {error}");
+            assert!(!is_legacy_bool(bad), "{bad}");
+        }
     }
 
     proptest! {

@@ -34,7 +34,8 @@ pub struct ControllerArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Watch only this namespace (default: all).
-    #[arg(long, value_name = "NAMESPACE")]
+    #[arg(long, value_name = "NAMESPACE",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub watch_namespace: Option<String>,
 
     /// Which Ingresses are ours (class flags).
@@ -62,7 +63,8 @@ pub struct ControllerArgs {
 
     /// After SIGTERM, how long `/readyz` reports unready while listeners still accept, so
     /// that load balancers stop sending before connections are refused.
-    #[arg(long, default_value = "5s", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "5s", value_name = "DURATION",
+          value_parser = sluice_proxy::parse_duration)]
     pub shutdown_delay: Duration,
 
     /// Gateway API (GatewayClass, Gateway, HTTPRoute, ReferenceGrant): `auto` watches them
@@ -74,27 +76,43 @@ pub struct ControllerArgs {
     /// With `--gateway-api=auto` and no Gateway API CRDs at start: how often to ask the API
     /// server again; once they are served, the Gateway API kinds are watched without a
     /// restart.
-    #[arg(long, default_value = "30s", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "30s", value_name = "DURATION",
+          value_parser = sluice_proxy::parse_timeout)]
     pub gateway_api_recheck: Duration,
 
     /// How long to wait for the caches to fill at start.
-    #[arg(long, default_value = "60s", value_parser = sluice_proxy::parse_duration)]
+    #[arg(long, default_value = "60s", value_name = "DURATION",
+          value_parser = sluice_proxy::parse_timeout)]
     pub sync_timeout: Duration,
 
     /// Serve the validating admission webhook on this address (HTTPS, `POST /validate`),
-    /// e.g. `0.0.0.0:9443`: Ingresses of our class that would not be served as written are
-    /// refused at `kubectl apply`, with the diagnostics of the Events. Off unless set; needs
-    /// --webhook-cert-file and --webhook-key-file.
-    #[arg(long, value_name = "ADDR", requires_all = ["webhook_cert_file", "webhook_key_file"])]
+    /// e.g. `0.0.0.0:8443` or `:8443` (ingress-nginx's flag of the same name): Ingresses
+    /// and routes of ours that would not be served as written are refused at `kubectl
+    /// apply`, with the diagnostics of the Events. Off unless set; needs
+    /// --validating-webhook-certificate and --validating-webhook-key.
+    // The `--webhook-*` spellings are those of earlier releases, warned about by the binary.
+    #[arg(long = "validating-webhook", alias = "webhook-addr", value_name = "IP:PORT",
+          value_parser = sluice_proxy::parse_listen_addr,
+          requires_all = ["webhook_cert_file", "webhook_key_file"])]
     pub webhook_addr: Option<std::net::SocketAddr>,
 
     /// The webhook's serving certificate (PEM, the chain; e.g. `tls.crt` of a mounted
     /// Secret), read again when it changes.
-    #[arg(long, value_name = "FILE", requires = "webhook_addr")]
+    #[arg(
+        long = "validating-webhook-certificate",
+        alias = "webhook-cert-file",
+        value_name = "FILE",
+        requires = "webhook_addr"
+    )]
     pub webhook_cert_file: Option<PathBuf>,
 
     /// The webhook's private key (PEM; e.g. `tls.key` of a mounted Secret).
-    #[arg(long, value_name = "FILE", requires = "webhook_addr")]
+    #[arg(
+        long = "validating-webhook-key",
+        alias = "webhook-key-file",
+        value_name = "FILE",
+        requires = "webhook_addr"
+    )]
     pub webhook_key_file: Option<PathBuf>,
 
     /// Makes a Service per Gateway of ours, of this type (`ClusterIP`, `NodePort`,
@@ -273,7 +291,7 @@ impl Controller {
         )?;
         // Checked before anything starts: a timing that cannot work is a usage error.
         let election_timing = args.election.config()?;
-        let mut proxy = Proxy::new(args.proxy.clone())?;
+        let mut proxy = Proxy::new(args.class.proxy_args(&args.proxy))?;
         let leader_status = proxy.leader_status();
         let readiness = proxy.readiness();
         let (informers, rebuilder) = control
@@ -296,7 +314,7 @@ impl Controller {
             ),
             (None, None, None) => None,
             _ => anyhow::bail!(
-                "--webhook-addr, --webhook-cert-file and --webhook-key-file go together"
+                "--validating-webhook, --validating-webhook-certificate and --validating-webhook-key go together"
             ),
         };
         let webhook_addr = webhook.as_ref().map(|w| w.local_addr()).transpose()?;
@@ -351,7 +369,7 @@ impl Controller {
         })
     }
 
-    /// The admission webhook's address, when `--webhook-addr` is set.
+    /// The admission webhook's address, when `--validating-webhook` is set.
     pub fn webhook_addr(&self) -> Option<std::net::SocketAddr> {
         self.webhook_addr
     }

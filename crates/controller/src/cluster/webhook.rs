@@ -1,4 +1,4 @@
-//! The validating admission webhook (`--webhook-addr`): HTTPS, `POST /validate` with an
+//! The validating admission webhook (`--validating-webhook`): HTTPS, `POST /validate` with an
 //! `admission.k8s.io/v1` AdmissionReview, answered by [`crate::admission::answer`] against
 //! the objects of the controller's last rebuild. It runs inside the controller because the
 //! controller already holds those objects in its caches and compiles with the same options:
@@ -57,14 +57,14 @@ fn load(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("--webhook-cert-file {}", cert.display()))?;
+        .with_context(|| format!("--validating-webhook-certificate {}", cert.display()))?;
     anyhow::ensure!(
         !certs.is_empty(),
-        "--webhook-cert-file {}: no certificate in it",
+        "--validating-webhook-certificate {}: no certificate in it",
         cert.display()
     );
     let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("--webhook-key-file {}", key.display()))?;
+        .with_context(|| format!("--validating-webhook-key {}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -120,7 +120,7 @@ impl Webhook {
         let certificate = Arc::new(Certificate::new(cert, key)?);
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .with_context(|| format!("--webhook-addr {addr}"))?;
+            .with_context(|| format!("--validating-webhook {addr}"))?;
         Ok(Webhook {
             listener,
             certificate,
@@ -258,7 +258,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
         let e = load(&cert, &key).expect_err("missing").to_string();
-        assert!(e.contains("--webhook-cert-file"), "{e}");
+        assert!(e.contains("--validating-webhook-certificate"), "{e}");
         std::fs::write(&cert, "not PEM").expect("write");
         std::fs::write(&key, "not PEM").expect("write");
         let e = load(&cert, &key).expect_err("empty").to_string();

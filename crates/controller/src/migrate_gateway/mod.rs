@@ -60,7 +60,8 @@ pub struct GatewayArgs {
     /// With `--to`: emit routes of Ingresses whose access restrictions (source ranges,
     /// auth) cannot be carried with their backends, open to everyone. Default: closed (no
     /// backendRefs, 500).
-    #[arg(long, requires = "to")]
+    #[arg(long, requires = "to", default_value = "false", value_name = "BOOL", value_parser = sluice_proxy::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub allow_open: bool,
 
     /// With `--to`: the namespace of the Gateways (default: the Ingresses' namespace when
@@ -80,7 +81,7 @@ pub struct Source<'a> {
     pub manifests: Option<&'a Path>,
     /// `--kubeconfig`, for the cluster when no directory is given.
     pub kubeconfig: Option<&'a Path>,
-    /// `--namespace`: only this namespace's Ingresses.
+    /// `--watch-namespace`: only this namespace's Ingresses.
     pub namespace: Option<&'a str>,
     /// The IngressClass sluice serves (`--ingress-class`).
     pub default_class: String,

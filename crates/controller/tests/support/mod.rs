@@ -118,7 +118,7 @@ impl World {
         let defaults = [
             ("--watch-namespace", self.ns.as_str()),
             ("--ingress-class", &self.class),
-            ("--controller-name", &self.controller_name),
+            ("--controller-class", &self.controller_name),
             ("--election-namespace", &self.ns),
             ("--identity", "test-replica"),
             ("--http-addr", "127.0.0.1:0"),

@@ -25,64 +25,64 @@ text/javascript text/plain text/x-component";
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct Compression {
     /// Compress responses with gzip (ingress-nginx `use-gzip`).
-    #[arg(long = "gzip", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "gzip", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub use_gzip: bool,
 
     /// gzip compression level, 1 (fastest) to 9 (ingress-nginx `gzip-level`).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    #[arg(long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub gzip_level: u32,
 
     /// Smallest `Content-Length` compressed with gzip, in bytes (ingress-nginx
     /// `gzip-min-length`); bodies of unknown length are compressed.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, value_name = "BYTES", default_value_t = 256)]
     pub gzip_min_length: u64,
 
     /// Media types compressed with gzip, space-separated, or `*` for all (ingress-nginx
     /// `gzip-types`); `text/html` always is.
-    #[arg(long, default_value = DEFAULT_GZIP_TYPES, value_parser = parse_types)]
+    #[arg(long, value_name = "TYPES", default_value = DEFAULT_GZIP_TYPES, value_parser = parse_types)]
     pub gzip_types: MediaTypes,
 
     /// `User-Agent` regular expressions, space-separated, whose clients never get gzip
     /// (ingress-nginx `gzip-disable`; `msie6` stands for `MSIE [4-6]\.`).
-    #[arg(long, default_value = "", value_parser = parse_user_agents)]
+    #[arg(long, value_name = "REGEXES", default_value = "", value_parser = parse_user_agents)]
     pub gzip_disable: UserAgents,
 
     /// Compress responses with brotli (ingress-nginx `enable-brotli`).
-    #[arg(long = "brotli", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "brotli", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_brotli: bool,
 
     /// brotli quality, 0 to 11 (ingress-nginx `brotli-level`).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=11))]
+    #[arg(long, value_name = "LEVEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=11))]
     pub brotli_level: u32,
 
     /// Smallest `Content-Length` compressed with brotli, in bytes (ingress-nginx
     /// `brotli-min-length`).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, value_name = "BYTES", default_value_t = 20)]
     pub brotli_min_length: u64,
 
     /// Media types compressed with brotli, space-separated, or `*` (ingress-nginx
     /// `brotli-types`); `text/html` always is.
-    #[arg(long, default_value = DEFAULT_BROTLI_TYPES, value_parser = parse_types)]
+    #[arg(long, value_name = "TYPES", default_value = DEFAULT_BROTLI_TYPES, value_parser = parse_types)]
     pub brotli_types: MediaTypes,
 
     /// Compress responses with zstd (sluice's own; ingress-nginx has no zstd).
-    #[arg(long = "zstd", default_value = "off", value_parser = parse_switch,
-          num_args = 0..=1, default_missing_value = "on")]
+    #[arg(long = "zstd", default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_zstd: bool,
 
     /// zstd level, 1 to 19 (3 is zstd's own default).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=19))]
+    #[arg(long, value_name = "LEVEL", default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=19))]
     pub zstd_level: i32,
 
     /// Smallest `Content-Length` compressed with zstd, in bytes.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, value_name = "BYTES", default_value_t = 256)]
     pub zstd_min_length: u64,
 
     /// Media types compressed with zstd, space-separated, or `*` (default: gzip's list);
     /// `text/html` always is.
-    #[arg(long, default_value = DEFAULT_GZIP_TYPES, value_parser = parse_types)]
+    #[arg(long, value_name = "TYPES", default_value = DEFAULT_GZIP_TYPES, value_parser = parse_types)]
     pub zstd_types: MediaTypes,
 }
 
@@ -104,16 +104,6 @@ impl Default for Compression {
             zstd_min_length: 256,
             zstd_types: default_types(DEFAULT_GZIP_TYPES),
         }
-    }
-}
-
-/// An on/off switch, in the words of the other flags' switches (`config::parse_switch`;
-/// repeated here so that `compress` stays below `config`).
-fn parse_switch(text: &str) -> Result<bool, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
     }
 }
 

@@ -27,45 +27,43 @@ pub struct GlobalRateLimitArgs {
 
     /// memcached host (IP or DNS name) for the global rate limit; empty: off
     /// (ingress-nginx's `global-rate-limit-memcached-host`).
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "HOST", default_value = "")]
     pub global_rate_limit_memcached_host: String,
 
     /// memcached port (ingress-nginx's `global-rate-limit-memcached-port`).
-    #[arg(long, default_value_t = 11211)]
+    #[arg(long, value_name = "PORT", default_value_t = 11211)]
     pub global_rate_limit_memcached_port: u16,
 
     /// Longest wait to connect to the store and for each command, in milliseconds or a
     /// duration (ingress-nginx's `global-rate-limit-memcached-connect-timeout`); applies to
     /// Redis too.
-    #[arg(long, default_value = "50", value_parser = parse_millis)]
+    #[arg(long, value_name = "MILLISECONDS", default_value = "50", value_parser = parse_millis)]
     pub global_rate_limit_memcached_connect_timeout: Duration,
 
     /// Idle store connections are closed after this long, in milliseconds or a duration
     /// (ingress-nginx's `global-rate-limit-memcached-max-idle-timeout`).
-    #[arg(long, default_value = "10000", value_parser = parse_millis)]
+    #[arg(long, value_name = "MILLISECONDS", default_value = "10000", value_parser = parse_millis)]
     pub global_rate_limit_memcached_max_idle_timeout: Duration,
 
     /// Idle memcached connections kept per worker thread (ingress-nginx's
     /// `global-rate-limit-memcached-pool-size`).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, value_name = "N", default_value_t = 50)]
     pub global_rate_limit_memcached_pool_size: usize,
 
     /// Redis address for `--global-rate-limit-backend redis`: `host:port` or a
     /// `redis://` URL (with a database number or credentials).
-    #[arg(long)]
+    #[arg(long, value_name = "HOST:PORT|URL")]
     pub global_rate_limit_redis_addr: Option<String>,
 
     /// Status for requests over a route's `global-rate-limit` (ingress-nginx's
     /// `global-rate-limit-status-code`).
-    #[arg(long, default_value_t = 429, value_parser = clap::value_parser!(u16).range(400..=599))]
+    #[arg(long, value_name = "STATUS", default_value_t = 429, value_parser = clap::value_parser!(u16).range(400..=599))]
     pub global_rate_limit_status_code: u16,
 
-    /// When the store does not answer in time: `off` (default, ingress-nginx's choice)
-    /// lets the request through; `on` answers 503.
-    // clap's boolish parser takes the same on/off, true/false, yes/no, 1/0 as the other
-    // switches (`parse_switch` of the flags module, which flattens this one).
-    #[arg(long, default_value = "off", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "on")]
+    /// When the store does not answer in time: `false` (default, ingress-nginx's choice)
+    /// lets the request through; `true` answers 503.
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub global_rate_limit_fail_closed: bool,
 }
 

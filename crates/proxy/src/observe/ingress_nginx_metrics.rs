@@ -35,18 +35,25 @@ pub(crate) const TIME_BUCKETS: &[f64] = &[
 const NO_LABELS: [(&str, &str); 0] = [];
 
 /// Registers the collector in `registry` when `mode` asks for ingress-nginx's names.
-pub(crate) fn register(mode: MetricsCompat, registry: &mut Registry, metrics: &Arc<Metrics>) {
+/// `controller_class` is the IngressClass `spec.controller` value the process serves
+/// (`--controller-class`), as ingress-nginx fills it with its own `--controller-class`.
+pub(crate) fn register(
+    mode: MetricsCompat,
+    controller_class: &str,
+    registry: &mut Registry,
+    metrics: &Arc<Metrics>,
+) {
     if mode == MetricsCompat::IngressNginx {
         registry.register_collector(Box::new(IngressNginxCollector {
             metrics: Arc::clone(metrics),
-            controller: ControllerLabels::from_env(),
+            controller: ControllerLabels::from_env(controller_class),
         }));
     }
 }
 
-/// ingress-nginx's constant labels: which controller replica answered. Read from the
-/// environment ingress-nginx reads (`POD_NAME`, `POD_NAMESPACE`, set by the Downward API);
-/// the class is empty: the proxy does not know which IngressClass the controller serves.
+/// ingress-nginx's constant labels: which controller replica answered. The pod's name and
+/// namespace come from the environment ingress-nginx reads (`POD_NAME`, `POD_NAMESPACE`,
+/// set by the Downward API).
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ControllerLabels {
     controller_class: String,
@@ -55,10 +62,10 @@ struct ControllerLabels {
 }
 
 impl ControllerLabels {
-    fn from_env() -> ControllerLabels {
+    fn from_env(controller_class: &str) -> ControllerLabels {
         let var = |name: &str| std::env::var(name).unwrap_or_default();
         ControllerLabels {
-            controller_class: String::new(),
+            controller_class: controller_class.to_owned(),
             controller_namespace: var("POD_NAMESPACE"),
             controller_pod: var("POD_NAME"),
         }
@@ -343,7 +350,12 @@ mod tests {
     fn routes_of_two_kinds_with_one_name_are_summed() {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry, crate::runtime::shard::Shards::new(2));
-        register(MetricsCompat::IngressNginx, &mut registry, &metrics);
+        register(
+            MetricsCompat::IngressNginx,
+            "example.com/ingress",
+            &mut registry,
+            &metrics,
+        );
         let get = crate::observe::metrics::method_index(b"GET");
         let ingress = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
         let route = metrics.route("HTTPRoute", "shop", "web", "shop/web:80".into());

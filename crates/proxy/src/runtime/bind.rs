@@ -7,6 +7,28 @@ use std::net::SocketAddr;
 use tokio::net::TcpSocket;
 use tracing::warn;
 
+/// What to say when binding `addr` (the `what` listener, e.g. `HTTP`) failed with `error`:
+/// the address, and for a port below 1024 refused for want of privilege, what grants it
+/// (a bare "Permission denied" says neither).
+pub(crate) fn bind_failure(what: &str, addr: SocketAddr, error: &io::Error) -> String {
+    let mut message = format!("binding the {what} listener on {addr}");
+    let (flag, port) = match what {
+        "HTTPS" => ("https-addr", 8443),
+        "admin" => ("admin-addr", 10254),
+        _ => ("http-addr", 8080),
+    };
+    if error.kind() == io::ErrorKind::PermissionDenied && addr.port() != 0 && addr.port() < 1024 {
+        message.push_str(&format!(
+            ": ports below 1024 need the CAP_NET_BIND_SERVICE capability (or root); deploy/ \
+             and the Helm chart grant it with `securityContext.capabilities.add: \
+             [NET_BIND_SERVICE]` and the file capability the image sets (`setcap \
+             cap_net_bind_service=+ep /sluice`); or listen on a port from 1024 up, e.g. \
+             --{flag} 0.0.0.0:{port}",
+        ));
+    }
+    message
+}
+
 /// Listen backlog of every socket (tokio's default for `TcpListener::bind`).
 const BACKLOG: u32 = 1024;
 
@@ -106,4 +128,42 @@ pub(crate) fn bind_many_udp(
             Ok(socket.into())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// #33: binding :80 without the capability said only "Permission denied".
+    #[test]
+    fn a_privileged_port_refused_says_what_grants_it() {
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        let addr: SocketAddr = "0.0.0.0:80".parse().unwrap();
+        let message = bind_failure("HTTP", addr, &denied);
+        assert!(
+            message.starts_with("binding the HTTP listener on 0.0.0.0:80: "),
+            "{message}"
+        );
+        for part in [
+            "below 1024",
+            "CAP_NET_BIND_SERVICE",
+            "NET_BIND_SERVICE]",
+            "setcap",
+        ] {
+            assert!(message.contains(part), "{part}: {message}");
+        }
+        assert!(message.contains("--http-addr 0.0.0.0:8080"), "{message}");
+        let https = bind_failure("HTTPS", "[::]:443".parse().unwrap(), &denied);
+        assert!(https.contains("--https-addr 0.0.0.0:8443"), "{https}");
+        // Other failures, or a high port, have nothing to add.
+        let in_use = io::Error::from(io::ErrorKind::AddrInUse);
+        assert_eq!(
+            bind_failure("HTTP", addr, &in_use),
+            "binding the HTTP listener on 0.0.0.0:80"
+        );
+        assert_eq!(
+            bind_failure("HTTP", "0.0.0.0:8080".parse().unwrap(), &denied),
+            "binding the HTTP listener on 0.0.0.0:8080"
+        );
+    }
 }

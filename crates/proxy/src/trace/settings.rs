@@ -33,34 +33,34 @@ pub fn parse_sampler_ratio(text: &str) -> Result<SamplerRatio, String> {
 pub struct Tracing {
     /// Trace every route's requests (ingress-nginx's `enable-opentelemetry`); an Ingress's
     /// `enable-opentelemetry` annotation overrides it. Needs `--otlp-collector-host`.
-    #[arg(long, default_value = "false", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub enable_opentelemetry: bool,
 
     /// Continue the caller's trace from its `traceparent`/`tracestate` (ingress-nginx's
     /// `opentelemetry-trust-incoming-span`); `false`: every request starts a new trace and
     /// nothing of the caller's is kept. The annotation of that name overrides it.
-    #[arg(long, default_value = "true", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "true", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub opentelemetry_trust_incoming_span: bool,
 
     /// Name of the server span; may use `$request_method`, `$namespace`, `$service_name`,
     /// `$ingress_name`, `$host` and `$uri`. Empty: `HTTP <method> <namespace>/<service>`
     /// (ingress-nginx's `opentelemetry-operation-name`).
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "TEMPLATE", default_value = "")]
     pub opentelemetry_operation_name: String,
 
     /// Host of the OTLP/gRPC collector the spans go to; empty: tracing off
     /// (ingress-nginx's `otlp-collector-host`).
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "HOST", default_value = "")]
     pub otlp_collector_host: String,
 
     /// Port of the OTLP/gRPC collector (ingress-nginx's `otlp-collector-port`).
-    #[arg(long, default_value_t = 4317)]
+    #[arg(long, value_name = "PORT", default_value_t = 4317)]
     pub otlp_collector_port: u16,
 
     /// `service.name` of the spans (ingress-nginx's `otel-service-name`, there `nginx`).
-    #[arg(long, default_value = "sluice")]
+    #[arg(long, value_name = "NAME", default_value = "sluice")]
     pub otel_service_name: String,
 
     /// Which spans are sampled: `AlwaysOn`, `AlwaysOff` or `TraceIdRatioBased`
@@ -70,27 +70,27 @@ pub struct Tracing {
 
     /// Share of the traces `TraceIdRatioBased` samples, 0 to 1 (ingress-nginx's
     /// `otel-sampler-ratio`).
-    #[arg(long, default_value = "0.01", value_parser = parse_sampler_ratio)]
+    #[arg(long, value_name = "RATIO", default_value = "0.01", value_parser = parse_sampler_ratio)]
     pub otel_sampler_ratio: SamplerRatio,
 
     /// A trusted caller's `sampled` flag decides, the sampler only starts new traces
     /// (ingress-nginx's `otel-sampler-parent-based`).
-    #[arg(long, default_value = "false", value_parser = clap::builder::BoolishValueParser::new(),
-          num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value = "false", value_name = "BOOL", value_parser = sluice_units::parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
     pub otel_sampler_parent_based: bool,
 
     /// Spans waiting for export at most; more are dropped (ingress-nginx's
     /// `otel-max-queuesize`).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, value_name = "N", default_value_t = 2048)]
     pub otel_max_queuesize: usize,
 
     /// Time between two exports, in milliseconds (ingress-nginx's
     /// `otel-schedule-delay-millis`).
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, value_name = "MILLISECONDS", default_value_t = 5000)]
     pub otel_schedule_delay_millis: u64,
 
     /// Spans per export at most (ingress-nginx's `otel-max-export-batch-size`).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, value_name = "N", default_value_t = 512)]
     pub otel_max_export_batch_size: usize,
 }
 
@@ -177,8 +177,7 @@ mod tests {
             "TraceIdRatioBased",
             "--otel-sampler-ratio",
             "0.5",
-            "--otel-sampler-parent-based",
-            "true",
+            "--otel-sampler-parent-based=true",
             "--otel-max-queuesize",
             "10",
         ])
