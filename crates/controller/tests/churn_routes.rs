@@ -39,7 +39,7 @@ enum Change {
 
 /// The `i`th change: Ingresses on even `i`, HTTPRoutes on odd; slot and action by round.
 fn plan(i: u64) -> (bool, u64, Change) {
-    let ingress = i % 2 == 0;
+    let ingress = i.is_multiple_of(2);
     let slot = (i / 2) % SLOTS;
     let change = match (i / (2 * SLOTS)) % 3 {
         0 => Change::Create,
