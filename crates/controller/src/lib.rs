@@ -39,3 +39,4 @@ pub mod projection;
 pub mod rebuild;
 pub mod serve;
 pub mod sources;
+mod status_only;

@@ -42,6 +42,9 @@ pub struct Rebuilder {
     table: TableHandle,
     queue: WorkQueue<&'static str>,
     report: watch::Sender<Arc<RebuildReport>>,
+    /// Counts status-only updates of the objects whose status we write (see
+    /// [`Rebuilder::status_changes`]).
+    status_changes: watch::Sender<u64>,
     explain_unserved: bool,
     /// The inputs of the last rebuild, for `sluice explain` through the admin port.
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
@@ -56,7 +59,12 @@ impl Rebuilder {
     pub fn new(informers: IngressInformers, options: CompileOptions, table: TableHandle) -> Self {
         let queue = WorkQueue::new();
         let q = queue.clone();
-        informers.on_change(move || q.add(KEY));
+        let (status_changes, _) = watch::channel(0u64);
+        let status = status_changes.clone();
+        informers.on_change(
+            move || q.add(KEY),
+            move || status.send_modify(|n| *n = n.wrapping_add(1)),
+        );
         let (report, _) = watch::channel(Arc::new(RebuildReport::default()));
         let last_inputs = Arc::new(Mutex::new(Arc::new(Inputs::default())));
         let explained = Arc::clone(&last_inputs);
@@ -71,6 +79,7 @@ impl Rebuilder {
             table,
             queue,
             report,
+            status_changes,
             explain_unserved: false,
             last_inputs,
             nginx_config: Mutex::new(None),
@@ -88,6 +97,12 @@ impl Rebuilder {
     /// Follows every rebuild's diagnostics and Ingresses of our class.
     pub fn reports(&self) -> watch::Receiver<Arc<RebuildReport>> {
         self.report.subscribe()
+    }
+
+    /// Ticks when an object whose status we write changed its status only: nothing to
+    /// compile, but the status writers check that our entries are still there.
+    pub fn status_changes(&self) -> watch::Receiver<u64> {
+        self.status_changes.subscribe()
     }
 
     /// The queue, to stop the loop with `shut_down`.

@@ -5,6 +5,7 @@
 
 use crate::manifest_dir::{Kinds, ManifestDir};
 use crate::projection;
+use crate::status_only::{ChangeCallbacks, watch_all, watch_status_aware};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -51,14 +52,11 @@ pub struct IngressInformers {
     /// Gateway API kinds once watched: at start when the cluster serves them (always from
     /// manifests), or later through [`IngressInformers::add_gateway`]. Shared by clones.
     gateway: Arc<OnceLock<GatewayInformers>>,
-    /// Every informer above but the Gateway API's, type-erased.
+    /// Every informer above but the Ingress informer and the Gateway API's, type-erased.
     all: Vec<Arc<dyn InformerHandle>>,
     /// The callbacks of [`IngressInformers::on_change`], for informers added later.
-    changed: Arc<Mutex<Vec<ChangeCallback>>>,
+    changed: Arc<Mutex<Vec<ChangeCallbacks>>>,
 }
-
-/// A callback of [`IngressInformers::on_change`].
-type ChangeCallback = Arc<dyn Fn() + Send + Sync>;
 
 /// Informers for the Gateway API kinds, and Namespaces (for `allowedRoutes` selectors).
 #[derive(Clone)]
@@ -159,6 +157,33 @@ impl GatewayInformers {
         }
     }
 
+    /// Registers `callbacks` on every informer: status-aware on the kinds whose status
+    /// sluice writes.
+    fn register(&self, callbacks: &ChangeCallbacks) {
+        watch_status_aware(&self.classes, callbacks);
+        watch_status_aware(&self.gateways, callbacks);
+        watch_status_aware(&self.routes, callbacks);
+        watch_status_aware(&self.grpc_routes, callbacks);
+        if let Some(i) = &self.tcp_routes {
+            watch_status_aware(i, callbacks);
+        }
+        if let Some(i) = &self.tls_routes {
+            watch_status_aware(i, callbacks);
+        }
+        if let Some(i) = &self.udp_routes {
+            watch_status_aware(i, callbacks);
+        }
+        if let Some(i) = &self.listener_sets {
+            watch_status_aware(i, callbacks);
+        }
+        if let Some(i) = &self.backend_tls_policies {
+            watch_status_aware(i, callbacks);
+        }
+        watch_all(&self.grants, callbacks);
+        watch_all(&self.namespaces, callbacks);
+        watch_all(&self.config_maps, callbacks);
+    }
+
     fn handles(&self) -> Vec<Arc<dyn InformerHandle>> {
         let mut all: Vec<Arc<dyn InformerHandle>> = vec![
             Arc::new(self.classes.clone()),
@@ -255,7 +280,6 @@ impl IngressInformers {
         gateway: Option<GatewayInformers>,
     ) -> Self {
         let mut all: Vec<Arc<dyn InformerHandle>> = vec![
-            Arc::new(ingresses.clone()),
             Arc::new(classes.clone()),
             Arc::new(services.clone()),
             Arc::new(secrets.clone()),
@@ -313,10 +337,10 @@ impl IngressInformers {
         let Some(g) = self.gateway.get() else {
             return false;
         };
+        for changed in callbacks.iter() {
+            g.register(changed);
+        }
         for handle in g.handles() {
-            for changed in callbacks.iter() {
-                handle.on_change(changed.clone());
-            }
             handle.start();
         }
         true
@@ -457,7 +481,8 @@ impl IngressInformers {
 
     /// Every informer, type-erased (the Gateway API's too, once watched).
     pub fn handles(&self) -> Vec<Arc<dyn InformerHandle>> {
-        let mut all = self.all.clone();
+        let mut all: Vec<Arc<dyn InformerHandle>> = vec![Arc::new(self.ingresses.clone())];
+        all.extend(self.all.iter().cloned());
         if let Some(g) = self.gateway() {
             all.extend(g.handles());
         }
@@ -465,15 +490,27 @@ impl IngressInformers {
     }
 
     /// Calls `changed` after every add, update or delete of any watched object, including
-    /// those of informers added later.
-    pub fn on_change(&self, changed: impl Fn() + Send + Sync + 'static) {
-        let changed: ChangeCallback = Arc::new(changed);
-        // Under the lock `add_gateway` takes: each informer gets this callback exactly once.
-        let mut callbacks = self.changed.lock().unwrap_or_else(|e| e.into_inner());
-        for i in self.handles() {
-            i.on_change(changed.clone());
+    /// those of informers added later; an update of an Ingress or a Gateway API object that
+    /// changed its status only calls `status_changed` instead (see [`crate::status_only`]).
+    pub fn on_change(
+        &self,
+        changed: impl Fn() + Send + Sync + 'static,
+        status_changed: impl Fn() + Send + Sync + 'static,
+    ) {
+        let callbacks = ChangeCallbacks {
+            changed: Arc::new(changed),
+            status_changed: Arc::new(status_changed),
+        };
+        // Under the lock `add_gateway` takes: each informer gets these callbacks exactly once.
+        let mut registered = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+        watch_status_aware(&self.ingresses, &callbacks);
+        for i in &self.all {
+            watch_all(i.as_ref(), &callbacks);
         }
-        callbacks.push(changed);
+        if let Some(g) = self.gateway() {
+            g.register(&callbacks);
+        }
+        registered.push(callbacks);
     }
 
     /// Starts every informer that is not running yet.

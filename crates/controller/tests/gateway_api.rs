@@ -925,6 +925,105 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
     Ok(())
 }
 
+/// A status-only write compiles nothing (issue 31: every status write came back as a
+/// whole-table rebuild, two per route change): another controller replacing the route's
+/// `status.parents` wakes the status writer alone, which puts our entry back beside theirs,
+/// and `sluice_table_rebuilds_total` stays where it was. Gateway API: a controller keeps the
+/// other controllers' entries and maintains its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_only_write_rebuilds_nothing_and_our_entry_comes_back() -> anyhow::Result<()> {
+    let gw = GatewayWorld::new("gw-status-only").await?;
+    let _web = gw.backend("web").await?;
+    gw.gateway(
+        "edge",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+    )
+    .await?;
+    gw.route(
+        "web",
+        json!({"parentRefs": [{"name": "edge"}], "hostnames": ["quiet.example"],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )
+    .await?;
+    let running = gw.start(&[]).await?;
+    until(running.http, "quiet.example", "/", "served by web", |a| {
+        a.status == 200 && a.service() == "web"
+    })
+    .await?;
+    gw.until_route_condition("web", "Accepted", "True", "Accepted")
+        .await?;
+    let admin = running.admin;
+    let rebuilds = || async move {
+        let answer = send(admin, "GET", "localhost", "/metrics", &[])
+            .await
+            .ok()?;
+        answer
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("sluice_table_rebuilds_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    // Settled: the count holds still for a second (status writes of the start are over).
+    let settled =
+        sluice_testenv::eventually(Duration::from_secs(20), "table rebuilds settle", || async {
+            let before = rebuilds().await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            (rebuilds().await? == before).then_some(before)
+        })
+        .await?;
+
+    let theirs = json!({"parentRef": {"name": "elsewhere"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
+    let routes: Api<HttpRoute> = gw.world.api();
+    routes
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"parents": [theirs]}})),
+        )
+        .await?;
+    let controllers = sluice_testenv::eventually(
+        Duration::from_secs(20),
+        "our parent entry written back",
+        || async {
+            let status = gw.route_status("web").await.ok()?;
+            let controllers: Vec<String> = status["parents"]
+                .as_array()?
+                .iter()
+                .filter_map(|p| p["controllerName"].as_str().map(String::from))
+                .collect();
+            controllers.contains(&gw.controller).then_some(controllers)
+        },
+    )
+    .await?;
+    assert!(
+        controllers.iter().any(|c| c == "example.com/other"),
+        "{controllers:?}"
+    );
+    // Our own write has come back through the watch by now, as theirs did.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        rebuilds().await,
+        Some(settled),
+        "a status-only write compiled the table"
+    );
+    // A spec change still compiles, and is served.
+    routes
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"hostnames": ["quiet.example", "loud.example"]}})),
+        )
+        .await?;
+    until(running.http, "loud.example", "/", "served by web", |a| {
+        a.status == 200 && a.service() == "web"
+    })
+    .await?;
+    assert!(rebuilds().await > Some(settled));
+    running.stop().await
+}
+
 /// Only the Lease holder writes Gateway API status. Two replicas publish different
 /// addresses, so `status.addresses` says who wrote: the leader's address, and it stays
 /// (the other replica never overwrites it); after the leader stops, the other takes over

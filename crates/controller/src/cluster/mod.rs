@@ -562,6 +562,7 @@ async fn start_loops(
         writer,
         gateway_writer,
         rebuilder.reports(),
+        rebuilder.status_changes(),
         leading.clone(),
         stop,
     )));
@@ -640,6 +641,7 @@ async fn status_loop(
     writer: StatusWriter,
     mut gateway_writer: GatewayWriterSlot,
     mut reports: tokio::sync::watch::Receiver<Arc<crate::rebuild::RebuildReport>>,
+    mut status_changes: tokio::sync::watch::Receiver<u64>,
     mut leading: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
 ) {
@@ -679,6 +681,8 @@ async fn status_loop(
         tokio::select! {
             _ = stop.cancelled() => break,
             r = reports.changed() => if r.is_err() { break },
+            // A status someone else wrote: ours are checked against the current objects.
+            s = status_changes.changed() => if s.is_err() { break },
             l = leading.changed() => if l.is_err() { break },
         }
     }
