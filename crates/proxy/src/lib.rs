@@ -128,6 +128,7 @@ mod http;
 mod observe;
 mod pipeline;
 mod rate_limit;
+mod retired;
 mod runtime;
 mod serve;
 mod settings;

@@ -155,36 +155,47 @@ impl Snapshot {
                 }
             }
         };
-        // Endpoint state (in-flight counts, down marks) follows the address.
-        let mut endpoints: HashMap<SocketAddr, Arc<Endpoint>> = previous
+        // Endpoint state (in-flight counts, down marks) follows the address. A backend whose
+        // addresses did not change takes its previous balancer's endpoints as they are; the
+        // map of every previous endpoint is made only when one did change.
+        let mut endpoints: Option<HashMap<SocketAddr, Arc<Endpoint>>> = None;
+        // Metric handles (and unchanged balancers) follow the service.
+        let mut by_service: HashMap<&str, &BackendState> = previous
             .backends
             .iter()
-            .flat_map(|b| b.balancer.endpoints())
-            .map(|e| (e.addr, Arc::clone(e)))
-            .collect();
-        // Metric handles follow the service.
-        let mut by_service: HashMap<&str, &Arc<BackendMetrics>> = previous
-            .backends
-            .iter()
-            .map(|b| (b.metrics.service.as_str(), &b.metrics))
+            .map(|b| (b.metrics.service.as_str(), b))
             .collect();
         let backends = table
             .backends()
             .iter()
             .map(|backend| {
                 let service = service_label(&backend.service);
-                let metrics = match by_service.remove(service.as_str()) {
-                    Some(found) => Arc::clone(found),
+                let before = by_service.remove(service.as_str());
+                let metrics = match before {
+                    Some(found) => Arc::clone(&found.metrics),
                     None => Arc::new(metrics.backend(service)),
                 };
-                BackendState {
-                    balancer: Balancer::new(&backend.endpoints, &mut endpoints),
-                    metrics,
-                }
+                let balancer = match before {
+                    Some(found) if found.balancer.has_addrs(&backend.endpoints) => {
+                        found.balancer.same_endpoints()
+                    }
+                    _ => {
+                        let all = endpoints.get_or_insert_with(|| {
+                            previous
+                                .backends
+                                .iter()
+                                .flat_map(|b| b.balancer.endpoints())
+                                .map(|e| (e.addr, Arc::clone(e)))
+                                .collect()
+                        });
+                        Balancer::new(&backend.endpoints, all)
+                    }
+                };
+                BackendState { balancer, metrics }
             })
-            .collect();
+            .collect::<Box<[BackendState]>>();
 
-        let routes = route_metrics(&table, previous, metrics);
+        let routes = route_metrics(&table, &backends, previous, metrics);
 
         let mut keys = HashMap::new();
         let mut parsed = Vec::new();
@@ -272,32 +283,47 @@ impl Snapshot {
 }
 
 /// Request metric handles per route entry; handles follow their labels (namespace,
-/// Ingress, service) from the previous snapshot, so counts survive swaps.
-fn route_metrics(
-    table: &RouteTable,
+/// Ingress, service) from the previous snapshot, so counts survive swaps. Most entries
+/// share their source and backend with others (an Ingress's paths), so each (source,
+/// backend) pair is looked up once, and without allocating unless its handles are new.
+fn route_metrics<'t>(
+    table: &'t RouteTable,
+    backends: &[BackendState],
     previous: &Snapshot,
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
-    let mut known: HashMap<crate::observe::metrics::RouteKey, Arc<RouteMetrics>> = previous
+    let known: HashMap<(&'static str, &str, &str, &str), &Arc<RouteMetrics>> = previous
         .routes
         .iter()
         .flat_map(|choices| choices.iter())
-        .map(|(_, m)| (m.key(), Arc::clone(m)))
+        .map(|(_, m)| (m.borrowed_key(), m))
         .collect();
-    let mut handle = |source: &sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
-        let key = (
+    let mut made: HashMap<(&'static str, &'t str, &'t str, usize), Arc<RouteMetrics>> =
+        HashMap::new();
+    let mut handle = |source: &'t sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
+        let id = backend.id;
+        let pair = (
             source.kind,
-            source.namespace.clone(),
-            source.name.clone(),
-            service_label(&backend.service),
+            source.namespace.as_str(),
+            source.name.as_str(),
+            id,
         );
-        let found = known.get(&key).cloned();
-        let metrics = found.unwrap_or_else(|| {
-            let made = Arc::new(metrics.route(key.0, &key.1, &key.2, key.3.clone()));
-            known.insert(key, Arc::clone(&made));
-            made
+        let found = made.get(&pair).map(Arc::clone);
+        let handles = found.unwrap_or_else(|| {
+            // The backend's `service` label, worked out once per backend in `backends`.
+            let label = backends.get(id).map_or_else(
+                || service_label(&backend.service),
+                |b| b.metrics.service.clone(),
+            );
+            let key = (pair.0, pair.1, pair.2, label.as_str());
+            let handles = match known.get(&key) {
+                Some(found) => Arc::clone(found),
+                None => Arc::new(metrics.route(pair.0, pair.1, pair.2, label.clone())),
+            };
+            made.insert(pair, Arc::clone(&handles));
+            handles
         });
-        (backend.id, metrics)
+        (id, handles)
     };
     table
         .entries()
@@ -367,6 +393,8 @@ pub(crate) struct TableShared {
     updating: Mutex<()>,
     /// Warnings and the explainer, reported by the control plane for the admin server.
     pub(crate) control: Mutex<ControlInfo>,
+    /// Frees replaced snapshots off the request path.
+    retired: crate::retired::Retired<Snapshot>,
 }
 
 impl TableShared {
@@ -423,6 +451,7 @@ impl TableHandle {
                 flags,
                 updating: Mutex::new(()),
                 control: Mutex::new(ControlInfo::default()),
+                retired: crate::retired::Retired::new(),
             }),
         }
     }
@@ -461,7 +490,9 @@ impl TableHandle {
                     .is_some_and(|new| Arc::ptr_eq(old, new))
             })
             .map(Arc::clone);
-        shared.current.store(Arc::new(next));
+        let old = shared.current.swap(Arc::new(next));
+        drop(previous);
+        shared.retired.retire(old);
         if let Some(old) = replaced {
             // Its queued spans go out off the request path; this holds the last reference,
             // so no worker thread ever blocks dropping it.
@@ -590,8 +621,9 @@ mod tests {
             "a swap is seen by the next request"
         );
         assert!(Arc::ptr_eq(&next.0, &table.shared.current.load_full()));
-        // The thread no longer holds the old snapshot: only `held` does.
-        assert_eq!(Arc::strong_count(&held), 1);
+        // The thread no longer holds the old snapshot: only `held` does, and the retired
+        // list, which frees it once `held` is gone (off this thread).
+        assert_eq!(Arc::strong_count(&held), 2);
 
         // Another thread gets its own hold of the same snapshot.
         let other = std::thread::scope(|scope| {

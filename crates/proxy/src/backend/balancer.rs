@@ -31,6 +31,8 @@ pub(crate) const MAX_ATTEMPTS: usize = 8;
 pub(crate) struct Endpoint {
     /// Where to connect.
     pub(crate) addr: SocketAddr,
+    /// [`endpoint_key`] of `addr`, worked out once per address rather than per table.
+    key: u64,
     /// Requests sent here whose response has not finished yet.
     in_flight: AtomicUsize,
     /// Milliseconds since [`epoch`] until which this endpoint is avoided; 0 = never failed.
@@ -49,6 +51,7 @@ impl Endpoint {
     fn new(addr: SocketAddr) -> Endpoint {
         Endpoint {
             addr,
+            key: endpoint_key(addr),
             in_flight: AtomicUsize::new(0),
             down_until: AtomicU64::new(0),
             ewma: AtomicU64::new(0),
@@ -101,8 +104,19 @@ pub(crate) fn peak_ewma(previous: f64, sample: f64, elapsed_ms: f64) -> f64 {
 /// A stable 64-bit name of an endpoint address (FNV-1a of `ip:port`): the same in every
 /// sluice instance, so a session cookie set by one is understood by all.
 pub(crate) fn endpoint_key(addr: SocketAddr) -> u64 {
+    use std::io::Write;
+    // The longest `[v6%scope]:port` is 64 bytes: formatted on the stack, not allocated.
+    let mut buf = [0u8; 96];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let text: std::borrow::Cow<'_, [u8]> = match write!(cursor, "{addr}") {
+        Ok(()) => {
+            let len = usize::try_from(cursor.position()).unwrap_or(0);
+            std::borrow::Cow::Borrowed(&buf[..len])
+        }
+        Err(_) => std::borrow::Cow::Owned(addr.to_string().into_bytes()),
+    };
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in addr.to_string().bytes() {
+    for &byte in text.iter() {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -124,7 +138,7 @@ impl Balancer {
         addrs: &[SocketAddr],
         previous: &mut HashMap<SocketAddr, Arc<Endpoint>>,
     ) -> Balancer {
-        let endpoints = addrs
+        let endpoints: Box<[Arc<Endpoint>]> = addrs
             .iter()
             .map(|&addr| {
                 Arc::clone(
@@ -134,7 +148,23 @@ impl Balancer {
                 )
             })
             .collect();
-        let keys = addrs.iter().map(|&addr| endpoint_key(addr)).collect();
+        Balancer::of(endpoints)
+    }
+
+    /// A balancer over the same endpoints (and their state) as `self`, for the next table
+    /// when a backend's addresses did not change.
+    pub(crate) fn same_endpoints(&self) -> Balancer {
+        Balancer::of(self.endpoints.clone())
+    }
+
+    /// Whether this balancer's endpoints are `addrs`, in that order.
+    pub(crate) fn has_addrs(&self, addrs: &[SocketAddr]) -> bool {
+        self.endpoints.len() == addrs.len()
+            && self.endpoints.iter().zip(addrs).all(|(e, a)| e.addr == *a)
+    }
+
+    fn of(endpoints: Box<[Arc<Endpoint>]>) -> Balancer {
+        let keys = endpoints.iter().map(|e| e.key).collect();
         Balancer {
             endpoints,
             keys,
@@ -360,6 +390,56 @@ mod tests {
         (0..n)
             .map(|i| SocketAddr::from(([127, 0, 0, 1], 1000 + i)))
             .collect()
+    }
+
+    /// The key is FNV-1a of the address as text (what session cookies carry, so it must not
+    /// change between versions): formatted on the stack, the same as through a `String`,
+    /// for IPv4, IPv6, scoped and the longest IPv6 text.
+    #[test]
+    fn endpoint_keys_are_fnv1a_of_the_address_text() {
+        fn reference(addr: SocketAddr) -> u64 {
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            for byte in addr.to_string().bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+            hash
+        }
+        let mut cases: Vec<SocketAddr> = vec![
+            "10.0.0.1:80".parse().unwrap(),
+            "255.255.255.255:65535".parse().unwrap(),
+            "[::1]:8080".parse().unwrap(),
+            "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:65535"
+                .parse()
+                .unwrap(),
+        ];
+        cases.push(SocketAddr::V6(std::net::SocketAddrV6::new(
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".parse().unwrap(),
+            65535,
+            0,
+            u32::MAX,
+        )));
+        for i in 0..2000u32 {
+            let ip = std::net::Ipv4Addr::from(i.wrapping_mul(2_654_435_761));
+            cases.push(SocketAddr::from((ip, (i % 65536) as u16)));
+        }
+        for addr in cases {
+            assert_eq!(endpoint_key(addr), reference(addr), "{addr}");
+        }
+    }
+
+    /// A backend whose addresses did not change keeps its endpoints' state.
+    #[test]
+    fn a_balancer_over_the_same_addresses_shares_their_state() {
+        let mut prev = HashMap::new();
+        let b = Balancer::new(&addrs(3), &mut prev);
+        assert!(b.has_addrs(&addrs(3)));
+        assert!(!b.has_addrs(&addrs(2)));
+        let again = b.same_endpoints();
+        for i in 0..3 {
+            assert!(Arc::ptr_eq(&b.endpoints()[i], &again.endpoints()[i]));
+            assert_eq!(b.key(i), again.key(i));
+        }
     }
 
     #[test]

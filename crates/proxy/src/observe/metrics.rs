@@ -700,6 +700,16 @@ impl RouteMetrics {
         )
     }
 
+    /// [`RouteMetrics::key`] borrowed: for finding handles without allocating.
+    pub(crate) fn borrowed_key(&self) -> (&'static str, &str, &str, &str) {
+        (
+            self.labels.kind,
+            &self.labels.namespace,
+            &self.labels.ingress,
+            &self.labels.service,
+        )
+    }
+
     /// Counts one answered request for `host` (as received; normalized here) and says
     /// where, for the duration observed when the request is over.
     pub(crate) fn count_request(&self, host: &str, method: u8, status: u16) -> SeriesAt {
