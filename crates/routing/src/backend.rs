@@ -245,12 +245,17 @@ impl<'a> ServiceIndex<'a> {
         ports.first().map(|p| p.port)
     }
 
-    /// Resolves a Service port to its ready endpoints.
-    ///
-    /// `Err` with [`Reason::UnsupportedBackend`] means the rule must be skipped (ExternalName);
-    /// [`Reason::ServiceNotFound`] and [`Reason::PortNotFound`] mean it is routed to a backend
-    /// without endpoints (503).
-    pub(crate) fn resolve(&self, sref: &ServiceRef) -> Result<Resolved, BackendProblem> {
+    /// Whether `sref` resolves, without reading its endpoints: the same problem
+    /// [`ServiceIndex::resolve`] would give (endpoints never make one).
+    pub(crate) fn check(&self, sref: &ServiceRef) -> Result<(), BackendProblem> {
+        self.port(sref).map(|_| ())
+    }
+
+    /// The Service port `sref` names, or why there is none.
+    fn port(
+        &self,
+        sref: &ServiceRef,
+    ) -> Result<&k8s_openapi::api::core::v1::ServicePort, BackendProblem> {
         let Some(service) = self
             .services
             .get(&(sref.namespace.as_str(), sref.name.as_str()))
@@ -288,6 +293,16 @@ impl<'a> ServiceIndex<'a> {
                 format!("Service {}/{} has no {what}", sref.namespace, sref.name),
             ));
         };
+        Ok(port)
+    }
+
+    /// Resolves a Service port to its ready endpoints.
+    ///
+    /// `Err` with [`Reason::UnsupportedBackend`] means the rule must be skipped (ExternalName);
+    /// [`Reason::ServiceNotFound`] and [`Reason::PortNotFound`] mean it is routed to a backend
+    /// without endpoints (503).
+    pub(crate) fn resolve(&self, sref: &ServiceRef) -> Result<Resolved, BackendProblem> {
+        let port = self.port(sref)?;
         let port_name = port.name.as_deref().unwrap_or("");
         let (endpoints, not_ready) = self.endpoints(&sref.namespace, &sref.name, port_name);
         let protocol = port.app_protocol.as_deref().and_then(app_protocol);
@@ -406,4 +421,75 @@ fn socket_addrs<'s>(
     port: u16,
 ) -> impl Iterator<Item = SocketAddr> + 's {
     addresses.filter_map(move |a| a.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `check` (what Gateway API backend references are vetted with) gives exactly the
+    /// problem `resolve` gives, for every reference: endpoints never make one.
+    #[test]
+    fn check_agrees_with_resolve_on_every_reference() {
+        let services: Vec<Service> = vec![
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "a", "name": "web"},
+                "spec": {"ports": [{"name": "http", "port": 80}, {"port": 81}]}
+            }))
+            .unwrap(),
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "a", "name": "ext"},
+                "spec": {"type": "ExternalName", "externalName": "example.com"}
+            }))
+            .unwrap(),
+            serde_json::from_value(json!({"metadata": {"namespace": "a", "name": "bare"}}))
+                .unwrap(),
+        ];
+        let slices: Vec<EndpointSlice> = vec![
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "a", "name": "web-1",
+                             "labels": {SERVICE_NAME_LABEL: "web"}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [{"addresses": ["10.0.0.1", "not an address"],
+                               "conditions": {"ready": true}}]
+            }))
+            .unwrap(),
+        ];
+        let index = ServiceIndex::new(&services, &slices, []);
+        for namespace in ["a", "b"] {
+            for name in ["web", "ext", "bare", "missing"] {
+                let ports = [
+                    PortRef::Number(80),
+                    PortRef::Number(81),
+                    PortRef::Number(82),
+                    PortRef::Name("http".into()),
+                    PortRef::Name("nope".into()),
+                ];
+                for port in ports {
+                    let sref = ServiceRef {
+                        namespace: namespace.into(),
+                        name: name.into(),
+                        port,
+                    };
+                    assert_eq!(
+                        index.check(&sref),
+                        index.resolve(&sref).map(|_| ()),
+                        "{sref}"
+                    );
+                }
+            }
+        }
+        // Not vacuous: one reference resolves, with its endpoint.
+        let web = ServiceRef {
+            namespace: "a".into(),
+            name: "web".into(),
+            port: PortRef::Name("http".into()),
+        };
+        assert_eq!(
+            index.resolve(&web).map(|r| r.endpoints),
+            Ok(vec!["10.0.0.1:8080".parse().unwrap()])
+        );
+    }
 }

@@ -1405,7 +1405,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             name: backend.name.clone(),
             port: PortRef::Number(port),
         };
-        match self.services.resolve(&sref) {
+        match self.services.check(&sref) {
             Ok(_) => Ok(sref),
             Err(problem) => Err(("BackendNotFound", problem.detail)),
         }
