@@ -884,6 +884,7 @@ pub async fn run(args: &MigrateArgs, out: &mut dyn Write, err: &mut dyn Write) -
             kubeconfig: args.kubeconfig.as_deref(),
             namespace: args.namespace.as_deref(),
             default_class: args.class.compile_options(None).ingress_class,
+            config_map: args.class.configmap.as_ref(),
         };
         return crate::migrate_gateway::run(&args.gateway, &source, out, err).await;
     }

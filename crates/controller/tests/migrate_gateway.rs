@@ -776,3 +776,77 @@ async fn emitted_objects_pass_the_gateway_api_crds_validation_on_a_real_api_serv
     assert!(last.is_empty() || last.contains("discover"));
     Ok(())
 }
+
+/// `--configmap` with `--to gateway-api`: the ConfigMap in the manifests is applied to
+/// every Ingress (ingress-nginx's global external auth guards this one, so its route is
+/// emitted closed, with no backendRefs); a ConfigMap named but not in the manifests stops
+/// the conversion with nothing emitted, rather than emitting routes without what it
+/// restricted (a pipe into `kubectl apply` would not see the exit status).
+#[tokio::test]
+async fn the_config_map_restricts_the_emitted_routes_and_a_missing_one_stops_the_conversion() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path().join("objects.yaml"),
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {name: controller, namespace: ingress-nginx}
+data: {global-auth-url: \"http://auth.test/check\"}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: default}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: shop.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+",
+    )
+    .expect("write");
+    let manifests = dir.path().to_str().expect("path");
+    let migrate = |config_map: &str| {
+        let cli = Cli::try_parse_from([
+            "migrate",
+            "--manifests",
+            manifests,
+            "--to",
+            "gateway-api",
+            "--configmap",
+            config_map,
+        ])
+        .expect("flags parse");
+        async move {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let code = run(&cli.args, &mut out, &mut err).await;
+            (
+                code,
+                String::from_utf8_lossy(&out).into_owned(),
+                String::from_utf8_lossy(&err).into_owned(),
+            )
+        }
+    };
+
+    let (code, yaml, report) = migrate("ingress-nginx/controller").await;
+    assert_eq!(code, EXIT_CHANGES, "{report}");
+    assert!(
+        yaml.contains("# CLOSED: Ingress default/shop restricts access (global-auth-url (ConfigMap ingress-nginx/controller))"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("backendRefs: []"), "{yaml}");
+    assert!(!yaml.contains("name: web"), "no backend is named: {yaml}");
+    assert!(
+        report.contains("ConfigMap ingress-nginx/controller global-auth-url"),
+        "{report}"
+    );
+
+    let (code, yaml, report) = migrate("ingress-nginx/missing").await;
+    assert_eq!(code, sluice_controller::migrate::EXIT_ERROR, "{report}");
+    assert!(yaml.is_empty(), "{yaml}");
+    assert!(
+        report
+            .contains("ConfigMap ingress-nginx/missing (--configmap) not found; nothing converted"),
+        "{report}"
+    );
+}

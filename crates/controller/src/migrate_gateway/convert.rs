@@ -29,6 +29,89 @@ pub struct ConvertOptions {
     pub default_class: String,
     /// Emit routes whose access restrictions cannot be carried with their backends.
     pub allow_open: bool,
+    /// ingress-nginx's ConfigMap (`--configmap`): its annotation defaults and global
+    /// restrictions apply to every Ingress, as they did in ingress-nginx.
+    pub config_map: Option<ConfigMapInForce>,
+}
+
+/// ingress-nginx's ConfigMap as the conversion applies it.
+#[derive(Clone, Debug)]
+pub struct ConfigMapInForce {
+    /// `namespace/name`, for the report.
+    pub name: String,
+    /// What its keys came to.
+    pub config: sluice_routing::config_map::NginxConfig,
+}
+
+impl ConfigMapInForce {
+    /// Adds to `settings` (read from `annotations`, the Ingress's `own` annotations with
+    /// the ConfigMap's defaults) what the ConfigMap restricts on this Ingress: its
+    /// defaults' restrictions are named as the ConfigMap's, and its global restrictions
+    /// (`block-*`, the global external auth) join them. Left out, the route would answer
+    /// everyone they kept out.
+    fn restrict(
+        &self,
+        own: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+        settings: &mut Settings,
+    ) {
+        let name = &self.name;
+        for not_carried in &mut settings.not_carried {
+            if !own.contains_key(&not_carried.what) && annotations.contains_key(&not_carried.what) {
+                not_carried.what = format!("{} (default of ConfigMap {name})", not_carried.what);
+            }
+        }
+        for restriction in &mut settings.restrictions {
+            if !own.contains_key(restriction.as_str()) {
+                *restriction = format!("{restriction} (ConfigMap {name})");
+            }
+        }
+        let config = &self.config;
+        let global = [
+            (
+                "block-cidrs",
+                !config.block_cidrs.is_empty(),
+                "client addresses",
+            ),
+            (
+                "block-user-agents",
+                !config.block_user_agents.is_empty(),
+                "User-Agents",
+            ),
+            (
+                "block-referers",
+                !config.block_referers.is_empty(),
+                "Referers",
+            ),
+        ];
+        for (key, set, what) in global {
+            if !set {
+                continue;
+            }
+            settings
+                .restrictions
+                .push(format!("{key} (ConfigMap {name})"));
+            settings.not_carried.push(NotCarried {
+                what: format!("ConfigMap {name} {key}"),
+                why: format!(
+                    "refuses these {what} on every route and has no Gateway API form: emitted \
+                     as is, the route would answer them"
+                ),
+            });
+        }
+        if config.global_auth_guards(annotations) {
+            settings
+                .restrictions
+                .push(format!("global-auth-url (ConfigMap {name})"));
+            settings.not_carried.push(NotCarried {
+                what: format!("ConfigMap {name} global-auth-url"),
+                why: "the global external auth guards this Ingress (it has no auth-url of its \
+                      own and does not set enable-global-auth: \"false\") and has no Gateway API \
+                      form: emitted as is, the route would answer everyone"
+                    .to_owned(),
+            });
+        }
+    }
 }
 
 /// One emitted object.
@@ -643,8 +726,15 @@ pub fn convert(
             continue;
         };
         let gateway_name = class.clone();
-        let annotations = ingress.metadata.annotations.clone().unwrap_or_default();
-        let settings = annotations::read(&annotations);
+        let own = ingress.metadata.annotations.clone().unwrap_or_default();
+        let annotations = match &options.config_map {
+            Some(in_force) => in_force.config.with_annotation_defaults(&own),
+            None => own.clone(),
+        };
+        let mut settings = annotations::read(&annotations);
+        if let Some(in_force) = &options.config_map {
+            in_force.restrict(&own, &annotations, &mut settings);
+        }
         let mut outcome = IngressOutcome {
             namespace: namespace.clone(),
             name: name.clone(),

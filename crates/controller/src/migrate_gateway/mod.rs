@@ -10,7 +10,9 @@
 //! An Ingress whose access restrictions (source ranges, basic auth, auth-url, client
 //! certificates) have no Gateway API form is emitted closed: its rules keep their matches
 //! and filters but have no backendRefs, so the route answers 500 instead of answering
-//! everyone, unless `--allow-open` is given.
+//! everyone, unless `--allow-open` is given. The same holds for what ingress-nginx's
+//! ConfigMap (`--configmap`) restricted on every Ingress: its default source ranges, its
+//! `block-*` lists and its global external auth.
 
 mod annotations;
 mod convert;
@@ -20,8 +22,8 @@ mod tests;
 
 pub use annotations::NotCarried;
 pub use convert::{
-    Conversion, ConvertOptions, Emitted, HTTP_LISTENER, IngressOutcome, Object, convert,
-    https_listener,
+    ConfigMapInForce, Conversion, ConvertOptions, Emitted, HTTP_LISTENER, IngressOutcome, Object,
+    convert, https_listener,
 };
 pub use output::{document, file_name, report, to_yaml, write_dir};
 
@@ -30,7 +32,7 @@ use crate::exit_status::{EXIT_CHANGES, EXIT_CLEAN, EXIT_ERROR};
 use crate::manifest_dir::{Scanner, decode_into};
 use crate::sources::manifest_kinds;
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use std::io::Write;
@@ -85,6 +87,8 @@ pub struct Source<'a> {
     pub namespace: Option<&'a str>,
     /// The IngressClass sluice serves (`--ingress-class`).
     pub default_class: String,
+    /// `--configmap`: ingress-nginx's ConfigMap, applied to every Ingress.
+    pub config_map: Option<&'a crate::serve::NamespacedName>,
 }
 
 /// The Ingresses and Services to convert, and what could not be read.
@@ -92,11 +96,17 @@ pub struct Source<'a> {
 struct Input {
     ingresses: Vec<Ingress>,
     services: Vec<Service>,
+    /// The ConfigMap `--configmap` names, when found.
+    config_map: Option<ConfigMap>,
     errors: Vec<String>,
 }
 
 /// Reads `dir` as `sluice serve --manifests` does.
-fn from_manifests(dir: &Path, namespace: Option<&str>) -> std::io::Result<Input> {
+fn from_manifests(
+    dir: &Path,
+    namespace: Option<&str>,
+    config_map: Option<&crate::serve::NamespacedName>,
+) -> std::io::Result<Input> {
     let mut scanner = Scanner::new(dir, manifest_kinds());
     scanner.scan()?;
     let snapshot = scanner.snapshot();
@@ -114,12 +124,25 @@ fn from_manifests(dir: &Path, namespace: Option<&str>) -> std::io::Result<Input>
             decode_into(key, value, &mut input.services, &mut input.errors);
         }
     }
+    if let Some(name) = config_map {
+        let mut found: Vec<ConfigMap> = Vec::new();
+        for (key, value) in &snapshot.objects {
+            if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
+                decode_into(key, value, &mut found, &mut input.errors);
+            }
+        }
+        input.config_map = found.pop();
+    }
     Ok(input)
 }
 
 /// Lists the Ingresses and Services of `namespace` (or all). Services that cannot be
 /// listed (RBAC) only cost named ports their resolution, which the report says.
-async fn from_cluster(client: &kube::Client, namespace: Option<&str>) -> anyhow::Result<Input> {
+async fn from_cluster(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    config_map: Option<&crate::serve::NamespacedName>,
+) -> anyhow::Result<Input> {
     let (ingresses, services): (Api<Ingress>, Api<Service>) = match namespace {
         Some(ns) => (
             Api::namespaced(client.clone(), ns),
@@ -131,9 +154,17 @@ async fn from_cluster(client: &kube::Client, namespace: Option<&str>) -> anyhow:
         .await
         .context("cannot list Ingresses")?;
     let services = list_all(&services).await.unwrap_or_default();
+    let config_map = match config_map {
+        Some(name) => Api::<ConfigMap>::namespaced(client.clone(), &name.namespace)
+            .get_opt(&name.name)
+            .await
+            .with_context(|| format!("cannot read ConfigMap {}/{}", name.namespace, name.name))?,
+        None => None,
+    };
     Ok(Input {
         ingresses,
         services,
+        config_map,
         errors: Vec::new(),
     })
 }
@@ -148,27 +179,47 @@ pub async fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let options = ConvertOptions {
-        gateway_class: gateway.gateway_class.clone(),
-        gateway_namespace: gateway.gateway_namespace.clone(),
-        default_class: source.default_class.clone(),
-        allow_open: gateway.allow_open,
-    };
     let namespace = source.namespace;
     let input = match source.manifests {
-        Some(dir) => from_manifests(dir, namespace)
+        Some(dir) => from_manifests(dir, namespace, source.config_map)
             .with_context(|| format!("cannot read manifest directory {}", dir.display())),
         None => match crate::client::client_from(source.kubeconfig).await {
-            Ok(client) => from_cluster(&client, namespace).await,
+            Ok(client) => from_cluster(&client, namespace, source.config_map).await,
             Err(e) => Err(e),
         },
     };
-    let input = match input {
+    let mut input = match input {
         Ok(input) => input,
         Err(e) => {
             let _ = writeln!(err, "sluice migrate: {e:#}");
             return EXIT_ERROR;
         }
+    };
+    // A ConfigMap named but not found stops the conversion: objects converted without it
+    // would drop whatever it restricted (and `... | kubectl apply -f -` ignores the exit
+    // status).
+    let config_map = match (source.config_map, input.config_map.take()) {
+        (None, _) => None,
+        (Some(name), Some(map)) => Some(ConfigMapInForce {
+            config: sluice_routing::config_map::read(&map, None).0,
+            name: format!("{}/{}", name.namespace, name.name),
+        }),
+        (Some(name), None) => {
+            let _ = writeln!(
+                err,
+                "sluice migrate: ConfigMap {}/{} (--configmap) not found; nothing converted \
+                 (the routes would lose what it restricts)",
+                name.namespace, name.name
+            );
+            return EXIT_ERROR;
+        }
+    };
+    let options = ConvertOptions {
+        gateway_class: gateway.gateway_class.clone(),
+        gateway_namespace: gateway.gateway_namespace.clone(),
+        default_class: source.default_class.clone(),
+        allow_open: gateway.allow_open,
+        config_map,
     };
     let conversion = convert(&input.ingresses, &input.services, &options);
     let mut text = String::new();

@@ -22,6 +22,7 @@ fn options() -> ConvertOptions {
         gateway_namespace: None,
         default_class: "sluice".into(),
         allow_open: false,
+        config_map: None,
     }
 }
 
@@ -1012,4 +1013,122 @@ proptest::proptest! {
         let d = super::annotations::gateway_duration(secs);
         proptest::prop_assert_eq!(duration_seconds(&d), Some(secs), "{}", d);
     }
+}
+
+/// `ConvertOptions::config_map` from a ConfigMap's `data`.
+fn with_config_map(data: &[(&str, &str)]) -> ConvertOptions {
+    let map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"namespace": "ingress-nginx", "name": "controller"},
+        "data": data.iter().map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<std::collections::BTreeMap<String, String>>(),
+    }))
+    .expect("ConfigMap");
+    ConvertOptions {
+        config_map: Some(super::ConfigMapInForce {
+            name: "ingress-nginx/controller".into(),
+            config: sluice_routing::config_map::read(&map, None).0,
+        }),
+        ..options()
+    }
+}
+
+/// What ingress-nginx's ConfigMap restricted on every Ingress (ingress-nginx docs
+/// "ConfigMaps": `global-auth-url`, `whitelist-source-range`, `block-user-agents`) is a
+/// restriction of each Ingress it applies to: the route is emitted closed, unless
+/// `--allow-open`, and the report names the ConfigMap. An Ingress the global auth does
+/// not guard (`enable-global-auth: "false"`, or an `auth-url` of its own) is not closed by
+/// it.
+#[test]
+fn the_config_maps_restrictions_close_the_routes_they_applied_to() {
+    let yaml = [
+        one("plain", "", "plain.test", ROOT_TO_WEB),
+        one(
+            "opted-out",
+            "nginx.ingress.kubernetes.io/enable-global-auth: \"false\"",
+            "out.test",
+            ROOT_TO_WEB,
+        ),
+        one(
+            "own-auth",
+            "nginx.ingress.kubernetes.io/auth-url: http://mine.test/check",
+            "own.test",
+            ROOT_TO_WEB,
+        ),
+    ]
+    .join("---\n");
+    let ingresses = ingresses(&yaml);
+
+    // Without the ConfigMap, nothing restricts the first two.
+    let none = convert(&ingresses, &[], &options());
+    assert!(!outcome(&none, "plain").closed);
+    assert!(!outcome(&none, "opted-out").closed);
+
+    let auth = convert(
+        &ingresses,
+        &[],
+        &with_config_map(&[("global-auth-url", "http://auth.test/check")]),
+    );
+    let plain = outcome(&auth, "plain");
+    assert!(plain.restricts_access && plain.closed);
+    assert!(route(&auth, "plain").spec.rules[0].backend_refs.is_empty());
+    assert!(
+        not_carried(&auth, "plain")
+            .iter()
+            .any(|n| n.contains("ConfigMap ingress-nginx/controller global-auth-url")),
+        "{:?}",
+        not_carried(&auth, "plain")
+    );
+    assert!(
+        to_yaml(&auth)
+            .expect("yaml")
+            .contains("global-auth-url (ConfigMap ingress-nginx/controller)")
+    );
+    assert!(!outcome(&auth, "opted-out").closed);
+    assert_eq!(
+        route(&auth, "opted-out").spec.rules[0].backend_refs.len(),
+        1
+    );
+    // Closed by its own auth-url, not named as guarded by the global one.
+    assert!(outcome(&auth, "own-auth").closed);
+    assert!(
+        !not_carried(&auth, "own-auth")
+            .iter()
+            .any(|n| n.contains("global-auth-url")),
+    );
+
+    // A source range of the ConfigMap is every Ingress's default, named as the ConfigMap's.
+    let ranges = convert(
+        &ingresses,
+        &[],
+        &with_config_map(&[("whitelist-source-range", "10.0.0.0/8")]),
+    );
+    for name in ["plain", "opted-out", "own-auth"] {
+        assert!(outcome(&ranges, name).closed, "{name}");
+    }
+    assert!(
+        not_carried(&ranges, "plain").iter().any(|n| n
+            .contains("whitelist-source-range (default of ConfigMap ingress-nginx/controller)")),
+        "{:?}",
+        not_carried(&ranges, "plain")
+    );
+
+    // The block lists refuse clients on every route.
+    let blocked = convert(
+        &ingresses,
+        &[],
+        &with_config_map(&[("block-user-agents", "~*curl")]),
+    );
+    assert!(outcome(&blocked, "opted-out").closed);
+
+    // --allow-open emits them open, and says so.
+    let open = convert(
+        &ingresses,
+        &[],
+        &ConvertOptions {
+            allow_open: true,
+            ..with_config_map(&[("global-auth-url", "http://auth.test/check")])
+        },
+    );
+    assert!(!outcome(&open, "plain").closed);
+    assert!(report(&open).contains("ANSWER EVERYONE"));
 }

@@ -57,3 +57,21 @@ pub(crate) fn apply(
         }
     }
 }
+
+impl crate::nginx_config::NginxConfig {
+    /// Whether this ConfigMap's global external auth guards an Ingress with `annotations`
+    /// (the ConfigMap's defaults applied or not: they hold no `auth-url`), decided as the
+    /// compiler decides it: a `global-auth-url` is set (or refused, which closes) and the
+    /// Ingress has no `auth-url` of its own and does not say `enable-global-auth: "false"`.
+    /// For `sluice migrate`, which must not emit such a route open without saying so.
+    pub fn global_auth_guards(
+        &self,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        if self.global_auth.effective() == GlobalAuth::Off {
+            return false;
+        }
+        let parsed = annotations::parse(annotations);
+        parsed.enable_global_auth && parsed.policy.auth.is_none()
+    }
+}

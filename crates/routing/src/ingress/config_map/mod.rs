@@ -49,6 +49,17 @@ pub(crate) fn with_defaults(
     Some(out)
 }
 
+impl NginxConfig {
+    /// `annotations` with this ConfigMap's annotation defaults (`whitelist-source-range`,
+    /// `proxy-body-size`, ...) for the keys they do not set, as every Ingress is compiled.
+    pub fn with_annotation_defaults(
+        &self,
+        annotations: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        with_defaults(self, Some(annotations)).unwrap_or_else(|| annotations.clone())
+    }
+}
+
 /// Reads `config_map`; a key whose value does not parse keeps its value in `previous`.
 /// The diagnostics name the ConfigMap and the key (`data[<key>]`).
 pub fn read(
