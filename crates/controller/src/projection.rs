@@ -99,24 +99,36 @@ pub fn service(svc: Service) -> Service {
     }
 }
 
-/// An EndpointSlice as routing reads it.
+/// An EndpointSlice as routing reads it. Its lists are cut to their length: a list read
+/// from JSON grows by doubling (an `Endpoint` is some 350 bytes, and most of a cluster's
+/// cached objects are these), and the projection would otherwise keep that slack.
 pub fn endpoint_slice(slice: EndpointSlice) -> EndpointSlice {
-    EndpointSlice {
-        metadata: meta(slice.metadata, |k| k == SERVICE_NAME_LABEL),
-        address_type: slice.address_type,
-        ports: slice.ports,
-        endpoints: slice
-            .endpoints
-            .into_iter()
-            .map(|e| Endpoint {
-                addresses: e.addresses,
+    let mut endpoints: Vec<Endpoint> = slice
+        .endpoints
+        .into_iter()
+        .map(|e| {
+            let mut addresses = e.addresses;
+            addresses.shrink_to_fit();
+            Endpoint {
+                addresses,
                 conditions: e.conditions.map(|c| EndpointConditions {
                     ready: c.ready,
                     ..EndpointConditions::default()
                 }),
                 ..Endpoint::default()
-            })
-            .collect(),
+            }
+        })
+        .collect();
+    endpoints.shrink_to_fit();
+    let ports = slice.ports.map(|mut ports| {
+        ports.shrink_to_fit();
+        ports
+    });
+    EndpointSlice {
+        metadata: meta(slice.metadata, |k| k == SERVICE_NAME_LABEL),
+        address_type: slice.address_type,
+        ports,
+        endpoints,
     }
 }
 
@@ -413,6 +425,51 @@ type: kubernetes.io/tls
             }
             assert_eq!(summary(&projected(&full)), before, "slices: {slices}");
         }
+    }
+
+    /// A slice read from JSON keeps no slack after projection: each list's capacity is its
+    /// length (the capacity is what is allocated, and slices are most of the cache).
+    #[test]
+    fn a_projected_endpoint_slice_keeps_no_spare_capacity() {
+        let endpoints: Vec<serde_json::Value> = (1..=10)
+            .map(|k| {
+                serde_json::json!({"addresses": [format!("10.0.0.{k}")],
+                                   "conditions": {"ready": true}, "nodeName": "n1"})
+            })
+            .collect();
+        // Read from text, as the API server's answers are (a `Value` knows its lengths).
+        let text = serde_json::json!({
+            "metadata": {"namespace": "a", "name": "web-1",
+                         "labels": {SERVICE_NAME_LABEL: "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": endpoints,
+        })
+        .to_string();
+        let read: EndpointSlice = serde_json::from_str(&text).expect("slice");
+        assert!(
+            read.endpoints.capacity() > read.endpoints.len(),
+            "the fixture must have slack to cut: {} of {}",
+            read.endpoints.len(),
+            read.endpoints.capacity()
+        );
+        let projected = endpoint_slice(read.clone());
+        assert_eq!(projected.endpoints.capacity(), 10);
+        for e in &projected.endpoints {
+            assert_eq!(e.addresses.capacity(), e.addresses.len());
+            assert_eq!(e.node_name, None);
+        }
+        assert_eq!(
+            projected
+                .endpoints
+                .iter()
+                .map(|e| &e.addresses)
+                .collect::<Vec<_>>(),
+            read.endpoints
+                .iter()
+                .map(|e| &e.addresses)
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]

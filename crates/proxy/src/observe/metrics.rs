@@ -50,8 +50,6 @@ pub(crate) enum UpstreamErrorKind {
 }
 
 impl UpstreamErrorKind {
-    const ALL: [UpstreamErrorKind; 3] = [Self::Connect, Self::Timeout, Self::Io];
-
     fn label(self) -> &'static str {
         match self {
             Self::Connect => "connect",
@@ -533,61 +531,92 @@ impl Metrics {
 
 /// Cached metric handles of one backend service: what is about the Service and its
 /// endpoints, whichever Ingress sent the request.
+///
+/// Each series is made the first time it counts something, not with the table: a cluster
+/// has thousands of Services, most of them without errors or streams, and seven series
+/// each (two of them histograms) for every one made `/metrics` megabytes long. Making one
+/// takes its family's lock, once per backend and series for the life of the process (the
+/// handles follow the service from table to table), as a route's host series do.
 #[derive(Debug)]
 pub(crate) struct BackendMetrics {
     /// `"ns/name:port"`, also used in access log lines.
     pub(crate) service: String,
-    errors: [ShardedCounter; 3],
-    connect: ShardedHistogram,
-    header: ShardedHistogram,
+    families: Families,
+    errors: [OnceLock<ShardedCounter>; 3],
+    connect: OnceLock<ShardedHistogram>,
+    header: OnceLock<ShardedHistogram>,
     /// Indexed by [`StreamTransport`].
-    streams: [ShardedCounter; 2],
+    streams: [OnceLock<ShardedCounter>; 2],
 }
 
 impl BackendMetrics {
     fn new(families: &Families, service: String) -> Self {
-        let labels = ServiceLabels {
-            service: service.clone(),
-        };
-        let errors = UpstreamErrorKind::ALL.map(|kind| {
-            families.upstream_errors.get_or_create_owned(&ErrorLabels {
-                service: service.clone(),
-                kind: kind.label(),
-            })
-        });
-        let streams = ["tcp", "udp"].map(|transport| {
-            families.streams.get_or_create_owned(&StreamLabels {
-                service: service.clone(),
-                transport,
-            })
-        });
         BackendMetrics {
-            connect: families.upstream_connect.get_or_create_owned(&labels),
-            header: families.upstream_header.get_or_create_owned(&labels),
             service,
-            errors,
-            streams,
+            families: families.clone(),
+            errors: std::array::from_fn(|_| OnceLock::new()),
+            connect: OnceLock::new(),
+            header: OnceLock::new(),
+            streams: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    fn labels(&self) -> ServiceLabels {
+        ServiceLabels {
+            service: self.service.clone(),
         }
     }
 
     /// Counts one failed upstream attempt.
     pub(crate) fn upstream_error(&self, kind: UpstreamErrorKind) {
-        self.errors[kind as usize].inc();
+        self.errors[kind as usize]
+            .get_or_init(|| {
+                self.families
+                    .upstream_errors
+                    .get_or_create_owned(&ErrorLabels {
+                        service: self.service.clone(),
+                        kind: kind.label(),
+                    })
+            })
+            .inc();
     }
 
     /// Records the time a new upstream connection took to open.
     pub(crate) fn observe_connect(&self, elapsed: Duration) {
-        self.connect.observe(elapsed);
+        self.connect
+            .get_or_init(|| {
+                self.families
+                    .upstream_connect
+                    .get_or_create_owned(&self.labels())
+            })
+            .observe(elapsed);
     }
 
     /// Counts one stream route connection or session relayed to an endpoint.
     pub(crate) fn count_stream(&self, transport: StreamTransport) {
-        self.streams[transport as usize].inc();
+        let label = match transport {
+            StreamTransport::Tcp => "tcp",
+            StreamTransport::Udp => "udp",
+        };
+        self.streams[transport as usize]
+            .get_or_init(|| {
+                self.families.streams.get_or_create_owned(&StreamLabels {
+                    service: self.service.clone(),
+                    transport: label,
+                })
+            })
+            .inc();
     }
 
     /// Records the time from sending a request upstream to its response head.
     pub(crate) fn observe_header(&self, elapsed: Duration) {
-        self.header.observe(elapsed);
+        self.header
+            .get_or_init(|| {
+                self.families
+                    .upstream_header
+                    .get_or_create_owned(&self.labels())
+            })
+            .observe(elapsed);
     }
 }
 
@@ -663,8 +692,9 @@ pub(crate) struct RouteMetrics {
     families: Families,
     /// Per host seen so far (see [`HOST_SLOTS`]).
     hosts: [OnceLock<Box<HostSeries>>; HOST_SLOTS],
-    request_bytes: ShardedCounter,
-    response_bytes: ShardedCounter,
+    /// Made with the first body bytes counted (see [`BackendMetrics`] for why).
+    request_bytes: OnceLock<ShardedCounter>,
+    response_bytes: OnceLock<ShardedCounter>,
 }
 
 impl RouteMetrics {
@@ -682,8 +712,8 @@ impl RouteMetrics {
             service,
         };
         RouteMetrics {
-            request_bytes: families.request_bytes.get_or_create_owned(&labels),
-            response_bytes: families.response_bytes.get_or_create_owned(&labels),
+            request_bytes: OnceLock::new(),
+            response_bytes: OnceLock::new(),
             labels,
             families: families.clone(),
             hosts: std::array::from_fn(|_| OnceLock::new()),
@@ -799,10 +829,22 @@ impl RouteMetrics {
     /// Counts the body bytes of one request and its response.
     pub(crate) fn count_bytes(&self, received: u64, sent: u64) {
         if received > 0 {
-            self.request_bytes.inc_by(received);
+            self.request_bytes
+                .get_or_init(|| {
+                    self.families
+                        .request_bytes
+                        .get_or_create_owned(&self.labels)
+                })
+                .inc_by(received);
         }
         if sent > 0 {
-            self.response_bytes.inc_by(sent);
+            self.response_bytes
+                .get_or_init(|| {
+                    self.families
+                        .response_bytes
+                        .get_or_create_owned(&self.labels)
+                })
+                .inc_by(sent);
         }
     }
 
@@ -870,6 +912,44 @@ mod tests {
         h.observe(Duration::from_secs(1));
         assert_eq!(h.count(), 3);
         assert_eq!(h.buckets(), vec![1, 1, 1]);
+    }
+
+    /// A backend's and a route's series appear when they first count something: thousands
+    /// of Services without traffic export nothing, and counting is unchanged.
+    #[test]
+    fn series_are_made_when_they_first_count() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry, Shards::new(2));
+        let idle = metrics.backend("shop/idle:80".into());
+        let busy = metrics.backend("shop/web:80".into());
+        let route = metrics.route("Ingress", "shop", "web", "shop/web:80".into());
+        let text = render(&registry);
+        assert!(!text.contains("shop/"), "no series yet:\n{text}");
+
+        busy.upstream_error(UpstreamErrorKind::Timeout);
+        busy.upstream_error(UpstreamErrorKind::Timeout);
+        busy.observe_connect(Duration::from_millis(2));
+        busy.count_stream(StreamTransport::Udp);
+        route.count_bytes(0, 7);
+        let text = render(&registry);
+        for line in [
+            r#"sluice_upstream_errors_total{service="shop/web:80",kind="timeout"} 2"#,
+            r#"sluice_upstream_connect_duration_seconds_count{service="shop/web:80"} 1"#,
+            r#"sluice_stream_connections_total{service="shop/web:80",transport="udp"} 1"#,
+            r#"sluice_response_bytes_total{namespace="shop",kind="Ingress",ingress="web",service="shop/web:80"} 7"#,
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        for absent in [
+            "shop/idle:80",
+            r#"kind="connect""#,
+            "sluice_upstream_header_duration_seconds_count{",
+            r#"transport="tcp""#,
+            "sluice_request_bytes_total{",
+        ] {
+            assert!(!text.contains(absent), "{absent} present:\n{text}");
+        }
+        drop(idle);
     }
 
     #[test]

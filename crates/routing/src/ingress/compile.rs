@@ -160,14 +160,15 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     let global_auth = nginx_config
         .as_deref()
         .map(|config| config.global_auth.effective());
-    let parsed: Vec<Option<annotations::Parsed>> = ingresses
+    // Boxed: a `Parsed` is kilobytes, and most Ingresses have none (a `None` costs a word).
+    let parsed: Vec<Option<Box<annotations::Parsed>>> = ingresses
         .iter()
         .map(|i| {
             let Some(config) = &nginx_config else {
                 return i
                     .annotations
                     .filter(|m| !m.is_empty())
-                    .map(annotations::parse);
+                    .map(|m| Box::new(annotations::parse(m)));
             };
             // `allow-snippet-annotations` and `annotations-risk-level`, read live.
             let snippets = config.snippets_allowed();
@@ -193,7 +194,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
                     config_diagnostics.push(diagnostic);
                 }
             }
-            Some(parsed)
+            Some(Box::new(parsed))
         })
         .collect();
     // A rewrite counts where its target differs from the path (ingress-nginx's
@@ -638,7 +639,7 @@ type Routes = HashMap<HostPattern, BTreeMap<RulePath, Claim>>;
 /// State of one compilation.
 struct Compiler<'c, 'a> {
     /// Per Ingress: its parsed annotations, taken when the Ingress is walked.
-    parsed: Vec<Option<annotations::Parsed>>,
+    parsed: Vec<Option<Box<annotations::Parsed>>>,
     /// Per host: the nginx location names of its claimed paths, with their claims, in
     /// claim order (for ingress-nginx's trailing-slash redirect).
     locations: HashMap<HostPattern, Vec<(String, Claim)>>,
@@ -781,7 +782,7 @@ impl<'a> Compiler<'_, 'a> {
             let field = format!("metadata.annotations[{}]", problem.annotation);
             self.diag(index, field, problem.reason.clone(), &problem.detail);
         }
-        let mut parsed = parsed;
+        let mut parsed = *parsed;
         if let Some(limit) = &mut parsed.policy.rate_limit {
             let ingress = &self.ingresses[index].object;
             limit.zone = zone_of(&ingress.namespace, &ingress.name);
