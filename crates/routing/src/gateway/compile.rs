@@ -1576,7 +1576,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                                 target.entry = Some(table.entries.len());
                                 table.entries.push(RouteEntry {
                                     backend: Arc::clone(&target.backend),
-                                    policy: Arc::new(edits.applied_to(&policy)),
+                                    policy: Policy::shared(edits.applied_to(&policy)),
                                     source: source.clone(),
                                     rewrite: None,
                                     fallback: None,
@@ -1593,7 +1593,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                             let id = table.entries.len() as u32;
                             table.entries.push(RouteEntry {
                                 backend: Arc::clone(&backend),
-                                policy: Arc::new(policy),
+                                policy: Policy::shared(policy),
                                 source: source.clone(),
                                 rewrite: None,
                                 fallback: None,
