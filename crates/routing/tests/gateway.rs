@@ -952,6 +952,10 @@ fn filters_become_policy() {
         ),
         ("api", 25, 100)
     );
+    // The copies carry the request body (as nginx's `mirror_request_body on`); a route
+    // without a mirror keeps streaming bodies.
+    assert!(h.policy.mirror_request_body);
+    assert!(!rewrite.policy.mirror_request_body);
     assert_eq!(
         h.policy.request_timeout,
         Some(std::time::Duration::from_secs(10))
@@ -1828,6 +1832,33 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
         accepted(&out.gateway, "refused"),
         (false, "NotAllowedByListeners")
     );
+
+    // A GRPCRoute's mirror copies go out without the call's messages: a streaming call
+    // cannot be read whole before it is forwarded.
+    inputs.grpc_routes = vec![grpc(
+        "mirrored",
+        3,
+        json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "hostnames": ["m.example"],
+            "rules": [{"filters": [{"type": "RequestMirror",
+                "requestMirror": {"backendRef": {"name": "api", "port": 80}}}],
+                "backendRefs": [backend("web", 80)]}]}),
+    )];
+    let out = compiled(&inputs);
+    let id = out
+        .table
+        .route_request(&RequestInfo {
+            listener: None,
+            https: false,
+            host: "m.example",
+            path: "/pkg.Echo/Echo",
+            query: "",
+            method: "POST",
+            headers: &Headers(vec![("content-type", "application/grpc")]),
+        })
+        .expect("routed");
+    let entry = out.table.entry(id);
+    assert_eq!(entry.mirrors.len(), 1);
+    assert!(!entry.policy.mirror_request_body);
 
     // A method match that cannot be compiled refuses the route, naming the field.
     inputs.grpc_routes = vec![grpc(

@@ -1155,6 +1155,9 @@ impl<'a> GatewayCompiler<'_, 'a> {
                     if kind == GRPC_ROUTE {
                         // gRPC is HTTP/2 to the backend, whatever its appProtocol says.
                         out.policy.protocol = Some(crate::protocol::UpstreamProtocol::Grpc);
+                        // A call's messages stream: copies go out without them rather than
+                        // holding the call until its request stream ends.
+                        out.policy.mirror_request_body = false;
                     }
                     Ok(out)
                 })

@@ -529,6 +529,11 @@ fn apply_filter(
                 numerator,
                 denominator,
             });
+            // A copy of the request carries its body (read whole first, within the body
+            // limit, as nginx's `mirror_request_body on`); without it, requests with a
+            // body were not mirrored at all. GRPCRoutes stay bodiless (a streaming call
+            // cannot be read whole first): see the GRPCRoute compiler.
+            out.policy.mirror_request_body = true;
         }
         "CORS" => {
             let c = filter.cors.as_ref().ok_or_else(|| missing("cors"))?;
