@@ -554,6 +554,22 @@ pub(crate) fn decode_into<K: DeserializeOwned>(
     }
 }
 
+/// The ConfigMap `namespace/name` of `snapshot`, decoded (`--configmap` in a manifest
+/// directory); `None` when there is none or it does not decode (noted in `errors`).
+pub(crate) fn config_map_in(
+    snapshot: &Snapshot,
+    name: &crate::serve::NamespacedName,
+    errors: &mut Vec<String>,
+) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
+    let mut found = Vec::new();
+    for (key, value) in &snapshot.objects {
+        if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
+            decode_into(key, value, &mut found, errors);
+        }
+    }
+    found.pop()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

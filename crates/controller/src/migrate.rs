@@ -802,14 +802,9 @@ pub fn from_manifests(
     }
     let mut report = build_report(&ingresses, &classes, options);
     if let Some(name) = config_map {
-        let mut found: Vec<k8s_openapi::api::core::v1::ConfigMap> = Vec::new();
-        for (key, value) in &snapshot.objects {
-            if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
-                decode_into(key, value, &mut found, &mut errors);
-            }
-        }
+        let found = crate::manifest_dir::config_map_in(&snapshot, name, &mut errors);
         let shown = format!("{}/{}", name.namespace, name.name);
-        report.config_map = Some(ConfigMapReport::new(shown, found.first()));
+        report.config_map = Some(ConfigMapReport::new(shown, found.as_ref()));
     }
     report.source = format!("manifests in {}", dir.display());
     if let Some(ns) = namespace {

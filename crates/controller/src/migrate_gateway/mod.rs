@@ -125,13 +125,7 @@ fn from_manifests(
         }
     }
     if let Some(name) = config_map {
-        let mut found: Vec<ConfigMap> = Vec::new();
-        for (key, value) in &snapshot.objects {
-            if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
-                decode_into(key, value, &mut found, &mut input.errors);
-            }
-        }
-        input.config_map = found.pop();
+        input.config_map = crate::manifest_dir::config_map_in(&snapshot, name, &mut input.errors);
     }
     Ok(input)
 }
