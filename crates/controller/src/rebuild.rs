@@ -8,8 +8,8 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use sluice_informer::workqueue::WorkQueue;
 use sluice_proxy::TableHandle;
 use sluice_routing::{
-    CompileOptions, Compiled, DEFAULT_CLASS_ANNOTATION, Diagnostic, Inputs,
-    LEGACY_CLASS_ANNOTATION, ObjectRef, compile,
+    CompileKind as IncrementalKind, CompileOptions, Compiled, DEFAULT_CLASS_ANNOTATION, Diagnostic,
+    IncrementalCompiler, Inputs, LEGACY_CLASS_ANNOTATION, ObjectRef,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -50,6 +50,8 @@ pub struct Rebuilder {
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
     /// What ingress-nginx's ConfigMap came to last time.
     nginx_config: Mutex<Option<Arc<sluice_routing::config_map::NginxConfig>>>,
+    /// Compiles only the hosts a change of Ingresses touches.
+    compiler: Mutex<IncrementalCompiler>,
 }
 
 const KEY: &str = "rebuild";
@@ -83,6 +85,7 @@ impl Rebuilder {
             explain_unserved: false,
             last_inputs,
             nginx_config: Mutex::new(None),
+            compiler: Mutex::new(IncrementalCompiler::new()),
         }
     }
 
@@ -127,6 +130,20 @@ impl Rebuilder {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let (compiled, kind) = {
+            let mut compiler = match self.compiler.lock() {
+                Ok(compiler) => compiler,
+                Err(poisoned) => {
+                    // A compile that panicked may have left its state half-made: start over.
+                    let mut compiler = poisoned.into_inner();
+                    *compiler = IncrementalCompiler::new();
+                    self.compiler.clear_poison();
+                    compiler
+                }
+            };
+            let compiled = compiler.compile(&inputs, &self.options);
+            (compiled, compiler.last_kind())
+        };
         let Compiled {
             table,
             diagnostics,
@@ -135,7 +152,7 @@ impl Rebuilder {
             mut gateway,
             nginx_config,
             ..
-        } = compile(&inputs, &self.options);
+        } = compiled;
         if nginx_config.is_some() {
             *self.nginx_config.lock().unwrap_or_else(|e| e.into_inner()) = nginx_config;
         }
@@ -151,7 +168,10 @@ impl Rebuilder {
                 .collect()
         };
         let elapsed = started.elapsed();
-        let unbound = self.table.update(table, elapsed);
+        let unbound = match kind {
+            IncrementalKind::Full => self.table.update(table, elapsed),
+            IncrementalKind::Incremental { .. } => self.table.update_partial(table, elapsed),
+        };
         gateway.mark_unbound(&unbound);
         self.table
             .set_warnings(warnings(&diagnostics, &flag_diagnostics, &unserved));
@@ -162,6 +182,7 @@ impl Rebuilder {
         tracing::debug!(
             generation,
             ?elapsed,
+            ?kind,
             diagnostics = diagnostics.len(),
             "routing table rebuilt"
         );
@@ -351,6 +372,7 @@ fn log_flag_changes(before: &[Diagnostic], now: &[Diagnostic]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_routing::compile;
 
     fn ingress(ns: &str, name: &str, class: Option<&str>, legacy: Option<&str>) -> Arc<Ingress> {
         let mut i = Ingress::default();

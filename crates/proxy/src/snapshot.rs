@@ -464,6 +464,18 @@ impl TableHandle {
     /// and closes those it no longer names; returns the sockets that could not be bound
     /// (they are tried again with the next table).
     pub fn update(&self, table: RouteTable, build_time: Duration) -> BindFailures {
+        self.swap(table, build_time)
+    }
+
+    /// [`TableHandle::update`] with a table compiled in part (only the hosts a change
+    /// touched; `sluice_table_partial_rebuilds_total` counts these too).
+    pub fn update_partial(&self, table: RouteTable, build_time: Duration) -> BindFailures {
+        self.shared.metrics.partial_rebuilds.inc();
+        self.swap(table, build_time)
+    }
+
+    /// Swaps `table` in: what [`TableHandle::update`] describes.
+    fn swap(&self, table: RouteTable, build_time: Duration) -> BindFailures {
         let shared = &*self.shared;
         let _updating = shared.updating.lock().unwrap_or_else(|e| e.into_inner());
         let sockets = table.gateway_sockets();

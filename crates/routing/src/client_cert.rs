@@ -65,7 +65,7 @@ impl Eq for ClientCertAuth {}
 
 /// The hosts with a client certificate check, looked up as Ingress hosts are: exact name,
 /// then the one-label wildcard, then the rules without a host.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ClientCertHosts {
     exact: FastMap<Key, Arc<ClientCertAuth>>,
     /// `*.suffix`, keyed by `suffix`.
@@ -113,6 +113,30 @@ impl ClientCertHosts {
                 }
                 new
             })
+    }
+
+    /// Gives `host` the check `from` gives that same pattern (none when `from` has none):
+    /// an incremental compile takes the hosts it recompiled from its partial table.
+    pub(crate) fn replace(&mut self, host: &HostPattern, from: &ClientCertHosts) {
+        match host {
+            HostPattern::Exact(h) => match from.exact.get(h.as_str()) {
+                Some(auth) => {
+                    self.exact.insert(Key::new(h), Arc::clone(auth));
+                }
+                None => {
+                    self.exact.remove(h.as_str());
+                }
+            },
+            HostPattern::Wildcard(s) => match from.wildcard.get(s.as_str()) {
+                Some(auth) => {
+                    self.wildcard.insert(Key::new(s), Arc::clone(auth));
+                }
+                None => {
+                    self.wildcard.remove(s.as_str());
+                }
+            },
+            HostPattern::Any => self.any.clone_from(&from.any),
+        }
     }
 
     /// No host has a check.

@@ -17,6 +17,19 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// Sorts diagnostics as [`crate::Compiled::diagnostics`] lists them: by object, field,
+/// reason, message.
+pub(crate) fn sort(diagnostics: &mut [Diagnostic]) {
+    diagnostics.sort_by(|a, b| {
+        (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
+            &b.object,
+            &b.field,
+            b.reason.as_str(),
+            &b.message,
+        ))
+    });
+}
+
 impl Diagnostic {
     /// Builds a diagnostic; the message is prefixed with the object and the field.
     pub(crate) fn new(

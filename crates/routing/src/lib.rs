@@ -115,6 +115,7 @@ pub mod gateway;
 mod host;
 mod htdigest;
 mod htpasswd;
+mod incremental;
 mod ingress;
 mod inputs;
 mod key;
@@ -143,6 +144,7 @@ pub use explain::{
 pub use host::normalize_request_host;
 pub use htdigest::{DigestCredentials, Htdigest, digest_credentials};
 pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
+pub use incremental::{CompileKind, IncrementalCompiler};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, SnippetReport, check_annotations,
     supported_annotations,

@@ -184,6 +184,36 @@ impl RuleSet {
         }
     }
 
+    /// Every candidate of the set, in no particular order.
+    fn candidates(&self) -> impl Iterator<Item = &Candidate> {
+        self.exact
+            .values()
+            .chain(self.regex.iter().map(|(_, _, c)| c))
+            .chain(self.prefix.values())
+            .chain(self.string_prefix.values())
+            .flatten()
+    }
+
+    /// The entry ids the set yields, each once per candidate (repeats possible).
+    pub(crate) fn entry_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.candidates().map(|c| c.entry)
+    }
+
+    /// Renumbers the entries the set yields: an incremental compile moves a partial
+    /// table's entries into the previous table's free slots.
+    pub(crate) fn renumber(&mut self, mut new_id: impl FnMut(u32) -> u32) {
+        let all = self
+            .exact
+            .values_mut()
+            .chain(self.regex.iter_mut().map(|(_, _, c)| c))
+            .chain(self.prefix.values_mut())
+            .chain(self.string_prefix.values_mut())
+            .flatten();
+        for candidate in all {
+            candidate.entry = new_id(candidate.entry);
+        }
+    }
+
     /// Every (path, entry) in the set, for listings.
     pub(crate) fn entries(&self) -> Vec<(PathCond, u32)> {
         let mut out = Vec::new();

@@ -31,7 +31,7 @@ pub struct Route {
 /// What a request that matches a rule gets: the backend, and the compiled policy of the
 /// rule's Ingress (redirects, access rules, CORS, limits, timeouts, header changes). The
 /// shared intermediate form of every API that feeds routes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RouteEntry {
     /// Where the request goes.
     pub backend: Arc<Backend>,
@@ -244,23 +244,31 @@ impl Rewrite {
 /// The result of `compile`: everything the data plane needs to route a request.
 ///
 /// Immutable and `Send + Sync`; the controller swaps whole tables (e.g. through an `ArcSwap`)
-/// rather than mutating one, so lookups take no lock.
-#[derive(Debug, Default)]
+/// rather than mutating one, so lookups take no lock. A clone shares every rule set, entry,
+/// backend and certificate with the original (it copies the host maps' slots only): what
+/// [`crate::IncrementalCompiler`] starts the next table from.
+#[derive(Debug, Default, Clone)]
 pub struct RouteTable {
     /// Ingress rules of exact hosts, keyed by canonical host name.
-    pub(crate) exact_hosts: FastMap<Key, RuleSet>,
+    pub(crate) exact_hosts: FastMap<Key, Arc<RuleSet>>,
     /// Ingress rules of wildcard hosts `*.suffix` (one label), keyed by `suffix`.
-    pub(crate) wildcard_hosts: FastMap<Key, RuleSet>,
+    pub(crate) wildcard_hosts: FastMap<Key, Arc<RuleSet>>,
     /// Ingress rules without a host; `None` when no Ingress has any.
-    pub(crate) any_host: Option<RuleSet>,
+    pub(crate) any_host: Option<Arc<RuleSet>>,
     /// Entry of the winning `spec.defaultBackend`.
     pub(crate) default_backend: Option<u32>,
-    /// What matches yield; path matchers hold indices into this.
-    pub(crate) entries: Vec<RouteEntry>,
+    /// What matches yield; path matchers hold indices into this. Shared (`Arc`) so that
+    /// an incremental compile copies the table without copying its entries.
+    pub(crate) entries: Vec<Arc<RouteEntry>>,
     /// Certificates for exact SNI names.
     pub(crate) exact_certs: FastMap<Key, Arc<TlsCertificate>>,
     /// Certificates for `*.suffix`, keyed by `suffix`.
     pub(crate) wildcard_certs: FastMap<Key, Arc<TlsCertificate>>,
+    /// Gateway listeners' certificates for exact names an Ingress has none for (apart
+    /// from the Ingress ones, so that recompiling Ingress hosts leaves them as they are).
+    pub(crate) gateway_exact_certs: FastMap<Key, Arc<TlsCertificate>>,
+    /// The same for `*.suffix`, keyed by `suffix`.
+    pub(crate) gateway_wildcard_certs: FastMap<Key, Arc<TlsCertificate>>,
     /// Every certificate in use, once each, ordered by Secret (the default one included).
     pub(crate) certificates: Vec<Arc<TlsCertificate>>,
     /// `--default-ssl-certificate`, when its Secret is usable; one of `certificates`.
@@ -269,7 +277,7 @@ pub struct RouteTable {
     /// [`crate::ServiceRef`], then those only Gateway API routes name.
     pub(crate) backends: Vec<Arc<Backend>>,
     /// Gateway API routes, when there are any.
-    pub(crate) gateway: Option<Box<crate::rules::GatewayRoutes>>,
+    pub(crate) gateway: Option<Arc<crate::rules::GatewayRoutes>>,
     /// Hosts whose clients are asked for certificates (`auth-tls-*`).
     pub(crate) client_certs: crate::client_cert::ClientCertHosts,
     /// `ssl-passthrough` hosts (exact names): their TLS connections on the shared HTTPS
@@ -377,7 +385,7 @@ impl RouteTable {
         if let Some(set) = gateway.and_then(|rules| rules.any.as_ref()) {
             return Some((set, None));
         }
-        self.any_host.as_ref().map(|set| (set, fallback))
+        self.any_host.as_deref().map(|set| (set, fallback))
     }
 
     /// The entry for a request to `host` and `path`: its owner's match, else the owner's
@@ -432,7 +440,7 @@ impl RouteTable {
     /// published).
     pub fn map_entries(mut self, mut change: impl FnMut(&mut RouteEntry)) -> RouteTable {
         for entry in &mut self.entries {
-            change(entry);
+            change(Arc::make_mut(entry));
         }
         self
     }
@@ -476,7 +484,7 @@ impl RouteTable {
     /// (Exact beats Prefix at equal length). There is no fallthrough to another host's rules:
     /// if the chosen set has no matching path, the default backend is used. `None` means 404.
     pub fn route(&self, host: &str, path: &str) -> Option<&RouteEntry> {
-        self.route_id(host, path).map(|id| &self.entries[id])
+        self.route_id(host, path).map(|id| &*self.entries[id])
     }
 
     /// The index of the entry [`RouteTable::route`] picks ([`RouteTable::entry`] reads it):
@@ -485,8 +493,10 @@ impl RouteTable {
         self.lookup(host, path, None)
     }
 
-    /// Every route entry, indexed by [`RouteTable::route_id`].
-    pub fn entries(&self) -> &[RouteEntry] {
+    /// Every route entry, indexed by [`RouteTable::route_id`]. After an incremental compile
+    /// some may be left over from replaced rules: no rule reaches those, and they forward
+    /// nowhere ([`RouteEntry::forwards`] is false).
+    pub fn entries(&self) -> &[Arc<RouteEntry>] {
         &self.entries
     }
 
@@ -509,9 +519,13 @@ impl RouteTable {
     pub fn certificate(&self, server_name: &str) -> Option<&Arc<TlsCertificate>> {
         let mut buf = [0u8; 256];
         let name = normalize_request_host_in(server_name, &mut buf);
+        // An Ingress's certificate before a Gateway listener's, at each step.
+        let suffix = wildcard_suffix(&name);
         self.exact_certs
             .get(&*name)
-            .or_else(|| wildcard_suffix(&name).and_then(|suffix| self.wildcard_certs.get(suffix)))
+            .or_else(|| self.gateway_exact_certs.get(&*name))
+            .or_else(|| suffix.and_then(|s| self.wildcard_certs.get(s)))
+            .or_else(|| suffix.and_then(|s| self.gateway_wildcard_certs.get(s)))
     }
 
     /// Every certificate referenced by the table, once each, ordered by Secret; the default
@@ -539,7 +553,7 @@ impl RouteTable {
     pub fn forwarded_backends(&self) -> Vec<&Arc<Backend>> {
         let mut used = vec![false; self.backends.len()];
         // The default backend is an entry too.
-        for backend in self.entries.iter().flat_map(RouteEntry::forwarded_backends) {
+        for backend in self.entries.iter().flat_map(|e| e.forwarded_backends()) {
             if let Some(slot) = used.get_mut(backend.id) {
                 *slot = true;
             }
@@ -621,13 +635,13 @@ impl RouteTable {
     fn matchers(&self) -> impl Iterator<Item = (String, &RuleSet)> {
         self.exact_hosts
             .iter()
-            .map(|(h, m)| (h.as_str().to_owned(), m))
+            .map(|(h, m)| (h.as_str().to_owned(), &**m))
             .chain(
                 self.wildcard_hosts
                     .iter()
-                    .map(|(s, m)| (format!("*.{s}"), m)),
+                    .map(|(s, m)| (format!("*.{s}"), &**m)),
             )
-            .chain(self.any_host.iter().map(|m| (String::new(), m)))
+            .chain(self.any_host.iter().map(|m| (String::new(), &**m)))
     }
 
     /// Canonical names of the hosts that own their requests (exact, `*.wildcard`, and `""`

@@ -1588,3 +1588,44 @@ fn a_global_auth_url_that_does_not_parse_closes_what_it_would_guard() {
     );
     assert!(!out.table.route("own.test", "/").unwrap().policy.fail_closed);
 }
+
+/// ingress-nginx gives each location of a canary Ingress its own canary backend: two main
+/// paths to one Service, whose canary Ingress sends them to two Services, each take their
+/// own, whichever Ingress comes first in the inputs.
+#[test]
+fn a_canary_ingress_with_two_services_gives_each_main_path_its_own() {
+    let main = ingress(
+        "ns",
+        "main",
+        Some(1),
+        json!({"rules": [rule("shop.test", vec![
+            path("/a", "Prefix", "stable", 80),
+            path("/b", "Prefix", "stable", 80),
+        ])]}),
+    );
+    let canary = raw_ingress(
+        "ns",
+        "canary",
+        Some(2),
+        json!({"nginx.ingress.kubernetes.io/canary": "true",
+               "nginx.ingress.kubernetes.io/canary-weight": "10"}),
+        json!({"ingressClassName": "sluice", "rules": [rule("shop.test", vec![
+            path("/a", "Prefix", "canary-a", 80),
+            path("/b", "Prefix", "canary-b", 80),
+        ])]}),
+    );
+    for order in [
+        vec![main.clone(), canary.clone()],
+        vec![canary.clone(), main.clone()],
+    ] {
+        let table = run(&inputs(order)).table;
+        let canary_of = |p: &str| {
+            table
+                .route("shop.test", p)
+                .and_then(|e| e.canary.as_ref())
+                .map(|c| c.backend.service.to_string())
+        };
+        assert_eq!(canary_of("/a").as_deref(), Some("ns/canary-a:80"));
+        assert_eq!(canary_of("/b").as_deref(), Some("ns/canary-b:80"));
+    }
+}

@@ -228,6 +228,8 @@ pub(crate) struct Metrics {
     families: Families,
     /// Table swaps done through [`crate::TableHandle::update`].
     pub(crate) rebuilds: Counter,
+    /// Those of them whose table was compiled in part (the hosts a change touched).
+    pub(crate) partial_rebuilds: Counter,
     /// Compile times reported with each swap.
     pub(crate) rebuild_duration: ShardedHistogram,
     /// The generation of the routing table being served (1 for the first swap).
@@ -315,6 +317,7 @@ impl Metrics {
             series_log: SeriesLog::default(),
         };
         let rebuilds = Counter::default();
+        let partial_rebuilds = Counter::default();
         // Observed by the control plane only: one shard.
         let rebuild_duration = Shards::new(1).histogram(REBUILD_BUCKETS);
         let generation = Gauge::default();
@@ -370,6 +373,12 @@ impl Metrics {
             "table_rebuilds",
             "Routing tables swapped in",
             rebuilds.clone(),
+        );
+        registry.register(
+            "table_partial_rebuilds",
+            "Routing tables swapped in that were compiled in part: only the hosts a change of \
+             Ingresses touched",
+            partial_rebuilds.clone(),
         );
         registry.register(
             "table_rebuild_duration_seconds",
@@ -450,6 +459,7 @@ impl Metrics {
             compressed_responses,
             families,
             rebuilds,
+            partial_rebuilds,
             rebuild_duration,
             generation,
             last_swap,

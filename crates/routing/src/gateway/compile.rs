@@ -652,7 +652,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             || !gateway_routes.https.is_empty()
             || !gateway_routes.listeners.is_empty()
         {
-            table.gateway = Some(Box::new(gateway_routes));
+            table.gateway = Some(Arc::new(gateway_routes));
         }
         add_certificates(table, certs);
         statuses
@@ -1577,7 +1577,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                                 // The entry of requests drawn for this backend: the rule's,
                                 // with the backendRef's filters after the rule's.
                                 target.entry = Some(table.entries.len());
-                                table.entries.push(RouteEntry {
+                                table.entries.push(Arc::new(RouteEntry {
                                     backend: Arc::clone(&target.backend),
                                     policy: Policy::shared(edits.applied_to(&policy)),
                                     source: source.clone(),
@@ -1591,10 +1591,10 @@ impl<'a> GatewayCompiler<'_, 'a> {
                                         rule: r,
                                         matched: m,
                                     }),
-                                });
+                                }));
                             }
                             let id = table.entries.len() as u32;
-                            table.entries.push(RouteEntry {
+                            table.entries.push(Arc::new(RouteEntry {
                                 backend: Arc::clone(&backend),
                                 policy: Policy::shared(policy),
                                 source: source.clone(),
@@ -1608,7 +1608,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
                                     rule: r,
                                     matched: m,
                                 }),
-                            });
+                            }));
                             id
                         });
                     let candidate = Candidate {
@@ -1865,10 +1865,16 @@ fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCert
         let cert = table.add_certificate(cert);
         match host {
             HostPattern::Exact(h) => {
-                table.exact_certs.entry(Key::new(&h)).or_insert(cert);
+                table
+                    .gateway_exact_certs
+                    .entry(Key::new(&h))
+                    .or_insert(cert);
             }
             HostPattern::Wildcard(s) => {
-                table.wildcard_certs.entry(Key::new(&s)).or_insert(cert);
+                table
+                    .gateway_wildcard_certs
+                    .entry(Key::new(&s))
+                    .or_insert(cert);
             }
             HostPattern::Any => {
                 if table.default_certificate.is_none() {

@@ -364,14 +364,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     }
     .compile_into(&mut table, &mut diagnostics);
     diagnostics.extend(config_diagnostics);
-    diagnostics.sort_by(|a, b| {
-        (&a.object, &a.field, a.reason.as_str(), &a.message).cmp(&(
-            &b.object,
-            &b.field,
-            b.reason.as_str(),
-            &b.message,
-        ))
-    });
+    crate::diagnostic::sort(&mut diagnostics);
     let mut trailing_slash_redirects: Vec<TrailingSlashRedirect> = slash_redirects
         .into_iter()
         .map(|r| TrailingSlashRedirect {
@@ -410,12 +403,12 @@ struct ExtraNames {
 fn insert_rule_set(table: &mut RouteTable, host: HostPattern, set: crate::rules::RuleSet) {
     match host {
         HostPattern::Exact(h) => {
-            table.exact_hosts.insert(Key::new(&h), set);
+            table.exact_hosts.insert(Key::new(&h), Arc::new(set));
         }
         HostPattern::Wildcard(s) => {
-            table.wildcard_hosts.insert(Key::new(&s), set);
+            table.wildcard_hosts.insert(Key::new(&s), Arc::new(set));
         }
-        HostPattern::Any => table.any_host = Some(set),
+        HostPattern::Any => table.any_host = Some(Arc::new(set)),
     }
 }
 
@@ -1766,13 +1759,14 @@ struct Entries<'c, 'a> {
 }
 
 /// What makes two route entries different: (backend id, owning Ingress, redirecting,
-/// rewritten rule path, canary Ingress, Ingress of the host's server snippet).
+/// rewritten rule path, canary Ingress and its backend slot, Ingress of the host's server
+/// snippet).
 type EntryKey = (
     u32,
     usize,
     bool,
     Option<String>,
-    Option<usize>,
+    Option<(usize, usize)>,
     Option<usize>,
 );
 
@@ -1820,7 +1814,9 @@ impl Entries<'_, '_> {
             owner,
             redirecting,
             (rewrite.is_some() || auth_cached || no_auth).then(|| path.key.clone()),
-            canary.map(|c| c.owner),
+            // The canary's backend too: one canary Ingress may send different paths to
+            // different Services.
+            canary.map(|c| (c.owner, c.slot)),
             server.map(|(owner, _)| *owner),
         );
         if let Some(&id) = self.index.get(&key) {
@@ -2132,7 +2128,7 @@ fn build_table(
         }
     }
     table.certificates = in_use.into_values().collect();
-    table.entries = entries.entries;
+    table.entries = entries.entries.into_iter().map(Arc::new).collect();
     table.backends = entries.backends;
     table
 }

@@ -1,0 +1,277 @@
+//! The Ingresses of the last compile by name and by the hosts they bear on: what finds
+//! the changed Ingresses and the ones a partial compile must read with them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::Ingress;
+
+use super::footprint::footprint;
+use super::unchanged::ReadAlike;
+use crate::host::HostPattern;
+
+/// `(namespace, name)`.
+pub(crate) type IngressName = (String, String);
+
+/// The name of `ingress`.
+pub(crate) fn name_of(ingress: &Ingress) -> IngressName {
+    let meta = &ingress.metadata;
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// One Ingress as last compiled.
+struct Known {
+    ingress: Arc<Ingress>,
+    hosts: Vec<HostPattern>,
+    /// The diff that last found it in the inputs.
+    seen: u64,
+}
+
+/// What changed between the indexed Ingresses and a new list.
+#[derive(Debug, Default)]
+pub(crate) struct IngressChanges {
+    /// Added or updated: the new objects.
+    pub changed: Vec<Arc<Ingress>>,
+    /// Gone: the last objects.
+    pub removed: Vec<Arc<Ingress>>,
+}
+
+impl IngressChanges {
+    /// How many Ingresses changed.
+    pub(crate) fn len(&self) -> usize {
+        self.changed.len() + self.removed.len()
+    }
+}
+
+/// Every Ingress of the last compile, with its hosts, and the Ingresses of each host.
+#[derive(Default)]
+pub(crate) struct IngressIndex {
+    by_name: HashMap<IngressName, Known>,
+    by_host: HashMap<HostPattern, HashSet<IngressName>>,
+    /// Stamps `Known::seen`.
+    diffs: u64,
+}
+
+impl IngressIndex {
+    /// The index of `ingresses`.
+    pub(crate) fn new(ingresses: &[Arc<Ingress>]) -> Self {
+        let mut index = IngressIndex::default();
+        for ingress in ingresses {
+            index.insert(Arc::clone(ingress));
+        }
+        index
+    }
+
+    /// How many Ingresses it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// The Ingresses of `ingresses` that are not the indexed objects (an unchanged object
+    /// is the same `Arc`, or one whose status alone differs: that one replaces the indexed
+    /// object), and the indexed ones `ingresses` lacks. Order does not matter.
+    pub(crate) fn diff(&mut self, ingresses: &[Arc<Ingress>]) -> IngressChanges {
+        self.diffs += 1;
+        let stamp = self.diffs;
+        let mut changes = IngressChanges::default();
+        for ingress in ingresses {
+            match self.by_name.get_mut(&name_of(ingress)) {
+                Some(known) if Arc::ptr_eq(&known.ingress, ingress) => known.seen = stamp,
+                // A status write: the compiler reads no status.
+                Some(known) if known.ingress.reads_alike(ingress) => {
+                    known.seen = stamp;
+                    known.ingress = Arc::clone(ingress);
+                }
+                Some(known) => {
+                    known.seen = stamp;
+                    changes.changed.push(Arc::clone(ingress));
+                }
+                None => changes.changed.push(Arc::clone(ingress)),
+            }
+        }
+        changes.removed = self
+            .by_name
+            .values()
+            .filter(|known| known.seen != stamp)
+            .map(|known| Arc::clone(&known.ingress))
+            .collect();
+        changes
+    }
+
+    /// The hosts the indexed `name` bears on (none when not indexed).
+    pub(crate) fn hosts(&self, name: &IngressName) -> &[HostPattern] {
+        self.by_name.get(name).map_or(&[], |k| k.hosts.as_slice())
+    }
+
+    /// The indexed object of `name`.
+    pub(crate) fn get(&self, name: &IngressName) -> Option<&Arc<Ingress>> {
+        self.by_name.get(name).map(|k| &k.ingress)
+    }
+
+    /// Adds or replaces an Ingress.
+    pub(crate) fn insert(&mut self, ingress: Arc<Ingress>) {
+        let name = name_of(&ingress);
+        self.remove(&name);
+        let hosts = footprint(&ingress);
+        for host in &hosts {
+            self.by_host
+                .entry(host.clone())
+                .or_default()
+                .insert(name.clone());
+        }
+        self.by_name.insert(
+            name,
+            Known {
+                ingress,
+                hosts,
+                seen: self.diffs,
+            },
+        );
+    }
+
+    /// Removes an Ingress.
+    pub(crate) fn remove(&mut self, name: &IngressName) {
+        let Some(known) = self.by_name.remove(name) else {
+            return;
+        };
+        for host in &known.hosts {
+            if let Some(names) = self.by_host.get_mut(host) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.by_host.remove(host);
+                }
+            }
+        }
+    }
+
+    /// Starting from `hosts`, every Ingress that bears on one of them and every host those
+    /// bear on, until nothing is added: the Ingresses whose compile decides those hosts,
+    /// and the hosts they decide. Gives up (`None`) past `limit` Ingresses.
+    pub(crate) fn closure(
+        &self,
+        hosts: impl IntoIterator<Item = HostPattern>,
+        limit: usize,
+    ) -> Option<(HashSet<HostPattern>, Vec<IngressName>)> {
+        let mut seen_hosts: HashSet<HostPattern> = HashSet::new();
+        let mut queue: Vec<HostPattern> = Vec::new();
+        for host in hosts {
+            if seen_hosts.insert(host.clone()) {
+                queue.push(host);
+            }
+        }
+        let mut names: HashSet<&IngressName> = HashSet::new();
+        while let Some(host) = queue.pop() {
+            for name in self.by_host.get(&host).into_iter().flatten() {
+                if !names.insert(name) {
+                    continue;
+                }
+                if names.len() > limit {
+                    return None;
+                }
+                for next in self.hosts(name) {
+                    if seen_hosts.insert(next.clone()) {
+                        queue.push(next.clone());
+                    }
+                }
+            }
+        }
+        let mut names: Vec<IngressName> = names.into_iter().cloned().collect();
+        names.sort();
+        Some((seen_hosts, names))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ingress(name: &str, hosts: &[&str]) -> Arc<Ingress> {
+        let rules: Vec<_> = hosts.iter().map(|h| json!({"host": h})).collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "ns", "name": name},
+                "spec": {"rules": rules}
+            }))
+            .expect("an Ingress"),
+        )
+    }
+
+    fn exact(name: &str) -> HostPattern {
+        HostPattern::Exact(name.to_owned())
+    }
+
+    fn named(name: &str) -> IngressName {
+        ("ns".to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn the_diff_finds_added_updated_and_removed_ingresses_by_identity() {
+        let a = ingress("a", &["a.test"]);
+        let b = ingress("b", &["b.test"]);
+        let c = ingress("c", &["c.test"]);
+        let mut index = IngressIndex::new(&[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(index.diff(&[c.clone(), a.clone(), b.clone()]).len(), 0);
+        // The same spec again (a status write) is no change.
+        assert_eq!(
+            index
+                .diff(&[a.clone(), ingress("b", &["b.test"]), c.clone()])
+                .len(),
+            0
+        );
+        let b2 = ingress("b", &["b2.test"]);
+        let d = ingress("d", &["d.test"]);
+        let changes = index.diff(&[a.clone(), b2.clone(), d.clone()]);
+        let names = |list: &[Arc<Ingress>]| list.iter().map(|i| name_of(i).1).collect::<Vec<_>>();
+        let mut changed = names(&changes.changed);
+        changed.sort();
+        assert_eq!(changed, ["b", "d"]);
+        assert_eq!(names(&changes.removed), ["c"]);
+        // The diff does not take changes in: the same list differs the same way again.
+        assert_eq!(index.diff(&[a, b2, d]).len(), 3);
+    }
+
+    #[test]
+    fn the_closure_follows_shared_hosts_and_stops_at_unrelated_ones() {
+        let index = IngressIndex::new(&[
+            ingress("a", &["one.test", "two.test"]),
+            ingress("b", &["two.test", "three.test"]),
+            ingress("c", &["three.test"]),
+            ingress("d", &["four.test"]),
+        ]);
+        let (hosts, names) = index
+            .closure([exact("one.test")], 10)
+            .expect("within limit");
+        assert_eq!(names, [named("a"), named("b"), named("c")]);
+        assert!(hosts.contains(&exact("three.test")));
+        assert!(!hosts.contains(&exact("four.test")));
+        assert_eq!(index.closure([exact("one.test")], 2), None);
+        let (_, none) = index
+            .closure([exact("nobody.test")], 10)
+            .expect("within limit");
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn removing_and_replacing_an_ingress_updates_its_hosts() {
+        let mut index = IngressIndex::new(&[ingress("a", &["one.test"])]);
+        index.insert(ingress("a", &["two.test"]));
+        let (_, names) = index
+            .closure([exact("one.test")], 10)
+            .expect("within limit");
+        assert!(names.is_empty());
+        let (_, names) = index
+            .closure([exact("two.test")], 10)
+            .expect("within limit");
+        assert_eq!(names, [named("a")]);
+        index.remove(&named("a"));
+        assert_eq!(index.len(), 0);
+        let (_, names) = index
+            .closure([exact("two.test")], 10)
+            .expect("within limit");
+        assert!(names.is_empty());
+    }
+}

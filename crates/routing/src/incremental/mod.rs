@@ -1,0 +1,283 @@
+//! Compiling again after a change, reading only what the change touches.
+//!
+//! [`IncrementalCompiler::compile`] gives what [`crate::compile`] gives for the same inputs.
+//! When only Ingresses changed since its last call (every other list holds the same
+//! `Arc`s), it compiles the changed Ingresses together with every Ingress that shares a
+//! host with them (and, in turn, with those: the closure, `index.rs`), and grafts the
+//! rules, certificates and client certificate checks of those hosts into a copy of the
+//! previous table (`graft.rs`). Which names an Ingress bears on is `footprint.rs`. A
+//! host's rules depend only on the Ingresses that name it, so the result is the full
+//! compile's; the proof is the property test `tests/incremental.rs`, which compares the two
+//! after every random change.
+//!
+//! Anything else compiles everything: a change to any other object (Services, Secrets,
+//! classes, Gateway API objects, the ConfigMap), to the options, an Ingress with a
+//! `spec.defaultBackend` (the oldest one in the whole cluster wins), an `ssl-passthrough`
+//! host (its target may be the default backend), a change to more than an eighth of the
+//! Ingresses, and now and then to give back the slots and backends grafts leave behind.
+
+mod footprint;
+mod graft;
+mod index;
+mod unchanged;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::Ingress;
+
+use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX};
+use crate::{CompileOptions, Compiled, Inputs, ObjectRef, RouteTable, compile};
+use graft::{BackendsByService, backends_by_service, graft};
+use index::{IngressIndex, name_of};
+use unchanged::same_except_ingresses;
+
+/// How a call of [`IncrementalCompiler::compile`] compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileKind {
+    /// Everything.
+    Full,
+    /// The rules of the hosts some changed Ingresses bear on: this many Ingresses read.
+    Incremental {
+        /// Ingresses compiled (the changed ones and those sharing hosts with them).
+        ingresses: usize,
+    },
+}
+
+/// Compiles like [`crate::compile`], reusing the previous result where only Ingresses
+/// changed (see the module docs).
+#[derive(Default)]
+pub struct IncrementalCompiler {
+    last: Option<Last>,
+    kind: Option<CompileKind>,
+}
+
+/// What the last compile read and made.
+struct Last {
+    inputs: Inputs,
+    options: String,
+    table: RouteTable,
+    diagnostics: Vec<crate::Diagnostic>,
+    ours: Vec<ObjectRef>,
+    flag_diagnostics: Vec<crate::Diagnostic>,
+    gateway: crate::gateway::GatewayStatuses,
+    nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
+    trailing_slash_redirects: Vec<crate::TrailingSlashRedirect>,
+    index: IngressIndex,
+    by_service: BackendsByService,
+    /// Entry slots no rule reaches.
+    free: Vec<u32>,
+    /// Backends grafts added since the last full compile (some no longer used).
+    added_backends: usize,
+}
+
+impl IncrementalCompiler {
+    /// A compiler whose first call compiles everything.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How the last call compiled (`Full` before the first).
+    pub fn last_kind(&self) -> CompileKind {
+        self.kind.unwrap_or(CompileKind::Full)
+    }
+
+    /// [`crate::compile`] of `inputs`, made from the previous call's result when only
+    /// Ingresses changed.
+    pub fn compile(&mut self, inputs: &Inputs, options: &CompileOptions) -> Compiled {
+        let options_key = format!("{options:?}");
+        if let Some(last) = self.last.as_mut()
+            && last.options == options_key
+            && same_except_ingresses(&last.inputs, inputs)
+            && let Some(ingresses) = last.partial(inputs, options)
+        {
+            self.kind = Some(CompileKind::Incremental { ingresses });
+            return last.compiled();
+        }
+        let compiled = compile(inputs, options);
+        self.kind = Some(CompileKind::Full);
+        let last = Last {
+            inputs: inputs.clone(),
+            options: options_key,
+            table: compiled.table.clone(),
+            diagnostics: compiled.diagnostics.clone(),
+            ours: compiled.ours.clone(),
+            flag_diagnostics: compiled.flag_diagnostics.clone(),
+            gateway: compiled.gateway.clone(),
+            nginx_config: compiled.nginx_config.clone(),
+            trailing_slash_redirects: compiled.trailing_slash_redirects.clone(),
+            index: IngressIndex::new(&inputs.ingresses),
+            by_service: backends_by_service(&compiled.table),
+            free: Vec::new(),
+            added_backends: 0,
+        };
+        self.last = Some(last);
+        compiled
+    }
+}
+
+impl Last {
+    /// The result as [`crate::compile`] returns it.
+    fn compiled(&self) -> Compiled {
+        Compiled {
+            table: self.table.clone(),
+            diagnostics: self.diagnostics.clone(),
+            ours: self.ours.clone(),
+            flag_diagnostics: self.flag_diagnostics.clone(),
+            gateway: self.gateway.clone(),
+            nginx_config: self.nginx_config.clone(),
+            trailing_slash_redirects: self.trailing_slash_redirects.clone(),
+        }
+    }
+
+    /// Compiles the Ingresses of `inputs` that changed, with those sharing hosts with
+    /// them, into this result; the number of Ingresses read, or `None` (nothing changed
+    /// yet) when everything must be compiled.
+    fn partial(&mut self, inputs: &Inputs, options: &CompileOptions) -> Option<usize> {
+        // Slots and backends grafts left behind are given back by a full compile.
+        if self.added_backends > (self.table.backends.len() / 8).max(64)
+            || self.free.len() > (self.table.entries.len() / 4).max(256)
+        {
+            return None;
+        }
+        let changes = self.index.diff(&inputs.ingresses);
+        if changes.len() == 0 {
+            self.inputs = inputs.clone();
+            return Some(0);
+        }
+        if changes.len() > (self.index.len() / 8).max(16) {
+            return None;
+        }
+        // The hosts the changed Ingresses bore on and bear on.
+        let mut hosts = Vec::new();
+        for ingress in changes.changed.iter().chain(&changes.removed) {
+            hosts.extend_from_slice(self.index.hosts(&name_of(ingress)));
+        }
+        let old: Vec<Arc<Ingress>> = changes
+            .changed
+            .iter()
+            .filter_map(|i| self.index.get(&name_of(i)).cloned())
+            .chain(changes.removed.iter().cloned())
+            .collect();
+        if old.iter().any(|i| !partial_compile_decides(i, options)) {
+            return None;
+        }
+        // From here on the index is the new inputs' (when this returns `None`, the full
+        // compile replaces `self`, index included).
+        for ingress in &changes.removed {
+            self.index.remove(&name_of(ingress));
+        }
+        for ingress in &changes.changed {
+            self.index.insert(Arc::clone(ingress));
+            hosts.extend_from_slice(self.index.hosts(&name_of(ingress)));
+        }
+        let limit = (self.index.len() / 4).max(64);
+        let (hosts, mut names) = self.index.closure(hosts, limit)?;
+        names.extend(changes.changed.iter().map(|i| name_of(i)));
+        names.sort();
+        names.dedup();
+        let read: Vec<Arc<Ingress>> = names
+            .iter()
+            .filter_map(|name| self.index.get(name).cloned())
+            .collect();
+        if read.iter().any(|i| !partial_compile_decides(i, options)) {
+            return None;
+        }
+
+        let partial_inputs = Inputs {
+            ingresses: read.clone(),
+            ..ingress_inputs(inputs)
+        };
+        let partial_options = CompileOptions {
+            default_backend_service: None,
+            default_certificate: None,
+            ..options.clone()
+        };
+        let partial = compile(&partial_inputs, &partial_options);
+        let mut table = self.table.clone();
+        let mut free = self.free.clone();
+        let mut by_service = self.by_service.clone();
+        let grafted = graft(
+            &mut table,
+            partial.table,
+            &hosts,
+            &mut free,
+            &mut by_service,
+        )
+        .ok()?;
+
+        // Everything about the Ingresses read comes from the partial compile.
+        let removed = changes.removed.iter().map(|i| name_of(i));
+        let touched: HashSet<ObjectRef> = names
+            .into_iter()
+            .chain(removed)
+            .map(|(namespace, name)| ObjectRef::ingress(namespace, name))
+            .collect();
+        self.diagnostics.retain(|d| !touched.contains(&d.object));
+        self.diagnostics.extend(
+            partial
+                .diagnostics
+                .into_iter()
+                .filter(|d| touched.contains(&d.object)),
+        );
+        crate::diagnostic::sort(&mut self.diagnostics);
+        self.ours.retain(|o| !touched.contains(o));
+        self.ours.extend(partial.ours);
+        self.ours.sort();
+        self.ours.dedup();
+        self.trailing_slash_redirects
+            .retain(|r| !touched.contains(&r.ingress));
+        self.trailing_slash_redirects
+            .extend(partial.trailing_slash_redirects);
+        self.trailing_slash_redirects.sort();
+        self.table = table;
+        self.free = free;
+        self.by_service = by_service;
+        self.added_backends += grafted.added_backends;
+        self.inputs = inputs.clone();
+        Some(read.len())
+    }
+}
+
+/// Whether the rules of Ingress `ingress`'s hosts depend on it alone among the objects a
+/// partial compile leaves out: not with a `spec.defaultBackend` (the oldest in the
+/// cluster serves every host's unmatched requests) or, with passthrough on, an
+/// `ssl-passthrough` annotation (whose target may be the default backend).
+fn partial_compile_decides(ingress: &Ingress, options: &CompileOptions) -> bool {
+    let default_backend = ingress
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.default_backend.is_some());
+    let passthrough = options.enable_ssl_passthrough
+        && ingress
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .any(|(key, _)| {
+                [NGINX_PREFIX, SLUICE_PREFIX]
+                    .iter()
+                    .any(|prefix| key.strip_prefix(prefix) == Some("ssl-passthrough"))
+            });
+    !default_backend && !passthrough
+}
+
+/// `inputs` without the Gateway API objects: a partial compile makes Ingress rules only
+/// (the previous table's Gateway rules stay as they are).
+fn ingress_inputs(inputs: &Inputs) -> Inputs {
+    Inputs {
+        ingresses: Vec::new(),
+        ingress_classes: inputs.ingress_classes.clone(),
+        services: inputs.services.clone(),
+        endpoints: inputs.endpoints.clone(),
+        endpoint_slices: inputs.endpoint_slices.clone(),
+        secrets: inputs.secrets.clone(),
+        backend_tls_policies: inputs.backend_tls_policies.clone(),
+        config_maps: inputs.config_maps.clone(),
+        annotation_config_maps: inputs.annotation_config_maps.clone(),
+        nginx_config_map: inputs.nginx_config_map.clone(),
+        nginx_config_previous: inputs.nginx_config_previous.clone(),
+        namespaces: inputs.namespaces.clone(),
+        ..Inputs::default()
+    }
+}

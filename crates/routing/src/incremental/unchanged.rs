@@ -1,0 +1,206 @@
+//! Whether the objects besides the Ingresses are those of the last compile.
+//!
+//! An unchanged object is the same `Arc` (the informers' stores hand out what they hold).
+//! The kinds whose status sluice writes come back as new objects after every status
+//! write; those still count as unchanged when their spec and metadata are equal (the
+//! compiler reads no status), as the controller's `status_only` decides for its rebuilds.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::Inputs;
+use crate::gateway::{
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute,
+    UdpRoute,
+};
+
+/// An object kind as the compiler reads it.
+pub(crate) trait ReadAlike {
+    /// `(namespace, name)`.
+    fn name(&self) -> (&str, &str);
+    /// Whether two objects of the same name read the same to the compiler; `false` when
+    /// only identity tells (kinds whose status sluice does not write).
+    fn reads_alike(&self, other: &Self) -> bool;
+}
+
+fn name_of(meta: &ObjectMeta) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// Equal but for what the API server moves with every write, status writes included.
+fn same_metadata(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    let bare = |m: &ObjectMeta| ObjectMeta {
+        resource_version: None,
+        managed_fields: None,
+        ..m.clone()
+    };
+    bare(a) == bare(b)
+}
+
+macro_rules! status_written {
+    ($($kind:ty),+) => {$(
+        impl ReadAlike for $kind {
+            fn name(&self) -> (&str, &str) {
+                name_of(&self.metadata)
+            }
+            fn reads_alike(&self, other: &Self) -> bool {
+                self.spec == other.spec && same_metadata(&self.metadata, &other.metadata)
+            }
+        }
+    )+};
+}
+
+status_written!(
+    Ingress,
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    GrpcRoute,
+    TcpRoute,
+    TlsRoute,
+    UdpRoute,
+    ListenerSet,
+    BackendTlsPolicy
+);
+
+macro_rules! by_identity {
+    ($($kind:ty),+) => {$(
+        impl ReadAlike for $kind {
+            fn name(&self) -> (&str, &str) {
+                name_of(&self.metadata)
+            }
+            fn reads_alike(&self, _: &Self) -> bool {
+                false
+            }
+        }
+    )+};
+}
+
+by_identity!(
+    k8s_openapi::api::networking::v1::IngressClass,
+    k8s_openapi::api::core::v1::Service,
+    k8s_openapi::api::core::v1::Endpoints,
+    k8s_openapi::api::discovery::v1::EndpointSlice,
+    k8s_openapi::api::core::v1::Secret,
+    k8s_openapi::api::core::v1::ConfigMap,
+    k8s_openapi::api::core::v1::Namespace,
+    crate::gateway::ReferenceGrant
+);
+
+/// Whether `a` and `b` hold the same objects in every list but the Ingresses.
+pub(crate) fn same_except_ingresses(a: &Inputs, b: &Inputs) -> bool {
+    same(&a.ingress_classes, &b.ingress_classes)
+        && same(&a.services, &b.services)
+        && same(&a.endpoints, &b.endpoints)
+        && same(&a.endpoint_slices, &b.endpoint_slices)
+        && same(&a.secrets, &b.secrets)
+        && same(&a.gateway_classes, &b.gateway_classes)
+        && same(&a.gateways, &b.gateways)
+        && same(&a.http_routes, &b.http_routes)
+        && same(&a.grpc_routes, &b.grpc_routes)
+        && same(&a.tcp_routes, &b.tcp_routes)
+        && same(&a.tls_routes, &b.tls_routes)
+        && same(&a.udp_routes, &b.udp_routes)
+        && same(&a.reference_grants, &b.reference_grants)
+        && same(&a.listener_sets, &b.listener_sets)
+        && same(&a.backend_tls_policies, &b.backend_tls_policies)
+        && same(&a.config_maps, &b.config_maps)
+        && same(&a.annotation_config_maps, &b.annotation_config_maps)
+        && same(&a.namespaces, &b.namespaces)
+        && match (&a.nginx_config_map, &b.nginx_config_map) {
+            (None, None) => true,
+            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+            _ => false,
+        }
+}
+
+/// Whether two lists hold the same objects, in any order: the same `Arc`s, or objects of
+/// the same names that read alike.
+pub(crate) fn same<T: ReadAlike>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y)) {
+        return true;
+    }
+    let in_a: HashSet<*const T> = a.iter().map(Arc::as_ptr).collect();
+    let in_b: HashSet<*const T> = b.iter().map(Arc::as_ptr).collect();
+    if in_a.len() != a.len() || in_b.len() != b.len() {
+        return false;
+    }
+    let only_b: Vec<&Arc<T>> = b
+        .iter()
+        .filter(|y| !in_a.contains(&Arc::as_ptr(y)))
+        .collect();
+    if only_b.is_empty() {
+        return true;
+    }
+    let only_a: HashMap<(&str, &str), &Arc<T>> = a
+        .iter()
+        .filter(|x| !in_b.contains(&Arc::as_ptr(x)))
+        .map(|x| (x.name(), x))
+        .collect();
+    only_a.len() == only_b.len()
+        && only_b
+            .iter()
+            .all(|y| only_a.get(&y.name()).is_some_and(|x| x.reads_alike(y)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn route(name: &str, version: &str, host: &str, status: bool) -> Arc<HttpRoute> {
+        let mut value = json!({
+            "metadata": {"namespace": "ns", "name": name, "resourceVersion": version},
+            "spec": {"hostnames": [host]},
+        });
+        if status {
+            value["status"] = json!({"parents": []});
+        }
+        Arc::new(serde_json::from_value(value).expect("an HTTPRoute"))
+    }
+
+    #[test]
+    fn the_same_arcs_in_any_order_are_the_same() {
+        let (x, y) = (
+            route("x", "1", "x.test", false),
+            route("y", "1", "y.test", false),
+        );
+        assert!(same(&[x.clone(), y.clone()], &[y.clone(), x.clone()]));
+        assert!(!same(std::slice::from_ref(&x), &[x.clone(), y.clone()]));
+        assert!(!same(&[x.clone(), x.clone()], &[x.clone(), y.clone()]));
+    }
+
+    #[test]
+    fn a_status_write_is_no_change_and_a_spec_change_is() {
+        let x = route("x", "1", "x.test", false);
+        let y = route("y", "1", "y.test", false);
+        let x_status = route("x", "2", "x.test", true);
+        let x_spec = route("x", "3", "other.test", false);
+        let y_renamed = route("z", "1", "y.test", false);
+        assert!(same(&[x.clone(), y.clone()], &[y.clone(), x_status]));
+        assert!(!same(&[x.clone(), y.clone()], &[y.clone(), x_spec]));
+        assert!(!same(&[x.clone(), y.clone()], &[x.clone(), y_renamed]));
+    }
+
+    #[test]
+    fn kinds_whose_status_sluice_does_not_write_count_by_identity() {
+        let secret = |version: &str| {
+            Arc::new(
+                serde_json::from_value::<k8s_openapi::api::core::v1::Secret>(json!({
+                    "metadata": {"namespace": "ns", "name": "s", "resourceVersion": version},
+                }))
+                .expect("a Secret"),
+            )
+        };
+        assert!(!same(&[secret("1")], &[secret("1")]));
+    }
+}
