@@ -123,8 +123,10 @@ struct Row {
     hwm_kib: u64,
     cpu_per_1000: f64,
     control_cpu_per_1000: f64,
-    /// Table rebuilds during the change phase, and their mean compile time.
+    /// Table rebuilds during the change phase, those compiled in part, and their mean
+    /// compile time.
     rebuilds: f64,
+    partial: f64,
     compile_mean: Duration,
 }
 
@@ -211,13 +213,13 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| kind | routes | services/endpoints | changes | p50 | p99 | max | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds, mean compile | cold start |"
+        "| kind | routes | services/endpoints | changes | p50 | p99 | max | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let (p50, p99, max) = percentiles(&r.propagation);
         println!(
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {}, {} | {:.2} s |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s |",
             r.kind,
             r.routes,
             knobs.services,
@@ -234,6 +236,7 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
             r.cpu_per_1000,
             r.control_cpu_per_1000,
             r.rebuilds,
+            r.partial,
             ms(r.compile_mean),
             r.cold_start.as_secs_f64(),
         );
@@ -267,7 +270,7 @@ fn percentiles(samples: &[Duration]) -> (Duration, Duration, Duration) {
 fn print_row(r: &Row) {
     let (p50, p99, max) = percentiles(&r.propagation);
     eprintln!(
-        "[propagation] {} {} routes: p50 {} p99 {} max {}, {} lost, stable {} ok / {} errors, RSS {} KiB (peak {}), CPU {:.2} s/1000 changes ({:.2} control), {} rebuilds of mean {}, cold start {:?}",
+        "[propagation] {} {} routes: p50 {} p99 {} max {}, {} lost, stable {} ok / {} errors, RSS {} KiB (peak {}), CPU {:.2} s/1000 changes ({:.2} control), {} rebuilds ({} partial) of mean {}, cold start {:?}",
         r.kind,
         r.routes,
         ms(p50),
@@ -281,6 +284,7 @@ fn print_row(r: &Row) {
         r.cpu_per_1000,
         r.control_cpu_per_1000,
         r.rebuilds,
+        r.partial,
         ms(r.compile_mean),
         r.cold_start
     );
@@ -625,6 +629,7 @@ async fn measure(
     let (cpu_after, control_after) = sluice.cpu();
     let rebuilds_after = rebuild_metrics(admin).await?;
     let rebuilds = rebuilds_after.0 - rebuilds_before.0;
+    let partial = rebuilds_after.2 - rebuilds_before.2;
     let compile_mean =
         Duration::from_secs_f64((rebuilds_after.1 - rebuilds_before.1) / rebuilds.max(1.0));
     let (rss_kib, hwm_kib) = sluice.memory();
@@ -651,13 +656,14 @@ async fn measure(
         cpu_per_1000: per_1000(cpu_after - cpu_before),
         control_cpu_per_1000: per_1000(control_after - control_before),
         rebuilds,
+        partial,
         compile_mean,
     })
 }
 
-/// `sluice_table_rebuilds_total` and `sluice_table_rebuild_duration_seconds_sum` from the
-/// admin port's /metrics.
-async fn rebuild_metrics(admin: SocketAddr) -> anyhow::Result<(f64, f64)> {
+/// `sluice_table_rebuilds_total`, `sluice_table_rebuild_duration_seconds_sum` and
+/// `sluice_table_partial_rebuilds_total` from the admin port's /metrics.
+async fn rebuild_metrics(admin: SocketAddr) -> anyhow::Result<(f64, f64, f64)> {
     let text = support::get(admin, "localhost", "/metrics").await?.body;
     let value = |name: &str| {
         text.lines()
@@ -667,5 +673,6 @@ async fn rebuild_metrics(admin: SocketAddr) -> anyhow::Result<(f64, f64)> {
     Ok((
         value("sluice_table_rebuilds_total"),
         value("sluice_table_rebuild_duration_seconds_sum"),
+        value("sluice_table_partial_rebuilds_total"),
     ))
 }

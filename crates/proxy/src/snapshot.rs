@@ -38,15 +38,17 @@ pub(crate) struct BackendState {
 
 /// The request metrics of one route entry: (backend index, handles) per backend it can
 /// send to.
-pub(crate) type EntryMetrics = Box<[(usize, Arc<RouteMetrics>)]>;
+/// Shared with the previous snapshot for entries that did not change.
+pub(crate) type EntryMetrics = Arc<[(usize, Arc<RouteMetrics>)]>;
 
 /// One immutable routing generation.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     /// The compiled routes.
     pub(crate) table: RouteTable,
-    /// Indexed by `Backend::id`.
-    pub(crate) backends: Box<[BackendState]>,
+    /// Indexed by `Backend::id`; shared with the previous snapshot for backends that did
+    /// not change.
+    pub(crate) backends: Box<[Arc<BackendState>]>,
     /// Request metrics per route entry (indexed like [`RouteTable::entries`]): one per
     /// backend the entry can send to (its own, its canary's, its `default-backend`).
     pub(crate) routes: Box<[EntryMetrics]>,
@@ -155,22 +157,36 @@ impl Snapshot {
                 }
             }
         };
-        // Endpoint state (in-flight counts, down marks) follows the address. A backend whose
-        // addresses did not change takes its previous balancer's endpoints as they are; the
-        // map of every previous endpoint is made only when one did change.
+        // Endpoint state (in-flight counts, down marks) follows the address. A backend the
+        // previous table had at the same index (an incremental compile keeps the backends
+        // it did not touch) keeps its state as it is; one whose addresses did not change
+        // takes its previous balancer's endpoints; the map of every previous endpoint is
+        // made only when one did change.
         let mut endpoints: Option<HashMap<SocketAddr, Arc<Endpoint>>> = None;
         // Metric handles (and unchanged balancers) follow the service.
-        let mut by_service: HashMap<&str, &BackendState> = previous
-            .backends
-            .iter()
-            .map(|b| (b.metrics.service.as_str(), b))
-            .collect();
+        let mut by_service: Option<HashMap<&str, &Arc<BackendState>>> = None;
+        let before_backends = previous.table.backends();
         let backends = table
             .backends()
             .iter()
-            .map(|backend| {
+            .enumerate()
+            .map(|(id, backend)| {
+                if let (Some(old), Some(state)) =
+                    (before_backends.get(id), previous.backends.get(id))
+                    && Arc::ptr_eq(old, backend)
+                {
+                    return Arc::clone(state);
+                }
                 let service = service_label(&backend.service);
-                let before = by_service.remove(service.as_str());
+                let before = by_service
+                    .get_or_insert_with(|| {
+                        previous
+                            .backends
+                            .iter()
+                            .map(|b| (b.metrics.service.as_str(), b))
+                            .collect()
+                    })
+                    .remove(service.as_str());
                 let metrics = match before {
                     Some(found) => Arc::clone(&found.metrics),
                     None => Arc::new(metrics.backend(service)),
@@ -191,9 +207,9 @@ impl Snapshot {
                         Balancer::new(&backend.endpoints, all)
                     }
                 };
-                BackendState { balancer, metrics }
+                Arc::new(BackendState { balancer, metrics })
             })
-            .collect::<Box<[BackendState]>>();
+            .collect::<Box<[Arc<BackendState>]>>();
 
         let routes = route_metrics(&table, &backends, previous, metrics);
 
@@ -288,16 +304,12 @@ impl Snapshot {
 /// backend) pair is looked up once, and without allocating unless its handles are new.
 fn route_metrics<'t>(
     table: &'t RouteTable,
-    backends: &[BackendState],
+    backends: &[Arc<BackendState>],
     previous: &Snapshot,
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
-    let known: HashMap<(&'static str, &str, &str, &str), &Arc<RouteMetrics>> = previous
-        .routes
-        .iter()
-        .flat_map(|choices| choices.iter())
-        .map(|(_, m)| (m.borrowed_key(), m))
-        .collect();
+    // The previous snapshot's handles by label, made on the first entry that needs them.
+    let mut known: Option<HashMap<(&'static str, &str, &str, &str), &Arc<RouteMetrics>>> = None;
     let mut made: HashMap<(&'static str, &'t str, &'t str, usize), Arc<RouteMetrics>> =
         HashMap::new();
     let mut handle = |source: &'t sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
@@ -316,6 +328,14 @@ fn route_metrics<'t>(
                 |b| b.metrics.service.clone(),
             );
             let key = (pair.0, pair.1, pair.2, label.as_str());
+            let known = known.get_or_insert_with(|| {
+                previous
+                    .routes
+                    .iter()
+                    .flat_map(|choices| choices.iter())
+                    .map(|(_, m)| (m.borrowed_key(), m))
+                    .collect()
+            });
             let handles = match known.get(&key) {
                 Some(found) => Arc::clone(found),
                 None => Arc::new(metrics.route(pair.0, pair.1, pair.2, label.clone())),
@@ -325,10 +345,19 @@ fn route_metrics<'t>(
         });
         (id, handles)
     };
+    let before = previous.table.entries();
     table
         .entries()
         .iter()
-        .map(|entry| {
+        .enumerate()
+        .map(|(id, entry)| {
+            // The same entry (an incremental compile keeps the ones it did not touch) has
+            // the same backends, hence the same handles.
+            if let (Some(old), Some(handles)) = (before.get(id), previous.routes.get(id))
+                && Arc::ptr_eq(old, entry)
+            {
+                return Arc::clone(handles);
+            }
             let mut choices = vec![handle(&entry.source, &entry.backend)];
             if let Some(canary) = &entry.canary {
                 choices.push(handle(&canary.source, &canary.backend));
@@ -342,7 +371,7 @@ fn route_metrics<'t>(
                     choices.push(handle(&entry.source, &target.backend));
                 }
             }
-            choices.into_boxed_slice()
+            choices.into()
         })
         .collect()
 }
@@ -655,5 +684,85 @@ mod tests {
             assert!(Arc::ptr_eq(&from_a.0, &a.shared.current.load_full()));
             assert!(Arc::ptr_eq(&from_b.0, &b.shared.current.load_full()));
         }
+    }
+
+    /// Two Ingresses on their own hosts and Services; `second_host` moves the second.
+    fn inputs(second_host: &str) -> sluice_routing::Inputs {
+        fn from<T: k8s_openapi::serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
+            Arc::new(serde_json::from_value(v).expect("object"))
+        }
+        let ingress = |name: &str, host: &str, service: &str| {
+            from(serde_json::json!({
+                "metadata": {"namespace": "ns", "name": name},
+                "spec": {"ingressClassName": "sluice", "rules": [{"host": host, "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix", "backend":
+                        {"service": {"name": service, "port": {"number": 80}}}}]}}]}
+            }))
+        };
+        let service = |name: &str| {
+            from(serde_json::json!({
+                "metadata": {"namespace": "ns", "name": name},
+                "spec": {"ports": [{"port": 80}]}
+            }))
+        };
+        sluice_routing::Inputs {
+            ingresses: vec![
+                ingress("one", "one.test", "a"),
+                ingress("two", second_host, "b"),
+            ],
+            ingress_classes: vec![from(serde_json::json!({
+                "metadata": {"name": "sluice"},
+                "spec": {"controller": sluice_routing::DEFAULT_CONTROLLER_NAME}
+            }))],
+            services: vec![service("a"), service("b")],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_swap_keeps_the_state_of_the_entries_and_backends_an_incremental_compile_kept() {
+        let table = handle();
+        let options = sluice_routing::CompileOptions::default();
+        let mut compiler = sluice_routing::IncrementalCompiler::new();
+        let mut inputs = inputs("two.test");
+        table.update(compiler.compile(&inputs, &options).table, Duration::ZERO);
+        let before = table.shared.current.load_full();
+        // The second Ingress moves host; the first is untouched.
+        inputs.ingresses[1] = Arc::clone(&self::inputs("moved.test").ingresses[1]);
+        let compiled = compiler.compile(&inputs, &options);
+        assert!(matches!(
+            compiler.last_kind(),
+            sluice_routing::CompileKind::Incremental { ingresses: 1 }
+        ));
+        table.update_partial(compiled.table, Duration::ZERO);
+        let after = table.shared.current.load_full();
+
+        let kept = after.table.route_id("one.test", "/").expect("one routes");
+        assert_eq!(Some(kept), before.table.route_id("one.test", "/"));
+        assert!(Arc::ptr_eq(&after.routes[kept], &before.routes[kept]));
+        let kept_backend = after.table.entry(kept).backend.id;
+        assert!(Arc::ptr_eq(
+            &after.backends[kept_backend],
+            &before.backends[kept_backend]
+        ));
+
+        let moved = after
+            .table
+            .route_id("moved.test", "/")
+            .expect("moved routes");
+        assert!(after.table.route_id("two.test", "/").is_none());
+        assert!(
+            !before
+                .routes
+                .get(moved)
+                .is_some_and(|old| Arc::ptr_eq(old, &after.routes[moved])),
+            "a new entry gets handles of its own"
+        );
+        // Its counts still go to the same series: the same route, backend and labels.
+        let old = before.table.route_id("two.test", "/").expect("two routed");
+        assert!(Arc::ptr_eq(
+            &after.routes[moved][0].1,
+            &before.routes[old][0].1
+        ));
     }
 }

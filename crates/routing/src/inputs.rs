@@ -66,7 +66,7 @@ pub struct Inputs {
 
 /// Who we are: which Ingresses are ours, which namespace we watch, and what serves the
 /// requests and TLS names no Ingress claims.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
     /// IngressClass `spec.controller` we claim; default `"sluice.dev/ingress-controller"`.
     pub controller_name: String,

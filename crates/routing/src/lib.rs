@@ -15,6 +15,10 @@
 //!   under `sluice.dev/*`; an annotation that is unsupported, invalid or a snippet becomes a
 //!   [`Diagnostic`] on its Ingress while the rest of the Ingress is served).
 //! * [`gateway`]: Gateways, listeners and HTTPRoutes into the same table, with their status.
+//! * `incremental/`: [`IncrementalCompiler`] gives what [`compile`] gives, but after a change
+//!   of Ingresses alone compiles only the Ingresses of the hosts the change touches and
+//!   grafts them into a copy of the previous table (what the controller runs on every
+//!   change).
 //!
 //! The intermediate form they share:
 //!

@@ -1,7 +1,7 @@
 //! The Ingresses of the last compile by name and by the hosts they bear on: what finds
 //! the changed Ingresses and the ones a partial compile must read with them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
@@ -9,6 +9,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use super::footprint::footprint;
 use super::unchanged::ReadAlike;
 use crate::host::HostPattern;
+use crate::key::FastMap;
 
 /// `(namespace, name)`.
 pub(crate) type IngressName = (String, String);
@@ -26,8 +27,11 @@ pub(crate) fn name_of(ingress: &Ingress) -> IngressName {
 struct Known {
     ingress: Arc<Ingress>,
     hosts: Vec<HostPattern>,
-    /// The diff that last found it in the inputs.
-    seen: u64,
+}
+
+/// The address of the object an `Arc` holds: its identity.
+fn address(ingress: &Arc<Ingress>) -> usize {
+    Arc::as_ptr(ingress) as usize
 }
 
 /// What changed between the indexed Ingresses and a new list.
@@ -49,10 +53,10 @@ impl IngressChanges {
 /// Every Ingress of the last compile, with its hosts, and the Ingresses of each host.
 #[derive(Default)]
 pub(crate) struct IngressIndex {
-    by_name: HashMap<IngressName, Known>,
-    by_host: HashMap<HostPattern, HashSet<IngressName>>,
-    /// Stamps `Known::seen`.
-    diffs: u64,
+    by_name: FastMap<IngressName, Known>,
+    by_host: FastMap<HostPattern, HashSet<IngressName>>,
+    /// The addresses of the indexed objects.
+    by_address: HashSet<usize, foldhash::fast::RandomState>,
 }
 
 impl IngressIndex {
@@ -74,30 +78,47 @@ impl IngressIndex {
     /// is the same `Arc`, or one whose status alone differs: that one replaces the indexed
     /// object), and the indexed ones `ingresses` lacks. Order does not matter.
     pub(crate) fn diff(&mut self, ingresses: &[Arc<Ingress>]) -> IngressChanges {
-        self.diffs += 1;
-        let stamp = self.diffs;
         let mut changes = IngressChanges::default();
+        // Indexed names found in `ingresses`.
+        let mut found = 0;
         for ingress in ingresses {
+            if self.by_address.contains(&address(ingress)) {
+                found += 1;
+                continue;
+            }
             match self.by_name.get_mut(&name_of(ingress)) {
-                Some(known) if Arc::ptr_eq(&known.ingress, ingress) => known.seen = stamp,
                 // A status write: the compiler reads no status.
                 Some(known) if known.ingress.reads_alike(ingress) => {
-                    known.seen = stamp;
+                    found += 1;
+                    self.by_address.remove(&address(&known.ingress));
+                    self.by_address.insert(address(ingress));
                     known.ingress = Arc::clone(ingress);
                 }
-                Some(known) => {
-                    known.seen = stamp;
+                Some(_) => {
+                    found += 1;
                     changes.changed.push(Arc::clone(ingress));
                 }
                 None => changes.changed.push(Arc::clone(ingress)),
             }
         }
-        changes.removed = self
-            .by_name
-            .values()
-            .filter(|known| known.seen != stamp)
-            .map(|known| Arc::clone(&known.ingress))
-            .collect();
+        if found < self.by_name.len() {
+            let present: HashSet<(&str, &str)> = ingresses
+                .iter()
+                .map(|i| {
+                    let meta = &i.metadata;
+                    (
+                        meta.namespace.as_deref().unwrap_or(""),
+                        meta.name.as_deref().unwrap_or(""),
+                    )
+                })
+                .collect();
+            changes.removed = self
+                .by_name
+                .iter()
+                .filter(|((ns, name), _)| !present.contains(&(ns.as_str(), name.as_str())))
+                .map(|(_, known)| Arc::clone(&known.ingress))
+                .collect();
+        }
         changes
     }
 
@@ -122,14 +143,8 @@ impl IngressIndex {
                 .or_default()
                 .insert(name.clone());
         }
-        self.by_name.insert(
-            name,
-            Known {
-                ingress,
-                hosts,
-                seen: self.diffs,
-            },
-        );
+        self.by_address.insert(address(&ingress));
+        self.by_name.insert(name, Known { ingress, hosts });
     }
 
     /// Removes an Ingress.
@@ -137,6 +152,7 @@ impl IngressIndex {
         let Some(known) = self.by_name.remove(name) else {
             return;
         };
+        self.by_address.remove(&address(&known.ingress));
         for host in &known.hosts {
             if let Some(names) = self.by_host.get_mut(host) {
                 names.remove(name);

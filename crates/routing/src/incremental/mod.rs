@@ -21,7 +21,6 @@ mod graft;
 mod index;
 mod unchanged;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
@@ -55,7 +54,7 @@ pub struct IncrementalCompiler {
 /// What the last compile read and made.
 struct Last {
     inputs: Inputs,
-    options: String,
+    options: CompileOptions,
     table: RouteTable,
     diagnostics: Vec<crate::Diagnostic>,
     ours: Vec<ObjectRef>,
@@ -64,6 +63,8 @@ struct Last {
     nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
     trailing_slash_redirects: Vec<crate::TrailingSlashRedirect>,
     index: IngressIndex,
+    /// The Services (with their endpoints) of the inputs by name.
+    services: ServicesByName,
     by_service: BackendsByService,
     /// Entry slots no rule reaches.
     free: Vec<u32>,
@@ -85,9 +86,8 @@ impl IncrementalCompiler {
     /// [`crate::compile`] of `inputs`, made from the previous call's result when only
     /// Ingresses changed.
     pub fn compile(&mut self, inputs: &Inputs, options: &CompileOptions) -> Compiled {
-        let options_key = format!("{options:?}");
         if let Some(last) = self.last.as_mut()
-            && last.options == options_key
+            && last.options == *options
             && same_except_ingresses(&last.inputs, inputs)
             && let Some(ingresses) = last.partial(inputs, options)
         {
@@ -98,7 +98,7 @@ impl IncrementalCompiler {
         self.kind = Some(CompileKind::Full);
         let last = Last {
             inputs: inputs.clone(),
-            options: options_key,
+            options: options.clone(),
             table: compiled.table.clone(),
             diagnostics: compiled.diagnostics.clone(),
             ours: compiled.ours.clone(),
@@ -107,6 +107,7 @@ impl IncrementalCompiler {
             nginx_config: compiled.nginx_config.clone(),
             trailing_slash_redirects: compiled.trailing_slash_redirects.clone(),
             index: IngressIndex::new(&inputs.ingresses),
+            services: services_by_name(inputs),
             by_service: backends_by_service(&compiled.table),
             free: Vec::new(),
             added_backends: 0,
@@ -184,58 +185,72 @@ impl Last {
             return None;
         }
 
-        let partial_inputs = Inputs {
-            ingresses: read.clone(),
-            ..ingress_inputs(inputs)
-        };
+        let count = read.len();
+        let partial_inputs = partial_inputs(inputs, &self.services, read);
         let partial_options = CompileOptions {
             default_backend_service: None,
             default_certificate: None,
             ..options.clone()
         };
         let partial = compile(&partial_inputs, &partial_options);
-        let mut table = self.table.clone();
-        let mut free = self.free.clone();
-        let mut by_service = self.by_service.clone();
+        // Grafted in place: when the graft fails, the full compile that follows replaces
+        // all of `self`.
         let grafted = graft(
-            &mut table,
+            &mut self.table,
             partial.table,
             &hosts,
-            &mut free,
-            &mut by_service,
+            &mut self.free,
+            &mut self.by_service,
         )
         .ok()?;
+        self.added_backends += grafted.added_backends;
 
         // Everything about the Ingresses read comes from the partial compile.
         let removed = changes.removed.iter().map(|i| name_of(i));
-        let touched: HashSet<ObjectRef> = names
+        let mut touched: Vec<ObjectRef> = names
             .into_iter()
             .chain(removed)
             .map(|(namespace, name)| ObjectRef::ingress(namespace, name))
             .collect();
-        self.diagnostics.retain(|d| !touched.contains(&d.object));
+        touched.sort();
+        touched.dedup();
+        let is_touched = |o: &ObjectRef| touched.binary_search(o).is_ok();
+        // Each list is sorted by object first: the touched objects' runs are cut out.
+        remove_runs(&mut self.diagnostics, &touched, |d| &d.object);
         self.diagnostics.extend(
             partial
                 .diagnostics
                 .into_iter()
-                .filter(|d| touched.contains(&d.object)),
+                .filter(|d| is_touched(&d.object)),
         );
         crate::diagnostic::sort(&mut self.diagnostics);
-        self.ours.retain(|o| !touched.contains(o));
-        self.ours.extend(partial.ours);
-        self.ours.sort();
-        self.ours.dedup();
-        self.trailing_slash_redirects
-            .retain(|r| !touched.contains(&r.ingress));
-        self.trailing_slash_redirects
-            .extend(partial.trailing_slash_redirects);
-        self.trailing_slash_redirects.sort();
-        self.table = table;
-        self.free = free;
-        self.by_service = by_service;
-        self.added_backends += grafted.added_backends;
+        remove_runs(&mut self.ours, &touched, |o| o);
+        insert_sorted(&mut self.ours, partial.ours);
+        remove_runs(&mut self.trailing_slash_redirects, &touched, |r| &r.ingress);
+        insert_sorted(
+            &mut self.trailing_slash_redirects,
+            partial.trailing_slash_redirects,
+        );
         self.inputs = inputs.clone();
-        Some(read.len())
+        Some(count)
+    }
+}
+
+/// Adds `items` to sorted `list`, where they keep it sorted (each once).
+fn insert_sorted<T: Ord>(list: &mut Vec<T>, items: Vec<T>) {
+    for item in items {
+        if let Err(at) = list.binary_search(&item) {
+            list.insert(at, item);
+        }
+    }
+}
+
+/// Removes from `list`, sorted by `object`, the items of the objects in `objects` (sorted).
+fn remove_runs<T>(list: &mut Vec<T>, objects: &[ObjectRef], object: impl Fn(&T) -> &ObjectRef) {
+    for wanted in objects {
+        let start = list.partition_point(|item| object(item) < wanted);
+        let end = start + list[start..].partition_point(|item| object(item) == wanted);
+        list.drain(start..end);
     }
 }
 
@@ -262,15 +277,18 @@ fn partial_compile_decides(ingress: &Ingress, options: &CompileOptions) -> bool 
     !default_backend && !passthrough
 }
 
-/// `inputs` without the Gateway API objects: a partial compile makes Ingress rules only
-/// (the previous table's Gateway rules stay as they are).
-fn ingress_inputs(inputs: &Inputs) -> Inputs {
-    Inputs {
+/// `inputs` without the Gateway API objects (a partial compile makes Ingress rules only;
+/// the previous table's Gateway rules stay as they are), and of the Services, their
+/// EndpointSlices and Endpoints only those `ingresses` may name: a partial compile then
+/// costs what its Ingresses name, not what the cluster holds.
+fn partial_inputs(
+    inputs: &Inputs,
+    by_name: &ServicesByName,
+    ingresses: Vec<Arc<Ingress>>,
+) -> Inputs {
+    let mut partial = Inputs {
         ingresses: Vec::new(),
         ingress_classes: inputs.ingress_classes.clone(),
-        services: inputs.services.clone(),
-        endpoints: inputs.endpoints.clone(),
-        endpoint_slices: inputs.endpoint_slices.clone(),
         secrets: inputs.secrets.clone(),
         backend_tls_policies: inputs.backend_tls_policies.clone(),
         config_maps: inputs.config_maps.clone(),
@@ -279,5 +297,103 @@ fn ingress_inputs(inputs: &Inputs) -> Inputs {
         nginx_config_previous: inputs.nginx_config_previous.clone(),
         namespaces: inputs.namespaces.clone(),
         ..Inputs::default()
+    };
+    for name in named_services(&ingresses, inputs.nginx_config_map.as_deref()) {
+        if let Some(objects) = by_name.get(name) {
+            partial.services.extend(objects.services.iter().cloned());
+            partial
+                .endpoint_slices
+                .extend(objects.slices.iter().cloned());
+            partial.endpoints.extend(objects.endpoints.iter().cloned());
+        }
     }
+    partial.ingresses = ingresses;
+    partial
+}
+
+/// The Services, EndpointSlices and Endpoints of one Service name (any namespace).
+#[derive(Default)]
+struct NamedServices {
+    services: Vec<Arc<k8s_openapi::api::core::v1::Service>>,
+    slices: Vec<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>,
+    endpoints: Vec<Arc<k8s_openapi::api::core::v1::Endpoints>>,
+}
+
+/// [`NamedServices`] by Service name: made with each full compile (a partial compile
+/// happens only while these lists hold the same objects).
+type ServicesByName = crate::key::FastMap<String, NamedServices>;
+
+/// [`ServicesByName`] of `inputs`.
+fn services_by_name(inputs: &Inputs) -> ServicesByName {
+    fn entry<'m>(out: &'m mut ServicesByName, name: Option<&String>) -> &'m mut NamedServices {
+        out.entry(name.cloned().unwrap_or_default()).or_default()
+    }
+    let mut out = ServicesByName::default();
+    for service in &inputs.services {
+        entry(&mut out, service.metadata.name.as_ref())
+            .services
+            .push(Arc::clone(service));
+    }
+    for slice in &inputs.endpoint_slices {
+        let labels = slice.metadata.labels.as_ref();
+        entry(
+            &mut out,
+            labels.and_then(|l| l.get(crate::SERVICE_NAME_LABEL)),
+        )
+        .slices
+        .push(Arc::clone(slice));
+    }
+    for endpoints in &inputs.endpoints {
+        entry(&mut out, endpoints.metadata.name.as_ref())
+            .endpoints
+            .push(Arc::clone(endpoints));
+    }
+    out
+}
+
+/// Every name a Service `ingresses` refer to may have, over-approximated: the Services of
+/// their backends, and every word of their annotations' values (`default-backend`,
+/// `mirror-target`'s URL, ...) and of ingress-nginx's ConfigMap (annotation defaults).
+fn named_services<'a>(
+    ingresses: &'a [Arc<Ingress>],
+    config_map: Option<&'a k8s_openapi::api::core::v1::ConfigMap>,
+) -> std::collections::HashSet<&'a str> {
+    let words = |value: &'a str| {
+        value
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| !w.is_empty())
+    };
+    let mut out = std::collections::HashSet::new();
+    for ingress in ingresses {
+        let spec = ingress.spec.as_ref();
+        let backends = spec
+            .and_then(|s| s.rules.as_ref())
+            .into_iter()
+            .flatten()
+            .flat_map(|rule| rule.http.iter().flat_map(|h| h.paths.iter()))
+            .map(|path| &path.backend)
+            .chain(spec.and_then(|s| s.default_backend.as_ref()));
+        out.extend(
+            backends
+                .filter_map(|backend| backend.service.as_ref())
+                .map(|service| service.name.as_str()),
+        );
+        for value in ingress
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(_, v)| v)
+        {
+            out.extend(words(value));
+        }
+    }
+    for value in config_map
+        .and_then(|c| c.data.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        out.extend(words(value.1));
+    }
+    out
 }
