@@ -309,7 +309,7 @@ fn route_metrics<'t>(
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
     // The previous snapshot's handles by label, made on the first entry that needs them.
-    let mut known: Option<HashMap<(&'static str, &str, &str, &str), &Arc<RouteMetrics>>> = None;
+    let mut known: Option<KnownHandles<'_>> = None;
     let mut made: HashMap<(&'static str, &'t str, &'t str, usize), Arc<RouteMetrics>> =
         HashMap::new();
     let mut handle = |source: &'t sluice_routing::ObjectRef, backend: &sluice_routing::Backend| {
@@ -375,6 +375,10 @@ fn route_metrics<'t>(
         })
         .collect()
 }
+
+/// The previous snapshot's route metric handles by their labels (kind, namespace, name,
+/// service).
+type KnownHandles<'p> = HashMap<(&'static str, &'p str, &'p str, &'p str), &'p Arc<RouteMetrics>>;
 
 /// A request's hold on the snapshot it was routed with. Requests clone this per-thread
 /// `Arc` rather than the snapshot's own, whose count every worker would write: on the
