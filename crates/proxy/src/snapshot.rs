@@ -308,6 +308,17 @@ fn route_metrics<'t>(
     previous: &Snapshot,
     metrics: &Metrics,
 ) -> Box<[EntryMetrics]> {
+    let before = previous.table.entries();
+    let entries = table.entries();
+    // Entries the previous table had at the same index keep their handles.
+    let kept: Vec<bool> = (0..entries.len())
+        .map(|id| {
+            before
+                .get(id)
+                .zip(previous.routes.get(id))
+                .is_some_and(|(old, _)| Arc::ptr_eq(old, &entries[id]))
+        })
+        .collect();
     // The previous snapshot's handles by label, made on the first entry that needs them.
     let mut known: Option<KnownHandles<'_>> = None;
     let mut made: HashMap<(&'static str, &'t str, &'t str, usize), Arc<RouteMetrics>> =
@@ -328,11 +339,15 @@ fn route_metrics<'t>(
                 |b| b.metrics.service.clone(),
             );
             let key = (pair.0, pair.1, pair.2, label.as_str());
+            // The handles of the previous entries that are not kept: where a changed
+            // entry's counts continue (after an incremental compile, a few).
             let known = known.get_or_insert_with(|| {
                 previous
                     .routes
                     .iter()
-                    .flat_map(|choices| choices.iter())
+                    .enumerate()
+                    .filter(|(id, _)| !kept.get(*id).copied().unwrap_or(false))
+                    .flat_map(|(_, choices)| choices.iter())
                     .map(|(_, m)| (m.borrowed_key(), m))
                     .collect()
             });
@@ -345,16 +360,14 @@ fn route_metrics<'t>(
         });
         (id, handles)
     };
-    let before = previous.table.entries();
-    table
-        .entries()
+    entries
         .iter()
         .enumerate()
         .map(|(id, entry)| {
             // The same entry (an incremental compile keeps the ones it did not touch) has
             // the same backends, hence the same handles.
-            if let (Some(old), Some(handles)) = (before.get(id), previous.routes.get(id))
-                && Arc::ptr_eq(old, entry)
+            if kept[id]
+                && let Some(handles) = previous.routes.get(id)
             {
                 return Arc::clone(handles);
             }

@@ -102,7 +102,7 @@ impl IngressIndex {
             }
         }
         if found < self.by_name.len() {
-            let present: HashSet<(&str, &str)> = ingresses
+            let present: HashSet<(&str, &str), foldhash::fast::RandomState> = ingresses
                 .iter()
                 .map(|i| {
                     let meta = &i.metadata;
