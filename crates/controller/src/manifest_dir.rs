@@ -558,12 +558,13 @@ pub(crate) fn decode_into<K: DeserializeOwned>(
 /// directory); `None` when there is none or it does not decode (noted in `errors`).
 pub(crate) fn config_map_in(
     snapshot: &Snapshot,
-    name: &crate::serve::NamespacedName,
+    namespace: &str,
+    name: &str,
     errors: &mut Vec<String>,
 ) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
     let mut found = Vec::new();
     for (key, value) in &snapshot.objects {
-        if key.kind == "ConfigMap" && key.namespace == name.namespace && key.name == name.name {
+        if key.kind == "ConfigMap" && key.namespace == namespace && key.name == name {
             decode_into(key, value, &mut found, errors);
         }
     }

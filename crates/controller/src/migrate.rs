@@ -802,7 +802,8 @@ pub fn from_manifests(
     }
     let mut report = build_report(&ingresses, &classes, options);
     if let Some(name) = config_map {
-        let found = crate::manifest_dir::config_map_in(&snapshot, name, &mut errors);
+        let found =
+            crate::manifest_dir::config_map_in(&snapshot, &name.namespace, &name.name, &mut errors);
         let shown = format!("{}/{}", name.namespace, name.name);
         report.config_map = Some(ConfigMapReport::new(shown, found.as_ref()));
     }

@@ -125,7 +125,12 @@ fn from_manifests(
         }
     }
     if let Some(name) = config_map {
-        input.config_map = crate::manifest_dir::config_map_in(&snapshot, name, &mut input.errors);
+        input.config_map = crate::manifest_dir::config_map_in(
+            &snapshot,
+            &name.namespace,
+            &name.name,
+            &mut input.errors,
+        );
     }
     Ok(input)
 }
