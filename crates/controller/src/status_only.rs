@@ -5,13 +5,8 @@
 //! For these kinds a status-only update wakes the status writers instead (they put our
 //! entries back if another writer removed them) and compiles nothing.
 
-use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_informer::{HandlerFuncs, HandlerRegistration, InformerHandle, SharedIndexInformer};
-use sluice_routing::gateway::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute,
-    UdpRoute,
-};
+use sluice_routing::ReadAlike;
 use std::sync::Arc;
 
 /// What the informers call when something changes.
@@ -29,38 +24,13 @@ pub(crate) trait StatusOnly {
     fn only_status_changed(old: &Self, new: &Self) -> bool;
 }
 
-/// Equal but for what the API server moves with every write, status writes included.
-fn same_metadata(old: &ObjectMeta, new: &ObjectMeta) -> bool {
-    let bare = |m: &ObjectMeta| ObjectMeta {
-        resource_version: None,
-        managed_fields: None,
-        ..m.clone()
-    };
-    bare(old) == bare(new)
+/// The compiler's own rule ([`ReadAlike`]): equal spec and metadata but for what the API
+/// server moves with every write.
+impl<K: ReadAlike> StatusOnly for K {
+    fn only_status_changed(old: &Self, new: &Self) -> bool {
+        old.reads_alike(new)
+    }
 }
-
-macro_rules! status_only_by_spec {
-    ($($kind:ty),+) => {$(
-        impl StatusOnly for $kind {
-            fn only_status_changed(old: &Self, new: &Self) -> bool {
-                old.spec == new.spec && same_metadata(&old.metadata, &new.metadata)
-            }
-        }
-    )+};
-}
-
-status_only_by_spec!(
-    Ingress,
-    GatewayClass,
-    Gateway,
-    HttpRoute,
-    GrpcRoute,
-    TcpRoute,
-    TlsRoute,
-    UdpRoute,
-    ListenerSet,
-    BackendTlsPolicy
-);
 
 /// Registers `callbacks` on an informer of a kind whose status sluice writes.
 pub(crate) fn watch_status_aware<K>(
@@ -101,7 +71,9 @@ pub(crate) fn watch_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::networking::v1::Ingress;
     use serde_json::json;
+    use sluice_routing::gateway::HttpRoute;
 
     fn route(value: serde_json::Value) -> HttpRoute {
         serde_json::from_value(value).expect("an HTTPRoute")

@@ -148,7 +148,7 @@ pub use explain::{
 pub use host::normalize_request_host;
 pub use htdigest::{DigestCredentials, Htdigest, digest_credentials};
 pub use htpasswd::{Check as PasswordCheck, Htpasswd, PasswordHash, basic_credentials};
-pub use incremental::{CompileKind, IncrementalCompiler};
+pub use incremental::{CompileKind, IncrementalCompiler, ReadAlike};
 pub use ingress::annotations::{
     AnnotationReport, NGINX_PREFIX, SLUICE_PREFIX, SnippetReport, check_annotations,
     supported_annotations,

@@ -21,6 +21,8 @@ mod graft;
 mod index;
 mod unchanged;
 
+pub use unchanged::ReadAlike;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;

@@ -18,11 +18,13 @@ use crate::gateway::{
 };
 
 /// An object kind as the compiler reads it.
-pub(crate) trait ReadAlike {
+pub trait ReadAlike {
     /// `(namespace, name)`.
     fn name(&self) -> (&str, &str);
-    /// Whether two objects of the same name read the same to the compiler; `false` when
-    /// only identity tells (kinds whose status sluice does not write).
+    /// Whether two objects of the same name read the same to the compiler: for the kinds
+    /// whose status sluice writes, equal spec and metadata but for what the API server
+    /// moves with every write (`resourceVersion`, `managedFields`); `false` for the other
+    /// kinds, where only identity tells.
     fn reads_alike(&self, other: &Self) -> bool;
 }
 
