@@ -2,7 +2,8 @@
 //! routing table and swaps it in. Changes that arrive while a rebuild runs coalesce into one
 //! more rebuild (the work queue holds a key at most once), so a burst of events costs two
 //! compiles, not one per event. The compiler is an [`IncrementalCompiler`]: when only
-//! Ingresses changed, it compiles just the hosts they touch.
+//! Ingresses, only HTTPRoutes and GRPCRoutes, or only endpoints changed, it compiles just
+//! the hosts or backends they touch.
 
 use crate::sources::IngressInformers;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -51,7 +52,7 @@ pub struct Rebuilder {
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
     /// What ingress-nginx's ConfigMap came to last time.
     nginx_config: Mutex<Option<Arc<sluice_routing::config_map::NginxConfig>>>,
-    /// Compiles only the hosts a change of Ingresses touches.
+    /// Compiles only the hosts (or backends) a change touches.
     compiler: Mutex<IncrementalCompiler>,
 }
 

@@ -749,7 +749,7 @@ mod tests {
         let compiled = compiler.compile(&inputs, &options);
         assert!(matches!(
             compiler.last_kind(),
-            sluice_routing::CompileKind::Incremental { ingresses: 1 }
+            sluice_routing::CompileKind::Incremental { objects: 1 }
         ));
         table.update_partial(compiled.table, Duration::ZERO);
         let after = table.shared.current.load_full();

@@ -371,7 +371,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
             let compiled = compiler.compile(black_box(&changing), &options);
             assert!(matches!(
                 compiler.last_kind(),
-                CompileKind::Incremental { ingresses: 1 }
+                CompileKind::Incremental { objects: 1 }
             ));
             compiled
         })

@@ -38,6 +38,20 @@ pub struct Backend {
     /// TLS towards it from a BackendTLSPolicy that targets the port (a route's
     /// `proxy-ssl-*` annotations win over it).
     pub tls: Option<Arc<UpstreamTls>>,
+    /// Where its endpoints come from: what an incremental compile re-reads when only
+    /// EndpointSlices changed.
+    pub(crate) kind: BackendKind,
+}
+
+/// Where a [`Backend`]'s endpoints come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackendKind {
+    /// The Service port's ready endpoints ([`ServiceIndex::resolve`]).
+    Endpoints,
+    /// `service-upstream`: the ClusterIP ([`ServiceIndex::resolve_cluster_ip`]).
+    ClusterIp,
+    /// None: a reference that does not resolve.
+    Placeholder,
 }
 
 /// A Service port resolved: its ready endpoints and its `appProtocol`.

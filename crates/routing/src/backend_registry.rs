@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::backend::{Backend, Resolved, ServiceIndex};
+use crate::backend::{Backend, BackendKind, Resolved, ServiceIndex};
 use crate::{RouteTable, ServiceRef};
 
 /// The backends of a table, one per Service port, each with its id (its index).
@@ -70,6 +70,11 @@ impl BackendRegistry {
     pub(crate) fn push(&mut self, sref: ServiceRef, resolved: Option<Resolved>) -> Arc<Backend> {
         let id = self.backends.len();
         let resolved_kind = resolved.is_some();
+        let kind = if resolved_kind {
+            BackendKind::Endpoints
+        } else {
+            BackendKind::Placeholder
+        };
         let (endpoints, not_ready, protocol, tls) = match resolved {
             Some(r) => (r.endpoints, r.not_ready, r.protocol, r.tls),
             None => (Vec::new(), 0, None, None),
@@ -81,6 +86,7 @@ impl BackendRegistry {
             not_ready,
             protocol,
             tls,
+            kind,
         });
         self.backends.push(Arc::clone(&backend));
         if resolved_kind {
@@ -99,6 +105,7 @@ impl BackendRegistry {
             not_ready: resolved.not_ready,
             protocol: resolved.protocol,
             tls: resolved.tls,
+            kind: BackendKind::ClusterIp,
         });
         self.backends.push(Arc::clone(&backend));
         backend

@@ -327,12 +327,15 @@ impl RuleSetBuilder {
 }
 
 /// The Gateway rules of one kind of listener, by host name.
-#[derive(Debug, Default)]
+///
+/// Each set is an `Arc`: a copy of the table (an incremental compile grafting some hosts)
+/// shares the sets of the other hosts.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct HostRules {
-    pub exact: FastMap<Key, RuleSet>,
+    pub exact: FastMap<Key, std::sync::Arc<RuleSet>>,
     /// `*.suffix`, keyed by `suffix`; covers one or more labels.
-    pub wildcard: FastMap<Key, RuleSet>,
-    pub any: Option<RuleSet>,
+    pub wildcard: FastMap<Key, std::sync::Arc<RuleSet>>,
+    pub any: Option<std::sync::Arc<RuleSet>>,
 }
 
 impl HostRules {
@@ -340,13 +343,13 @@ impl HostRules {
     pub(crate) fn sets(&self) -> impl Iterator<Item = (String, &RuleSet)> {
         self.exact
             .iter()
-            .map(|(h, s)| (h.as_str().to_owned(), s))
+            .map(|(h, s)| (h.as_str().to_owned(), &**s))
             .chain(
                 self.wildcard
                     .iter()
-                    .map(|(h, s)| (format!("*.{}", h.as_str()), s)),
+                    .map(|(h, s)| (format!("*.{}", h.as_str()), &**s)),
             )
-            .chain(self.any.iter().map(|s| (String::new(), s)))
+            .chain(self.any.iter().map(|s| (String::new(), &**s)))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -359,8 +362,9 @@ impl HostRules {
     pub(crate) fn owner(&self, host: &str) -> Option<&RuleSet> {
         self.exact
             .get(host)
+            .map(|set| &**set)
             .or_else(|| self.wildcard_for(host).map(|(_, set)| set))
-            .or(self.any.as_ref())
+            .or(self.any.as_deref())
     }
 
     pub(crate) fn wildcard_for<'h>(&self, host: &'h str) -> Option<(&'h str, &RuleSet)> {
@@ -368,13 +372,13 @@ impl HostRules {
             return None;
         }
         crate::host::wildcard_suffixes(host)
-            .find_map(|suffix| self.wildcard.get(suffix).map(|set| (suffix, set)))
+            .find_map(|suffix| self.wildcard.get(suffix).map(|set| (suffix, &**set)))
     }
 }
 
 /// The Gateway rules of a table: one set per shared listener (Gateways without addresses
 /// of their own), one per socket of a Gateway's own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct GatewayRoutes {
     pub http: HostRules,
     pub https: HostRules,
@@ -414,7 +418,7 @@ pub struct StreamTarget {
 }
 
 /// The stream routes of one socket, by SNI host name (a TCP socket has only `any`).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct StreamRoutes {
     pub exact: FastMap<Key, std::sync::Arc<StreamTarget>>,
     /// `*.suffix`, keyed by `suffix`; covers one or more labels.
@@ -436,7 +440,7 @@ impl StreamRoutes {
 }
 
 /// The routes of one socket of a Gateway's own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ListenerRoutes {
     /// What the socket speaks.
     pub kind: SocketKind,

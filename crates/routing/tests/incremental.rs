@@ -1,8 +1,8 @@
 //! Proves that `IncrementalCompiler` is indistinguishable from a full `compile`: after every
 //! edit of a generated cluster (Ingresses created, updated, touched, deleted and reordered;
 //! now and then an EndpointSlice, a Service or a Secret changed) both tables route, pick
-//! certificates and report diagnostics alike, Ingress-only edits are compiled incrementally
-//! and any other change forces a full compile.
+//! certificates and report diagnostics alike, Ingress-only and EndpointSlice-only edits are
+//! compiled incrementally and any other change forces a full compile.
 
 mod common;
 
@@ -882,16 +882,25 @@ fn run_case(case: &Case, opts: &CompileOptions) -> Result<(), TestCaseError> {
             if changed && !forced {
                 ingress_only += 1;
             }
-            if let CompileKind::Incremental { ingresses } = kind {
+            if let CompileKind::Incremental { objects } = kind {
                 incremental += 1;
                 prop_assert!(
-                    ingresses <= inputs.ingresses.len(),
+                    objects <= inputs.ingresses.len(),
                     "step {}: Incremental read {} Ingresses of {}",
                     step,
-                    ingresses,
+                    objects,
                     inputs.ingresses.len()
                 );
             }
+        } else if matches!(edit, Edit::Slice { .. }) {
+            // Endpoints alone: their backends are resolved again, nothing else is read.
+            prop_assert!(
+                matches!(kind, CompileKind::Incremental { .. }),
+                "step {} ({:?}) changed only an EndpointSlice: compiled {:?}",
+                step,
+                edit,
+                kind
+            );
         } else {
             prop_assert_eq!(
                 kind,
@@ -965,7 +974,7 @@ fn one_ingress_created_among_200_unrelated_compiles_alone_and_its_deletion_404s_
     let created = inc.compile(&inputs, &opts);
     assert_eq!(
         inc.last_kind(),
-        CompileKind::Incremental { ingresses: 1 },
+        CompileKind::Incremental { objects: 1 },
         "only the new Ingress shares its host"
     );
     assert_eq!(

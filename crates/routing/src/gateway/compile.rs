@@ -478,6 +478,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
         }
         table.backends = backends.into_backends();
         statuses.policies = self.policy_statuses(&routes, &statuses.routes);
+        // By object, whatever the routes' ages: one order for every compile.
+        statuses.routes.sort_by(|a, b| a.object.cmp(&b.object));
 
         // 4. Gateway statuses, now that attached routes are counted.
         for (g, gateway) in gateways.iter().enumerate() {
@@ -1849,12 +1851,12 @@ fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, S
 fn insert_host(rules: &mut HostRules, host: HostPattern, set: crate::rules::RuleSet) {
     match host {
         HostPattern::Exact(h) => {
-            rules.exact.insert(Key::new(&h), set);
+            rules.exact.insert(Key::new(&h), Arc::new(set));
         }
         HostPattern::Wildcard(s) => {
-            rules.wildcard.insert(Key::new(&s), set);
+            rules.wildcard.insert(Key::new(&s), Arc::new(set));
         }
-        HostPattern::Any => rules.any = Some(set),
+        HostPattern::Any => rules.any = Some(Arc::new(set)),
     }
 }
 

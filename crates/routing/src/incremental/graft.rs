@@ -1,23 +1,19 @@
 //! Puts what a partial compile made for some hosts into a copy of the previous table, in
 //! place of what that table had for them.
 //!
-//! A partial table numbers its entries and backends from 0; the previous table's rule
-//! sets and the proxy's per-backend state hold the previous numbers. So the partial
-//! table's backends become the previous table's backends of the same Service port and
-//! content (new ones are added at the end), and its entries move into the slots the
-//! replaced rules leave free (or are added at the end). Slots left free hold an entry
-//! that forwards nowhere until a later graft reuses them.
+//! The Ingress rules of some hosts; `moved.rs` renumbers what the partial table made, and
+//! `gateway_graft.rs` does the same for the Gateway rules of some host names.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::moved::move_in;
 use crate::backend::Backend;
 use crate::host::HostPattern;
 use crate::key::Key;
-use crate::policy::Policy;
 use crate::refs::ServiceRef;
 use crate::rules::{RuleSet, StreamTarget};
-use crate::table::{RouteEntry, RouteTable};
+use crate::table::RouteTable;
 use crate::tls::TlsCertificate;
 
 /// Why a graft could not be made (the caller compiles everything instead).
@@ -106,115 +102,9 @@ pub(crate) fn graft(
         }
         table.client_certs.replace(host, &client_certs);
     }
-    freed.sort_unstable();
-    freed.dedup();
-    if freed.iter().any(|&id| id as usize >= table.entries.len()) {
-        return Err(GraftError("a replaced rule named an entry the table lacks"));
-    }
-    free.extend_from_slice(&freed);
-
-    // The partial table's backends as the table's.
-    let mut added_backends = 0;
-    let backends: Vec<Arc<Backend>> = backends
-        .iter()
-        .map(|backend| {
-            let ids = by_service.entry(backend.service.clone()).or_default();
-            if let Some(&id) = ids
-                .iter()
-                .find(|&&id| table.backends.get(id).is_some_and(|b| same(b, backend)))
-            {
-                return Arc::clone(&table.backends[id]);
-            }
-            let id = table.backends.len();
-            let moved = Arc::new(Backend {
-                id,
-                service: backend.service.clone(),
-                endpoints: backend.endpoints.clone(),
-                not_ready: backend.not_ready,
-                protocol: backend.protocol,
-                tls: backend.tls.clone(),
-            });
-            ids.push(id);
-            table.backends.push(Arc::clone(&moved));
-            added_backends += 1;
-            moved
-        })
-        .collect();
-    let backend = |b: &Arc<Backend>| -> Result<Arc<Backend>, GraftError> {
-        backends.get(b.id).cloned().ok_or(GraftError(
-            "a partial entry named a backend the partial table lacks",
-        ))
-    };
-
-    // The partial table's entries into free slots, then at the end.
-    let mut ids: Vec<u32> = Vec::with_capacity(entries.len());
-    let mut appended = table.entries.len();
-    for _ in &entries {
-        match free.pop() {
-            Some(id) => ids.push(id),
-            None => {
-                ids.push(u32::try_from(appended).map_err(|_| GraftError("too many entries"))?);
-                appended += 1;
-            }
-        }
-    }
-    let id_of = |id: usize| -> Result<u32, GraftError> {
-        ids.get(id).copied().ok_or(GraftError(
-            "a partial rule named an entry the partial table lacks",
-        ))
-    };
-    for (at, entry) in entries.into_iter().enumerate() {
-        let mut entry = Arc::unwrap_or_clone(entry);
-        entry.backend = backend(&entry.backend)?;
-        if let Some(fallback) = &mut entry.fallback {
-            *fallback = backend(fallback)?;
-        }
-        if let Some(canary) = &mut entry.canary {
-            canary.backend = backend(&canary.backend)?;
-        }
-        for target in &mut entry.split {
-            target.backend = backend(&target.backend)?;
-            if let Some(id) = &mut target.entry {
-                *id = id_of(*id)? as usize;
-            }
-        }
-        for mirror in &mut entry.mirrors {
-            mirror.backend = backend(&mirror.backend)?;
-        }
-        let id = id_of(at)? as usize;
-        let entry = Arc::new(entry);
-        match table.entries.get_mut(id) {
-            Some(slot) => *slot = entry,
-            None => table.entries.push(entry),
-        }
-    }
-    // Freed slots no partial entry took forward nowhere until one does.
-    let taken: HashSet<u32> = ids.iter().copied().collect();
-    for &id in freed.iter().filter(|id| !taken.contains(id)) {
-        if let Some(slot) = table.entries.get_mut(id as usize) {
-            *slot = Arc::new(unreachable(slot));
-        }
-    }
-
-    // The partial table's rules, certificates and passthrough targets.
-    let renumbered = |set: Arc<RuleSet>| -> Result<Arc<RuleSet>, GraftError> {
-        let mut set =
-            Arc::try_unwrap(set).map_err(|_| GraftError("a partial rule set is shared"))?;
-        let mut bad = false;
-        set.renumber(|id| match ids.get(id as usize) {
-            Some(&new) => new,
-            None => {
-                bad = true;
-                id
-            }
-        });
-        if bad {
-            return Err(GraftError(
-                "a partial rule named an entry the partial table lacks",
-            ));
-        }
-        Ok(Arc::new(set))
-    };
+    let moved = move_in(table, backends, entries, free, freed, by_service)?;
+    let backend = |b: &Arc<Backend>| moved.backend(b);
+    let renumbered = |set: Arc<RuleSet>| moved.renumbered(set);
     for (host, set) in exact_hosts {
         table.exact_hosts.insert(host, renumbered(set)?);
     }
@@ -254,7 +144,9 @@ pub(crate) fn graft(
             .passthrough
             .insert(Key::new(host.as_str()), Arc::new(target));
     }
-    Ok(Grafted { added_backends })
+    Ok(Grafted {
+        added_backends: moved.added_backends,
+    })
 }
 
 /// Whether some name of `table` (or its default) presents `cert`.
@@ -268,34 +160,4 @@ fn in_use(table: &RouteTable, cert: &Arc<TlsCertificate>) -> bool {
             .chain(table.gateway_exact_certs.values())
             .chain(table.gateway_wildcard_certs.values())
             .any(same)
-}
-
-/// Whether two backends of the same Service port are interchangeable.
-fn same(a: &Backend, b: &Backend) -> bool {
-    a.service == b.service
-        && a.endpoints == b.endpoints
-        && a.not_ready == b.not_ready
-        && a.protocol == b.protocol
-        && match (&a.tls, &b.tls) {
-            (None, None) => true,
-            (Some(x), Some(y)) => Arc::ptr_eq(x, y) || format!("{x:?}") == format!("{y:?}"),
-            _ => false,
-        }
-}
-
-/// What a slot no rule reaches holds: the entry it had, answering 404 and forwarding
-/// nowhere (so that nothing counts its backends as in use).
-fn unreachable(entry: &RouteEntry) -> RouteEntry {
-    RouteEntry {
-        backend: Arc::clone(&entry.backend),
-        policy: Policy::shared(Policy::default()),
-        source: entry.source.clone(),
-        rewrite: None,
-        fallback: None,
-        canary: None,
-        split: Vec::new(),
-        fixed_status: Some(404),
-        mirrors: Vec::new(),
-        rule: None,
-    }
 }

@@ -5,20 +5,36 @@
 //! `Arc`s), it compiles the changed Ingresses together with every Ingress that shares a
 //! host with them (and, in turn, with those: the closure, `index.rs`), and grafts the
 //! rules, certificates and client certificate checks of those hosts into a copy of the
-//! previous table (`graft.rs`). Which names an Ingress bears on is `footprint.rs`. A
-//! host's rules depend only on the Ingresses that name it, so the result is the full
-//! compile's; the proof is the property test `tests/incremental.rs`, which compares the two
-//! after every random change.
+//! previous table (`graft.rs`, which moves the partial table's entries and backends in with
+//! `moved.rs`). Which names an Ingress bears on is `footprint.rs`. A host's rules depend
+//! only on the Ingresses that name it, so the result is the full compile's; the proof is
+//! the property test `tests/incremental.rs`, which compares the two after every random
+//! change.
+//!
+//! When only HTTPRoutes and GRPCRoutes changed, `route_partial.rs` does the same for the
+//! Gateway rules of the host names the changed routes may be served under (`routes.rs`),
+//! grafted by `gateway_graft.rs`, and carries their statuses and the listeners'
+//! `attachedRoutes` over (proof: `tests/incremental_gateway.rs`).
+//!
+//! When only EndpointSlices and Endpoints changed, `endpoint_partial.rs` resolves the
+//! backends of their Services again, and nothing else.
 //!
 //! Anything else compiles everything: a change to any other object (Services, Secrets,
-//! classes, Gateway API objects, the ConfigMap), to the options, an Ingress with a
+//! classes, Gateways, the ConfigMap), to both Ingresses and routes, to the options, a
+//! BackendTLSPolicy present while routes change (its status names the Gateways of every
+//! route sending to its Services), an Ingress with a
 //! `spec.defaultBackend` (the oldest one in the whole cluster wins), an `ssl-passthrough`
 //! host (its target may be the default backend), a change to more than an eighth of the
 //! Ingresses, and now and then to give back the slots and backends grafts leave behind.
 
+mod endpoint_partial;
 mod footprint;
+mod gateway_graft;
 mod graft;
 mod index;
+mod moved;
+mod route_partial;
+mod routes;
 mod unchanged;
 
 pub use unchanged::ReadAlike;
@@ -31,22 +47,25 @@ use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX};
 use crate::{CompileOptions, Compiled, Inputs, ObjectRef, RouteTable, compile};
 use graft::{BackendsByService, backends_by_service, graft};
 use index::{IngressIndex, name_of};
-use unchanged::same_except_ingresses;
+use routes::RouteIndex;
+use unchanged::{Except, same_except};
 
 /// How a call of [`IncrementalCompiler::compile`] compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompileKind {
     /// Everything.
     Full,
-    /// The rules of the hosts some changed Ingresses bear on: this many Ingresses read.
+    /// The rules of the hosts some changed Ingresses, or some changed HTTPRoutes and
+    /// GRPCRoutes, bear on, or the backends of Services whose endpoints changed.
     Incremental {
-        /// Ingresses compiled (the changed ones and those sharing hosts with them).
-        ingresses: usize,
+        /// Ingresses, or routes, compiled (the changed ones and those sharing hosts with
+        /// them), or backends resolved again.
+        objects: usize,
     },
 }
 
-/// Compiles like [`crate::compile`], reusing the previous result where only Ingresses
-/// changed (see the module docs).
+/// Compiles like [`crate::compile`], reusing the previous result where only Ingresses,
+/// only routes or only endpoints changed (see the module docs).
 #[derive(Default)]
 pub struct IncrementalCompiler {
     last: Option<Last>,
@@ -65,6 +84,7 @@ struct Last {
     nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
     trailing_slash_redirects: Vec<crate::TrailingSlashRedirect>,
     index: IngressIndex,
+    routes: RouteIndex,
     /// The Services (with their endpoints) of the inputs by name.
     services: ServicesByName,
     by_service: BackendsByService,
@@ -86,15 +106,24 @@ impl IncrementalCompiler {
     }
 
     /// [`crate::compile`] of `inputs`, made from the previous call's result when only
-    /// Ingresses changed.
+    /// Ingresses, only routes or only endpoints changed.
     pub fn compile(&mut self, inputs: &Inputs, options: &CompileOptions) -> Compiled {
         if let Some(last) = self.last.as_mut()
             && last.options == *options
-            && same_except_ingresses(&last.inputs, inputs)
-            && let Some(ingresses) = last.partial(inputs, options)
         {
-            self.kind = Some(CompileKind::Incremental { ingresses });
-            return last.compiled();
+            let partial = if same_except(&last.inputs, inputs, Except::Ingresses) {
+                last.partial(inputs, options)
+            } else if same_except(&last.inputs, inputs, Except::Routes) {
+                last.partial_routes(inputs, options)
+            } else if same_except(&last.inputs, inputs, Except::Endpoints) {
+                last.partial_endpoints(inputs, options)
+            } else {
+                None
+            };
+            if let Some(objects) = partial {
+                self.kind = Some(CompileKind::Incremental { objects });
+                return last.compiled();
+            }
         }
         let compiled = compile(inputs, options);
         self.kind = Some(CompileKind::Full);
@@ -109,6 +138,7 @@ impl IncrementalCompiler {
             nginx_config: compiled.nginx_config.clone(),
             trailing_slash_redirects: compiled.trailing_slash_redirects.clone(),
             index: IngressIndex::new(&inputs.ingresses),
+            routes: RouteIndex::new(inputs),
             services: services_by_name(inputs),
             by_service: backends_by_service(&compiled.table),
             free: Vec::new(),
@@ -138,9 +168,7 @@ impl Last {
     /// yet) when everything must be compiled.
     fn partial(&mut self, inputs: &Inputs, options: &CompileOptions) -> Option<usize> {
         // Slots and backends grafts left behind are given back by a full compile.
-        if self.added_backends > (self.table.backends.len() / 8).max(64)
-            || self.free.len() > (self.table.entries.len() / 4).max(256)
-        {
+        if worn(self) {
             return None;
         }
         let changes = self.index.diff(&inputs.ingresses);
@@ -235,6 +263,22 @@ impl Last {
         );
         self.inputs = inputs.clone();
         Some(count)
+    }
+}
+
+/// Too much left behind by grafts: slots and backends to give back with a full compile.
+fn worn(last: &Last) -> bool {
+    last.added_backends > (last.table.backends.len() / 8).max(64)
+        || last.free.len() > (last.table.entries.len() / 4).max(256)
+}
+
+/// Adds `items` to `list`, sorted by `key` (each in place of the list's item of its key).
+fn insert_sorted_by<T, K: Ord>(list: &mut Vec<T>, items: Vec<T>, key: impl Fn(&T) -> &K) {
+    for item in items {
+        match list.binary_search_by(|x| key(x).cmp(key(&item))) {
+            Ok(at) => list[at] = item,
+            Err(at) => list.insert(at, item),
+        }
     }
 }
 

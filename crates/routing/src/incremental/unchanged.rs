@@ -1,4 +1,5 @@
-//! Whether the objects besides the Ingresses are those of the last compile.
+//! Whether the objects besides the Ingresses (or besides the routes) are those of the last
+//! compile.
 //!
 //! An unchanged object is the same `Arc` (the informers' stores hand out what they hold).
 //! The kinds whose status sluice writes come back as new objects after every status
@@ -95,17 +96,29 @@ by_identity!(
     crate::gateway::ReferenceGrant
 );
 
-/// Whether `a` and `b` hold the same objects in every list but the Ingresses.
-pub(crate) fn same_except_ingresses(a: &Inputs, b: &Inputs) -> bool {
-    same(&a.ingress_classes, &b.ingress_classes)
+/// The lists a partial compile may find changed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Except {
+    /// The Ingresses.
+    Ingresses,
+    /// The HTTPRoutes and GRPCRoutes.
+    Routes,
+    /// The EndpointSlices and Endpoints.
+    Endpoints,
+}
+
+/// Whether `a` and `b` hold the same objects in every list but `except`'s.
+pub(crate) fn same_except(a: &Inputs, b: &Inputs, except: Except) -> bool {
+    (except == Except::Ingresses || same(&a.ingresses, &b.ingresses))
+        && (except == Except::Routes
+            || (same(&a.http_routes, &b.http_routes) && same(&a.grpc_routes, &b.grpc_routes)))
+        && same(&a.ingress_classes, &b.ingress_classes)
         && same(&a.services, &b.services)
-        && same(&a.endpoints, &b.endpoints)
-        && same(&a.endpoint_slices, &b.endpoint_slices)
+        && (except == Except::Endpoints
+            || (same(&a.endpoints, &b.endpoints) && same(&a.endpoint_slices, &b.endpoint_slices)))
         && same(&a.secrets, &b.secrets)
         && same(&a.gateway_classes, &b.gateway_classes)
         && same(&a.gateways, &b.gateways)
-        && same(&a.http_routes, &b.http_routes)
-        && same(&a.grpc_routes, &b.grpc_routes)
         && same(&a.tcp_routes, &b.tcp_routes)
         && same(&a.tls_routes, &b.tls_routes)
         && same(&a.udp_routes, &b.udp_routes)
