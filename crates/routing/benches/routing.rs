@@ -376,6 +376,55 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
             compiled
         })
     });
+    // The same for one HTTPRoute among 10k: its host name's rules, its status and the
+    // listener's attachedRoutes.
+    let mut compiler = IncrementalCompiler::new();
+    let mut changing = gw_inputs.clone();
+    compiler.compile(&changing, &options);
+    let route_versions = [
+        Arc::clone(&changing.http_routes[0]),
+        Arc::new({
+            let mut route = (*changing.http_routes[0]).clone();
+            route.spec.hostnames = vec!["moved.example.com".to_owned()];
+            route
+        }),
+    ];
+    group.bench_function("incremental compile, 1 of 10k HTTPRoutes changed", |b| {
+        b.iter_with_large_drop(|| {
+            turn += 1;
+            changing.http_routes[0] = Arc::clone(&route_versions[turn % 2]);
+            let compiled = compiler.compile(black_box(&changing), &options);
+            assert!(matches!(
+                compiler.last_kind(),
+                CompileKind::Incremental { objects: 1 }
+            ));
+            compiled
+        })
+    });
+    // One EndpointSlice among those of 10k Ingresses' Services: that Service's backends.
+    let mut compiler = IncrementalCompiler::new();
+    let mut changing = inputs.clone();
+    compiler.compile(&changing, &options);
+    let slice_versions = [Arc::clone(&changing.endpoint_slices[0]), {
+        let mut slice = (*changing.endpoint_slices[0]).clone();
+        slice.endpoints.truncate(1);
+        Arc::new(slice)
+    }];
+    group.bench_function(
+        "incremental compile, 1 EndpointSlice of 10k ingresses' changed",
+        |b| {
+            b.iter_with_large_drop(|| {
+                turn += 1;
+                changing.endpoint_slices[0] = Arc::clone(&slice_versions[turn % 2]);
+                let compiled = compiler.compile(black_box(&changing), &options);
+                assert!(matches!(
+                    compiler.last_kind(),
+                    CompileKind::Incremental { .. }
+                ));
+                compiled
+            })
+        },
+    );
     group.finish();
 }
 

@@ -1007,3 +1007,43 @@ fn one_ingress_created_among_200_unrelated_compiles_alone_and_its_deletion_404s_
     );
     assert_eq!(deleted.ours, compile(&inputs, &opts).ours);
 }
+
+/// ingress-nginx passes an `ssl-passthrough` host's connections to the backend of the host's
+/// `/` location; a host without one of its own takes the catch-all rules'. Removing the
+/// catch-all Ingress must take the passthrough target away, though the two share no host.
+#[test]
+fn removing_the_catch_all_a_passthrough_host_fell_back_to_takes_its_target_away() {
+    let opts = options(3);
+    let mut inputs = base_inputs();
+    inputs.ingresses.push(raw_ingress(
+        "n1",
+        "passthrough",
+        Some(1),
+        json!({
+            "nginx.ingress.kubernetes.io/canary": "true",
+            "nginx.ingress.kubernetes.io/canary-weight": "0",
+            "nginx.ingress.kubernetes.io/ssl-passthrough": "true",
+        }),
+        json!({"ingressClassName": "sluice", "rules": [rule("x.a.test", vec![path("/", "Prefix", "s1", 80)])]}),
+    ));
+    inputs.ingresses.push(ingress(
+        "n1",
+        "catch-all",
+        Some(2),
+        rules(vec![rule("", vec![path("/", "Prefix", "s1", 80)])]),
+    ));
+    let mut inc = IncrementalCompiler::new();
+    let before = inc.compile(&inputs, &opts);
+    assert!(before.table.passthrough_target("x.a.test").is_some());
+
+    inputs.ingresses.pop();
+    let after = inc.compile(&inputs, &opts);
+    assert_eq!(inc.last_kind(), CompileKind::Full);
+    assert!(after.table.passthrough_target("x.a.test").is_none());
+    assert!(
+        compile(&inputs, &opts)
+            .table
+            .passthrough_target("x.a.test")
+            .is_none()
+    );
+}

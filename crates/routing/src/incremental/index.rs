@@ -127,6 +127,11 @@ impl IngressIndex {
         self.by_name.get(name).map_or(&[], |k| k.hosts.as_slice())
     }
 
+    /// Every indexed Ingress.
+    pub(crate) fn ingresses(&self) -> impl Iterator<Item = &Arc<Ingress>> {
+        self.by_name.values().map(|k| &k.ingress)
+    }
+
     /// The indexed object of `name`.
     pub(crate) fn get(&self, name: &IngressName) -> Option<&Arc<Ingress>> {
         self.by_name.get(name).map(|k| &k.ingress)

@@ -24,7 +24,8 @@
 //! BackendTLSPolicy present while routes change (its status names the Gateways of every
 //! route sending to its Services), an Ingress with a
 //! `spec.defaultBackend` (the oldest one in the whole cluster wins), an `ssl-passthrough`
-//! host (its target may be the default backend), a change to more than an eighth of the
+//! host (its target may be the default backend) or, while one exists, a change to a
+//! wildcard or catch-all host (which may give one its target), a change to more than an eighth of the
 //! Ingresses, and now and then to give back the slots and backends grafts leave behind.
 
 mod endpoint_partial;
@@ -43,6 +44,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
 
+use crate::host::HostPattern;
 use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX};
 use crate::{CompileOptions, Compiled, Inputs, ObjectRef, RouteTable, compile};
 use graft::{BackendsByService, backends_by_service, graft};
@@ -204,6 +206,14 @@ impl Last {
         }
         let limit = (self.index.len() / 4).max(64);
         let (hosts, mut names) = self.index.closure(hosts, limit)?;
+        // An `ssl-passthrough` host's target is the entry of its `/`, which a wildcard or
+        // catch-all host's rules may give: those rules change only with everything.
+        if options.enable_ssl_passthrough
+            && hosts.iter().any(|h| !matches!(h, HostPattern::Exact(_)))
+            && self.index.ingresses().any(|i| ssl_passthrough(i))
+        {
+            return None;
+        }
         names.extend(changes.changed.iter().map(|i| name_of(i)));
         names.sort();
         names.dedup();
@@ -309,18 +319,22 @@ fn partial_compile_decides(ingress: &Ingress, options: &CompileOptions) -> bool 
         .spec
         .as_ref()
         .is_some_and(|s| s.default_backend.is_some());
-    let passthrough = options.enable_ssl_passthrough
-        && ingress
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .any(|(key, _)| {
-                [NGINX_PREFIX, SLUICE_PREFIX]
-                    .iter()
-                    .any(|prefix| key.strip_prefix(prefix) == Some("ssl-passthrough"))
-            });
+    let passthrough = options.enable_ssl_passthrough && ssl_passthrough(ingress);
     !default_backend && !passthrough
+}
+
+/// Whether `ingress` has an `ssl-passthrough` annotation (whatever its value).
+fn ssl_passthrough(ingress: &Ingress) -> bool {
+    ingress
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .any(|(key, _)| {
+            [NGINX_PREFIX, SLUICE_PREFIX]
+                .iter()
+                .any(|prefix| key.strip_prefix(prefix) == Some("ssl-passthrough"))
+        })
 }
 
 /// `inputs` without the Gateway API objects (a partial compile makes Ingress rules only;

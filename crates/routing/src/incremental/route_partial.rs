@@ -88,11 +88,10 @@ impl Last {
         );
         // Only the listeners' counts are read from the routes as they were.
         let then = compile(&route_inputs(inputs, None, &read_before), &partial_options);
-        let mut statuses = self.gateway.clone();
-        count_attached(&mut statuses, &then.gateway, -1)?;
-        count_attached(&mut statuses, &now.gateway, 1)?;
-        // Grafted in place: when the graft fails, the full compile that follows replaces
-        // all of `self`.
+        // Counted and grafted in place: when either fails, the full compile that follows
+        // replaces all of `self`.
+        count_attached(&mut self.gateway, &then.gateway, -1)?;
+        count_attached(&mut self.gateway, &now.gateway, 1)?;
         let grafted = graft_gateway(
             &mut self.table,
             now.table,
@@ -109,9 +108,8 @@ impl Last {
         touched.sort();
         touched.dedup();
         let is_touched = |o: &ObjectRef| touched.binary_search(o).is_ok();
-        remove_runs(&mut statuses.routes, &touched, |s| &s.object);
-        insert_sorted_by(&mut statuses.routes, now.gateway.routes, |s| &s.object);
-        self.gateway = statuses;
+        remove_runs(&mut self.gateway.routes, &touched, |s| &s.object);
+        insert_sorted_by(&mut self.gateway.routes, now.gateway.routes, |s| &s.object);
         remove_runs(&mut self.diagnostics, &touched, |d| &d.object);
         self.diagnostics.extend(
             now.diagnostics
