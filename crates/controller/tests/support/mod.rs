@@ -311,6 +311,8 @@ pub fn dechunk(mut s: &str) -> String {
 }
 
 /// Polls until `host` `path` is answered by `service` (or with `status` when service is "").
+/// A readiness wait, not a measurement: its limit covers a controller's start, the
+/// informers' sync and a pod's start on a loaded 2-core CI machine.
 pub async fn until_routed(
     addr: SocketAddr,
     host: &str,
@@ -319,7 +321,7 @@ pub async fn until_routed(
     status: u16,
 ) -> anyhow::Result<()> {
     sluice_testenv::eventually(
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         &format!("{host}{path} -> {service} {status}"),
         || async {
             let r = get(addr, host, path).await.ok()?;
