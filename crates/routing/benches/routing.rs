@@ -389,6 +389,7 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
             route
         }),
     ];
+    let mut turn = 0;
     group.bench_function("incremental compile, 1 of 10k HTTPRoutes changed", |b| {
         b.iter_with_large_drop(|| {
             turn += 1;

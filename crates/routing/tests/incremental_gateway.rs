@@ -1671,3 +1671,61 @@ fn a_route_edit_keeps_precedence_oldest_route_first_then_namespace_name() {
     let out = step(&world, "every route's status written");
     assert_eq!(winner(&out, "/").as_deref(), Some("beta"));
 }
+
+/// What grafts leave behind (free entry slots, added backends) must not pile up when one
+/// route's host name goes back and forth: every edit stays a partial compile of that route.
+#[test]
+fn a_route_moved_back_and_forth_300_times_stays_a_partial_compile() {
+    let opts = CompileOptions::default();
+    let mut world = World::new(false);
+    for i in 0..100 {
+        world.add(Live::http(
+            "n1",
+            &format!("r{i}"),
+            Some(1),
+            one_host_spec(&format!("r{i}.test"), "s1"),
+        ));
+    }
+    // One route whose backendRefs have filters of their own: entries only its rule's entry
+    // names, which must be given back with it.
+    world.add(Live::http(
+        "n1",
+        "split",
+        Some(1),
+        json!({"parentRefs": [{"name": "edge", "namespace": "n1"}], "hostnames": ["split.test"],
+        "rules": [{"backendRefs": [
+            {"name": "s1", "port": 80, "weight": 1, "filters": [{"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "x-to", "value": "s1"}]}}]},
+            {"name": "s2", "port": 80, "weight": 1, "filters": [{"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "x-to", "value": "s2"}]}}]}
+        ]}]}),
+    ));
+    let at = world.inputs.http_routes.len() - 1;
+    let mut inc = IncrementalCompiler::new();
+    inc.compile(&world.inputs, &opts);
+    let first = world.inputs.http_routes[at].clone();
+    let mut moved = (*first).clone();
+    moved.spec.hostnames = vec!["moved.test".to_owned()];
+    let versions = [first, Arc::new(moved)];
+    let mut last = None;
+    for turn in 1..=300 {
+        world.inputs.http_routes[at] = Arc::clone(&versions[turn % 2]);
+        last = Some(inc.compile(&world.inputs, &opts));
+        assert_eq!(
+            incremental_count(inc.last_kind()),
+            Some(1),
+            "edit {turn} compiled {:?}",
+            inc.last_kind()
+        );
+    }
+    let last = last.expect("300 compiles");
+    let full = compile(&world.inputs, &opts);
+    assert_same(&last, &full, "after 300 edits");
+    // The entries of the route's last version, and those of its previous one left free.
+    assert!(
+        last.table.entries().len() <= full.table.entries().len() + 8,
+        "{} entries after 300 edits, {} in a full compile",
+        last.table.entries().len(),
+        full.table.entries().len()
+    );
+}

@@ -74,10 +74,23 @@ pub(crate) fn move_in(
     mut freed: Vec<u32>,
     by_service: &mut BackendsByService,
 ) -> Result<Moved, GraftError> {
+    if freed.iter().any(|&id| id as usize >= table.entries.len()) {
+        return Err(GraftError("a replaced rule named an entry the table lacks"));
+    }
+    // The entries of a freed entry's weighted targets (a backendRef's own filters) are
+    // no rule's either.
+    let targets: Vec<u32> = freed
+        .iter()
+        .flat_map(|&id| table.entries[id as usize].split.iter())
+        .filter_map(|t| t.entry.and_then(|e| u32::try_from(e).ok()))
+        .collect();
+    freed.extend(targets);
     freed.sort_unstable();
     freed.dedup();
     if freed.iter().any(|&id| id as usize >= table.entries.len()) {
-        return Err(GraftError("a replaced rule named an entry the table lacks"));
+        return Err(GraftError(
+            "a replaced entry named an entry the table lacks",
+        ));
     }
     free.extend_from_slice(&freed);
 
