@@ -191,7 +191,7 @@ fn route_problems(inputs: &Inputs, options: &CompileOptions, route: &Route) -> V
         {
             continue;
         }
-        for parent in status.parents {
+        for parent in &status.parents {
             for c in parent.conditions.iter().filter(|c| !c.status) {
                 let refuses = c.type_ == "Accepted" && c.reason == "UnsupportedValue";
                 let line = format!(

@@ -24,8 +24,8 @@ pub struct RebuildReport {
     pub generation: u64,
     /// Rules the compiler could not serve.
     pub diagnostics: Vec<Diagnostic>,
-    /// Ingresses of our class.
-    pub ours: Vec<ObjectRef>,
+    /// Ingresses of our class (the compiler's list, shared).
+    pub ours: Arc<Vec<ObjectRef>>,
     /// Ingresses in the stores that are not of our class (not served), each with why and
     /// what would make it ours (see [`unserved_warning`]; empty unless
     /// [`Rebuilder::explain_unserved`] asked for them).

@@ -890,7 +890,7 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
 
     let writer = GatewayStatusWriter::new(gw.world.admin.clone(), gw.controller.clone(), cache);
     let statuses = GatewayStatuses {
-        routes: vec![RouteStatus {
+        routes: vec![std::sync::Arc::new(RouteStatus {
             object: ObjectRef {
                 kind: "HTTPRoute",
                 namespace: gw.world.ns.clone(),
@@ -904,7 +904,7 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
                 },
                 conditions: vec![Condition::yes("Accepted", "Accepted", "attached")],
             }],
-        }],
+        })],
         ..GatewayStatuses::default()
     };
     assert_eq!(writer.sync(&statuses, &[]).await?, 1, "written once");

@@ -40,12 +40,12 @@ pub struct Backend {
     pub tls: Option<Arc<UpstreamTls>>,
     /// Where its endpoints come from: what an incremental compile re-reads when only
     /// EndpointSlices changed.
-    pub(crate) kind: BackendKind,
+    pub kind: BackendKind,
 }
 
 /// Where a [`Backend`]'s endpoints come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BackendKind {
+pub enum BackendKind {
     /// The Service port's ready endpoints ([`ServiceIndex::resolve`]).
     Endpoints,
     /// `service-upstream`: the ClusterIP ([`ServiceIndex::resolve_cluster_ip`]).

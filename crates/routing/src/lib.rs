@@ -138,7 +138,7 @@ mod table;
 mod tls;
 mod weighted;
 
-pub use backend::{Backend, SERVICE_NAME_LABEL};
+pub use backend::{Backend, BackendKind, SERVICE_NAME_LABEL};
 pub use cidr::{Cidr, parse_cidr};
 pub use client_cert::{ClientCertAuth, ClientCertMode};
 pub use diagnostic::{Diagnostic, Reason};

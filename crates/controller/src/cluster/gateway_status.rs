@@ -524,6 +524,7 @@ impl GatewayStatusWriter {
                 .routes
                 .iter()
                 .filter(|r| r.object.kind == kind)
+                .map(|r| &**r)
                 .collect()
         };
         let informers = &self.informers;

@@ -242,6 +242,7 @@ mod tests {
                     not_ready: 0,
                     protocol: None,
                     tls: None,
+                    kind: sluice_routing::BackendKind::Endpoints,
                 }),
                 weight,
                 usable: true,

@@ -474,7 +474,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             ) else {
                 continue;
             };
-            statuses.routes.push(status);
+            statuses.routes.push(Arc::new(status));
         }
         table.backends = backends.into_backends();
         statuses.policies = self.policy_statuses(&routes, &statuses.routes);
@@ -662,7 +662,11 @@ impl<'a> GatewayCompiler<'_, 'a> {
 
     /// BackendTLSPolicy statuses: a policy's ancestors are the Gateways of ours that accept
     /// a route sending to a Service it targets.
-    fn policy_statuses(&self, routes: &[RouteIn], statuses: &[RouteStatus]) -> Vec<PolicyStatus> {
+    fn policy_statuses(
+        &self,
+        routes: &[RouteIn],
+        statuses: &[Arc<RouteStatus>],
+    ) -> Vec<PolicyStatus> {
         let outcomes = self.backend_tls;
         if outcomes.is_empty() {
             return Vec::new();
@@ -671,7 +675,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             .iter()
             .map(|s| {
                 let o = &s.object;
-                ((o.kind, o.namespace.as_str(), o.name.as_str()), s)
+                ((o.kind, o.namespace.as_str(), o.name.as_str()), &**s)
             })
             .collect();
         // (namespace, Service) -> Gateways (namespace, name).

@@ -128,8 +128,10 @@ pub struct GatewayStatuses {
     pub classes: Vec<ObjectStatus>,
     /// Gateways of those classes.
     pub gateways: Vec<GatewayStatus>,
-    /// HTTPRoutes with at least one parentRef to one of those Gateways.
-    pub routes: Vec<RouteStatus>,
+    /// HTTPRoutes with at least one parentRef to one of those Gateways, sorted by object.
+    /// Each is an `Arc`: an incremental compile hands out the same statuses again, and
+    /// copying tens of thousands of them per change would cost more than the compile.
+    pub routes: Vec<std::sync::Arc<RouteStatus>>,
     /// BackendTLSPolicies that apply to traffic of those Gateways.
     pub policies: Vec<PolicyStatus>,
     /// ListenerSets naming those Gateways.

@@ -80,11 +80,11 @@ struct Last {
     options: CompileOptions,
     table: RouteTable,
     diagnostics: Vec<crate::Diagnostic>,
-    ours: Vec<ObjectRef>,
+    ours: Arc<Vec<ObjectRef>>,
     flag_diagnostics: Vec<crate::Diagnostic>,
     gateway: crate::gateway::GatewayStatuses,
     nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
-    trailing_slash_redirects: Vec<crate::TrailingSlashRedirect>,
+    trailing_slash_redirects: Arc<Vec<crate::TrailingSlashRedirect>>,
     index: IngressIndex,
     routes: RouteIndex,
     /// The Services (with their endpoints) of the inputs by name.
@@ -264,12 +264,12 @@ impl Last {
                 .filter(|d| is_touched(&d.object)),
         );
         crate::diagnostic::sort(&mut self.diagnostics);
-        remove_runs(&mut self.ours, &touched, |o| o);
-        insert_sorted(&mut self.ours, partial.ours);
-        remove_runs(&mut self.trailing_slash_redirects, &touched, |r| &r.ingress);
-        insert_sorted(
+        replace_runs(&mut self.ours, &touched, &partial.ours, |o| o);
+        replace_runs(
             &mut self.trailing_slash_redirects,
-            partial.trailing_slash_redirects,
+            &touched,
+            &partial.trailing_slash_redirects,
+            |r| &r.ingress,
         );
         self.inputs = inputs.clone();
         Some(count)
@@ -290,6 +290,31 @@ fn insert_sorted_by<T, K: Ord>(list: &mut Vec<T>, items: Vec<T>, key: impl Fn(&T
             Err(at) => list.insert(at, item),
         }
     }
+}
+
+/// In sorted `list`, the items of `objects` (sorted) become `items` (sorted, of those
+/// objects); the list is copied only when they differ from the ones it has (a shared list
+/// stays shared while a change adds or removes none).
+fn replace_runs<T: Ord + Clone>(
+    list: &mut Arc<Vec<T>>,
+    objects: &[ObjectRef],
+    items: &[T],
+    object: impl Fn(&T) -> &ObjectRef,
+) {
+    let had: Vec<&T> = objects
+        .iter()
+        .flat_map(|wanted| {
+            let start = list.partition_point(|item| object(item) < wanted);
+            let end = start + list[start..].partition_point(|item| object(item) == wanted);
+            &list[start..end]
+        })
+        .collect();
+    if had.len() == items.len() && had.iter().zip(items).all(|(a, b)| *a == b) {
+        return;
+    }
+    let list = Arc::make_mut(list);
+    remove_runs(list, objects, &object);
+    insert_sorted(list, items.to_vec());
 }
 
 /// Adds `items` to sorted `list`, where they keep it sorted (each once).

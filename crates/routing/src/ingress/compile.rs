@@ -48,8 +48,9 @@ pub struct Compiled {
     pub table: RouteTable,
     /// Problems found, in a deterministic order (by object, then field).
     pub diagnostics: Vec<Diagnostic>,
-    /// Ingresses of our class (the status writer uses this), sorted.
-    pub ours: Vec<ObjectRef>,
+    /// Ingresses of our class (the status writer uses this), sorted. Shared: an incremental
+    /// compile hands the same list out again while no change adds or removes one.
+    pub ours: Arc<Vec<ObjectRef>>,
     /// Problems with the objects the controller's flags name (`--default-backend-service`,
     /// `--default-ssl-certificate`): the object is that Service or Secret and the field is
     /// the flag. Not an Ingress's problem, so meant for the log rather than an Event.
@@ -63,7 +64,8 @@ pub struct Compiled {
     /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
     /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
     /// the table answers them so): what `sluice migrate` names. Sorted.
-    pub trailing_slash_redirects: Vec<TrailingSlashRedirect>,
+    /// Shared, as [`Compiled::ours`].
+    pub trailing_slash_redirects: Arc<Vec<TrailingSlashRedirect>>,
 }
 
 /// A request path ingress-nginx answers with 301 to the same path with `/` appended: nginx
@@ -380,11 +382,11 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     Compiled {
         table,
         diagnostics,
-        ours,
+        ours: Arc::new(ours),
         flag_diagnostics,
         gateway,
         nginx_config,
-        trailing_slash_redirects,
+        trailing_slash_redirects: Arc::new(trailing_slash_redirects),
     }
 }
 
