@@ -223,8 +223,8 @@ async fn thousand_route_changes_fail_no_stable_request() -> anyhow::Result<()> {
         l.await?;
     }
     let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
-    // Ingress changes alone are compiled in part (the hosts they touch); a rebuild that
-    // also takes in an HTTPRoute change compiles everything.
+    // Ingress changes alone, and HTTPRoute changes alone, are compiled in part (the hosts
+    // they touch); a rebuild that takes in both kinds at once compiles everything.
     let metrics = get(run.admin, "admin", "/metrics").await?.body;
     let counter = |name: &str| {
         metrics
@@ -251,7 +251,7 @@ async fn thousand_route_changes_fail_no_stable_request() -> anyhow::Result<()> {
     assert!(ok > 100, "the load loop ran");
     assert!(
         partial >= 100.0,
-        "Ingress changes were compiled in part ({partial} of {rebuilds} rebuilds)"
+        "route changes were compiled in part ({partial} of {rebuilds} rebuilds)"
     );
     run.stop().await
 }
