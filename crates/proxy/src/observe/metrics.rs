@@ -377,7 +377,7 @@ impl Metrics {
         registry.register(
             "table_partial_rebuilds",
             "Routing tables swapped in that were compiled in part: only the hosts a change of \
-             Ingresses touched",
+             Ingresses or routes touched, or the backends of changed endpoints",
             partial_rebuilds.clone(),
         );
         registry.register(
