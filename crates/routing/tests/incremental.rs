@@ -8,15 +8,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
+use common::compare::{canon, eq_or_fail, lists_eq};
 use common::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::Ingress;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use regex::Regex;
 use serde_json::{Value, json};
 use sluice_routing::{
     CompileKind, CompileOptions, Compiled, HeaderLookup, IncrementalCompiler, Inputs, ObjectRef,
@@ -630,16 +630,6 @@ fn apply(
 // Comparison.
 // ---------------------------------------------------------------------------------------------
 
-static BACKEND_ID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bid: \d+").expect("valid regex"));
-
-/// `Debug` with backend ids masked: they legitimately differ between the two compilers.
-fn canon(x: &impl Debug) -> String {
-    BACKEND_ID
-        .replace_all(&format!("{x:?}"), "id: _")
-        .into_owned()
-}
-
 struct NoHeaders;
 
 impl HeaderLookup for NoHeaders {
@@ -658,37 +648,6 @@ fn request(table: &RouteTable, https: bool, host: &str, path: &str) -> Option<us
         method: "GET",
         headers: &NoHeaders,
     })
-}
-
-fn eq_or_fail<T: PartialEq + Debug>(what: &str, inc: &T, full: &T) -> Result<(), TestCaseError> {
-    if inc == full {
-        Ok(())
-    } else {
-        Err(TestCaseError::fail(format!(
-            "{what} differs:\n  incremental: {inc:?}\n  full:        {full:?}"
-        )))
-    }
-}
-
-/// Element-wise, naming the first difference.
-fn lists_eq<T: PartialEq + Debug>(what: &str, inc: &[T], full: &[T]) -> Result<(), TestCaseError> {
-    for (i, (x, y)) in inc.iter().zip(full).enumerate() {
-        eq_or_fail(&format!("{what}[{i}]"), x, y)?;
-    }
-    if inc.len() != full.len() {
-        let (longer, which) = if inc.len() > full.len() {
-            (inc, "incremental")
-        } else {
-            (full, "full")
-        };
-        let extra = &longer[inc.len().min(full.len())..];
-        return Err(TestCaseError::fail(format!(
-            "{what}: incremental has {} items, full {}; only {which} has {extra:?}",
-            inc.len(),
-            full.len(),
-        )));
-    }
-    Ok(())
 }
 
 /// Everything observable about the two compilations, compared part by part.

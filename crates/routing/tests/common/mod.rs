@@ -1,6 +1,8 @@
 //! Helpers that build Kubernetes objects for the tests (serde_json -> k8s-openapi types).
 #![allow(dead_code)]
 
+pub mod compare;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
