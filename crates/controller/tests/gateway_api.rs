@@ -963,11 +963,12 @@ async fn a_status_only_write_rebuilds_nothing_and_our_entry_comes_back() -> anyh
             .find_map(|l| l.strip_prefix("sluice_table_rebuilds_total "))
             .and_then(|v| v.trim().parse::<f64>().ok())
     };
-    // Settled: the count holds still for a second (status writes of the start are over).
+    // Settled: the count holds still for three seconds (the status writes of the start,
+    // and the EndpointSlice updates of the backend's pod, are over).
     let settled =
-        sluice_testenv::eventually(Duration::from_secs(20), "table rebuilds settle", || async {
+        sluice_testenv::eventually(Duration::from_secs(40), "table rebuilds settle", || async {
             let before = rebuilds().await?;
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
             (rebuilds().await? == before).then_some(before)
         })
         .await?;
