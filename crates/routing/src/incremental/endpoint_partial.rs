@@ -26,7 +26,7 @@ impl Last {
     /// everything must be compiled.
     pub(super) fn partial_endpoints(
         &mut self,
-        inputs: &Inputs,
+        inputs: &Arc<Inputs>,
         options: &CompileOptions,
     ) -> Option<usize> {
         let watched = |meta: &ObjectMeta| match &options.watch_namespace {
@@ -66,7 +66,7 @@ impl Last {
             changed.insert((namespace(&endpoints.metadata), name.clone()));
             named(&mut self.services, &name).endpoints.push(endpoints);
         }
-        self.inputs = inputs.clone();
+        self.inputs = Arc::clone(inputs);
         if changed.is_empty() {
             return Some(0);
         }

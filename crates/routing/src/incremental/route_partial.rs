@@ -24,7 +24,7 @@ impl Last {
     /// when everything must be compiled.
     pub(super) fn partial_routes(
         &mut self,
-        inputs: &Inputs,
+        inputs: &Arc<Inputs>,
         options: &CompileOptions,
     ) -> Option<usize> {
         // A BackendTLSPolicy's status names the Gateways of every route to its Services.
@@ -33,7 +33,7 @@ impl Last {
         }
         let changes = self.routes.diff(inputs);
         if changes.len() == 0 {
-            self.inputs = inputs.clone();
+            self.inputs = Arc::clone(inputs);
             return Some(0);
         }
         if changes.len() > (self.routes.len() / 8).max(16) {
@@ -117,7 +117,7 @@ impl Last {
                 .filter(|d| is_touched(&d.object)),
         );
         crate::diagnostic::sort(&mut self.diagnostics);
-        self.inputs = inputs.clone();
+        self.inputs = Arc::clone(inputs);
         Some(read.len())
     }
 }

@@ -175,6 +175,8 @@ impl RouteIndex {
     pub(crate) fn diff(&mut self, inputs: &Inputs) -> RouteChanges {
         let mut changes = RouteChanges::default();
         let mut found = 0;
+        // The indexed routes `inputs` holds a new version of.
+        let mut replaced: HashSet<ObjectRef, foldhash::fast::RandomState> = HashSet::default();
         for route in all(inputs) {
             if self.by_address.contains(&route.address()) {
                 found += 1;
@@ -191,17 +193,23 @@ impl RouteIndex {
                 }
                 Some(_) => {
                     found += 1;
+                    replaced.insert(object);
                     changes.changed.push(route);
                 }
                 None => changes.changed.push(route),
             }
         }
         if found < self.by_name.len() {
-            let present: HashSet<ObjectRef> = all(inputs).map(|r| r.object()).collect();
+            // Gone: neither the indexed object (by address: no names hashed at 10,000
+            // routes) nor a new version of it is in `inputs`.
+            let present: HashSet<usize, foldhash::fast::RandomState> =
+                all(inputs).map(|r| r.address()).collect();
             changes.removed = self
                 .by_name
                 .iter()
-                .filter(|(name, _)| !present.contains(*name))
+                .filter(|(name, known)| {
+                    !present.contains(&known.route.address()) && !replaced.contains(name)
+                })
                 .map(|(_, known)| known.route.clone())
                 .collect();
         }
@@ -413,5 +421,30 @@ mod tests {
             [exact("c.test")],
             "the new object's host names"
         );
+    }
+
+    #[test]
+    fn one_diff_tells_a_status_write_an_update_an_addition_and_a_removal_apart() {
+        let (a, b, c) = (
+            route("a", &["a.test"]),
+            route("b", &["b.test"]),
+            route("c", &["c.test"]),
+        );
+        let mut index = RouteIndex::new(&inputs(&[None], vec![a.clone(), b, c]));
+        let mut status_write = (*a).clone();
+        status_write.status = Some(json!({"parents": []}));
+        let changes = index.diff(&inputs(
+            &[None],
+            vec![
+                route("d", &["d.test"]),
+                Arc::new(status_write),
+                route("b", &["b2.test"]),
+            ],
+        ));
+        let mut changed: Vec<ObjectRef> = changes.changed.iter().map(|r| r.object()).collect();
+        changed.sort();
+        assert_eq!(names(&changed), ["b", "d"]);
+        assert_eq!(names(&[changes.removed[0].object()]), ["c"]);
+        assert_eq!(changes.len(), 3);
     }
 }
