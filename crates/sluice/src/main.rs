@@ -13,6 +13,9 @@ use std::time::Duration;
 
 /// mimalloc: glibc's malloc costs a measurable share of a small proxied request
 /// (bench/proxy.sh, small keep-alive GETs: 0.74x -> 0.91x nginx's req/s in an A/B run).
+/// The `system-allocator` feature leaves it out, for heap profilers that hook malloc
+/// (`heaptrack`).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
