@@ -40,3 +40,4 @@ pub mod rebuild;
 pub mod serve;
 pub mod sources;
 mod status_only;
+pub use status_only::StatusChanges;

@@ -6,6 +6,7 @@
 //! the hosts or backends they touch.
 
 use crate::sources::IngressInformers;
+use crate::status_only::StatusChanges;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use sluice_informer::workqueue::WorkQueue;
 use sluice_proxy::TableHandle;
@@ -44,9 +45,9 @@ pub struct Rebuilder {
     table: TableHandle,
     queue: WorkQueue<&'static str>,
     report: watch::Sender<Arc<RebuildReport>>,
-    /// Counts status-only updates of the objects whose status we write (see
+    /// Status-only updates of the objects whose status we write (see
     /// [`Rebuilder::status_changes`]).
-    status_changes: watch::Sender<u64>,
+    status_changes: Arc<StatusChanges>,
     explain_unserved: bool,
     /// The inputs of the last rebuild, for `sluice explain` through the admin port.
     last_inputs: Arc<Mutex<Arc<Inputs>>>,
@@ -63,12 +64,9 @@ impl Rebuilder {
     pub fn new(informers: IngressInformers, options: CompileOptions, table: TableHandle) -> Self {
         let queue = WorkQueue::new();
         let q = queue.clone();
-        let (status_changes, _) = watch::channel(0u64);
-        let status = status_changes.clone();
-        informers.on_change(
-            move || q.add(KEY),
-            move || status.send_modify(|n| *n = n.wrapping_add(1)),
-        );
+        let status_changes = Arc::new(StatusChanges::default());
+        let status = Arc::clone(&status_changes);
+        informers.on_change(move || q.add(KEY), move |object| status.record(object));
         let (report, _) = watch::channel(Arc::new(RebuildReport::default()));
         let last_inputs = Arc::new(Mutex::new(Arc::new(Inputs::default())));
         let explained = Arc::clone(&last_inputs);
@@ -104,10 +102,10 @@ impl Rebuilder {
         self.report.subscribe()
     }
 
-    /// Ticks when an object whose status we write changed its status only: nothing to
+    /// The objects whose status we write that changed their status only: nothing to
     /// compile, but the status writers check that our entries are still there.
-    pub fn status_changes(&self) -> watch::Receiver<u64> {
-        self.status_changes.subscribe()
+    pub fn status_changes(&self) -> Arc<StatusChanges> {
+        Arc::clone(&self.status_changes)
     }
 
     /// The queue, to stop the loop with `shut_down`.
@@ -132,6 +130,8 @@ impl Rebuilder {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // Shared with the compiler, which keeps them until the next rebuild.
+        let inputs = Arc::new(inputs);
         let (compiled, kind) = {
             let mut compiler = match self.compiler.lock() {
                 Ok(compiler) => compiler,
@@ -143,7 +143,7 @@ impl Rebuilder {
                     compiler
                 }
             };
-            let compiled = compiler.compile(&inputs, &self.options);
+            let compiled = compiler.compile_shared(&inputs, &self.options);
             (compiled, compiler.last_kind())
         };
         let Compiled {
@@ -177,7 +177,7 @@ impl Rebuilder {
         gateway.mark_unbound(&unbound);
         self.table
             .set_warnings(warnings(&diagnostics, &flag_diagnostics, &unserved));
-        *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(inputs);
+        *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = inputs;
         let previous = self.report.borrow().clone();
         log_flag_changes(&previous.flag_diagnostics, &flag_diagnostics);
         let generation = previous.generation + 1;

@@ -14,11 +14,11 @@ use sluice_informer::{
     InformerHandle, ListOptions, SharedIndexInformer, SharedInformerFactory, strip_last_applied,
     wait_for_cache_sync,
 };
-use sluice_routing::Inputs;
 use sluice_routing::gateway::{
     BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
     TcpRoute, TlsRoute, UdpRoute,
 };
+use sluice_routing::{Inputs, ObjectRef};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -490,12 +490,13 @@ impl IngressInformers {
     }
 
     /// Calls `changed` after every add, update or delete of any watched object, including
-    /// those of informers added later; an update of an Ingress or a Gateway API object that
-    /// changed its status only calls `status_changed` instead (see [`crate::status_only`]).
+    /// those of informers added later, except an update of an Ingress or a Gateway API
+    /// object that changed its status only; each add and update of those kinds also calls
+    /// `status_changed` with the object (see [`crate::status_only`]).
     pub fn on_change(
         &self,
         changed: impl Fn() + Send + Sync + 'static,
-        status_changed: impl Fn() + Send + Sync + 'static,
+        status_changed: impl Fn(ObjectRef) + Send + Sync + 'static,
     ) {
         let callbacks = ChangeCallbacks {
             changed: Arc::new(changed),

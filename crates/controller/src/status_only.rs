@@ -2,20 +2,67 @@
 //! compiler reads no status. sluice writes the status of Ingresses and of the Gateway API
 //! kinds itself, and every such write comes back through the informer as an update; as a
 //! change it would cost a whole-table rebuild (two per route change at 10,000 HTTPRoutes).
-//! For these kinds a status-only update wakes the status writers instead (they put our
-//! entries back if another writer removed them) and compiles nothing.
+//! For these kinds a status-only update wakes the status writers instead and compiles
+//! nothing.
+//!
+//! Every add and update of these kinds names its object to the status writers
+//! ([`StatusChanges`]): after a finished round they check those objects (and those whose
+//! status the compiler changed), not every object of the kind, and put our entries back
+//! where another writer removed them or a recreated object lacks them.
 
 use sluice_informer::{HandlerFuncs, HandlerRegistration, InformerHandle, SharedIndexInformer};
-use sluice_routing::ReadAlike;
-use std::sync::Arc;
+use sluice_routing::{ObjectRef, ReadAlike};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// What the informers call when something changes.
 #[derive(Clone)]
 pub(crate) struct ChangeCallbacks {
     /// Something the routing table is compiled from changed.
     pub(crate) changed: Arc<dyn Fn() + Send + Sync>,
-    /// Only the status of an object whose status sluice writes changed.
-    pub(crate) status_changed: Arc<dyn Fn() + Send + Sync>,
+    /// This object, one whose status sluice writes, was added or updated (maybe only its
+    /// status): the status writers check it.
+    pub(crate) status_changed: Arc<dyn Fn(ObjectRef) + Send + Sync>,
+}
+
+/// The objects added or updated (their status maybe changed under the status writers) since
+/// the writers last looked: a round checks those objects, not every object of the kind (at
+/// 10,000 routes, each of our own writes comes back as an update).
+#[derive(Debug)]
+pub struct StatusChanges {
+    objects: Mutex<BTreeSet<ObjectRef>>,
+    tick: watch::Sender<u64>,
+}
+
+impl Default for StatusChanges {
+    fn default() -> Self {
+        StatusChanges {
+            objects: Mutex::default(),
+            tick: watch::Sender::new(0),
+        }
+    }
+}
+
+impl StatusChanges {
+    /// Notes that `object`'s status changed, and wakes whoever waits.
+    pub(crate) fn record(&self, object: ObjectRef) {
+        self.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(object);
+        self.tick.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Ticks after each [`StatusChanges::record`].
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.tick.subscribe()
+    }
+
+    /// The objects recorded since the last call.
+    pub fn take(&self) -> BTreeSet<ObjectRef> {
+        std::mem::take(&mut *self.objects.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// A kind whose status sluice writes, and which the compiler reads without it.
@@ -38,26 +85,41 @@ pub(crate) fn watch_status_aware<K>(
     callbacks: &ChangeCallbacks,
 ) -> HandlerRegistration
 where
-    K: StatusOnly + kube::Resource + Send + Sync + 'static,
+    K: StatusOnly + k8s_openapi::Resource + kube::Resource + Send + Sync + 'static,
 {
     let (added, updated, deleted) = (
         callbacks.changed.clone(),
         callbacks.changed.clone(),
         callbacks.changed.clone(),
     );
-    let status_changed = callbacks.status_changed.clone();
+    let (on_add, on_update) = (
+        callbacks.status_changed.clone(),
+        callbacks.status_changed.clone(),
+    );
     informer.add_event_handler(
         HandlerFuncs::new()
-            .on_add(move |_, _| added())
+            .on_add(move |new, _| {
+                on_add(object_of(&*new));
+                added();
+            })
             .on_update(move |old, new| {
-                if K::only_status_changed(&old, &new) {
-                    status_changed();
-                } else {
+                on_update(object_of(&*new));
+                if !K::only_status_changed(&old, &new) {
                     updated();
                 }
             })
             .on_delete(move |_| deleted()),
     )
+}
+
+/// `object`'s kind, namespace and name.
+fn object_of<K: k8s_openapi::Resource + kube::Resource>(object: &K) -> ObjectRef {
+    let meta = kube::Resource::meta(object);
+    ObjectRef {
+        kind: K::KIND,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
 }
 
 /// Registers `callbacks` on any other informer: every change is a change.

@@ -846,6 +846,7 @@ async fn https_listener_terminates_tls_with_its_certificate_ref() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyhow::Result<()> {
     use sluice_controller::cluster::gateway_status::GatewayStatusWriter;
+    use sluice_controller::cluster::status_scope::Scope;
     use sluice_controller::sources::IngressInformers;
     use sluice_routing::ObjectRef;
     use sluice_routing::gateway::{
@@ -907,7 +908,11 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
         })],
         ..GatewayStatuses::default()
     };
-    assert_eq!(writer.sync(&statuses, &[]).await?, 1, "written once");
+    assert_eq!(
+        writer.sync(&statuses, &[], Scope::Everything).await?,
+        1,
+        "written once"
+    );
     let status = gw.route_status("web").await?;
     let controllers: Vec<&str> = status["parents"]
         .as_array()

@@ -163,6 +163,47 @@ async fn other_classes_are_neither_served_nor_given_status() -> anyhow::Result<(
         "status of another class untouched"
     );
 
+    // A status write visits the objects that changed, not every Ingress: one whose status
+    // someone else erased gets ours back, and so does one deleted and created again the
+    // same (the list of our Ingresses is the same before and after).
+    let erase = json!({"status": {"loadBalancer": {"ingress": null}}});
+    ingresses
+        .patch_status(
+            "legacy",
+            &Default::default(),
+            &kube::api::Patch::Merge(&erase),
+        )
+        .await?;
+    eventually(
+        Duration::from_secs(20),
+        "status put back on legacy",
+        || async { (status_of("legacy").await? == ["192.0.2.10"]).then_some(()) },
+    )
+    .await?;
+    let legacy = ingresses.get("legacy").await?;
+    ingresses.delete("legacy", &Default::default()).await?;
+    eventually(Duration::from_secs(20), "legacy gone", || async {
+        ingresses
+            .get_opt("legacy")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    w.create(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "legacy", "annotations": legacy.metadata.annotations},
+        "spec": legacy.spec,
+    }))
+    .await?;
+    eventually(
+        Duration::from_secs(20),
+        "status on legacy created again",
+        || async { (status_of("legacy").await? == ["192.0.2.10"]).then_some(()) },
+    )
+    .await?;
+
     // Ours moves to the other class: no longer served, status cleared.
     let move_away = json!({"spec": {"ingressClassName": format!("other-{}", w.ns)}});
     ingresses

@@ -19,7 +19,10 @@ use sluice_routing::gateway::{
     TlsRoute, UdpRoute,
 };
 
+use super::status_scope::{Scope, changed_objects};
 use crate::sources::GatewayInformers;
+use sluice_routing::ObjectRef;
+use std::sync::Arc;
 
 /// Longest condition message written (the API allows 32768; long ones help nobody).
 const MAX_MESSAGE: usize = 1024;
@@ -436,8 +439,10 @@ impl GatewayStatusWriter {
         }
     }
 
-    /// Brings every status in line; returns how many objects were written. `addresses`:
-    /// what Gateways publish in `status.addresses` (the Ingress status addresses).
+    /// Brings the statuses in line; returns how many objects were written. `addresses`:
+    /// what Gateways publish in `status.addresses` (the Ingress status addresses). Every
+    /// GatewayClass, Gateway, ListenerSet and BackendTLSPolicy is visited each round; of the
+    /// routes, those `scope` names (see [`Scope`]).
     ///
     /// One object's failure does not hold up the others: every object is tried, and the
     /// first error is returned afterwards (the caller retries the whole round).
@@ -445,6 +450,7 @@ impl GatewayStatusWriter {
         &self,
         statuses: &GatewayStatuses,
         addresses: &[String],
+        scope: Scope<'_>,
     ) -> anyhow::Result<usize> {
         let now = k8s_openapi::jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -519,69 +525,52 @@ impl GatewayStatusWriter {
         }
         // Each kind's routes: written, then our entries taken out of those the compiler
         // no longer lists (no parentRef names a Gateway of ours any more), leaving others'.
-        let of = |kind: &str| -> Vec<&RouteStatus> {
-            statuses
-                .routes
-                .iter()
-                .filter(|r| r.object.kind == kind)
-                .map(|r| &**r)
-                .collect()
+        // After a finished round, only the routes whose status changed since, those that
+        // joined or left the list, and those whose status someone else changed.
+        let visit = match scope {
+            Scope::Changes { since, touched } => changed_objects(
+                &since.gateway.routes,
+                &statuses.routes,
+                |r| &r.object,
+                Arc::ptr_eq,
+            )
+            .map(|mut changed| {
+                changed.extend(touched.iter().cloned());
+                changed.sort();
+                changed.dedup();
+                changed
+            }),
+            Scope::Everything => None,
+        };
+        let routes = RoutesToVisit {
+            statuses: &statuses.routes,
+            only: visit.as_deref(),
         };
         let informers = &self.informers;
         tally(
-            self.route_statuses(
-                &informers.routes,
-                "HTTPRoute",
-                ParentsKey::Parents,
-                &of("HTTPRoute"),
-                &now,
-            )
-            .await,
+            self.route_statuses(&informers.routes, ParentsKey::Parents, routes, &now)
+                .await,
         );
         tally(
-            self.route_statuses(
-                &informers.grpc_routes,
-                "GRPCRoute",
-                ParentsKey::Parents,
-                &of("GRPCRoute"),
-                &now,
-            )
-            .await,
+            self.route_statuses(&informers.grpc_routes, ParentsKey::Parents, routes, &now)
+                .await,
         );
         if let Some(informer) = &informers.tcp_routes {
             tally(
-                self.route_statuses(
-                    informer,
-                    "TCPRoute",
-                    ParentsKey::Parents,
-                    &of("TCPRoute"),
-                    &now,
-                )
-                .await,
+                self.route_statuses(informer, ParentsKey::Parents, routes, &now)
+                    .await,
             );
         }
         if let Some(informer) = &informers.tls_routes {
             tally(
-                self.route_statuses(
-                    informer,
-                    "TLSRoute",
-                    ParentsKey::Parents,
-                    &of("TLSRoute"),
-                    &now,
-                )
-                .await,
+                self.route_statuses(informer, ParentsKey::Parents, routes, &now)
+                    .await,
             );
         }
         if let Some(informer) = &informers.udp_routes {
             tally(
-                self.route_statuses(
-                    informer,
-                    "UDPRoute",
-                    ParentsKey::Parents,
-                    &of("UDPRoute"),
-                    &now,
-                )
-                .await,
+                self.route_statuses(informer, ParentsKey::Parents, routes, &now)
+                    .await,
             );
         }
         if let Some(informer) = &informers.backend_tls_policies {
@@ -592,16 +581,14 @@ impl GatewayStatusWriter {
                     parents: p.ancestors.clone(),
                 })
                 .collect();
-            let policies: Vec<&RouteStatus> = policies.iter().collect();
+            let policies: Vec<Arc<RouteStatus>> = policies.into_iter().map(Arc::new).collect();
+            let every = RoutesToVisit {
+                statuses: &policies,
+                only: None,
+            };
             tally(
-                self.route_statuses(
-                    informer,
-                    "BackendTLSPolicy",
-                    ParentsKey::Ancestors,
-                    &policies,
-                    &now,
-                )
-                .await,
+                self.route_statuses(informer, ParentsKey::Ancestors, every, &now)
+                    .await,
             );
         }
         match first_error {
@@ -610,19 +597,19 @@ impl GatewayStatusWriter {
         }
     }
 
-    /// Writes the statuses of `routes` (all of kind `kind`, cached in `informer`), and
-    /// removes our `parents` entries from the other routes of the kind that still carry
-    /// them. The number written.
+    /// Writes the statuses of kind `K` in `routes` (cached in `informer`), and removes our
+    /// `key` entries from the other objects of the kind that still carry them. The number
+    /// written.
     async fn route_statuses<K>(
         &self,
         informer: &SharedIndexInformer<K>,
-        kind: &'static str,
         key: ParentsKey,
-        routes: &[&RouteStatus],
+        routes: RoutesToVisit<'_>,
         now: &str,
     ) -> anyhow::Result<usize>
     where
         K: WithStatus
+            + k8s_openapi::Resource
             + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
             + serde::de::DeserializeOwned
@@ -631,6 +618,7 @@ impl GatewayStatusWriter {
             + Sync
             + 'static,
     {
+        let kind = K::KIND;
         let mut written = 0;
         let mut first_error = None;
         let mut tally = |result: anyhow::Result<usize>| match result {
@@ -639,44 +627,65 @@ impl GatewayStatusWriter {
                 first_error.get_or_insert(e);
             }
         };
-        let mut listed = std::collections::HashSet::new();
-        for route in routes {
-            let object = &route.object;
+        // Each object to visit, with its status when the compiler lists one.
+        let visit: Vec<(std::borrow::Cow<'_, ObjectRef>, Option<&RouteStatus>)> = match routes.only
+        {
+            None => {
+                let mut listed: Vec<_> = (routes.statuses.iter())
+                    .filter(|r| r.object.kind == kind)
+                    .map(|r| (std::borrow::Cow::Borrowed(&r.object), Some(&**r)))
+                    .collect();
+                let names: std::collections::HashSet<(&str, &str)> = (routes.statuses.iter())
+                    .filter(|r| r.object.kind == kind)
+                    .map(|r| (r.object.namespace.as_str(), r.object.name.as_str()))
+                    .collect();
+                // Not listed, yet carrying our entries.
+                for current in informer.store().list() {
+                    let meta = current.meta();
+                    let namespace = meta.namespace.as_deref().unwrap_or_default();
+                    let name = meta.name.as_deref().unwrap_or_default();
+                    if !names.contains(&(namespace, name))
+                        && has_entries_of(key, current.status(), &self.controller_name)
+                    {
+                        listed.push((
+                            std::borrow::Cow::Owned(ObjectRef {
+                                kind,
+                                namespace: namespace.to_owned(),
+                                name: name.to_owned(),
+                            }),
+                            None,
+                        ));
+                    }
+                }
+                listed
+            }
+            Some(only) => (only.iter())
+                .filter(|o| o.kind == kind)
+                .map(|o| (std::borrow::Cow::Borrowed(o), routes.status_of(o)))
+                .collect(),
+        };
+        for (object, status) in visit {
             let cache_key = format!("{}/{}", object.namespace, object.name);
-            listed.insert(cache_key.clone());
             let Some(current) = informer.store().get_by_key(&cache_key) else {
                 continue;
+            };
+            let none;
+            let status = match status {
+                Some(status) => status,
+                None if has_entries_of(key, current.status(), &self.controller_name) => {
+                    none = RouteStatus {
+                        object: object.clone().into_owned(),
+                        generation: current.meta().generation,
+                        parents: Vec::new(),
+                    };
+                    &none
+                }
+                None => continue,
             };
             let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
             tally(
                 self.write(&api, &current, |old| {
-                    parents_status(key, route, old, &self.controller_name, now)
-                })
-                .await,
-            );
-        }
-        for current in informer.store().list() {
-            let meta = current.meta();
-            let namespace = meta.namespace.clone().unwrap_or_default();
-            let name = meta.name.clone().unwrap_or_default();
-            if listed.contains(&format!("{namespace}/{name}"))
-                || !has_entries_of(key, current.status(), &self.controller_name)
-            {
-                continue;
-            }
-            let none = RouteStatus {
-                object: sluice_routing::ObjectRef {
-                    kind,
-                    namespace: namespace.clone(),
-                    name,
-                },
-                generation: meta.generation,
-                parents: Vec::new(),
-            };
-            let api: Api<K> = Api::namespaced(self.client.clone(), &namespace);
-            tally(
-                self.write(&api, &current, |old| {
-                    parents_status(key, &none, old, &self.controller_name, now)
+                    parents_status(key, status, old, &self.controller_name, now)
                 })
                 .await,
             );
@@ -728,6 +737,27 @@ impl GatewayStatusWriter {
         anyhow::bail!(
             "update status of {what}: still conflicting after {CONFLICT_RETRIES} re-reads"
         )
+    }
+}
+
+/// The route statuses of a round, sorted by object, and which objects to visit: every
+/// listed one and every unlisted one carrying our entries (`only` is `None`), or `only`
+/// those (sorted), listed or not.
+#[derive(Clone, Copy)]
+struct RoutesToVisit<'a> {
+    statuses: &'a [Arc<RouteStatus>],
+    only: Option<&'a [ObjectRef]>,
+}
+
+impl<'a> RoutesToVisit<'a> {
+    /// The listed status of `object`.
+    fn status_of(&self, object: &ObjectRef) -> Option<&'a RouteStatus> {
+        let statuses = self.statuses;
+        let at = statuses.partition_point(|r| r.object < *object);
+        statuses
+            .get(at)
+            .filter(|r| r.object == *object)
+            .map(|r| &**r)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod events;
 pub mod gateway_service;
 pub mod gateway_status;
 pub mod status;
+pub mod status_scope;
 pub mod webhook;
 
 use crate::control::ControlRuntime;
@@ -21,6 +22,7 @@ use sluice_informer::SharedInformerFactory;
 use sluice_informer::leader_election::{LeaderElectionArgs, LeaderElector};
 use sluice_proxy::{Proxy, ProxyArgs};
 use status::{Publish, StatusWriter};
+use status_scope::Scope;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -641,20 +643,41 @@ async fn status_loop(
     writer: StatusWriter,
     mut gateway_writer: GatewayWriterSlot,
     mut reports: tokio::sync::watch::Receiver<Arc<crate::rebuild::RebuildReport>>,
-    mut status_changes: tokio::sync::watch::Receiver<u64>,
+    status_changes: Arc<crate::StatusChanges>,
     mut leading: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
 ) {
+    let mut status_ticks = status_changes.subscribe();
+    // The report of the last round that wrote everything it had to: the next round visits
+    // only what changed since (`None`: visit everything).
+    let mut finished: Option<Arc<crate::rebuild::RebuildReport>> = None;
     loop {
         let lead = *leading.borrow_and_update();
-        if lead {
+        status_ticks.borrow_and_update();
+        let touched = status_changes.take();
+        if !lead {
+            finished = None;
+        } else {
             let report = reports.borrow_and_update().clone();
+            let scope = match &finished {
+                Some(since) => Scope::Changes {
+                    since,
+                    touched: &touched,
+                },
+                None => Scope::Everything,
+            };
             // Ingress and Gateway API status are written independently: a failing Ingress
             // write must not keep a Gateway's conditions stale, nor the other way round.
-            let ingresses = writer.sync(&report.ours).await;
+            let ingresses = writer.sync(&report.ours, scope).await;
+            // A writer made this round (the Gateway API found served) starts from everything.
+            let gateway_scope = if gateway_writer.writer.is_some() {
+                scope
+            } else {
+                Scope::Everything
+            };
             let gateway = match gateway_writer.get() {
                 Some(g) => match writer.published_addresses().await {
-                    Ok(addresses) => g.sync(&report.gateway, &addresses).await,
+                    Ok(addresses) => g.sync(&report.gateway, &addresses, gateway_scope).await,
                     Err(e) => Err(e),
                 },
                 None => Ok(0),
@@ -667,10 +690,15 @@ async fn status_loop(
                 (Err(e), _) | (_, Err(e)) => Err(e),
             };
             match written {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(written = n, "ingress status updated"),
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::info!(written = n, "ingress status updated");
+                    }
+                    finished = Some(report);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "status update failed; retrying");
+                    finished = None;
                     tokio::select! {
                         _ = stop.cancelled() => break,
                         _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
@@ -682,7 +710,7 @@ async fn status_loop(
             _ = stop.cancelled() => break,
             r = reports.changed() => if r.is_err() { break },
             // A status someone else wrote: ours are checked against the current objects.
-            s = status_changes.changed() => if s.is_err() { break },
+            s = status_ticks.changed() => if s.is_err() { break },
             l = leading.changed() => if l.is_err() { break },
         }
     }

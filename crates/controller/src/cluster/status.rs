@@ -2,12 +2,14 @@
 //! reach us at, from `--publish-service` or `--publish-status-address`. Written by the
 //! leader only, and only when it differs from what the cache holds.
 
+use super::status_scope::{Scope, changed_objects};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
 use kube::api::{Api, Patch, PatchParams};
 use sluice_informer::Store;
 use sluice_routing::ObjectRef;
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 /// Where the published address comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +150,9 @@ pub struct StatusWriter {
     ingresses: Store<Ingress>,
     services: Store<Service>,
     publish: Publish,
+    /// What the last finished round published (`None` before one): a round that publishes
+    /// other addresses visits every Ingress.
+    last_published: Arc<Mutex<Option<Vec<IngressLoadBalancerIngress>>>>,
 }
 
 impl StatusWriter {
@@ -163,6 +168,7 @@ impl StatusWriter {
             ingresses,
             services,
             publish,
+            last_published: Arc::default(),
         }
     }
 
@@ -202,20 +208,73 @@ impl StatusWriter {
             .collect())
     }
 
-    /// Brings every Ingress's status in line; returns how many were written.
-    pub async fn sync(&self, ours: &[ObjectRef]) -> anyhow::Result<usize> {
+    /// Brings the status of the Ingresses `scope` names in line (every Ingress, or those
+    /// that joined or left `ours` since the last finished round and those whose status
+    /// someone changed; every one when the published addresses changed since); returns how
+    /// many were written.
+    pub async fn sync(&self, ours: &[ObjectRef], scope: Scope<'_>) -> anyhow::Result<usize> {
         if self.publish == Publish::Nothing {
             return Ok(0);
         }
         let published = self.published().await?;
+        let last = self.last_published().clone();
+        let result = self.sync_published(ours, scope, &published, &last).await;
+        *self.last_published() = result.is_ok().then_some(published);
+        result
+    }
+
+    fn last_published(&self) -> std::sync::MutexGuard<'_, Option<Vec<IngressLoadBalancerIngress>>> {
+        self.last_published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`StatusWriter::sync`] with the addresses to publish and those the last finished
+    /// round published.
+    async fn sync_published(
+        &self,
+        ours: &[ObjectRef],
+        scope: Scope<'_>,
+        published: &[IngressLoadBalancerIngress],
+        last: &Option<Vec<IngressLoadBalancerIngress>>,
+    ) -> anyhow::Result<usize> {
         if published.is_empty() {
             return Ok(0);
         }
-        let ours: BTreeSet<(String, String)> = ours
-            .iter()
-            .map(|o| (o.namespace.clone(), o.name.clone()))
-            .collect();
-        let todo = plan(&self.ingresses.list(), &ours, &published);
+        let changes = match scope {
+            Scope::Changes { since, touched } if last.as_deref() == Some(published) => {
+                changed_objects(&since.ours, ours, |o| o, |_, _| true).map(|mut changed| {
+                    changed.extend(touched.iter().filter(|o| o.kind == "Ingress").cloned());
+                    changed
+                })
+            }
+            _ => None,
+        };
+        let todo = match changes {
+            // Those objects only: are they ours, and what do they carry.
+            Some(changed) => {
+                let ingresses: Vec<std::sync::Arc<Ingress>> = changed
+                    .iter()
+                    .filter_map(|o| {
+                        self.ingresses
+                            .get_by_key(&format!("{}/{}", o.namespace, o.name))
+                    })
+                    .collect();
+                let ours: BTreeSet<(String, String)> = changed
+                    .into_iter()
+                    .filter(|o| ours.binary_search(o).is_ok())
+                    .map(|o| (o.namespace, o.name))
+                    .collect();
+                plan(&ingresses, &ours, published)
+            }
+            None => {
+                let ours: BTreeSet<(String, String)> = ours
+                    .iter()
+                    .map(|o| (o.namespace.clone(), o.name.clone()))
+                    .collect();
+                plan(&self.ingresses.list(), &ours, published)
+            }
+        };
         let mut written = 0;
         for (ns, name, entries) in todo {
             let value = if entries.is_empty() {
