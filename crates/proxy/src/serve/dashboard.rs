@@ -2,7 +2,7 @@
 //!
 //! Everything here runs off the request path. A sampler task reads the routes' cumulative
 //! counters every [`SAMPLE_INTERVAL`] and keeps the last [`KEPT_SAMPLES`] rates per route
-//! ([`History`]); `/api/v1/status` joins them with the current snapshot (routes, endpoints,
+//! that had a request in that window ([`History`]); `/api/v1/status` joins them with the current snapshot (routes, endpoints,
 //! policy, certificates) and the warnings the control plane reported
 //! ([`Warning`](crate::observe::control_info::Warning)).
 
@@ -34,7 +34,45 @@ struct Point {
 #[derive(Debug)]
 struct RouteHistory {
     last: RouteTotals,
+    /// The last [`KEPT_SAMPLES`] points; none while the route has had no request in that
+    /// many samples (at 10,000 routes, mostly idle, full histories would hold 50 MB).
     points: VecDeque<Point>,
+    /// Samples since the last one with a request.
+    idle: usize,
+}
+
+impl RouteHistory {
+    /// The history of a route first seen with `totals`: no points until it has traffic.
+    fn new(totals: RouteTotals) -> Self {
+        RouteHistory {
+            last: totals,
+            points: VecDeque::new(),
+            idle: KEPT_SAMPLES,
+        }
+    }
+
+    /// Adds the point between the last reading and `now`, `seconds` later.
+    fn record(&mut self, now: RouteTotals, seconds: f64) {
+        let point = point_between(&self.last, &now, seconds);
+        self.idle = if now.requests > self.last.requests {
+            0
+        } else {
+            self.idle.saturating_add(1)
+        };
+        self.last = now;
+        if self.idle >= KEPT_SAMPLES {
+            // Every kept point is idle: nothing to draw.
+            self.points = VecDeque::new();
+            return;
+        }
+        if self.points.len() == KEPT_SAMPLES {
+            self.points.pop_front();
+        }
+        if self.points.capacity() == 0 {
+            self.points.reserve_exact(KEPT_SAMPLES);
+        }
+        self.points.push_back(point);
+    }
 }
 
 /// Recent figures per route, keyed by (namespace, Ingress, service).
@@ -62,22 +100,9 @@ impl History {
         for (key, metrics) in seen {
             let now = metrics.totals();
             match routes.get_mut(&key) {
-                Some(history) => {
-                    let point = point_between(&history.last, &now, seconds);
-                    if history.points.len() == KEPT_SAMPLES {
-                        history.points.pop_front();
-                    }
-                    history.points.push_back(point);
-                    history.last = now;
-                }
+                Some(history) => history.record(now, seconds),
                 None => {
-                    routes.insert(
-                        key,
-                        RouteHistory {
-                            last: now,
-                            points: VecDeque::new(),
-                        },
-                    );
+                    routes.insert(key, RouteHistory::new(now));
                 }
             }
         }
@@ -283,5 +308,43 @@ mod tests {
         assert!(point.p99_ms.unwrap() <= request_bucket_bounds()[0] * 1000.0);
         let idle = point_between(&after, &after, 2.0);
         assert_eq!((idle.rps, idle.error_rate, idle.p99_ms), (0.0, 0.0, None));
+    }
+
+    #[test]
+    fn an_idle_route_keeps_no_points_and_a_busy_one_at_most_the_window() {
+        let totals = |requests: u64| RouteTotals {
+            requests,
+            errors: 0,
+            buckets: vec![0; request_bucket_bounds().len() + 1],
+        };
+        let mut history = RouteHistory::new(totals(0));
+        for _ in 0..3 * KEPT_SAMPLES {
+            history.record(totals(0), 2.0);
+        }
+        assert_eq!(
+            history.points.capacity(),
+            0,
+            "never a request: nothing kept"
+        );
+
+        // Traffic: one point per sample, the window at most.
+        for n in 1..=2 * KEPT_SAMPLES as u64 {
+            history.record(totals(n), 2.0);
+            assert!(history.points.len() <= KEPT_SAMPLES);
+        }
+        assert_eq!(history.points.len(), KEPT_SAMPLES);
+        assert!(history.points.iter().all(|p| p.rps == 0.5));
+
+        // Idle again: the points stay while one with a request is among them, then go.
+        let last = 2 * KEPT_SAMPLES as u64;
+        for _ in 0..KEPT_SAMPLES - 1 {
+            history.record(totals(last), 2.0);
+        }
+        assert_eq!(history.points.len(), KEPT_SAMPLES);
+        assert_eq!(history.points.back().map(|p| p.rps), Some(0.0));
+        assert_eq!(history.points.front().map(|p| p.rps), Some(0.5));
+        history.record(totals(last), 2.0);
+        assert!(history.points.is_empty(), "the whole window idle");
+        assert_eq!(history.points.capacity(), 0, "and its memory given back");
     }
 }
