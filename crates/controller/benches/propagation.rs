@@ -116,6 +116,12 @@ struct Row {
     routes: usize,
     cold_start: Duration,
     propagation: Vec<Duration>,
+    /// Per change, API write acknowledged -> a plain watch of the kind (this program's own,
+    /// like sluice's informer) sees it: the control plane's share of `propagation`.
+    watch: Vec<Duration>,
+    /// Per change, `propagation` less `watch`: from the watch event to traffic, sluice's
+    /// share (an estimate: sluice's own watch may see the event a little earlier or later).
+    after_watch: Vec<Duration>,
     lost: u64,
     stable_ok: u64,
     stable_errors: u64,
@@ -213,13 +219,15 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| kind | routes | services/endpoints | changes | p50 | p99 | max | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start |"
+        "| kind | routes | services/endpoints | changes | p50 | p99 | max | API watch p50 / p99 | after the watch p50 / p99 | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let (p50, p99, max) = percentiles(&r.propagation);
+        let (watch_p50, watch_p99, _) = percentiles(&r.watch);
+        let (after_p50, after_p99, _) = percentiles(&r.after_watch);
         println!(
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s |",
             r.kind,
             r.routes,
             knobs.services,
@@ -228,6 +236,10 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
             ms(p50),
             ms(p99),
             ms(max),
+            ms(watch_p50),
+            ms(watch_p99),
+            ms(after_p50),
+            ms(after_p99),
             r.lost,
             r.stable_ok,
             r.stable_errors,
@@ -568,6 +580,14 @@ async fn measure(
     // Let the load settle before the first change.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
+    // A plain watch of the kind, beside sluice's: when the API server delivered each change.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observer = if kind == "ingress" {
+        tokio::spawn(observe(w.api::<Ingress>(), ingress_host, seen.clone()))
+    } else {
+        tokio::spawn(observe(w.api::<HttpRoute>(), route_host, seen.clone()))
+    };
+    let mut written = Vec::new();
     let (cpu_before, control_before) = sluice.cpu();
     let rebuilds_before = rebuild_metrics(admin).await?;
     let mut hosts = vec![String::new(); SLOTS as usize];
@@ -577,6 +597,7 @@ async fn measure(
     let mut last = 0;
     for i in 0..knobs.changes {
         tick.tick().await;
+        let sent = Instant::now();
         let slot = i % SLOTS;
         let name = format!("churn-{slot}");
         let host = format!("c{size}-{i}.bench");
@@ -599,6 +620,13 @@ async fn measure(
             }
         };
         let acknowledged = Instant::now();
+        written.push(Written {
+            sent,
+            acknowledged,
+            deleted,
+            name,
+            host: probed.clone(),
+        });
         probes.push(tokio::spawn(async move {
             let limit = acknowledged + PROPAGATION_LIMIT;
             while Instant::now() < limit {
@@ -618,15 +646,25 @@ async fn measure(
         }));
         last = i;
     }
-    let mut propagation = Vec::new();
-    let mut lost = 0;
+    let mut answered = Vec::new();
     for p in probes {
-        match p.await? {
-            Some(d) => propagation.push(d),
-            None => lost += 1,
-        }
+        answered.push(p.await?);
     }
     let (cpu_after, control_after) = sluice.cpu();
+    observer.abort();
+    let watched: Vec<Option<Duration>> = {
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        written.iter().map(|w| w.seen_after(&seen)).collect()
+    };
+    let propagation: Vec<Duration> = answered.iter().flatten().copied().collect();
+    let lost = answered.iter().filter(|a| a.is_none()).count() as u64;
+    let watch: Vec<Duration> = watched.iter().flatten().copied().collect();
+    // Per change seen by both: what is left once the API server delivered it.
+    let after_watch = answered
+        .iter()
+        .zip(&watched)
+        .filter_map(|(a, w)| Some(a.as_ref()?.saturating_sub(*w.as_ref()?)))
+        .collect();
     let rebuilds_after = rebuild_metrics(admin).await?;
     let rebuilds = rebuilds_after.0 - rebuilds_before.0;
     let partial = rebuilds_after.2 - rebuilds_before.2;
@@ -648,6 +686,8 @@ async fn measure(
         routes: size,
         cold_start,
         propagation,
+        watch,
+        after_watch,
         lost,
         stable_ok: ok.load(Ordering::Relaxed),
         stable_errors: errors.load(Ordering::Relaxed),
@@ -659,6 +699,89 @@ async fn measure(
         partial,
         compile_mean,
     })
+}
+
+/// One event a plain watch saw: when, whether a deletion, the object's name and host.
+struct Seen {
+    at: Instant,
+    deleted: bool,
+    name: String,
+    host: String,
+}
+
+/// One change written: when sent and acknowledged, and what a watch will show of it.
+struct Written {
+    sent: Instant,
+    acknowledged: Instant,
+    deleted: bool,
+    name: String,
+    host: String,
+}
+
+impl Written {
+    /// Acknowledged -> the first event of this change in `seen` (zero when the event came
+    /// before the acknowledgement).
+    fn seen_after(&self, seen: &[Seen]) -> Option<Duration> {
+        seen.iter()
+            .find(|s| {
+                s.at >= self.sent
+                    && s.deleted == self.deleted
+                    && s.name == self.name
+                    && (self.deleted || s.host == self.host)
+            })
+            .map(|s| s.at.saturating_duration_since(self.acknowledged))
+    }
+}
+
+/// Watches `api` from now on, noting every event in `seen`, until aborted or the watch
+/// ends.
+async fn observe<K>(
+    api: Api<K>,
+    host_of: fn(&K) -> String,
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let version = api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut events = api
+        .watch(&kube::api::WatchParams::default().timeout(290), &version)
+        .await?
+        .boxed();
+    while let Some(event) = events.try_next().await? {
+        let (object, deleted) = match event {
+            kube::api::WatchEvent::Added(o) | kube::api::WatchEvent::Modified(o) => (o, false),
+            kube::api::WatchEvent::Deleted(o) => (o, true),
+            _ => continue,
+        };
+        let at = Instant::now();
+        let name = object.meta().name.clone().unwrap_or_default();
+        let host = host_of(&object);
+        seen.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
+            at,
+            deleted,
+            name,
+            host,
+        });
+    }
+    Ok(())
+}
+
+fn ingress_host(ingress: &Ingress) -> String {
+    (ingress.spec.as_ref())
+        .and_then(|s| s.rules.as_ref())
+        .and_then(|r| r.first())
+        .and_then(|r| r.host.clone())
+        .unwrap_or_default()
+}
+
+fn route_host(route: &HttpRoute) -> String {
+    route.spec.hostnames.first().cloned().unwrap_or_default()
 }
 
 /// `sluice_table_rebuilds_total`, `sluice_table_rebuild_duration_seconds_sum` and
