@@ -18,8 +18,11 @@
 //! echo pods (`a` behind the stable routes, `b` behind the changed ones), then per size the
 //! routes grow to that count (route j -> Service j mod services), the release `sluice
 //! controller` starts as a process of its own with a ServiceAccount kubeconfig (cold start:
-//! spawn -> the stable route answers 200), the change phase runs under load, the process is
-//! stopped. Prints one table row per run.
+//! spawn -> the stable route answers 200), its status writes to the routes settle (3 s
+//! without an event of the kind: steady state, as a restarted controller finds it), the
+//! change phase runs under load, the process is stopped. Prints one table row per run,
+//! with the API server's share of each change (a plain watch of this program's) and what
+//! is left after it.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -115,6 +118,8 @@ struct Row {
     kind: String,
     routes: usize,
     cold_start: Duration,
+    /// Start -> sluice's status writes to the existing routes done (3 s without an event).
+    statuses_settled: Duration,
     propagation: Vec<Duration>,
     /// Per change, API write acknowledged -> a plain watch of the kind (this program's own,
     /// like sluice's informer) sees it: the control plane's share of `propagation`.
@@ -219,15 +224,15 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| kind | routes | services/endpoints | changes | p50 | p99 | max | API watch p50 / p99 | after the watch p50 / p99 | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start |"
+        "| kind | routes | services/endpoints | changes | p50 | p99 | max | API watch p50 / p99 | after the watch p50 / p99 | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start | statuses written |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let (p50, p99, max) = percentiles(&r.propagation);
         let (watch_p50, watch_p99, _) = percentiles(&r.watch);
         let (after_p50, after_p99, _) = percentiles(&r.after_watch);
         println!(
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s | {:.1} s |",
             r.kind,
             r.routes,
             knobs.services,
@@ -251,6 +256,7 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
             r.partial,
             ms(r.compile_mean),
             r.cold_start.as_secs_f64(),
+            r.statuses_settled.as_secs_f64(),
         );
     }
     Ok(())
@@ -524,6 +530,14 @@ async fn measure(
 ) -> anyhow::Result<Row> {
     let http = SocketAddr::from(([127, 0, 0, 1], sluice_testenv::free_port()?));
     let admin = SocketAddr::from(([127, 0, 0, 1], sluice_testenv::free_port()?));
+    // A plain watch of the kind, beside sluice's: when the API server delivered each change
+    // (and, before the changes, sluice's status writes).
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observer = if kind == "ingress" {
+        tokio::spawn(observe(w.api::<Ingress>(), ingress_host, seen.clone()))
+    } else {
+        tokio::spawn(observe(w.api::<HttpRoute>(), route_host, seen.clone()))
+    };
     let started = Instant::now();
     let sluice = Sluice::start(w, knobs, kind, kubeconfig, http, admin).await?;
     // Cold start: spawn -> the stable route answers from its backend.
@@ -544,6 +558,26 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let cold_start = started.elapsed();
+
+    // Steady state first: the status sluice writes to every route it has not written
+    // before (all of them on a first start; no Ingress status here) is done once the
+    // routes have gone quiet. Changes measured during that burst would time the API
+    // server's writes of thousands of statuses, not a change.
+    let quiet_for = Duration::from_secs(3);
+    let settle_limit = Instant::now() + Duration::from_secs(300);
+    loop {
+        let last = seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last()
+            .map(|s: &Seen| s.at);
+        let quiet_since = last.map_or(started, |at| at.max(started));
+        if quiet_since.elapsed() >= quiet_for || Instant::now() > settle_limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let statuses_settled = started.elapsed().saturating_sub(quiet_for);
 
     // Steady bounded load on the stable route: keep-alive connections, until done or the
     // deadline; every answer that is not a 2xx from backend `a` counts as an error.
@@ -580,13 +614,6 @@ async fn measure(
     // Let the load settle before the first change.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    // A plain watch of the kind, beside sluice's: when the API server delivered each change.
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let observer = if kind == "ingress" {
-        tokio::spawn(observe(w.api::<Ingress>(), ingress_host, seen.clone()))
-    } else {
-        tokio::spawn(observe(w.api::<HttpRoute>(), route_host, seen.clone()))
-    };
     let mut written = Vec::new();
     let (cpu_before, control_before) = sluice.cpu();
     let rebuilds_before = rebuild_metrics(admin).await?;
@@ -685,6 +712,7 @@ async fn measure(
         kind: kind.to_owned(),
         routes: size,
         cold_start,
+        statuses_settled,
         propagation,
         watch,
         after_watch,
