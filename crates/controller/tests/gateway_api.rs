@@ -85,7 +85,11 @@ impl GatewayWorld {
 
     async fn route_status(&self, name: &str) -> anyhow::Result<Value> {
         let api: Api<HttpRoute> = self.world.api();
-        Ok(api.get(name).await?.status.unwrap_or(Value::Null))
+        Ok(api
+            .get(name)
+            .await?
+            .status
+            .map_or(Value::Null, |s| s.value()))
     }
 
     /// Waits until the route's parent entry of ours has `type` with `status` and `reason`.

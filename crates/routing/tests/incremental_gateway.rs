@@ -781,14 +781,14 @@ impl World {
             let p = position(list, |r| &r.metadata, live.ns, &live.name).expect("live");
             let mut r = (*list[p]).clone();
             r.metadata.resource_version = Some(version);
-            r.status = Some(status);
+            r.status = Some(status.into());
             list[p] = Arc::new(r);
         } else {
             let list = &mut self.inputs.http_routes;
             let p = position(list, |r| &r.metadata, live.ns, &live.name).expect("live");
             let mut r = (*list[p]).clone();
             r.metadata.resource_version = Some(version);
-            r.status = Some(status);
+            r.status = Some(status.into());
             list[p] = Arc::new(r);
         }
     }
@@ -802,7 +802,7 @@ impl World {
             let version = self.next_version().to_string();
             let mut r = (*self.inputs.http_routes[i]).clone();
             r.metadata.resource_version = Some(version);
-            r.status = Some(json!({"parents": []}));
+            r.status = Some(json!({"parents": []}).into());
             self.inputs.http_routes[i] = Arc::new(r);
         }
     }

@@ -15,13 +15,14 @@ use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
 use sluice_routing::gateway::{
     BackendTlsPolicy, Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute,
-    HttpRoute, ListenerSet, ListenerSetStatus, ListenerStatus, ObjectStatus, RouteStatus, TcpRoute,
-    TlsRoute, UdpRoute,
+    HttpRoute, ListenerSet, ListenerSetStatus, ListenerStatus, ObjectStatus, RouteStatus,
+    StatusJson, TcpRoute, TlsRoute, UdpRoute,
 };
 
 use super::status_scope::{Scope, changed_objects};
 use crate::sources::GatewayInformers;
 use sluice_routing::ObjectRef;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Longest condition message written (the API allows 32768; long ones help nobody).
@@ -354,31 +355,34 @@ fn has_entries_of(key: ParentsKey, status: Option<&Value>, controller: &str) -> 
 trait WithStatus:
     kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
 {
-    fn status(&self) -> Option<&Value>;
+    fn status(&self) -> Option<Cow<'_, Value>>;
 }
 
 /// The objects whose `status` is kept as a JSON value.
 macro_rules! with_status {
     ($($kind:ty),+) => {
         $(impl WithStatus for $kind {
-            fn status(&self) -> Option<&Value> {
-                self.status.as_ref()
+            fn status(&self) -> Option<Cow<'_, Value>> {
+                self.status.as_ref().map(Cow::Borrowed)
             }
         })+
     };
 }
 
-with_status!(
-    GatewayClass,
-    Gateway,
-    HttpRoute,
-    GrpcRoute,
-    TcpRoute,
-    TlsRoute,
-    UdpRoute,
-    BackendTlsPolicy,
-    ListenerSet
-);
+with_status!(GatewayClass, Gateway, BackendTlsPolicy, ListenerSet);
+
+/// The routes, whose `status` is kept as compact JSON text ([`StatusJson`]).
+macro_rules! with_status_text {
+    ($($kind:ty),+) => {
+        $(impl WithStatus for $kind {
+            fn status(&self) -> Option<Cow<'_, Value>> {
+                self.status.as_ref().map(|s| Cow::Owned(StatusJson::value(s)))
+            }
+        })+
+    };
+}
+
+with_status_text!(HttpRoute, GrpcRoute, TcpRoute, TlsRoute, UdpRoute);
 
 /// A parentRef as the API server stores it in `status.parents[].parentRef`: with the
 /// schema's defaults for `group` and `kind` filled in. Written without them, the stored
@@ -645,7 +649,7 @@ impl GatewayStatusWriter {
                     let namespace = meta.namespace.as_deref().unwrap_or_default();
                     let name = meta.name.as_deref().unwrap_or_default();
                     if !names.contains(&(namespace, name))
-                        && has_entries_of(key, current.status(), &self.controller_name)
+                        && has_entries_of(key, current.status().as_deref(), &self.controller_name)
                     {
                         listed.push((
                             std::borrow::Cow::Owned(ObjectRef {
@@ -672,7 +676,7 @@ impl GatewayStatusWriter {
             let none;
             let status = match status {
                 Some(status) => status,
-                None if has_entries_of(key, current.status(), &self.controller_name) => {
+                None if has_entries_of(key, current.status().as_deref(), &self.controller_name) => {
                     none = RouteStatus {
                         object: object.clone().into_owned(),
                         generation: current.meta().generation,
@@ -710,7 +714,11 @@ impl GatewayStatusWriter {
         let what = format!("{} {}", K::kind(&()), cached_key(cached));
         let mut current = cached.clone();
         for _ in 0..=CONFLICT_RETRIES {
-            let Some(status) = status_patch(current.status(), &desired(current.status())) else {
+            let patched = {
+                let held = current.status();
+                status_patch(held.as_deref(), &desired(held.as_deref()))
+            };
+            let Some(status) = patched else {
                 return Ok(0);
             };
             let patch = json!({

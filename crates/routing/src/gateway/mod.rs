@@ -38,6 +38,7 @@ mod listener_set;
 mod retry;
 mod rule;
 mod status;
+mod status_json;
 mod stream;
 mod types;
 
@@ -46,4 +47,5 @@ pub use status::{
     Condition, GatewayStatus, GatewayStatuses, ListenerSetStatus, ListenerStatus, ObjectStatus,
     PolicyStatus, RouteParentStatus, RouteStatus,
 };
+pub use status_json::StatusJson;
 pub use types::*;

@@ -3,8 +3,9 @@
 //!
 //! Only the fields sluice acts on are typed; everything else in an object is ignored when
 //! it is decoded, so newer API versions with more fields still decode. `status` is not
-//! read (the controller writes it from [`crate::gateway::GatewayStatuses`]), and is kept
-//! as raw JSON only so that a cached object round-trips.
+//! read by the compiler (the controller writes it from [`crate::gateway::GatewayStatuses`]),
+//! and is kept as JSON, for the routes as compact text ([`crate::gateway::StatusJson`]),
+//! so that a cached object round-trips.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
@@ -421,7 +422,7 @@ pub struct HttpRoute {
     /// `status`, as last written (not read by the compiler; the controller merges its own
     /// `parents[]` entries into it and keeps other controllers').
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<super::StatusJson>,
 }
 
 /// `HTTPRoute.spec`.
@@ -452,7 +453,7 @@ pub struct GrpcRoute {
     pub spec: GrpcRouteSpec,
     /// `status`, as last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<super::StatusJson>,
 }
 
 /// `GRPCRoute.spec`.
@@ -525,7 +526,7 @@ pub struct TcpRoute {
     pub spec: StreamRouteSpec,
     /// `status`, as last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<super::StatusJson>,
 }
 
 /// `TLSRoute`: connections to a TLS `Passthrough` listener go, by the SNI of their
@@ -541,7 +542,7 @@ pub struct TlsRoute {
     pub spec: StreamRouteSpec,
     /// `status`, as last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<super::StatusJson>,
 }
 
 /// `UDPRoute`: the datagrams of each client of a UDP listener go to one endpoint of its
@@ -557,7 +558,7 @@ pub struct UdpRoute {
     pub spec: StreamRouteSpec,
     /// `status`, as last written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<super::StatusJson>,
 }
 
 /// The `spec` of `TCPRoute`, `TLSRoute` and `UDPRoute` (TLSRoute alone has `hostnames`).

@@ -409,7 +409,7 @@ mod tests {
         let mut index = RouteIndex::new(&inputs(&[None], vec![a.clone(), b.clone()]));
         let mut touched = (*a).clone();
         touched.metadata.resource_version = Some("2".to_owned());
-        touched.status = Some(json!({"parents": []}));
+        touched.status = Some(json!({"parents": []}).into());
         let changes = index.diff(&inputs(&[None], vec![Arc::new(touched), b.clone()]));
         assert_eq!(changes.len(), 0);
         let changes = index.diff(&inputs(&[None], vec![route("a", &["c.test"])]));
@@ -432,7 +432,7 @@ mod tests {
         );
         let mut index = RouteIndex::new(&inputs(&[None], vec![a.clone(), b, c]));
         let mut status_write = (*a).clone();
-        status_write.status = Some(json!({"parents": []}));
+        status_write.status = Some(json!({"parents": []}).into());
         let changes = index.diff(&inputs(
             &[None],
             vec![
