@@ -492,15 +492,15 @@ impl IngressInformers {
     /// Calls `changed` after every add, update or delete of any watched object, including
     /// those of informers added later, except an update of an Ingress or a Gateway API
     /// object that changed its status only; each add and update of those kinds also calls
-    /// `status_changed` with the object (see [`crate::status_only`]).
+    /// `touched` with the object (see [`crate::status_only`]).
     pub fn on_change(
         &self,
         changed: impl Fn() + Send + Sync + 'static,
-        status_changed: impl Fn(ObjectRef) + Send + Sync + 'static,
+        touched: impl Fn(ObjectRef) + Send + Sync + 'static,
     ) {
         let callbacks = ChangeCallbacks {
             changed: Arc::new(changed),
-            status_changed: Arc::new(status_changed),
+            touched: Arc::new(touched),
         };
         // Under the lock `add_gateway` takes: each informer gets these callbacks exactly once.
         let mut registered = self.changed.lock().unwrap_or_else(|e| e.into_inner());

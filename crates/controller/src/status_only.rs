@@ -23,7 +23,7 @@ pub(crate) struct ChangeCallbacks {
     pub(crate) changed: Arc<dyn Fn() + Send + Sync>,
     /// This object, one whose status sluice writes, was added or updated (maybe only its
     /// status): the status writers check it.
-    pub(crate) status_changed: Arc<dyn Fn(ObjectRef) + Send + Sync>,
+    pub(crate) touched: Arc<dyn Fn(ObjectRef) + Send + Sync>,
 }
 
 /// The objects added or updated (their status maybe changed under the status writers) since
@@ -45,7 +45,8 @@ impl Default for StatusChanges {
 }
 
 impl StatusChanges {
-    /// Notes that `object`'s status changed, and wakes whoever waits.
+    /// Notes that `object` was added or updated (its status maybe changed), and wakes
+    /// whoever waits.
     pub(crate) fn record(&self, object: ObjectRef) {
         self.objects
             .lock()
@@ -92,10 +93,7 @@ where
         callbacks.changed.clone(),
         callbacks.changed.clone(),
     );
-    let (on_add, on_update) = (
-        callbacks.status_changed.clone(),
-        callbacks.status_changed.clone(),
-    );
+    let (on_add, on_update) = (callbacks.touched.clone(), callbacks.touched.clone());
     informer.add_event_handler(
         HandlerFuncs::new()
             .on_add(move |new, _| {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use rustls::crypto::CryptoProvider;
 use rustls::sign::CertifiedKey;
+use sluice_routing::persistent::ChunkedVec;
 use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
@@ -48,10 +49,10 @@ pub(crate) struct Snapshot {
     pub(crate) table: RouteTable,
     /// Indexed by `Backend::id`; shared with the previous snapshot for backends that did
     /// not change.
-    pub(crate) backends: Box<[Arc<BackendState>]>,
+    pub(crate) backends: ChunkedVec<Arc<BackendState>>,
     /// Request metrics per route entry (indexed like [`RouteTable::entries`]): one per
     /// backend the entry can send to (its own, its canary's, its `default-backend`).
-    pub(crate) routes: Box<[EntryMetrics]>,
+    pub(crate) routes: ChunkedVec<EntryMetrics>,
     /// rustls keys of the table's certificates, keyed by the address of their
     /// `Arc<TlsCertificate>` in `table` (stable while `table` lives).
     keys: HashMap<usize, Arc<CertifiedKey>>,
@@ -98,8 +99,8 @@ impl Snapshot {
             global_store,
             settings_from: Arc::default(),
             table: RouteTable::empty(),
-            backends: Box::default(),
-            routes: Box::default(),
+            backends: ChunkedVec::new(),
+            routes: ChunkedVec::new(),
             keys: HashMap::new(),
             parsed: Vec::new(),
             default_key: None,
@@ -166,19 +167,21 @@ impl Snapshot {
         // Metric handles (and unchanged balancers) follow the service.
         let mut by_service: Option<HashMap<&str, &Arc<BackendState>>> = None;
         let before_backends = previous.table.backends();
-        let backends = table
-            .backends()
-            .iter()
-            .enumerate()
-            .map(|(id, backend)| {
-                if let (Some(old), Some(state)) =
-                    (before_backends.get(id), previous.backends.get(id))
-                    && Arc::ptr_eq(old, backend)
-                {
-                    return Arc::clone(state);
-                }
-                let service = service_label(&backend.service);
-                let before = by_service
+        // Chunks of backends the previous table shares with this one keep their state
+        // as it is, without a look at each backend.
+        let mut state_of = |id: usize, backend: &Arc<sluice_routing::Backend>| {
+            let same_index = previous.backends.get(id);
+            if let (Some(old), Some(state)) = (before_backends.get(id), same_index)
+                && Arc::ptr_eq(old, backend)
+            {
+                return Arc::clone(state);
+            }
+            let service = service_label(&backend.service);
+            // A backend whose endpoints changed keeps its id (endpoint changes): its
+            // previous state is at the same index, found without a map of every backend.
+            let before = match same_index {
+                Some(state) if state.metrics.service == service => Some(state),
+                _ => by_service
                     .get_or_insert_with(|| {
                         previous
                             .backends
@@ -186,41 +189,91 @@ impl Snapshot {
                             .map(|b| (b.metrics.service.as_str(), b))
                             .collect()
                     })
-                    .remove(service.as_str());
-                let metrics = match before {
-                    Some(found) => Arc::clone(&found.metrics),
-                    None => Arc::new(metrics.backend(service)),
-                };
-                let balancer = match before {
-                    Some(found) if found.balancer.has_addrs(&backend.endpoints) => {
-                        found.balancer.same_endpoints()
+                    .remove(service.as_str()),
+            };
+            let metrics = match before {
+                Some(found) => Arc::clone(&found.metrics),
+                None => Arc::new(metrics.backend(service)),
+            };
+            let balancer = match before {
+                Some(found) if found.balancer.has_addrs(&backend.endpoints) => {
+                    found.balancer.same_endpoints()
+                }
+                _ => {
+                    // Where every address was the same backend's before (endpoints
+                    // added, removed or changed in readiness), its own endpoints are
+                    // enough; else those of every previous backend.
+                    let own: Option<HashMap<SocketAddr, Arc<Endpoint>>> = before.map(|b| {
+                        b.balancer
+                            .endpoints()
+                            .iter()
+                            .map(|e| (e.addr, Arc::clone(e)))
+                            .collect()
+                    });
+                    match own {
+                        Some(mut own) if backend.endpoints.iter().all(|a| own.contains_key(a)) => {
+                            Balancer::new(&backend.endpoints, &mut own)
+                        }
+                        _ => {
+                            let all = endpoints.get_or_insert_with(|| {
+                                previous
+                                    .backends
+                                    .iter()
+                                    .flat_map(|b| b.balancer.endpoints())
+                                    .map(|e| (e.addr, Arc::clone(e)))
+                                    .collect()
+                            });
+                            Balancer::new(&backend.endpoints, all)
+                        }
                     }
-                    _ => {
-                        let all = endpoints.get_or_insert_with(|| {
-                            previous
-                                .backends
-                                .iter()
-                                .flat_map(|b| b.balancer.endpoints())
-                                .map(|e| (e.addr, Arc::clone(e)))
-                                .collect()
-                        });
-                        Balancer::new(&backend.endpoints, all)
-                    }
-                };
-                Arc::new(BackendState { balancer, metrics })
-            })
-            .collect::<Box<[Arc<BackendState>]>>();
+                }
+            };
+            Arc::new(BackendState { balancer, metrics })
+        };
+        let backends =
+            table
+                .backends()
+                .derive(before_backends, &previous.backends, |first, chunk| {
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(k, backend)| state_of(first + k, backend))
+                        .collect()
+                });
 
         let routes = route_metrics(&table, &backends, previous, metrics);
 
         let mut keys = HashMap::new();
         let mut parsed = Vec::new();
+        // The previous keys by content, made when a certificate is not one of the
+        // previous table's own (`Arc`): one look-up per certificate, not a search.
+        let mut by_content: Option<KeysByContent<'_>> = None;
         for cert in table.certificates() {
-            let reused = previous.parsed.iter().find(|(old, _)| {
-                old.cert_chain == cert.cert_chain && old.key.secret_der() == cert.key.secret_der()
-            });
+            let reused = previous
+                .keys
+                // The previous table holds its certificates: an address among its keys is
+                // that very certificate.
+                .get(&(Arc::as_ptr(cert) as usize))
+                .or_else(|| {
+                    let chain = cert.cert_chain.first().map_or(&[][..], |c| c.as_ref());
+                    by_content
+                        .get_or_insert_with(|| {
+                            previous
+                                .parsed
+                                .iter()
+                                .map(|(old, key)| {
+                                    let chain =
+                                        old.cert_chain.first().map_or(&[][..], |c| c.as_ref());
+                                    ((chain, old.key.secret_der()), key)
+                                })
+                                .collect()
+                        })
+                        .get(&(chain, cert.key.secret_der()))
+                        .copied()
+                        .filter(|key| key.cert == cert.cert_chain)
+                });
             let key = match reused {
-                Some((_, key)) => Arc::clone(key),
+                Some(key) => Arc::clone(key),
                 None => match CertifiedKey::from_der(
                     cert.cert_chain.clone(),
                     cert.key.clone_key(),
@@ -243,7 +296,10 @@ impl Snapshot {
             .default_certificate()
             .and_then(|cert| keys.get(&(Arc::as_ptr(cert) as usize)))
             .cloned();
-        let tls_clients = Some(TlsClients::new(&table, provider));
+        let tls_clients = Some(match &previous.tls_clients {
+            Some(clients) => clients.next(&table, &previous.table, provider),
+            None => TlsClients::new(&table, provider),
+        });
         let client_cert_verifiers = table
             .client_cert_auths()
             .filter_map(|auth| {
@@ -304,22 +360,22 @@ impl Snapshot {
 /// backend) pair is looked up once, and without allocating unless its handles are new.
 fn route_metrics<'t>(
     table: &'t RouteTable,
-    backends: &[Arc<BackendState>],
+    backends: &ChunkedVec<Arc<BackendState>>,
     previous: &Snapshot,
     metrics: &Metrics,
-) -> Box<[EntryMetrics]> {
+) -> ChunkedVec<EntryMetrics> {
     let before = previous.table.entries();
     let entries = table.entries();
     // Entries the previous table had at the same index keep their handles.
-    let kept: Vec<bool> = (0..entries.len())
-        .map(|id| {
-            before
-                .get(id)
-                .zip(previous.routes.get(id))
-                .is_some_and(|(old, _)| Arc::ptr_eq(old, &entries[id]))
-        })
-        .collect();
-    // The previous snapshot's handles by label, made on the first entry that needs them.
+    let kept = |id: usize| {
+        before
+            .get(id)
+            .zip(previous.routes.get(id))
+            .zip(entries.get(id))
+            .is_some_and(|((old, _), new)| Arc::ptr_eq(old, new))
+    };
+    // The previous snapshot's handles by label, made on the first entry that needs them:
+    // those of the entries not kept, which lie in the chunks the tables do not share.
     let mut known: Option<KnownHandles<'_>> = None;
     let mut made: HashMap<(&'static str, &'t str, &'t str, usize), Arc<RouteMetrics>> =
         HashMap::new();
@@ -342,12 +398,11 @@ fn route_metrics<'t>(
             // The handles of the previous entries that are not kept: where a changed
             // entry's counts continue (after an incremental compile, a few).
             let known = known.get_or_insert_with(|| {
-                previous
-                    .routes
-                    .iter()
-                    .enumerate()
-                    .filter(|(id, _)| !kept.get(*id).copied().unwrap_or(false))
-                    .flat_map(|(_, choices)| choices.iter())
+                before
+                    .unshared(entries)
+                    .filter(|&id| !kept(id))
+                    .filter_map(|id| previous.routes.get(id))
+                    .flat_map(|choices| choices.iter())
                     .map(|(_, m)| (m.borrowed_key(), m))
                     .collect()
             });
@@ -360,34 +415,41 @@ fn route_metrics<'t>(
         });
         (id, handles)
     };
-    entries
-        .iter()
-        .enumerate()
-        .map(|(id, entry)| {
-            // The same entry (an incremental compile keeps the ones it did not touch) has
-            // the same backends, hence the same handles.
-            if kept[id]
-                && let Some(handles) = previous.routes.get(id)
-            {
-                return Arc::clone(handles);
-            }
-            let mut choices = vec![handle(&entry.source, &entry.backend)];
-            if let Some(canary) = &entry.canary {
-                choices.push(handle(&canary.source, &canary.backend));
-            }
-            if let Some(fallback) = &entry.fallback {
-                choices.push(handle(&entry.source, fallback));
-            }
-            // Gateway API weighted `backendRefs`: each counted under its own Service.
-            for target in &entry.split {
-                if !choices.iter().any(|(id, _)| *id == target.backend.id) {
-                    choices.push(handle(&entry.source, &target.backend));
+    // Chunks the previous table shares with this one keep their handles as they are.
+    entries.derive(before, &previous.routes, |first, chunk| {
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(k, entry)| {
+                let id = first + k;
+                // The same entry (an incremental compile keeps the ones it did not touch)
+                // has the same backends, hence the same handles.
+                if kept(id)
+                    && let Some(handles) = previous.routes.get(id)
+                {
+                    return Arc::clone(handles);
                 }
-            }
-            choices.into()
-        })
-        .collect()
+                let mut choices = vec![handle(&entry.source, &entry.backend)];
+                if let Some(canary) = &entry.canary {
+                    choices.push(handle(&canary.source, &canary.backend));
+                }
+                if let Some(fallback) = &entry.fallback {
+                    choices.push(handle(&entry.source, fallback));
+                }
+                // Gateway API weighted `backendRefs`: each counted under its own Service.
+                for target in &entry.split {
+                    if !choices.iter().any(|(id, _)| *id == target.backend.id) {
+                        choices.push(handle(&entry.source, &target.backend));
+                    }
+                }
+                choices.into()
+            })
+            .collect()
+    })
 }
+
+/// The previous snapshot's parsed keys by their certificate's first DER and key DER.
+type KeysByContent<'p> = HashMap<(&'p [u8], &'p [u8]), &'p Arc<CertifiedKey>>;
 
 /// The previous snapshot's route metric handles by their labels (kind, namespace, name,
 /// service).
@@ -781,5 +843,48 @@ mod tests {
             &after.routes[moved][0].1,
             &before.routes[old][0].1
         ));
+    }
+
+    /// The TLS client settings of a swapped-in table are carried over from the previous
+    /// snapshot and completed from the entries the compile changed: an Ingress that starts
+    /// asking for TLS settings towards its backend (`proxy-ssl-name`) gets them, and the
+    /// untouched one keeps none.
+    #[test]
+    fn a_swap_after_an_incremental_compile_has_the_tls_settings_of_the_changed_entries() {
+        let table = handle();
+        let options = sluice_routing::CompileOptions::default();
+        let mut compiler = sluice_routing::IncrementalCompiler::new();
+        let mut inputs = inputs("two.test");
+        table.update(compiler.compile(&inputs, &options).table, Duration::ZERO);
+        let mut second = (*inputs.ingresses[1]).clone();
+        second.metadata.annotations = Some(
+            [
+                ("nginx.ingress.kubernetes.io/proxy-ssl-name", "b.internal"),
+                ("nginx.ingress.kubernetes.io/proxy-ssl-server-name", "on"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        );
+        inputs.ingresses[1] = Arc::new(second);
+        let compiled = compiler.compile(&inputs, &options);
+        assert!(matches!(
+            compiler.last_kind(),
+            sluice_routing::CompileKind::Incremental { objects: 1 }
+        ));
+        table.update_partial(compiled.table, Duration::ZERO);
+        let after = table.shared.current.load_full();
+        let clients = after.tls_clients.as_ref().expect("clients");
+        let default = clients.get(None, None);
+        let id = after.table.route_id("two.test", "/").expect("two routes");
+        let tls = after.table.entry(id).policy.upstream_tls.as_ref();
+        assert!(tls.is_some(), "proxy-ssl-name makes a TLS setting");
+        let configs = clients.get(tls, None);
+        assert!(
+            !Arc::ptr_eq(&configs.http1, &default.http1),
+            "the changed entry's setting has configurations of its own"
+        );
+        let one = after.table.route_id("one.test", "/").expect("one routes");
+        assert!(after.table.entry(one).policy.upstream_tls.is_none());
     }
 }

@@ -23,7 +23,10 @@ impl BackendRegistry {
     /// The registry of `table`'s backends, taken out of it (the Gateway API compiler adds
     /// to what the Ingress compiler made; [`Self::into_backends`] gives them back).
     pub(crate) fn new(table: &mut RouteTable) -> Self {
-        let backends = std::mem::take(&mut table.backends);
+        let backends: Vec<Arc<Backend>> = std::mem::take(&mut table.backends)
+            .iter()
+            .cloned()
+            .collect();
         let by_service = backends
             .iter()
             .enumerate()

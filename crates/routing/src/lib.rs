@@ -127,6 +127,7 @@ mod log_format;
 mod nginx_config;
 pub mod openssl_ciphers;
 mod path;
+pub mod persistent;
 mod policy;
 mod protocol;
 mod refs;

@@ -6,7 +6,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::backend::Backend;
 use crate::host::{normalize_request_host, normalize_request_host_in, wildcard_suffix};
-use crate::key::{FastMap, Key};
+use crate::persistent::{ChunkedVec, ShardedMap};
 use crate::policy::Policy;
 use crate::refs::ObjectRef;
 use crate::request::RequestInfo;
@@ -250,39 +250,39 @@ impl Rewrite {
 #[derive(Debug, Default, Clone)]
 pub struct RouteTable {
     /// Ingress rules of exact hosts, keyed by canonical host name.
-    pub(crate) exact_hosts: FastMap<Key, Arc<RuleSet>>,
+    pub(crate) exact_hosts: ShardedMap<Arc<RuleSet>>,
     /// Ingress rules of wildcard hosts `*.suffix` (one label), keyed by `suffix`.
-    pub(crate) wildcard_hosts: FastMap<Key, Arc<RuleSet>>,
+    pub(crate) wildcard_hosts: ShardedMap<Arc<RuleSet>>,
     /// Ingress rules without a host; `None` when no Ingress has any.
     pub(crate) any_host: Option<Arc<RuleSet>>,
     /// Entry of the winning `spec.defaultBackend`.
     pub(crate) default_backend: Option<u32>,
     /// What matches yield; path matchers hold indices into this. Shared (`Arc`) so that
     /// an incremental compile copies the table without copying its entries.
-    pub(crate) entries: Vec<Arc<RouteEntry>>,
+    pub(crate) entries: ChunkedVec<Arc<RouteEntry>>,
     /// Certificates for exact SNI names.
-    pub(crate) exact_certs: FastMap<Key, Arc<TlsCertificate>>,
+    pub(crate) exact_certs: ShardedMap<Arc<TlsCertificate>>,
     /// Certificates for `*.suffix`, keyed by `suffix`.
-    pub(crate) wildcard_certs: FastMap<Key, Arc<TlsCertificate>>,
+    pub(crate) wildcard_certs: ShardedMap<Arc<TlsCertificate>>,
     /// Gateway listeners' certificates for exact names an Ingress has none for (apart
     /// from the Ingress ones, so that recompiling Ingress hosts leaves them as they are).
-    pub(crate) gateway_exact_certs: FastMap<Key, Arc<TlsCertificate>>,
+    pub(crate) gateway_exact_certs: ShardedMap<Arc<TlsCertificate>>,
     /// The same for `*.suffix`, keyed by `suffix`.
-    pub(crate) gateway_wildcard_certs: FastMap<Key, Arc<TlsCertificate>>,
+    pub(crate) gateway_wildcard_certs: ShardedMap<Arc<TlsCertificate>>,
     /// Every certificate in use, once each, ordered by Secret (the default one included).
     pub(crate) certificates: Vec<Arc<TlsCertificate>>,
     /// `--default-ssl-certificate`, when its Secret is usable; one of `certificates`.
     pub(crate) default_certificate: Option<Arc<TlsCertificate>>,
     /// Every backend, `backends[i].id == i`: those of Ingresses ordered by
     /// [`crate::ServiceRef`], then those only Gateway API routes name.
-    pub(crate) backends: Vec<Arc<Backend>>,
+    pub(crate) backends: ChunkedVec<Arc<Backend>>,
     /// Gateway API routes, when there are any.
     pub(crate) gateway: Option<Arc<crate::rules::GatewayRoutes>>,
     /// Hosts whose clients are asked for certificates (`auth-tls-*`).
     pub(crate) client_certs: crate::client_cert::ClientCertHosts,
     /// `ssl-passthrough` hosts (exact names): their TLS connections on the shared HTTPS
     /// listener are piped to the backend of their `/` path.
-    pub(crate) passthrough: FastMap<Key, Arc<crate::rules::StreamTarget>>,
+    pub(crate) passthrough: ShardedMap<Arc<crate::rules::StreamTarget>>,
     /// ingress-nginx's ConfigMap keys that set the whole proxy (default: none set, the
     /// flags apply).
     pub(crate) globals: Arc<crate::nginx_config::ProxyGlobals>,
@@ -332,7 +332,7 @@ impl RouteTable {
     pub fn passthrough_target(&self, sni: &str) -> Option<&crate::rules::StreamTarget> {
         let mut buf = [0u8; 256];
         let name = normalize_request_host_in(sni, &mut buf);
-        self.passthrough.get(&*name).map(|t| &**t)
+        self.passthrough.get(&name).map(|t| &**t)
     }
 
     /// Whether some host is `ssl-passthrough` (then the shared HTTPS listener reads each
@@ -439,7 +439,7 @@ impl RouteTable {
     /// post-process a compiled table before it is shared (tables are immutable once
     /// published).
     pub fn map_entries(mut self, mut change: impl FnMut(&mut RouteEntry)) -> RouteTable {
-        for entry in &mut self.entries {
+        for entry in self.entries.iter_mut() {
             change(Arc::make_mut(entry));
         }
         self
@@ -496,7 +496,7 @@ impl RouteTable {
     /// Every route entry, indexed by [`RouteTable::route_id`]. After an incremental compile
     /// some may be left over from replaced rules: no rule reaches those, and they forward
     /// nowhere ([`RouteEntry::forwards`] is false).
-    pub fn entries(&self) -> &[Arc<RouteEntry>] {
+    pub fn entries(&self) -> &ChunkedVec<Arc<RouteEntry>> {
         &self.entries
     }
 
@@ -522,8 +522,8 @@ impl RouteTable {
         // An Ingress's certificate before a Gateway listener's, at each step.
         let suffix = wildcard_suffix(&name);
         self.exact_certs
-            .get(&*name)
-            .or_else(|| self.gateway_exact_certs.get(&*name))
+            .get(&name)
+            .or_else(|| self.gateway_exact_certs.get(&name))
             .or_else(|| suffix.and_then(|s| self.wildcard_certs.get(s)))
             .or_else(|| suffix.and_then(|s| self.gateway_wildcard_certs.get(s)))
     }
@@ -543,7 +543,7 @@ impl RouteTable {
     }
 
     /// Every distinct backend in the table; `Backend::id` is its index here (dense `0..n`).
-    pub fn backends(&self) -> &[Arc<Backend>] {
+    pub fn backends(&self) -> &ChunkedVec<Arc<Backend>> {
         &self.backends
     }
 
@@ -608,7 +608,7 @@ impl RouteTable {
     /// default backend answers. Not for the hot path (`sluice explain`).
     pub fn matched(&self, host: &str, path: &str) -> Option<(Route, usize)> {
         let host = normalize_request_host(host);
-        let (owner, rules) = if let Some(m) = self.exact_hosts.get(&*host) {
+        let (owner, rules) = if let Some(m) = self.exact_hosts.get(&host) {
             (host.to_string(), m)
         } else if let Some((suffix, m)) = wildcard_suffix(&host)
             .and_then(|suffix| self.wildcard_hosts.get(suffix).map(|m| (suffix, m)))

@@ -709,7 +709,8 @@ async fn status_loop(
         tokio::select! {
             _ = stop.cancelled() => break,
             r = reports.changed() => if r.is_err() { break },
-            // A status someone else wrote: ours are checked against the current objects.
+            // An object of a status-written kind was added or updated (a status someone
+            // else wrote, our own write coming back, a recreated object): checked.
             s = status_ticks.changed() => if s.is_err() { break },
             l = leading.changed() => if l.is_err() { break },
         }

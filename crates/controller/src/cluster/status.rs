@@ -123,7 +123,7 @@ fn current(ing: &Ingress) -> Vec<IngressLoadBalancerIngress> {
 /// Ours get the published entries; an Ingress that is not ours but still carries exactly
 /// our entries left our class, and is cleared. Pure, for testing.
 pub fn plan(
-    ingresses: &[std::sync::Arc<Ingress>],
+    ingresses: &[Arc<Ingress>],
     ours: &BTreeSet<(String, String)>,
     published: &[IngressLoadBalancerIngress],
 ) -> Vec<(String, String, Vec<IngressLoadBalancerIngress>)> {
@@ -253,7 +253,7 @@ impl StatusWriter {
         let todo = match changes {
             // Those objects only: are they ours, and what do they carry.
             Some(changed) => {
-                let ingresses: Vec<std::sync::Arc<Ingress>> = changed
+                let ingresses: Vec<Arc<Ingress>> = changed
                     .iter()
                     .filter_map(|o| {
                         self.ingresses

@@ -20,7 +20,7 @@ use rustls::version::{TLS12, TLS13};
 use rustls::{
     ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme, SupportedProtocolVersion,
 };
-use sluice_routing::{RouteTable, Tls12Suite, TlsCertificate, UpstreamTls};
+use sluice_routing::{RouteEntry, RouteTable, Tls12Suite, TlsCertificate, UpstreamTls};
 use tracing::warn;
 
 /// The client configurations of one route setting: ALPN `http/1.1` and ALPN `h2`.
@@ -38,9 +38,18 @@ pub(crate) struct TlsClients {
     /// Routes without `proxy-ssl-*`: no verification, no SNI, no client certificate.
     default: ClientConfigs,
     /// Keyed by the addresses of the route's `Arc<UpstreamTls>` and of the client
-    /// certificate its Gateway shows backends (each 0 when none; stable while the table
-    /// lives).
-    by_policy: HashMap<(usize, usize), ClientConfigs>,
+    /// certificate its Gateway shows backends (each 0 when none). Each value holds the two
+    /// `Arc`s, so that no other setting can take their addresses while it is kept (the
+    /// next table's configurations start from these).
+    by_policy: HashMap<(usize, usize), Held>,
+}
+
+/// The configurations of one setting, with what keeps its key's addresses taken.
+#[derive(Debug, Clone)]
+struct Held {
+    configs: ClientConfigs,
+    _tls: Option<Arc<UpstreamTls>>,
+    _client: Option<Arc<TlsCertificate>>,
 }
 
 /// The key of a TLS setting and a client certificate.
@@ -51,6 +60,44 @@ fn key(tls: Option<&Arc<UpstreamTls>>, client: Option<&Arc<TlsCertificate>>) -> 
     )
 }
 
+/// Adds the configurations of `tls` with `client`, unless there are some.
+fn add(
+    by_policy: &mut HashMap<(usize, usize), Held>,
+    tls: Option<&Arc<UpstreamTls>>,
+    client: Option<&Arc<TlsCertificate>>,
+    provider: &Arc<CryptoProvider>,
+) {
+    if tls.is_none() && client.is_none() {
+        return;
+    }
+    by_policy.entry(key(tls, client)).or_insert_with(|| Held {
+        configs: configs(tls.map(|t| &**t), client.map(|c| &**c), provider),
+        _tls: tls.cloned(),
+        _client: client.cloned(),
+    });
+}
+
+/// Adds the configurations route entry `entry` needs.
+fn add_entry(
+    by_policy: &mut HashMap<(usize, usize), Held>,
+    entry: &RouteEntry,
+    provider: &Arc<CryptoProvider>,
+) {
+    let client = entry.policy.backend_client_certificate.as_ref();
+    add(
+        by_policy,
+        entry.policy.upstream_tls.as_ref(),
+        client,
+        provider,
+    );
+    if client.is_some() {
+        add(by_policy, None, client, provider);
+        for backend in entry.forwarded_backends() {
+            add(by_policy, backend.tls.as_ref(), client, provider);
+        }
+    }
+}
+
 impl TlsClients {
     /// Builds the configurations `table`'s routes use: each route's `proxy-ssl-*` setting
     /// and each BackendTLSPolicy of a Service port, with the client certificate of the
@@ -58,29 +105,42 @@ impl TlsClients {
     /// left out (the backend then decides).
     pub(crate) fn new(table: &RouteTable, provider: &Arc<CryptoProvider>) -> TlsClients {
         let mut by_policy = HashMap::new();
-        let mut add = |tls: Option<&Arc<UpstreamTls>>, client: Option<&Arc<TlsCertificate>>| {
-            if tls.is_none() && client.is_none() {
-                return;
-            }
-            by_policy
-                .entry(key(tls, client))
-                .or_insert_with(|| configs(tls.map(|t| &**t), client.map(|c| &**c), provider));
-        };
         for entry in table.entries() {
-            let client = entry.policy.backend_client_certificate.as_ref();
-            add(entry.policy.upstream_tls.as_ref(), client);
-            if client.is_some() {
-                add(None, client);
-                for backend in entry.forwarded_backends() {
-                    add(backend.tls.as_ref(), client);
-                }
-            }
+            add_entry(&mut by_policy, entry, provider);
         }
         for backend in table.backends() {
-            add(backend.tls.as_ref(), None);
+            add(&mut by_policy, backend.tls.as_ref(), None, provider);
         }
         TlsClients {
             default: configs(None, None, provider),
+            by_policy,
+        }
+    }
+
+    /// The configurations of `table`, which an incremental compile made from `previous`
+    /// (these are `previous`'s): these, and those of the entries and backends in the
+    /// chunks the tables do not share. Settings no route uses any more stay until a table
+    /// shares little with its previous one (a full compile): then all is built anew.
+    pub(crate) fn next(
+        &self,
+        table: &RouteTable,
+        previous: &RouteTable,
+        provider: &Arc<CryptoProvider>,
+    ) -> TlsClients {
+        let changed: Vec<usize> = table.entries().unshared(previous.entries()).collect();
+        if changed.len() * 2 > table.entries().len().max(1) {
+            return TlsClients::new(table, provider);
+        }
+        let mut by_policy = self.by_policy.clone();
+        for entry in changed.iter().filter_map(|&id| table.entries().get(id)) {
+            add_entry(&mut by_policy, entry, provider);
+        }
+        let backends = table.backends().unshared(previous.backends());
+        for backend in backends.filter_map(|id| table.backends().get(id)) {
+            add(&mut by_policy, backend.tls.as_ref(), None, provider);
+        }
+        TlsClients {
+            default: self.default.clone(),
             by_policy,
         }
     }
@@ -93,7 +153,7 @@ impl TlsClients {
     ) -> &ClientConfigs {
         self.by_policy
             .get(&key(tls, client))
-            .unwrap_or(&self.default)
+            .map_or(&self.default, |held| &held.configs)
     }
 }
 

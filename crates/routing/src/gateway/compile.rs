@@ -476,7 +476,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
             };
             statuses.routes.push(Arc::new(status));
         }
-        table.backends = backends.into_backends();
+        table.backends = backends.into_backends().into_iter().collect();
         statuses.policies = self.policy_statuses(&routes, &statuses.routes);
         // By object, whatever the routes' ages: one order for every compile.
         statuses.routes.sort_by(|a, b| a.object.cmp(&b.object));
@@ -1871,16 +1871,12 @@ fn add_certificates(table: &mut RouteTable, certs: Vec<(HostPattern, Arc<TlsCert
         let cert = table.add_certificate(cert);
         match host {
             HostPattern::Exact(h) => {
-                table
-                    .gateway_exact_certs
-                    .entry(Key::new(&h))
-                    .or_insert(cert);
+                table.gateway_exact_certs.get_or_insert(Key::new(&h), cert);
             }
             HostPattern::Wildcard(s) => {
                 table
                     .gateway_wildcard_certs
-                    .entry(Key::new(&s))
-                    .or_insert(cert);
+                    .get_or_insert(Key::new(&s), cert);
             }
             HostPattern::Any => {
                 if table.default_certificate.is_none() {

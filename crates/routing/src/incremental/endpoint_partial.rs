@@ -98,12 +98,16 @@ impl Last {
 
         // Their backends, resolved again.
         let mut replaced: HashMap<usize, Arc<Backend>> = HashMap::new();
+        let changed_names: HashSet<(&str, &str)> = changed
+            .iter()
+            .map(|(namespace, name)| (namespace.as_str(), name.as_str()))
+            .collect();
         for backend in &self.table.backends {
             let service = (
-                backend.service.namespace.clone(),
-                backend.service.name.clone(),
+                backend.service.namespace.as_str(),
+                backend.service.name.as_str(),
             );
-            if !changed.contains(&service) {
+            if !changed_names.contains(&service) {
                 continue;
             }
             let resolved = match backend.kind {
@@ -150,16 +154,25 @@ fn repoint(table: &mut crate::RouteTable, replaced: &HashMap<usize, Arc<Backend>
             *slot = Arc::clone(backend);
         }
     }
-    for entry in &mut table.entries {
-        let sends = |b: &Arc<Backend>| replaced.contains_key(&b.id);
-        let touched = sends(&entry.backend)
-            || entry.fallback.as_ref().is_some_and(sends)
-            || entry.canary.as_ref().is_some_and(|c| sends(&c.backend))
-            || entry.split.iter().any(|t| sends(&t.backend))
-            || entry.mirrors.iter().any(|m| sends(&m.backend));
-        if !touched {
+    let sends = |b: &Arc<Backend>| replaced.contains_key(&b.id);
+    // Only the chunks of the entries that change are copied.
+    let touched: Vec<usize> = table
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| {
+            sends(&entry.backend)
+                || entry.fallback.as_ref().is_some_and(sends)
+                || entry.canary.as_ref().is_some_and(|c| sends(&c.backend))
+                || entry.split.iter().any(|t| sends(&t.backend))
+                || entry.mirrors.iter().any(|m| sends(&m.backend))
+        })
+        .map(|(id, _)| id)
+        .collect();
+    for id in touched {
+        let Some(entry) = table.entries.get_mut(id) else {
             continue;
-        }
+        };
         let e = Arc::make_mut(entry);
         if let Some(b) = new(&e.backend) {
             e.backend = b;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::graft::{BackendsByService, GraftError};
 use crate::backend::Backend;
+use crate::persistent::ChunkedVec;
 use crate::policy::Policy;
 use crate::rules::RuleSet;
 use crate::table::{RouteEntry, RouteTable};
@@ -68,8 +69,8 @@ impl Moved {
 /// no entry takes them, left forwarding nowhere and added to `free`.
 pub(crate) fn move_in(
     table: &mut RouteTable,
-    backends: Vec<Arc<Backend>>,
-    entries: Vec<Arc<RouteEntry>>,
+    backends: ChunkedVec<Arc<Backend>>,
+    entries: ChunkedVec<Arc<RouteEntry>>,
     free: &mut Vec<u32>,
     mut freed: Vec<u32>,
     by_service: &mut BackendsByService,

@@ -131,12 +131,69 @@ impl RouteChanges {
     }
 }
 
+/// The routes of one host name: a list while there are a few (most host names have one
+/// route, and a set of one is some 250 bytes more per route at 10,000), a set beyond.
+#[derive(Debug)]
+enum Names {
+    Few(Vec<ObjectRef>),
+    Many(HashSet<ObjectRef>),
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names::Few(Vec::new())
+    }
+}
+
+impl Names {
+    /// How many a list holds before it becomes a set.
+    const FEW: usize = 8;
+
+    fn insert(&mut self, name: ObjectRef) {
+        match self {
+            Names::Few(names) if names.contains(&name) => {}
+            Names::Few(names) if names.len() < Self::FEW => names.push(name),
+            Names::Few(names) => {
+                let mut set: HashSet<ObjectRef> = names.drain(..).collect();
+                set.insert(name);
+                *self = Names::Many(set);
+            }
+            Names::Many(set) => {
+                set.insert(name);
+            }
+        }
+    }
+
+    fn remove(&mut self, name: &ObjectRef) {
+        match self {
+            Names::Few(names) => names.retain(|n| n != name),
+            Names::Many(set) => {
+                set.remove(name);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Names::Few(names) => names.is_empty(),
+            Names::Many(set) => set.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = &ObjectRef> + '_> {
+        match self {
+            Names::Few(names) => Box::new(names.iter()),
+            Names::Many(set) => Box::new(set.iter()),
+        }
+    }
+}
+
 /// Every HTTPRoute and GRPCRoute of the last compile, with where they may be served, and
 /// the routes of each host name.
 #[derive(Default)]
 pub(crate) struct RouteIndex {
     by_name: FastMap<ObjectRef, Known>,
-    by_host: FastMap<HostPattern, HashSet<ObjectRef>>,
+    by_host: FastMap<HostPattern, Names>,
     broad: HashSet<ObjectRef>,
     by_address: HashSet<usize, foldhash::fast::RandomState>,
     /// The host names of every listener of every Gateway and ListenerSet (`Any`: one
@@ -293,7 +350,8 @@ impl RouteIndex {
                 .then_some(&self.broad)
                 .into_iter()
                 .flatten();
-            for name in self.by_host.get(&host).into_iter().flatten().chain(broad) {
+            let own = self.by_host.get(&host).into_iter().flat_map(Names::iter);
+            for name in own.chain(broad) {
                 if !names.insert(name) {
                     continue;
                 }
@@ -327,6 +385,44 @@ fn all(inputs: &Inputs) -> impl Iterator<Item = AnyRoute> + '_ {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A host name's routes read the same as a set while they grow past the list's
+    /// size into a set, and shrink again.
+    #[test]
+    fn names_of_a_host_read_like_a_set_at_any_count() {
+        let name = |i: usize| ObjectRef {
+            kind: "HTTPRoute",
+            namespace: "ns".into(),
+            name: format!("r{i}"),
+        };
+        let mut names = Names::default();
+        let mut model: std::collections::BTreeSet<ObjectRef> = Default::default();
+        let read = |names: &Names| {
+            names
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        for i in (0..20).chain(0..5) {
+            names.insert(name(i));
+            model.insert(name(i));
+            assert_eq!(read(&names), model);
+        }
+        assert!(matches!(names, Names::Many(_)));
+        for i in (0..20).step_by(3).chain([99]) {
+            names.remove(&name(i));
+            model.remove(&name(i));
+            assert_eq!(read(&names), model);
+        }
+        let mut few = Names::default();
+        for i in [1, 2, 1] {
+            few.insert(name(i));
+        }
+        assert!(matches!(&few, Names::Few(list) if list.len() == 2));
+        few.remove(&name(1));
+        few.remove(&name(2));
+        assert!(few.is_empty());
+    }
 
     fn route(name: &str, hosts: &[&str]) -> Arc<HttpRoute> {
         Arc::new(

@@ -354,7 +354,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
             source: ingresses[index].object.clone(),
             terminate: false,
         });
-        table.passthrough.entry(Key::new(&host)).or_insert(target);
+        table.passthrough.get_or_insert(Key::new(&host), target);
     }
     let gateway = crate::gateway::compile::GatewayCompiler {
         inputs,
@@ -2131,7 +2131,7 @@ fn build_table(
     }
     table.certificates = in_use.into_values().collect();
     table.entries = entries.entries.into_iter().map(Arc::new).collect();
-    table.backends = entries.backends;
+    table.backends = entries.backends.into_iter().collect();
     table
 }
 

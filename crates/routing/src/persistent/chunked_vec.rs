@@ -1,0 +1,357 @@
+//! [`ChunkedVec`]: a vector whose copies share its items chunk by chunk.
+
+use std::sync::Arc;
+
+/// Items per chunk: a copy costs `len / CHUNK` reference counts, a change `CHUNK` clones.
+const CHUNK_BITS: u32 = 7;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const MASK: usize = CHUNK - 1;
+
+/// A vector of `T` in shared chunks of 128 items. Cloning it copies the chunks' pointers,
+/// not the items; changing an item copies its chunk only when another vector shares it.
+/// What lets a table of 50,000 route entries be copied and changed in a few microseconds,
+/// and what lets state derived from it be carried over chunk by chunk
+/// ([`ChunkedVec::derive`]).
+///
+/// Every chunk but the last holds exactly 128 items, and none is empty: item `i` is item
+/// `i % 128` of chunk `i / 128`.
+pub struct ChunkedVec<T> {
+    chunks: Vec<Arc<Vec<T>>>,
+    len: usize,
+}
+
+impl<T> Clone for ChunkedVec<T> {
+    fn clone(&self) -> Self {
+        ChunkedVec {
+            chunks: self.chunks.clone(),
+            len: self.len,
+        }
+    }
+}
+
+impl<T> Default for ChunkedVec<T> {
+    fn default() -> Self {
+        ChunkedVec {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for ChunkedVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T> ChunkedVec<T> {
+    /// An empty vector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many items it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Item `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&T> {
+        self.chunks.get(index >> CHUNK_BITS)?.get(index & MASK)
+    }
+
+    /// Every item, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + Clone {
+        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    }
+
+    /// Whether `self` and `other` share chunk `chunk` (both have it, as the same `Arc`).
+    fn shares_chunk(&self, other: &Self, chunk: usize) -> bool {
+        matches!((self.chunks.get(chunk), other.chunks.get(chunk)), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+
+    /// A vector of the same length as `self`, item `i` made from item `i` of `self`, chunk
+    /// by chunk: where `self` shares a chunk with `previous_source`, the chunk of
+    /// `previous` at that position is taken as it is (`previous` must have been derived
+    /// from `previous_source`, e.g. by this function); `make` makes the others, given the
+    /// index of the chunk's first item and its items.
+    pub fn derive<'s, U>(
+        &'s self,
+        previous_source: &Self,
+        previous: &ChunkedVec<U>,
+        mut make: impl FnMut(usize, &'s [T]) -> Vec<U>,
+    ) -> ChunkedVec<U> {
+        let chunks = self
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(at, chunk)| match previous.chunks.get(at) {
+                Some(kept)
+                    if self.shares_chunk(previous_source, at) && kept.len() == chunk.len() =>
+                {
+                    Arc::clone(kept)
+                }
+                _ => {
+                    let made = make(at << CHUNK_BITS, chunk);
+                    assert_eq!(made.len(), chunk.len(), "one derived item per item");
+                    Arc::new(made)
+                }
+            })
+            .collect();
+        ChunkedVec {
+            chunks,
+            len: self.len,
+        }
+    }
+
+    /// The indices of the items of the chunks `self` does not share with `other`
+    /// (a superset of the items that differ; all of them where the lengths differ).
+    pub fn unshared<'a>(&'a self, other: &'a Self) -> impl Iterator<Item = usize> + 'a {
+        (0..self.chunks.len())
+            .filter(move |&at| !self.shares_chunk(other, at))
+            .flat_map(move |at| {
+                let start = at << CHUNK_BITS;
+                start..start + self.chunks[at].len()
+            })
+    }
+}
+
+impl<T: Clone> ChunkedVec<T> {
+    /// Item `index` to change (its chunk copied first if another vector shares it).
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+        let chunk = self.chunks.get_mut(index >> CHUNK_BITS)?;
+        if index & MASK >= chunk.len() {
+            return None;
+        }
+        Arc::make_mut(chunk).get_mut(index & MASK)
+    }
+
+    /// Adds `item` at the end.
+    pub fn push(&mut self, item: T) {
+        match self.chunks.last_mut() {
+            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(item),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(item);
+                self.chunks.push(Arc::new(chunk));
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Every item, to change (each shared chunk copied first).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.chunks
+            .iter_mut()
+            .flat_map(|chunk| Arc::make_mut(chunk).iter_mut())
+    }
+}
+
+impl<T> std::ops::Index<usize> for ChunkedVec<T> {
+    type Output = T;
+
+    /// # Panics
+    /// If `index` is out of range, as a slice's.
+    fn index(&self, index: usize) -> &T {
+        match self.get(index) {
+            Some(item) => item,
+            None => panic!("index {index} out of range for length {}", self.len),
+        }
+    }
+}
+
+impl<T> FromIterator<T> for ChunkedVec<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let mut out = ChunkedVec::new();
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for item in items {
+            chunk.push(item);
+            if chunk.len() == CHUNK {
+                out.len += CHUNK;
+                out.chunks.push(Arc::new(std::mem::replace(
+                    &mut chunk,
+                    Vec::with_capacity(CHUNK),
+                )));
+            }
+        }
+        if !chunk.is_empty() {
+            out.len += chunk.len();
+            chunk.shrink_to_fit();
+            out.chunks.push(Arc::new(chunk));
+        }
+        out
+    }
+}
+
+impl<T: Clone> IntoIterator for ChunkedVec<T> {
+    type Item = T;
+    type IntoIter = std::iter::FlatMap<
+        std::vec::IntoIter<Arc<Vec<T>>>,
+        std::vec::IntoIter<T>,
+        fn(Arc<Vec<T>>) -> std::vec::IntoIter<T>,
+    >;
+
+    /// Every item, in order (chunks no other vector shares are not copied).
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks
+            .into_iter()
+            .flat_map(|chunk| Arc::unwrap_or_clone(chunk).into_iter())
+    }
+}
+
+impl<'a, T> IntoIterator for &'a ChunkedVec<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::FlatMap<
+        std::slice::Iter<'a, Arc<Vec<T>>>,
+        std::slice::Iter<'a, T>,
+        fn(&'a Arc<Vec<T>>) -> std::slice::Iter<'a, T>,
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a test does to both a `ChunkedVec` and a `Vec`.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(u32),
+        Set(usize, u32),
+        /// Keep a copy (shares every chunk), and change the vector afterwards.
+        Copy,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => any::<u32>().prop_map(Op::Push),
+            2 => (any::<usize>(), any::<u32>()).prop_map(|(i, v)| Op::Set(i, v)),
+            1 => Just(Op::Copy),
+        ]
+    }
+
+    proptest! {
+        /// A `ChunkedVec` reads like a `Vec` after any pushes and changes, and a copy taken
+        /// along the way keeps reading like the `Vec` did then.
+        #[test]
+        fn reads_like_a_vec_and_copies_do_not_change(
+            start in 0usize..600,
+            ops in prop::collection::vec(op(), 0..200),
+        ) {
+            let mut model: Vec<u32> = (0..start as u32).collect();
+            let mut vec: ChunkedVec<u32> = model.iter().copied().collect();
+            let mut copies: Vec<(ChunkedVec<u32>, Vec<u32>)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Push(v) => {
+                        model.push(v);
+                        vec.push(v);
+                    }
+                    Op::Set(i, v) => {
+                        let i = if model.is_empty() { i } else { i % (model.len() + 1) };
+                        let expected = model.get_mut(i);
+                        let got = vec.get_mut(i);
+                        prop_assert_eq!(expected.is_some(), got.is_some());
+                        if let (Some(e), Some(g)) = (expected, got) {
+                            *e = v;
+                            *g = v;
+                        }
+                    }
+                    Op::Copy => copies.push((vec.clone(), model.clone())),
+                }
+                prop_assert_eq!(vec.len(), model.len());
+            }
+            prop_assert_eq!(vec.iter().copied().collect::<Vec<_>>(), model.clone());
+            prop_assert_eq!(vec.iter().rev().copied().collect::<Vec<_>>(),
+                            model.iter().rev().copied().collect::<Vec<_>>());
+            for i in 0..model.len() + 2 {
+                prop_assert_eq!(vec.get(i), model.get(i));
+            }
+            for (copy, then) in &copies {
+                prop_assert_eq!(copy.iter().copied().collect::<Vec<_>>(), then.clone());
+            }
+            // Whatever differs from a copy lies in the chunks it no longer shares.
+            for (copy, then) in &copies {
+                let unshared: std::collections::BTreeSet<usize> = vec.unshared(copy).collect();
+                for i in 0..model.len() {
+                    if then.get(i) != model.get(i) {
+                        prop_assert!(unshared.contains(&i), "item {} differs but is shared", i);
+                    }
+                }
+            }
+        }
+
+        /// `derive` equals mapping every item, whatever it takes over from a previous
+        /// derivation.
+        #[test]
+        fn derive_equals_mapping_every_item(
+            start in 0usize..600,
+            sets in prop::collection::vec((any::<usize>(), any::<u32>()), 0..8),
+            pushes in 0usize..300,
+        ) {
+            let before: ChunkedVec<u32> = (0..start as u32).collect();
+            let derived_before = before.derive(&ChunkedVec::new(), &ChunkedVec::new(), |_, c| {
+                c.iter().map(|v| u64::from(*v) * 2).collect()
+            });
+            let mut after = before.clone();
+            for (i, v) in sets {
+                if let Some(slot) = after.get_mut(i % (start + 1)) {
+                    *slot = v;
+                }
+            }
+            for v in 0..pushes as u32 {
+                after.push(v);
+            }
+            let mut made = 0;
+            let derived = after.derive(&before, &derived_before, |first, c| {
+                made += c.len();
+                c.iter().enumerate().map(|(k, v)| {
+                    assert_eq!(after.get(first + k), Some(v));
+                    u64::from(*v) * 2
+                }).collect()
+            });
+            let expected: Vec<u64> = after.iter().map(|v| u64::from(*v) * 2).collect();
+            prop_assert_eq!(derived.iter().copied().collect::<Vec<_>>(), expected);
+            prop_assert_eq!(derived.len(), after.len());
+            prop_assert!(made <= after.len());
+        }
+    }
+
+    #[test]
+    fn a_change_copies_one_chunk_and_a_copy_shares_the_rest() {
+        let a: ChunkedVec<u32> = (0..1000).collect();
+        let mut b = a.clone();
+        *b.get_mut(300).expect("in range") = 7;
+        let unshared: Vec<usize> = b.unshared(&a).collect();
+        // Item 300 is in chunk 2: items 256..384.
+        assert_eq!(unshared, (256..384).collect::<Vec<_>>());
+        assert_eq!(a[300], 300);
+        assert_eq!(b[300], 7);
+        let mut derived_items = 0;
+        let derived_a = a.derive(&ChunkedVec::new(), &ChunkedVec::new(), |_, c| c.to_vec());
+        let derived_b = b.derive(&a, &derived_a, |_, c| {
+            derived_items += c.len();
+            c.to_vec()
+        });
+        assert_eq!(derived_items, 128);
+        assert_eq!(derived_b[300], 7);
+        assert!(b.get_mut(1000).is_none());
+        assert!(b.get(1000).is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn indexing_past_the_end_panics_like_a_slice() {
+        let v: ChunkedVec<u8> = (0..3).collect();
+        let _ = v[3];
+    }
+}
