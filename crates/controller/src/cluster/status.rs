@@ -243,7 +243,7 @@ impl StatusWriter {
         }
         let changes = match scope {
             Scope::Changes { since, touched } if last.as_deref() == Some(published) => {
-                changed_objects(&since.ours, ours, |o| o, |_, _| true).map(|mut changed| {
+                changed_objects(&since.ours, ours, |o| o, |x, y| x == y).map(|mut changed| {
                     changed.extend(touched.iter().filter(|o| o.kind == "Ingress").cloned());
                     changed
                 })

@@ -180,7 +180,9 @@ impl Last {
         if worn(self) {
             return None;
         }
-        let changes = self.index.diff(&inputs.ingresses);
+        let changes = self
+            .index
+            .diff_from(&self.inputs.ingresses, &inputs.ingresses);
         if changes.len() == 0 {
             self.inputs = Arc::clone(inputs);
             return Some(0);

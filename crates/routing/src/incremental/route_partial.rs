@@ -31,7 +31,7 @@ impl Last {
         if !inputs.backend_tls_policies.is_empty() || worn(self) {
             return None;
         }
-        let changes = self.routes.diff(inputs);
+        let changes = self.routes.diff_from(&self.inputs, inputs);
         if changes.len() == 0 {
             self.inputs = Arc::clone(inputs);
             return Some(0);
