@@ -332,9 +332,10 @@ impl RuleSetBuilder {
 /// shares the sets of the other hosts.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct HostRules {
-    pub exact: FastMap<Key, std::sync::Arc<RuleSet>>,
+    /// Shared in shards with the previous table's (an incremental compile copies it).
+    pub exact: crate::persistent::ShardedMap<std::sync::Arc<RuleSet>>,
     /// `*.suffix`, keyed by `suffix`; covers one or more labels.
-    pub wildcard: FastMap<Key, std::sync::Arc<RuleSet>>,
+    pub wildcard: crate::persistent::ShardedMap<std::sync::Arc<RuleSet>>,
     pub any: Option<std::sync::Arc<RuleSet>>,
 }
 
