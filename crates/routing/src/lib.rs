@@ -30,6 +30,10 @@
 //!   [`Policy`] (redirects, source ranges, CORS, body limit, timeouts, header changes), the
 //!   rewrite, mirrors. `backend_registry` keeps one [`Backend`] per Service port for both
 //!   compilers; `refs::Age` is the one order in which objects claim what is contested.
+//! * [`persistent`]: the table keeps its entries, backends and host maps in chunks and
+//!   shards a copy shares ([`persistent::ChunkedVec`], `ShardedMap`): an incremental
+//!   compile changes a copy of the previous table in time that does not grow with it, and
+//!   the proxy carries its per-entry and per-backend state over chunk by chunk.
 //! * [`RouteTable::route_request`] answers "which entry gets this request?" (one loop over
 //!   the host's owner, Gateway rules before Ingress ones at each step);
 //!   [`RouteTable::route`] by host and path alone; [`RouteTable::certificate`] "which

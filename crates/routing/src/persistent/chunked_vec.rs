@@ -7,24 +7,27 @@ const CHUNK_BITS: u32 = 7;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const MASK: usize = CHUNK - 1;
 
-/// A vector of `T` in shared chunks of 128 items. Cloning it copies the chunks' pointers,
-/// not the items; changing an item copies its chunk only when another vector shares it.
-/// What lets a table of 50,000 route entries be copied and changed in a few microseconds,
-/// and what lets state derived from it be carried over chunk by chunk
-/// ([`ChunkedVec::derive`]).
+/// A vector of `T` in shared chunks of 128 items. Cloning it copies the chunks' pointers
+/// (and the items after the last whole chunk), not the items; changing an item copies its
+/// chunk only when another vector shares it. What lets a table of 50,000 route entries be
+/// copied and changed in a few microseconds, and what lets state derived from it be
+/// carried over chunk by chunk ([`ChunkedVec::derive`]).
 ///
-/// Every chunk but the last holds exactly 128 items, and none is empty: item `i` is item
-/// `i % 128` of chunk `i / 128`.
+/// Item `i` is item `i % 128` of chunk `i / 128`; the items after the last whole chunk
+/// are a `Vec` of this vector's own, so that pushing is cheap.
 pub struct ChunkedVec<T> {
-    chunks: Vec<Arc<Vec<T>>>,
-    len: usize,
+    /// Whole chunks, as slices: an item is one pointer away from this list, as a lookup
+    /// on the request path wants.
+    chunks: Vec<Arc<[T]>>,
+    /// Fewer than 128 items after them.
+    tail: Vec<T>,
 }
 
-impl<T> Clone for ChunkedVec<T> {
+impl<T: Clone> Clone for ChunkedVec<T> {
     fn clone(&self) -> Self {
         ChunkedVec {
             chunks: self.chunks.clone(),
-            len: self.len,
+            tail: self.tail.clone(),
         }
     }
 }
@@ -33,7 +36,7 @@ impl<T> Default for ChunkedVec<T> {
     fn default() -> Self {
         ChunkedVec {
             chunks: Vec::new(),
-            len: 0,
+            tail: Vec::new(),
         }
     }
 }
@@ -52,34 +55,41 @@ impl<T> ChunkedVec<T> {
 
     /// How many items it holds.
     pub fn len(&self) -> usize {
-        self.len
+        (self.chunks.len() << CHUNK_BITS) + self.tail.len()
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.chunks.is_empty() && self.tail.is_empty()
     }
 
     /// Item `index`, if there is one.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index >> CHUNK_BITS)?.get(index & MASK)
+        match self.chunks.get(index >> CHUNK_BITS) {
+            Some(chunk) => chunk.get(index & MASK),
+            None => self.tail.get(index - (self.chunks.len() << CHUNK_BITS)),
+        }
     }
 
     /// Every item, in order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + Clone {
-        self.chunks.iter().flat_map(|chunk| chunk.iter())
+        self.chunks
+            .iter()
+            .flat_map(|chunk| chunk.iter())
+            .chain(self.tail.iter())
     }
 
-    /// Whether `self` and `other` share chunk `chunk` (both have it, as the same `Arc`).
+    /// Whether `self` and `other` share whole chunk `chunk`.
     fn shares_chunk(&self, other: &Self, chunk: usize) -> bool {
         matches!((self.chunks.get(chunk), other.chunks.get(chunk)), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
     }
 
     /// A vector of the same length as `self`, item `i` made from item `i` of `self`, chunk
-    /// by chunk: where `self` shares a chunk with `previous_source`, the chunk of
+    /// by chunk: where `self` shares a whole chunk with `previous_source`, the chunk of
     /// `previous` at that position is taken as it is (`previous` must have been derived
-    /// from `previous_source`, e.g. by this function); `make` makes the others, given the
-    /// index of the chunk's first item and its items.
+    /// from `previous_source`, e.g. by this function); `make` makes the others (and the
+    /// items after the last whole chunk), given the index of the first item and the items.
     pub fn derive<'s, U>(
         &'s self,
         previous_source: &Self,
@@ -91,57 +101,47 @@ impl<T> ChunkedVec<T> {
             .iter()
             .enumerate()
             .map(|(at, chunk)| match previous.chunks.get(at) {
-                Some(kept)
-                    if self.shares_chunk(previous_source, at) && kept.len() == chunk.len() =>
-                {
-                    Arc::clone(kept)
-                }
+                Some(kept) if self.shares_chunk(previous_source, at) => Arc::clone(kept),
                 _ => {
                     let made = make(at << CHUNK_BITS, chunk);
                     assert_eq!(made.len(), chunk.len(), "one derived item per item");
-                    Arc::new(made)
+                    Arc::from(made)
                 }
             })
             .collect();
-        ChunkedVec {
-            chunks,
-            len: self.len,
-        }
+        let tail = make(self.chunks.len() << CHUNK_BITS, &self.tail);
+        assert_eq!(tail.len(), self.tail.len(), "one derived item per item");
+        ChunkedVec { chunks, tail }
     }
 
-    /// The indices of the items of the chunks `self` does not share with `other`
-    /// (a superset of the items that differ; all of them where the lengths differ).
+    /// The indices of the items `self` does not share with `other` (a superset of the
+    /// items that differ): those of the whole chunks not shared, and those after the last.
     pub fn unshared<'a>(&'a self, other: &'a Self) -> impl Iterator<Item = usize> + 'a {
+        let whole = self.chunks.len() << CHUNK_BITS;
         (0..self.chunks.len())
             .filter(move |&at| !self.shares_chunk(other, at))
-            .flat_map(move |at| {
-                let start = at << CHUNK_BITS;
-                start..start + self.chunks[at].len()
-            })
+            .flat_map(|at| (at << CHUNK_BITS)..((at + 1) << CHUNK_BITS))
+            .chain(whole..whole + self.tail.len())
     }
 }
 
 impl<T: Clone> ChunkedVec<T> {
     /// Item `index` to change (its chunk copied first if another vector shares it).
     pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        let chunk = self.chunks.get_mut(index >> CHUNK_BITS)?;
-        if index & MASK >= chunk.len() {
-            return None;
+        let whole = self.chunks.len() << CHUNK_BITS;
+        match self.chunks.get_mut(index >> CHUNK_BITS) {
+            Some(chunk) => Arc::make_mut(chunk).get_mut(index & MASK),
+            None => self.tail.get_mut(index - whole),
         }
-        Arc::make_mut(chunk).get_mut(index & MASK)
     }
 
     /// Adds `item` at the end.
     pub fn push(&mut self, item: T) {
-        match self.chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(item),
-            _ => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(item);
-                self.chunks.push(Arc::new(chunk));
-            }
+        self.tail.push(item);
+        if self.tail.len() == CHUNK {
+            let chunk = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
+            self.chunks.push(Arc::from(chunk));
         }
-        self.len += 1;
     }
 
     /// Every item, to change (each shared chunk copied first).
@@ -149,6 +149,7 @@ impl<T: Clone> ChunkedVec<T> {
         self.chunks
             .iter_mut()
             .flat_map(|chunk| Arc::make_mut(chunk).iter_mut())
+            .chain(self.tail.iter_mut())
     }
 }
 
@@ -157,32 +158,26 @@ impl<T> std::ops::Index<usize> for ChunkedVec<T> {
 
     /// # Panics
     /// If `index` is out of range, as a slice's.
+    #[inline]
     fn index(&self, index: usize) -> &T {
         match self.get(index) {
             Some(item) => item,
-            None => panic!("index {index} out of range for length {}", self.len),
+            None => out_of_range(index, self.len()),
         }
     }
 }
 
-impl<T> FromIterator<T> for ChunkedVec<T> {
+#[cold]
+#[inline(never)]
+fn out_of_range(index: usize, len: usize) -> ! {
+    panic!("index {index} out of range for length {len}")
+}
+
+impl<T: Clone> FromIterator<T> for ChunkedVec<T> {
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let mut out = ChunkedVec::new();
-        let mut chunk = Vec::with_capacity(CHUNK);
         for item in items {
-            chunk.push(item);
-            if chunk.len() == CHUNK {
-                out.len += CHUNK;
-                out.chunks.push(Arc::new(std::mem::replace(
-                    &mut chunk,
-                    Vec::with_capacity(CHUNK),
-                )));
-            }
-        }
-        if !chunk.is_empty() {
-            out.len += chunk.len();
-            chunk.shrink_to_fit();
-            out.chunks.push(Arc::new(chunk));
+            out.push(item);
         }
         out
     }
@@ -190,30 +185,26 @@ impl<T> FromIterator<T> for ChunkedVec<T> {
 
 impl<T: Clone> IntoIterator for ChunkedVec<T> {
     type Item = T;
-    type IntoIter = std::iter::FlatMap<
-        std::vec::IntoIter<Arc<Vec<T>>>,
-        std::vec::IntoIter<T>,
-        fn(Arc<Vec<T>>) -> std::vec::IntoIter<T>,
-    >;
+    type IntoIter = std::vec::IntoIter<T>;
 
-    /// Every item, in order (chunks no other vector shares are not copied).
+    /// Every item, in order (each cloned out of the shared chunks: for the small tables
+    /// of partial compiles).
     fn into_iter(self) -> Self::IntoIter {
-        self.chunks
-            .into_iter()
-            .flat_map(|chunk| Arc::unwrap_or_clone(chunk).into_iter())
+        let mut items = Vec::with_capacity(self.len());
+        for chunk in &self.chunks {
+            items.extend_from_slice(chunk);
+        }
+        items.extend(self.tail);
+        items.into_iter()
     }
 }
 
 impl<'a, T> IntoIterator for &'a ChunkedVec<T> {
     type Item = &'a T;
-    type IntoIter = std::iter::FlatMap<
-        std::slice::Iter<'a, Arc<Vec<T>>>,
-        std::slice::Iter<'a, T>,
-        fn(&'a Arc<Vec<T>>) -> std::slice::Iter<'a, T>,
-    >;
+    type IntoIter = Box<dyn Iterator<Item = &'a T> + 'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.chunks.iter().flat_map(|chunk| chunk.iter())
+        Box::new(self.iter())
     }
 }
 
@@ -332,8 +323,9 @@ mod tests {
         let mut b = a.clone();
         *b.get_mut(300).expect("in range") = 7;
         let unshared: Vec<usize> = b.unshared(&a).collect();
-        // Item 300 is in chunk 2: items 256..384.
-        assert_eq!(unshared, (256..384).collect::<Vec<_>>());
+        // Item 300 is in chunk 2 (items 256..384); items 896..1000 follow the last whole
+        // chunk, each vector's own.
+        assert_eq!(unshared, (256..384).chain(896..1000).collect::<Vec<_>>());
         assert_eq!(a[300], 300);
         assert_eq!(b[300], 7);
         let mut derived_items = 0;
@@ -342,7 +334,7 @@ mod tests {
             derived_items += c.len();
             c.to_vec()
         });
-        assert_eq!(derived_items, 128);
+        assert_eq!(derived_items, 128 + 104);
         assert_eq!(derived_b[300], 7);
         assert!(b.get_mut(1000).is_none());
         assert!(b.get(1000).is_none());

@@ -5,7 +5,7 @@
 //!
 //! - [`ChunkedVec`]: a vector in shared chunks (route entries, backends); state derived
 //!   from one is carried over chunk by chunk ([`ChunkedVec::derive`]).
-//! - [`ShardedMap`]: a map from names in shared shards (host names, SNI names).
+//! - `ShardedMap`: a map from names in shared shards (host names, SNI names).
 
 mod chunked_vec;
 mod sharded_map;

@@ -3,35 +3,39 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use crate::key::{FastMap, Key};
+use hashbrown::HashTable;
+
+use crate::key::Key;
 
 /// Entries a shard is made for; a map splits again when its shards hold twice that on
 /// average.
 const PER_SHARD: usize = 64;
 /// The most shards a map has (4,096 shards of 64: 262,144 names before shards grow).
 const MAX_SHARDS: usize = 1 << 12;
+/// Where in a name's hash its shard is read: bits the shard's table does not use (it
+/// takes its buckets from the low bits and its tags from the top seven).
+const SHARD_SHIFT: u32 = 40;
 
 /// A map from names ([`Key`]) to `V` in shared shards. Cloning it copies the shards'
 /// pointers, not the entries; changing an entry copies its shard (some 64 entries) only
-/// when another map shares it. A lookup hashes the name twice (shard, then entry): a few
-/// nanoseconds for a host name, for copies that cost nothing at 10,000 hosts.
+/// when another map shares it. A lookup hashes the name once: the hash picks the shard
+/// and, within it, the bucket; one pointer more than a plain map, for copies that cost
+/// nothing at 10,000 hosts.
 ///
 /// Why not a persistent hash trie (`imbl`): a lookup there follows a pointer per level,
-/// and every request looks up its host name; here it is one more pointer than a plain
-/// map.
+/// and every request looks up its host name.
 pub(crate) struct ShardedMap<V> {
-    /// Picks the shard; seeded apart from the shards' own hashers, so that the entries of
-    /// one shard still spread over its buckets.
-    select: foldhash::fast::RandomState,
+    /// Seeded per map (random state): names chosen to collide cannot be prepared.
+    hasher: foldhash::fast::RandomState,
     /// A power of two of them; none while the map is empty and never filled.
-    shards: Vec<Arc<FastMap<Key, V>>>,
+    shards: Vec<Arc<HashTable<(Key, V)>>>,
     len: usize,
 }
 
-impl<V> Clone for ShardedMap<V> {
+impl<V: Clone> Clone for ShardedMap<V> {
     fn clone(&self) -> Self {
         ShardedMap {
-            select: self.select.clone(),
+            hasher: self.hasher.clone(),
             shards: self.shards.clone(),
             len: self.len,
         }
@@ -41,7 +45,7 @@ impl<V> Clone for ShardedMap<V> {
 impl<V> Default for ShardedMap<V> {
     fn default() -> Self {
         ShardedMap {
-            select: foldhash::fast::RandomState::default(),
+            hasher: foldhash::fast::RandomState::default(),
             shards: Vec::new(),
             len: 0,
         }
@@ -60,21 +64,25 @@ impl<V> ShardedMap<V> {
         self.len == 0
     }
 
-    /// The shard of `name` (`shards` not empty).
-    fn shard_of(&self, name: &str) -> usize {
-        if self.shards.len() == 1 {
-            return 0;
-        }
-        // The low bits: `shards.len()` is a power of two.
-        (self.select.hash_one(name) as usize) & (self.shards.len() - 1)
+    fn hash(&self, name: &str) -> u64 {
+        self.hasher.hash_one(name)
+    }
+
+    /// The shard of a name's hash (`shards` not empty; their count a power of two).
+    fn shard_of(&self, hash: u64) -> usize {
+        ((hash >> SHARD_SHIFT) as usize) & (self.shards.len() - 1)
     }
 
     /// The value of `name`.
+    #[inline]
     pub(crate) fn get(&self, name: &str) -> Option<&V> {
         if self.shards.is_empty() {
             return None;
         }
-        self.shards[self.shard_of(name)].get(name)
+        let hash = self.hash(name);
+        self.shards[self.shard_of(hash)]
+            .find(hash, |(key, _)| key.as_str() == name)
+            .map(|(_, value)| value)
     }
 
     /// Whether `name` has a value.
@@ -84,7 +92,9 @@ impl<V> ShardedMap<V> {
 
     /// Every entry, in no order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
-        self.shards.iter().flat_map(|shard| shard.iter())
+        self.shards
+            .iter()
+            .flat_map(|shard| shard.iter().map(|(key, value)| (key, value)))
     }
 
     /// Every name, in no order.
@@ -113,12 +123,20 @@ impl<V: Clone> ShardedMap<V> {
         if self.shards.is_empty() || self.len >= self.shards.len() * PER_SHARD * 2 {
             self.reshard(shards_for(self.len + 1));
         }
-        let at = self.shard_of(name.as_str());
-        let previous = Arc::make_mut(&mut self.shards[at]).insert(name, value);
-        if previous.is_none() {
-            self.len += 1;
+        let hash = self.hash(name.as_str());
+        let at = self.shard_of(hash);
+        let hasher = &self.hasher;
+        let shard = Arc::make_mut(&mut self.shards[at]);
+        match shard.find_mut(hash, |(key, _)| key.as_str() == name.as_str()) {
+            Some((_, slot)) => Some(std::mem::replace(slot, value)),
+            None => {
+                shard.insert_unique(hash, (name, value), |(key, _)| {
+                    hasher.hash_one(key.as_str())
+                });
+                self.len += 1;
+                None
+            }
         }
-        previous
     }
 
     /// The value of `name`, set to `value` first if it has none.
@@ -126,8 +144,7 @@ impl<V: Clone> ShardedMap<V> {
         if !self.contains_key(name.as_str()) {
             self.insert(name.clone(), value);
         }
-        let at = self.shard_of(name.as_str());
-        match self.shards[at].get(name.as_str()) {
+        match self.get(name.as_str()) {
             Some(value) => value,
             None => unreachable!("inserted above"),
         }
@@ -138,33 +155,37 @@ impl<V: Clone> ShardedMap<V> {
         if self.shards.is_empty() {
             return None;
         }
-        let at = self.shard_of(name);
+        let hash = self.hash(name);
+        let at = self.shard_of(hash);
         // No copy of a shard that lacks the name.
-        if !self.shards[at].contains_key(name) {
-            return None;
-        }
-        let removed = Arc::make_mut(&mut self.shards[at]).remove(name);
-        if removed.is_some() {
-            self.len -= 1;
-        }
-        removed
+        self.shards[at].find(hash, |(key, _)| key.as_str() == name)?;
+        let shard = Arc::make_mut(&mut self.shards[at]);
+        let entry = shard
+            .find_entry(hash, |(key, _)| key.as_str() == name)
+            .ok()?;
+        let ((_, value), _) = entry.remove();
+        self.len -= 1;
+        Some(value)
     }
 
     /// Every value, to change (each shared shard copied first).
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.shards
             .iter_mut()
-            .flat_map(|shard| Arc::make_mut(shard).values_mut())
+            .flat_map(|shard| Arc::make_mut(shard).iter_mut().map(|(_, value)| value))
     }
 
     /// Spreads the entries over `count` shards (a power of two).
     fn reshard(&mut self, count: usize) {
-        // Each shard grows to what it holds: as full as one map of every entry would be.
-        let mut shards: Vec<FastMap<Key, V>> = (0..count).map(|_| FastMap::default()).collect();
+        // Each shard grows to what it holds: as full as one table of every entry would be.
+        let mut shards: Vec<HashTable<(Key, V)>> = (0..count).map(|_| HashTable::new()).collect();
+        let hasher = self.hasher.clone();
+        let rehash = |(key, _): &(Key, V)| hasher.hash_one(key.as_str());
         for shard in std::mem::take(&mut self.shards) {
-            for (name, value) in Arc::unwrap_or_clone(shard) {
-                let at = (self.select.hash_one(name.as_str()) as usize) & (count - 1);
-                shards[at].insert(name, value);
+            for entry in Arc::unwrap_or_clone(shard) {
+                let hash = rehash(&entry);
+                let at = ((hash >> SHARD_SHIFT) as usize) & (count - 1);
+                shards[at].insert_unique(hash, entry, rehash);
             }
         }
         self.shards = shards.into_iter().map(Arc::new).collect();
@@ -174,9 +195,9 @@ impl<V: Clone> ShardedMap<V> {
 impl<V: Clone> IntoIterator for ShardedMap<V> {
     type Item = (Key, V);
     type IntoIter = std::iter::FlatMap<
-        std::vec::IntoIter<Arc<FastMap<Key, V>>>,
-        std::collections::hash_map::IntoIter<Key, V>,
-        fn(Arc<FastMap<Key, V>>) -> std::collections::hash_map::IntoIter<Key, V>,
+        std::vec::IntoIter<Arc<HashTable<(Key, V)>>>,
+        hashbrown::hash_table::IntoIter<(Key, V)>,
+        fn(Arc<HashTable<(Key, V)>>) -> hashbrown::hash_table::IntoIter<(Key, V)>,
     >;
 
     /// Every entry, in no order (shards no other map shares are not copied).
