@@ -16,7 +16,7 @@ use sluice_informer::{
 };
 use sluice_routing::gateway::{
     BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
-    TcpRoute, TlsRoute, UdpRoute,
+    TcpRoute, TlsRoute, UdpRoute, compact,
 };
 use sluice_routing::{Inputs, ObjectRef};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -146,8 +146,14 @@ impl GatewayInformers {
                 .then(|| trimmed(factory.informer_for(api(client, namespace), all.clone()))),
             classes: trimmed(factory.informer_for(Api::all(client.clone()), all.clone())),
             gateways: trimmed(factory.informer_for(api(client, namespace), all.clone())),
-            routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
-            grpc_routes: trimmed(factory.informer_for(api(client, namespace), all.clone())),
+            routes: projected(
+                factory.informer_for(api(client, namespace), all.clone()),
+                |route| compact::http_route(strip_last_applied(route)),
+            ),
+            grpc_routes: projected(
+                factory.informer_for(api(client, namespace), all.clone()),
+                |route| compact::grpc_route(strip_last_applied(route)),
+            ),
             grants: trimmed(factory.informer_for(api(client, namespace), all.clone())),
             config_maps: projected(
                 factory.informer_for(api(client, namespace), all.clone()),
@@ -379,8 +385,14 @@ impl IngressInformers {
             Some(GatewayInformers {
                 classes: SharedIndexInformer::new(dir.source::<GatewayClass>(), None),
                 gateways: SharedIndexInformer::new(dir.source::<Gateway>(), None),
-                routes: SharedIndexInformer::new(dir.source::<HttpRoute>(), None),
-                grpc_routes: SharedIndexInformer::new(dir.source::<GrpcRoute>(), None),
+                routes: projected(
+                    SharedIndexInformer::new(dir.source::<HttpRoute>(), None),
+                    compact::http_route,
+                ),
+                grpc_routes: projected(
+                    SharedIndexInformer::new(dir.source::<GrpcRoute>(), None),
+                    compact::grpc_route,
+                ),
                 tcp_routes: Some(SharedIndexInformer::new(dir.source::<TcpRoute>(), None)),
                 tls_routes: Some(SharedIndexInformer::new(dir.source::<TlsRoute>(), None)),
                 udp_routes: Some(SharedIndexInformer::new(dir.source::<UdpRoute>(), None)),

@@ -313,6 +313,14 @@ impl RuleSetBuilder {
                 },
             }
         }
+        // The set lives as long as its table: no room kept for more candidates (a `Vec`
+        // pushed once holds room for four).
+        for candidates in (set.exact.values_mut())
+            .chain(set.prefix.values_mut())
+            .chain(set.string_prefix.values_mut())
+        {
+            candidates.shrink_to_fit();
+        }
         // Longest pattern first; ties by pattern for determinism.
         regex_groups.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         set.regex = regex_groups

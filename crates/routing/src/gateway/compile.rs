@@ -1187,7 +1187,8 @@ impl<'a> GatewayCompiler<'_, 'a> {
         };
         let resolved = self.route_refs(kind, route);
 
-        let mut statuses = Vec::new();
+        // Kept with the table until the next status round: no room for more parents.
+        let mut statuses = Vec::with_capacity(parents.len());
         // (proto, listener port, host names) the route is served on.
         let mut served: Vec<Served> = Vec::new();
         for (g, owner, parent) in parents {

@@ -3,7 +3,8 @@
 //!
 //! # Where to start
 //!
-//! * `types.rs`: the objects, typed for the fields sluice reads.
+//! * `types.rs`: the objects, typed for the fields sluice reads; `compact.rs`: routes as the
+//!   controller's informers cache them.
 //! * `compile.rs`: which classes and Gateways are ours, which routes attach to which
 //!   listeners (`attach.rs`: `parentRefs`, `allowedRoutes`, host name intersection), and
 //!   each rule's matches, filters and backends as [`crate::RouteEntry`]s (`rule.rs`;
@@ -29,6 +30,7 @@
 
 mod addresses;
 pub(crate) mod backend_tls;
+pub mod compact;
 pub(crate) mod compile;
 mod cors;
 mod frontend_tls;

@@ -106,6 +106,8 @@ fn footprint(route: &AnyRoute) -> Footprint {
             out.hosts.push(host);
         }
     }
+    // Kept as long as the route: no room for more.
+    out.hosts.shrink_to_fit();
     out
 }
 
@@ -152,7 +154,11 @@ impl Names {
     fn insert(&mut self, name: ObjectRef) {
         match self {
             Names::Few(names) if names.contains(&name) => {}
-            Names::Few(names) if names.len() < Self::FEW => names.push(name),
+            Names::Few(names) if names.len() < Self::FEW => {
+                // One more at a time: a first push would take room for four.
+                names.reserve_exact(1);
+                names.push(name)
+            }
             Names::Few(names) => {
                 let mut set: HashSet<ObjectRef> = names.drain(..).collect();
                 set.insert(name);
