@@ -10,6 +10,7 @@
 //! they were computed from, so a concurrent change makes the write fail (409); the object
 //! is then read again and its status recomputed from it.
 
+use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
@@ -318,6 +319,10 @@ pub fn parents_status(
 /// How many times one object's write is retried after a conflict (409), each time from
 /// the object as the API server has it now.
 const CONFLICT_RETRIES: usize = 3;
+
+/// Route status writes in flight at once (a round writes one per route whose status
+/// changed: all of them on the first round as leader).
+const ROUTE_WRITES_IN_FLIGHT: usize = 8;
 
 /// The `status` to send as a JSON merge patch to turn `current` into `desired`, or `None`
 /// when they are equal (nothing to write). A merge patch keeps keys it does not name, so
@@ -668,36 +673,67 @@ impl GatewayStatusWriter {
                 .map(|o| (std::borrow::Cow::Borrowed(o), routes.status_of(o)))
                 .collect(),
         };
-        for (object, status) in visit {
-            let cache_key = format!("{}/{}", object.namespace, object.name);
-            let Some(current) = informer.store().get_by_key(&cache_key) else {
-                continue;
-            };
-            let none;
-            let status = match status {
-                Some(status) => status,
-                None if has_entries_of(key, current.status().as_deref(), &self.controller_name) => {
-                    none = RouteStatus {
-                        object: object.clone().into_owned(),
-                        generation: current.meta().generation,
-                        parents: Vec::new(),
-                    };
-                    &none
-                }
-                None => continue,
-            };
-            let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
-            tally(
-                self.write(&api, &current, |old| {
-                    parents_status(key, status, old, &self.controller_name, now)
-                })
-                .await,
-            );
+        // A few writes in flight: each waits on the API server (and etcd) far longer than
+        // this thread works on it, and a restart over 10,000 routes writes them all. Each
+        // write's future is made as it starts (a future takes the room of its largest
+        // state from the start: 10,000 made at once were tens of megabytes).
+        let mut results = futures::stream::iter(visit)
+            .map(|(object, status)| self.route_status(informer, key, object, status, now))
+            .buffer_unordered(ROUTE_WRITES_IN_FLIGHT)
+            // Boxed: unboxed, the compiler cannot prove the spawned status loop `Send` (its
+            // inference of the closure's lifetimes in async code falls short).
+            .boxed();
+        while let Some(result) = results.next().await {
+            tally(result);
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(written),
         }
+    }
+
+    /// Writes the status of one route `object` (`status` when the compiler lists it, else
+    /// our entries taken out), read from `informer`'s cache as the write starts; 1 when
+    /// written.
+    async fn route_status<K>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        key: ParentsKey,
+        object: Cow<'_, ObjectRef>,
+        status: Option<&RouteStatus>,
+        now: &str,
+    ) -> anyhow::Result<usize>
+    where
+        K: WithStatus
+            + k8s_openapi::Resource
+            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let cache_key = format!("{}/{}", object.namespace, object.name);
+        let Some(current) = informer.store().get_by_key(&cache_key) else {
+            return Ok(0);
+        };
+        let api: Api<K> = Api::namespaced(self.client.clone(), &object.namespace);
+        let status = match status {
+            Some(status) => Cow::Borrowed(status),
+            None if has_entries_of(key, current.status().as_deref(), &self.controller_name) => {
+                Cow::Owned(RouteStatus {
+                    object: object.into_owned(),
+                    generation: current.meta().generation,
+                    parents: Vec::new(),
+                })
+            }
+            None => return Ok(0),
+        };
+        self.write(&api, &current, |old| {
+            parents_status(key, &status, old, &self.controller_name, now)
+        })
+        .await
     }
 
     /// Writes the status `desired` computes from the current one, unless nothing changes;
