@@ -85,19 +85,20 @@ impl IngressIndex {
         self.diff_of(ingresses, None)
     }
 
-    /// [`IngressIndex::diff`] of `ingresses` for an index of `last`: only the items between
-    /// the lists' common start and end are compared when they are a few (at 10,000
-    /// Ingresses, hashing every address per change was a tenth of the control thread).
+    /// [`IngressIndex::diff`] of `ingresses` for an index of `last`: only the items the two
+    /// lists do not share ([`super::listing::unmatched`]) are compared when they are a few
+    /// (at 10,000 Ingresses, hashing every address per change was a tenth of the control
+    /// thread).
     pub(crate) fn diff_from(
         &mut self,
         last: &[Arc<Ingress>],
         ingresses: &[Arc<Ingress>],
     ) -> IngressChanges {
-        let (gone, came) = super::unchanged::middle(last, ingresses);
-        if gone.len() + came.len() <= FEW && self.by_address.len() == last.len() {
-            self.diff_of(came, Some(gone))
-        } else {
-            self.diff(ingresses)
+        match super::listing::unmatched(last, ingresses, FEW) {
+            Some(unmatched) if self.by_address.len() == last.len() => {
+                self.diff_of(&unmatched.came, Some(&unmatched.gone))
+            }
+            _ => self.diff(ingresses),
         }
     }
 
@@ -330,10 +331,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// `diff_from` (the differing middle of the lists only) finds what `diff` (every
+        /// `diff_from` (the items the lists do not share only) finds what `diff` (every
         /// item) finds, after any edits, and leaves the index as `diff` does.
         #[test]
-        fn the_diff_of_the_middle_equals_the_diff_of_everything(
+        fn the_diff_of_the_unmatched_equals_the_diff_of_everything(
             start in 0usize..120,
             stale in proptest::collection::vec(any::<usize>(), 0..3),
             edits in proptest::collection::vec(edit(), 0..4),
@@ -378,7 +379,7 @@ mod tests {
                     _ => {}
                 }
             }
-            let (mut whole, mut middle) =
+            let (mut whole, mut unmatched) =
                 (IngressIndex::new(&indexed), IngressIndex::new(&indexed));
             let names = |changes: &IngressChanges| {
                 let sorted = |l: &[Arc<Ingress>]| {
@@ -390,14 +391,14 @@ mod tests {
                 (sorted(&changes.changed), sorted(&changes.removed))
             };
             let want = whole.diff(&list);
-            let got = middle.diff_from(&last, &list);
+            let got = unmatched.diff_from(&last, &list);
             proptest::prop_assert_eq!(names(&got), names(&want));
             if !stale.is_empty() {
-                // The whole diff also takes in the status writes outside the middle.
+                // The whole diff also takes in the status writes among the shared items.
                 return Ok(());
             }
             let mut a: Vec<usize> = whole.by_address.iter().copied().collect();
-            let mut b: Vec<usize> = middle.by_address.iter().copied().collect();
+            let mut b: Vec<usize> = unmatched.by_address.iter().copied().collect();
             a.sort();
             b.sort();
             proptest::prop_assert_eq!(a, b);

@@ -33,6 +33,7 @@ mod footprint;
 mod gateway_graft;
 mod graft;
 mod index;
+mod listing;
 mod moved;
 mod route_partial;
 mod routes;

@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::unchanged::{ReadAlike, middle};
+use super::listing::unmatched;
+use super::unchanged::ReadAlike;
 use crate::gateway::{GrpcRoute, HttpRoute, hostname};
 use crate::host::HostPattern;
 use crate::key::FastMap;
@@ -240,28 +241,29 @@ impl RouteIndex {
     }
 
     /// [`RouteIndex::diff`] of `inputs` for an index of `last`'s routes: only the routes
-    /// between each list's common start and end are compared when they are a few (at
-    /// 10,000 routes, hashing every address per change was a tenth of the control thread).
+    /// the lists do not share ([`super::listing::unmatched`]) are compared when they are a
+    /// few (at 10,000 routes, hashing every address per change was a tenth of the control
+    /// thread).
     pub(crate) fn diff_from(&mut self, last: &Inputs, inputs: &Inputs) -> RouteChanges {
-        let (gone_http, came_http) = middle(&last.http_routes, &inputs.http_routes);
-        let (gone_grpc, came_grpc) = middle(&last.grpc_routes, &inputs.grpc_routes);
-        let differing = gone_http.len() + came_http.len() + gone_grpc.len() + came_grpc.len();
         let indexed = last.http_routes.len() + last.grpc_routes.len();
-        if differing > super::index::FEW || self.by_address.len() != indexed {
+        let few = super::index::FEW;
+        let Some(http) = unmatched(&last.http_routes, &inputs.http_routes, few) else {
+            return self.diff(inputs);
+        };
+        let left = few - http.gone.len() - http.came.len();
+        let Some(grpc) = unmatched(&last.grpc_routes, &inputs.grpc_routes, left) else {
+            return self.diff(inputs);
+        };
+        if self.by_address.len() != indexed {
             return self.diff(inputs);
         }
-        let came = came_http
-            .iter()
-            .cloned()
-            .map(AnyRoute::Http)
-            .chain(came_grpc.iter().cloned().map(AnyRoute::Grpc));
-        let gone: Vec<AnyRoute> = gone_http
-            .iter()
-            .cloned()
-            .map(AnyRoute::Http)
-            .chain(gone_grpc.iter().cloned().map(AnyRoute::Grpc))
+        let came: Vec<AnyRoute> = (http.came.into_iter().map(AnyRoute::Http))
+            .chain(grpc.came.into_iter().map(AnyRoute::Grpc))
             .collect();
-        self.diff_of(came, Some(gone))
+        let gone: Vec<AnyRoute> = (http.gone.into_iter().map(AnyRoute::Http))
+            .chain(grpc.gone.into_iter().map(AnyRoute::Grpc))
+            .collect();
+        self.diff_of(came.into_iter(), Some(gone))
     }
 
     /// The diff of `routes` (all, or with `gone` those the index has that `routes` may

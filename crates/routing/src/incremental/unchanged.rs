@@ -135,26 +135,6 @@ pub(crate) fn same_except(a: &Inputs, b: &Inputs, except: Except) -> bool {
         }
 }
 
-/// The parts of `old` and `new` between their common start and their common end (the
-/// same `Arc`s at the same places): where a store's list differs after a change. The
-/// stores keep an updated object in place and an addition or removal shifts what follows
-/// by one, so after one change these are an item or two, whatever the list's length.
-pub(crate) fn middle<'a, T>(old: &'a [Arc<T>], new: &'a [Arc<T>]) -> (&'a [Arc<T>], &'a [Arc<T>]) {
-    let start = old
-        .iter()
-        .zip(new)
-        .take_while(|(x, y)| Arc::ptr_eq(x, y))
-        .count();
-    let (old, new) = (&old[start..], &new[start..]);
-    let end = old
-        .iter()
-        .rev()
-        .zip(new.iter().rev())
-        .take_while(|(x, y)| Arc::ptr_eq(x, y))
-        .count();
-    (&old[..old.len() - end], &new[..new.len() - end])
-}
-
 /// Whether two lists hold the same objects, in any order: the same `Arc`s, or objects of
 /// the same names that read alike.
 pub(crate) fn same<T: ReadAlike>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
