@@ -397,7 +397,7 @@ mod tests {
     fn inputs(existing: Vec<Ingress>) -> Inputs {
         Inputs {
             ingresses: existing.into_iter().map(Arc::new).collect(),
-            ingress_classes: vec![class()],
+            ingress_classes: vec![class()].into(),
             ..Inputs::default()
         }
     }
@@ -523,8 +523,8 @@ mod tests {
                      "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))
         .expect("gateway");
         Inputs {
-            gateway_classes: vec![Arc::new(class)],
-            gateways: vec![Arc::new(gateway)],
+            gateway_classes: vec![Arc::new(class)].into(),
+            gateways: vec![Arc::new(gateway)].into(),
             ..Inputs::default()
         }
     }

@@ -458,7 +458,7 @@ pub fn build_report(
 
     let inputs = Inputs {
         ingresses: ingresses.iter().cloned().map(Arc::new).collect(),
-        ingress_classes: all_classes.clone(),
+        ingress_classes: all_classes.clone().into(),
         ..Inputs::default()
     };
     let compiled = compile(&inputs, &options);

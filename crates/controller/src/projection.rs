@@ -348,23 +348,24 @@ type: kubernetes.io/tls
 
     fn inputs(slices: bool) -> Inputs {
         Inputs {
-            ingresses: vec![Arc::new(parse(ingress()))],
+            ingresses: vec![Arc::new(parse(ingress()))].into(),
             ingress_classes: vec![Arc::new(parse(
                 "{apiVersion: networking.k8s.io/v1, kind: IngressClass, metadata: {name: sluice}, \
                  spec: {controller: sluice.dev/ingress-controller}}",
-            ))],
-            services: vec![Arc::new(parse(SERVICE)), Arc::new(parse(EXTERNAL))],
+            ))]
+            .into(),
+            services: vec![Arc::new(parse(SERVICE)), Arc::new(parse(EXTERNAL))].into(),
             endpoint_slices: if slices {
                 SLICES.iter().map(|y| Arc::new(parse(y))).collect()
             } else {
-                Vec::new()
+                Default::default()
             },
             endpoints: if slices {
-                Vec::new()
+                Default::default()
             } else {
-                vec![Arc::new(parse(ENDPOINTS))]
+                vec![Arc::new(parse(ENDPOINTS))].into()
             },
-            secrets: vec![Arc::new(tls_secret())],
+            secrets: vec![Arc::new(tls_secret())].into(),
             ..Inputs::default()
         }
     }
@@ -374,10 +375,10 @@ type: kubernetes.io/tls
             all.iter().map(|o| Arc::new(f((**o).clone()))).collect()
         }
         Inputs {
-            services: each(&inputs.services, service),
-            endpoint_slices: each(&inputs.endpoint_slices, endpoint_slice),
-            endpoints: each(&inputs.endpoints, endpoints),
-            secrets: each(&inputs.secrets, secret),
+            services: each(&inputs.services, service).into(),
+            endpoint_slices: each(&inputs.endpoint_slices, endpoint_slice).into(),
+            endpoints: each(&inputs.endpoints, endpoints).into(),
+            secrets: each(&inputs.secrets, secret).into(),
             ..inputs.clone()
         }
     }

@@ -431,11 +431,13 @@ mod tests {
                 ingress("a", "unknown", Some("nope"), None),
                 ingress("a", "theirs", Some("nginx"), None),
                 ingress("a", "legacy", None, Some("nginx")),
-            ],
+            ]
+            .into(),
             ingress_classes: vec![
                 class("mine", ctrl, false),
                 class("nginx", "k8s.io/ingress-nginx", false),
-            ],
+            ]
+            .into(),
             ..Inputs::default()
         };
         let got = warnings(&inputs);
@@ -485,7 +487,7 @@ mod tests {
         );
 
         // No class of ours at all: say to add one, named after --ingress-class.
-        inputs.ingress_classes = vec![class("nginx", "k8s.io/ingress-nginx", true)];
+        inputs.ingress_classes = vec![class("nginx", "k8s.io/ingress-nginx", true)].into();
         let got = warnings(&inputs);
         assert_eq!(got.len(), 5, "nothing is ours: {got:?}");
         let none = &got.iter().find(|(o, _)| o.name == "none").unwrap().1;

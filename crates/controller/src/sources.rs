@@ -18,7 +18,7 @@ use sluice_routing::gateway::{
     BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
     TcpRoute, TlsRoute, UdpRoute, compact,
 };
-use sluice_routing::{Inputs, ObjectRef};
+use sluice_routing::{Inputs, ObjectList, ObjectRef};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -217,6 +217,16 @@ impl GatewayInformers {
         }
         all
     }
+}
+
+/// What `informer` holds, as its store lists it until its next change (shared: listing an
+/// unchanged kind for every change costs a reference count, not one per object); empty
+/// without an informer.
+fn listed<K>(informer: Option<&SharedIndexInformer<K>>) -> ObjectList<K>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    informer.map_or_else(ObjectList::default, |i| i.store().list_shared().into())
 }
 
 /// Caches objects without `kubectl apply`'s last-applied-configuration annotation: neither
@@ -560,85 +570,34 @@ impl IngressInformers {
     /// The current content of every store, as the route compiler's input. Objects are shared
     /// (`Arc`), not copied.
     pub fn inputs(&self) -> Inputs {
+        let gateway = self.gateway();
         Inputs {
-            ingresses: self.ingresses.store().list(),
-            ingress_classes: self.classes.store().list(),
-            services: self.services.store().list(),
-            endpoints: self
-                .endpoints
-                .as_ref()
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            endpoint_slices: self
-                .endpoint_slices
-                .as_ref()
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            secrets: self
-                .secrets
-                .store()
-                .list()
-                .into_iter()
-                .chain(self.opaque_secrets.iter().flat_map(|i| i.store().list()))
-                .collect(),
-            gateway_classes: self
-                .gateway()
-                .map(|g| g.classes.store().list())
-                .unwrap_or_default(),
-            gateways: self
-                .gateway()
-                .map(|g| g.gateways.store().list())
-                .unwrap_or_default(),
-            http_routes: self
-                .gateway()
-                .map(|g| g.routes.store().list())
-                .unwrap_or_default(),
-            grpc_routes: self
-                .gateway()
-                .map(|g| g.grpc_routes.store().list())
-                .unwrap_or_default(),
-            tcp_routes: self
-                .gateway()
-                .and_then(|g| g.tcp_routes.as_ref())
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            tls_routes: self
-                .gateway()
-                .and_then(|g| g.tls_routes.as_ref())
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            udp_routes: self
-                .gateway()
-                .and_then(|g| g.udp_routes.as_ref())
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            reference_grants: self
-                .gateway()
-                .map(|g| g.grants.store().list())
-                .unwrap_or_default(),
-            namespaces: self
-                .gateway()
-                .map(|g| g.namespaces.store().list())
-                .unwrap_or_default(),
-            listener_sets: self
-                .gateway()
-                .and_then(|g| g.listener_sets.as_ref())
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            backend_tls_policies: self
-                .gateway()
-                .and_then(|g| g.backend_tls_policies.as_ref())
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
-            config_maps: self
-                .gateway()
-                .map(|g| g.config_maps.store().list())
-                .unwrap_or_default(),
-            annotation_config_maps: self
-                .annotation_config_maps
-                .as_ref()
-                .map(|i| i.store().list())
-                .unwrap_or_default(),
+            ingresses: listed(Some(&self.ingresses)),
+            ingress_classes: listed(Some(&self.classes)),
+            services: listed(Some(&self.services)),
+            endpoints: listed(self.endpoints.as_ref()),
+            endpoint_slices: listed(self.endpoint_slices.as_ref()),
+            // Two stores (TLS and Opaque Secrets): one list made of both.
+            secrets: match &self.opaque_secrets {
+                None => listed(Some(&self.secrets)),
+                Some(opaque) => (self.secrets.store().list_shared().iter())
+                    .chain(opaque.store().list_shared().iter())
+                    .cloned()
+                    .collect(),
+            },
+            gateway_classes: listed(gateway.map(|g| &g.classes)),
+            gateways: listed(gateway.map(|g| &g.gateways)),
+            http_routes: listed(gateway.map(|g| &g.routes)),
+            grpc_routes: listed(gateway.map(|g| &g.grpc_routes)),
+            tcp_routes: listed(gateway.and_then(|g| g.tcp_routes.as_ref())),
+            tls_routes: listed(gateway.and_then(|g| g.tls_routes.as_ref())),
+            udp_routes: listed(gateway.and_then(|g| g.udp_routes.as_ref())),
+            reference_grants: listed(gateway.map(|g| &g.grants)),
+            namespaces: listed(gateway.map(|g| &g.namespaces)),
+            listener_sets: listed(gateway.and_then(|g| g.listener_sets.as_ref())),
+            backend_tls_policies: listed(gateway.and_then(|g| g.backend_tls_policies.as_ref())),
+            config_maps: listed(gateway.map(|g| &g.config_maps)),
+            annotation_config_maps: listed(self.annotation_config_maps.as_ref()),
             nginx_config_map: self
                 .nginx_config
                 .as_ref()

@@ -128,6 +128,8 @@ pub fn namespace_index_fn<K: Resource>(obj: &K) -> Vec<String> {
 
 struct Inner<K> {
     items: HashMap<String, Arc<K>>,
+    /// [`Store::list_shared`]'s last listing, until the next write.
+    listed: parking_lot::Mutex<Option<Arc<Vec<Arc<K>>>>>,
     indexers: HashMap<String, IndexFn<K>>,
     /// index name -> index value -> keys
     indices: HashMap<String, HashMap<String, HashSet<String>>>,
@@ -167,12 +169,14 @@ impl<K> Inner<K> {
     }
 
     fn put(&mut self, key: String, obj: Arc<K>) {
+        *self.listed.get_mut() = None;
         let old = self.items.insert(key.clone(), obj.clone());
         self.update_indices(old.as_deref(), Some(&obj), &key);
     }
 
     fn remove(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.items.remove(key)?;
+        *self.listed.get_mut() = None;
         self.update_indices(Some(&old), None, key);
         Some(old)
     }
@@ -242,6 +246,15 @@ impl<K> Store<K> {
     /// Every stored object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.inner.read().items.values().cloned().collect()
+    }
+
+    /// [`Store::list`], shared: the same list (a reference count to copy) until the store
+    /// is next written. A consumer that lists every kind on every change (a controller
+    /// compiling all its inputs) copies only the kinds that changed.
+    pub fn list_shared(&self) -> Arc<Vec<Arc<K>>> {
+        let inner = self.inner.read();
+        let mut listed = inner.listed.lock();
+        Arc::clone(listed.get_or_insert_with(|| Arc::new(inner.items.values().cloned().collect())))
     }
 
     /// Every stored key, in no particular order.
@@ -399,6 +412,7 @@ impl<K: Resource + Send + Sync + 'static> StoreWriter<K> {
         }
         let mut inner = self.store.inner.write();
         inner.items = items;
+        *inner.listed.get_mut() = None;
         let names: Vec<String> = inner.indexers.keys().cloned().collect();
         for name in names {
             inner.rebuild_index(&name);
@@ -413,6 +427,7 @@ impl<K> StoreWriter<K> {
             store: Store {
                 inner: Arc::new(RwLock::new(Inner {
                     items: HashMap::new(),
+                    listed: parking_lot::Mutex::new(None),
                     indexers: HashMap::new(),
                     indices: HashMap::new(),
                 })),
@@ -538,6 +553,39 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(names(s.list()), vec!["p1", "p1"]);
         assert!(s.add(Arc::new(Pod::default())).is_err());
+    }
+
+    #[test]
+    fn a_shared_listing_lasts_until_the_next_write() {
+        let s = StoreWriter::<Pod>::new();
+        s.add(pod("a", "p1", "n1")).unwrap();
+        let first = s.list_shared();
+        assert!(
+            Arc::ptr_eq(&first, &s.list_shared()),
+            "no write: the same list"
+        );
+        let keys = |list: &[Arc<Pod>]| {
+            let mut k: Vec<String> = list.iter().map(|p| object_key(&**p).unwrap()).collect();
+            k.sort();
+            k
+        };
+        s.add(pod("a", "p2", "n1")).unwrap();
+        let added = s.list_shared();
+        assert_eq!(
+            keys(&first),
+            ["a/p1"],
+            "a listing handed out stays as it was"
+        );
+        assert_eq!(keys(&added), ["a/p1", "a/p2"]);
+        s.update(pod("a", "p2", "n2")).unwrap();
+        let updated = s.list_shared();
+        assert!(!Arc::ptr_eq(&added, &updated));
+        assert!(updated.iter().any(|p| node_of(p) == ["n2"]));
+        s.delete(&pod("a", "p1", "")).unwrap();
+        assert_eq!(keys(&s.list_shared()), ["a/p2"]);
+        s.replace([pod("b", "p3", "n1")]);
+        assert_eq!(keys(&s.list_shared()), ["b/p3"]);
+        assert_eq!(keys(&s.list_shared()), keys(&s.list()));
     }
 
     #[test]

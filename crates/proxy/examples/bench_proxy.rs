@@ -128,7 +128,8 @@ fn inputs(backends: &[SocketAddr], protocol: Option<&str>) -> Inputs {
         ingress_classes: vec![object(json!({
             "metadata": {"name": "sluice"},
             "spec": {"controller": "sluice.dev/ingress-controller"}
-        }))],
+        }))]
+        .into(),
         ingresses: vec![object(json!({
             "metadata": {"name": "bench", "namespace": "default", "annotations": annotations},
             "spec": {
@@ -138,15 +139,18 @@ fn inputs(backends: &[SocketAddr], protocol: Option<&str>) -> Inputs {
                     "backend": {"service": {"name": "bench", "port": {"number": 80}}}
                 }]}}]
             }
-        }))],
+        }))]
+        .into(),
         services: vec![object(json!({
             "metadata": {"name": "bench", "namespace": "default"},
             "spec": {"ports": [{"port": 80}]}
-        }))],
+        }))]
+        .into(),
         endpoints: vec![object(json!({
             "metadata": {"name": "bench", "namespace": "default"},
             "subsets": subsets
-        }))],
+        }))]
+        .into(),
         ..Inputs::default()
     }
 }

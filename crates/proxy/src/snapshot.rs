@@ -788,12 +788,14 @@ mod tests {
             ingresses: vec![
                 ingress("one", "one.test", "a"),
                 ingress("two", second_host, "b"),
-            ],
+            ]
+            .into(),
             ingress_classes: vec![from(serde_json::json!({
                 "metadata": {"name": "sluice"},
                 "spec": {"controller": sluice_routing::DEFAULT_CONTROLLER_NAME}
-            }))],
-            services: vec![service("a"), service("b")],
+            }))]
+            .into(),
+            services: vec![service("a"), service("b")].into(),
             ..Default::default()
         }
     }

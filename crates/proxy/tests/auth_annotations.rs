@@ -642,7 +642,8 @@ async fn external_authentication_auth_proxy_set_headers() {
                 ],
             ),
             config_map("unknown-variable", &[("X-Id", "$request_id")]),
-        ];
+        ]
+        .into();
         let compiled = compile(&objects, &CompileOptions::default());
         let mut closed: Vec<_> = compiled
             .diagnostics
@@ -707,7 +708,8 @@ async fn custom_headers_as_global_allowed_response_headers_allow() {
                 &[("X-Frame-Options", "DENY"), ("X-Team", "payments; on-call")],
             ),
             config_map("custom-refused", &[("X-Powered-By", "sluice")]),
-        ];
+        ]
+        .into();
         objects.nginx_config_map = Some(config_map(
             "nginx",
             &[("global-allowed-response-headers", "X-Frame-Options, X-Team")],

@@ -405,7 +405,8 @@ fn with_cluster_ip(mut inputs: Inputs, cluster_ip: &str, port: u16) -> Inputs {
             "spec": {"clusterIP": cluster_ip, "ports": [{"port": port, "protocol": "TCP"}]}
         }))
         .unwrap(),
-    )];
+    )]
+    .into();
     inputs
 }
 

@@ -816,9 +816,9 @@ async fn gateway_http_route_matches_headers_query_and_method_in_both_front_ends(
             Arc::new(serde_json::from_value(v).expect("valid Gateway API object"))
         }
         inputs.gateway_classes = vec![object(serde_json::json!({"metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+            "spec": {"controllerName": "sluice.dev/gateway-controller"}}))].into();
         inputs.gateways = vec![object(serde_json::json!({"metadata": {"namespace": NS, "name": "gw"},
-            "spec": {"gatewayClassName": "sluice", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))];
+            "spec": {"gatewayClassName": "sluice", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))].into();
         inputs.http_routes = vec![object(serde_json::json!({
             "metadata": {"namespace": NS, "name": "matches"},
             "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["m.example"], "rules": [
@@ -829,7 +829,7 @@ async fn gateway_http_route_matches_headers_query_and_method_in_both_front_ends(
                  "backendRefs": [{"name": "c", "port": 80}]},
                 {"matches": [{"method": "PUT"}], "backendRefs": [{"name": "d", "port": 80}]},
             ]}
-        }))];
+        }))].into();
         let compiled = sluice_routing::compile(&inputs, &sluice_routing::CompileOptions::default());
         assert_eq!(compiled.gateway.routes.len(), 1);
         proxy.table.update(compiled.table, Duration::from_millis(1));

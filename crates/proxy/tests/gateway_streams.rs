@@ -96,7 +96,7 @@ async fn tcp_route_pipes_connections_to_backends_by_weight() {
                         {"name": "a", "port": 80, "weight": 3},
                         {"name": "b", "port": 80, "weight": 1},
                         {"name": "never", "port": 80, "weight": 0}]}]}
-        }))];
+        }))].into();
         proxy_table(&proxy, inputs);
         let socket: SocketAddr = "127.87.0.1:19000".parse().unwrap();
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
@@ -235,7 +235,8 @@ async fn tls_route_passes_tls_through_by_sni() {
         inputs.tls_routes = vec![
             route("exact", "abc.example.com", "exact"),
             route("wild", "*.example.com", "wild"),
-        ];
+        ]
+        .into();
         proxy_table(&proxy, inputs);
         let socket: SocketAddr = "127.87.0.2:19443".parse().unwrap();
         assert_eq!(
@@ -297,7 +298,8 @@ async fn udp_route_relays_each_client_to_one_backend() {
                                                     {"name": "b", "port": 80, "weight": 1}]}]}
             }))
             .expect("test UDPRoute"),
-        )];
+        )]
+        .into();
         proxy_table(&proxy, inputs);
         let gateway: SocketAddr = "127.87.0.3:15353".parse().unwrap();
         let mut seen = BTreeMap::new();
@@ -373,7 +375,8 @@ async fn tls_routes_terminate_or_pass_through_by_listener_on_one_port() {
         inputs.tls_routes = vec![
             route("terminated", "term", "plain"),
             route("passed", "pass", "passed"),
-        ];
+        ]
+        .into();
         proxy_table(&proxy, inputs);
         let socket: SocketAddr = "127.87.0.4:18883".parse().unwrap();
         // Terminated: the listener's certificate, and the backend sees the plaintext.

@@ -31,7 +31,8 @@ fn inputs() -> Inputs {
         ingress_classes: vec![from::<IngressClass>(json!({
             "metadata": {"name": "sluice"},
             "spec": {"controller": "sluice.dev/ingress-controller"}
-        }))],
+        }))]
+        .into(),
         ..Inputs::default()
     };
     for i in 0..N {
@@ -119,13 +120,14 @@ fn gateway_inputs() -> Inputs {
     inputs.gateway_classes = vec![from::<GatewayClass>(json!({
         "metadata": {"name": "sluice"},
         "spec": {"controllerName": "sluice.dev/gateway-controller"}
-    }))];
+    }))]
+    .into();
     inputs.gateways = vec![from::<Gateway>(json!({
         "metadata": {"namespace": "ns0", "name": "gw"},
         "spec": {"gatewayClassName": "sluice", "listeners": [
             {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
         ]}
-    }))];
+    }))].into();
     for i in 0..N {
         let ns = format!("ns{}", i % 50);
         let svc = format!("svc{i}");

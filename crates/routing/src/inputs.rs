@@ -17,43 +17,43 @@ use crate::refs::ObjectRef;
 #[derive(Default, Clone, Debug)]
 pub struct Inputs {
     /// networking.k8s.io/v1 Ingresses of all classes (see "Class" in the crate docs).
-    pub ingresses: Vec<Arc<Ingress>>,
+    pub ingresses: ObjectList<Ingress>,
     /// networking.k8s.io/v1 IngressClasses.
-    pub ingress_classes: Vec<Arc<IngressClass>>,
+    pub ingress_classes: ObjectList<IngressClass>,
     /// core/v1 Services.
-    pub services: Vec<Arc<Service>>,
+    pub services: ObjectList<Service>,
     /// core/v1 Endpoints; used for a Service that has no EndpointSlice.
-    pub endpoints: Vec<Arc<Endpoints>>,
+    pub endpoints: ObjectList<Endpoints>,
     /// discovery.k8s.io/v1 EndpointSlices (label `kubernetes.io/service-name`).
-    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+    pub endpoint_slices: ObjectList<EndpointSlice>,
     /// core/v1 Secrets of type `kubernetes.io/tls`.
-    pub secrets: Vec<Arc<Secret>>,
+    pub secrets: ObjectList<Secret>,
     /// Gateway API GatewayClasses (empty when the cluster does not serve the CRDs).
-    pub gateway_classes: Vec<Arc<GatewayClass>>,
+    pub gateway_classes: ObjectList<GatewayClass>,
     /// Gateway API Gateways.
-    pub gateways: Vec<Arc<Gateway>>,
+    pub gateways: ObjectList<Gateway>,
     /// Gateway API HTTPRoutes.
-    pub http_routes: Vec<Arc<HttpRoute>>,
+    pub http_routes: ObjectList<HttpRoute>,
     /// Gateway API GRPCRoutes.
-    pub grpc_routes: Vec<Arc<GrpcRoute>>,
+    pub grpc_routes: ObjectList<GrpcRoute>,
     /// Gateway API TCPRoutes.
-    pub tcp_routes: Vec<Arc<TcpRoute>>,
+    pub tcp_routes: ObjectList<TcpRoute>,
     /// Gateway API TLSRoutes.
-    pub tls_routes: Vec<Arc<TlsRoute>>,
+    pub tls_routes: ObjectList<TlsRoute>,
     /// Gateway API UDPRoutes.
-    pub udp_routes: Vec<Arc<UdpRoute>>,
+    pub udp_routes: ObjectList<UdpRoute>,
     /// Gateway API ReferenceGrants (cross-namespace backend and certificate references).
-    pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    pub reference_grants: ObjectList<ReferenceGrant>,
     /// Gateway API ListenerSets.
-    pub listener_sets: Vec<Arc<ListenerSet>>,
+    pub listener_sets: ObjectList<ListenerSet>,
     /// Gateway API BackendTLSPolicies.
-    pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
+    pub backend_tls_policies: ObjectList<BackendTlsPolicy>,
     /// core/v1 ConfigMaps holding CA certificates (`ca.crt`), for Gateway API's
     /// `caCertificateRefs` (client certificate validation, BackendTLSPolicy).
-    pub config_maps: Vec<Arc<ConfigMap>>,
+    pub config_maps: ObjectList<ConfigMap>,
     /// core/v1 ConfigMaps with all their data, for the Ingress annotations that name one
     /// (`auth-proxy-set-headers`, `custom-headers`).
-    pub annotation_config_maps: Vec<Arc<ConfigMap>>,
+    pub annotation_config_maps: ObjectList<ConfigMap>,
     /// ingress-nginx's ConfigMap (`--configmap`), when one is named and exists.
     pub nginx_config_map: Option<Arc<ConfigMap>>,
     /// What the ConfigMap came to in the previous compile: a value that does not parse
@@ -61,7 +61,91 @@ pub struct Inputs {
     pub nginx_config_previous: Option<Arc<crate::nginx_config::NginxConfig>>,
     /// core/v1 Namespaces, for listeners whose `allowedRoutes.namespaces.from` is
     /// `Selector` (only their labels are read).
-    pub namespaces: Vec<Arc<Namespace>>,
+    pub namespaces: ObjectList<Namespace>,
+}
+
+/// One kind's objects as [`Inputs`] holds them: a shared list, read as a `Vec`. A copy is
+/// a reference count (the controller hands the compiler its informers' listings, shared
+/// until a store changes); writing through one copies the list first when it is shared.
+#[derive(Debug)]
+pub struct ObjectList<T>(Arc<Vec<Arc<T>>>);
+
+impl<T> ObjectList<T> {
+    /// Whether both are the same list (not a copy of it).
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl<T> Default for ObjectList<T> {
+    fn default() -> Self {
+        ObjectList(Arc::new(Vec::new()))
+    }
+}
+
+impl<T> Clone for ObjectList<T> {
+    fn clone(&self) -> Self {
+        ObjectList(Arc::clone(&self.0))
+    }
+}
+
+impl<T> std::ops::Deref for ObjectList<T> {
+    type Target = Vec<Arc<T>>;
+
+    fn deref(&self) -> &Vec<Arc<T>> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for ObjectList<T> {
+    fn deref_mut(&mut self) -> &mut Vec<Arc<T>> {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl<T> From<Vec<Arc<T>>> for ObjectList<T> {
+    fn from(list: Vec<Arc<T>>) -> Self {
+        ObjectList(Arc::new(list))
+    }
+}
+
+impl<T> From<Arc<Vec<Arc<T>>>> for ObjectList<T> {
+    fn from(list: Arc<Vec<Arc<T>>>) -> Self {
+        ObjectList(list)
+    }
+}
+
+impl<T> FromIterator<Arc<T>> for ObjectList<T> {
+    fn from_iter<I: IntoIterator<Item = Arc<T>>>(iter: I) -> Self {
+        ObjectList(Arc::new(iter.into_iter().collect()))
+    }
+}
+
+impl<'a, T> IntoIterator for &'a ObjectList<T> {
+    type Item = &'a Arc<T>;
+    type IntoIter = std::slice::Iter<'a, Arc<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a mut ObjectList<T> {
+    type Item = &'a mut Arc<T>;
+    type IntoIter = std::slice::IterMut<'a, Arc<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Arc::make_mut(&mut self.0).iter_mut()
+    }
+}
+
+impl<T> IntoIterator for ObjectList<T> {
+    type Item = Arc<T>;
+    type IntoIter = std::vec::IntoIter<Arc<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Arc::unwrap_or_clone(self.0).into_iter()
+    }
 }
 
 /// Who we are: which Ingresses are ours, which namespace we watch, and what serves the

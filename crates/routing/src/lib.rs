@@ -163,7 +163,7 @@ pub use ingress::compile::{Compiled, TrailingSlashRedirect, compile};
 pub use ingress::config_map;
 pub use inputs::{
     CompileOptions, DEFAULT_CONTROLLER_NAME, DEFAULT_GATEWAY_CONTROLLER_NAME,
-    DEFAULT_INGRESS_CLASS, Inputs,
+    DEFAULT_INGRESS_CLASS, Inputs, ObjectList,
 };
 pub use log_format::{
     INGRESS_NGINX_LOG_FORMAT, LogEscape, LogFormat, LogSegment, LogVariable, push_escaped,

@@ -29,14 +29,16 @@ fn with_backends(mut inputs: Inputs) -> Inputs {
     inputs.services = vec![
         service("default", "web", &[(None, 80)]),
         service("default", "api", &[(None, 80)]),
-    ];
+    ]
+    .into();
     inputs.endpoint_slices = vec![slice(
         "default",
         "api-1",
         "api",
         &[(None, 8080)],
         &[(&["10.0.0.1"], Some(true)), (&["10.0.0.2"], Some(false))],
-    )];
+    )]
+    .into();
     inputs
 }
 

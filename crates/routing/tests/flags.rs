@@ -85,12 +85,13 @@ fn watch_ingress_without_class_serves_classless_ingresses_only() {
     ];
     // Some other controller's class is the cluster default; ours is not.
     let inp = Inputs {
-        ingresses: ingresses.clone(),
+        ingresses: ingresses.clone().into(),
         ingress_classes: vec![
             class("sluice", CONTROLLER, false),
             class("nginx", "k8s.io/ingress-nginx", true),
-        ],
-        services: vec![service("ns", "svc", &[(None, 80)])],
+        ]
+        .into(),
+        services: vec![service("ns", "svc", &[(None, 80)])].into(),
         ..Inputs::default()
     };
     let names =
@@ -126,7 +127,7 @@ fn watch_ingress_without_class_serves_classless_ingresses_only() {
 
     // Without any IngressClass of ours at all, the flag alone makes class-less ones ours.
     let bare = Inputs {
-        ingress_classes: vec![class("nginx", "k8s.io/ingress-nginx", false)],
+        ingress_classes: vec![class("nginx", "k8s.io/ingress-nginx", false)].into(),
         ..inp.clone()
     };
     assert_eq!(
@@ -160,14 +161,16 @@ fn default_backend_service_takes_unmatched_requests() {
             "fallback",
             &[(Some("web"), 8080), (Some("other"), 9090)],
         ),
-    ];
+    ]
+    .into();
     inp.endpoint_slices = vec![slice(
         "infra",
         "fallback-1",
         "fallback",
         &[(Some("web"), 3000), (Some("other"), 4000)],
         &[(&["10.0.0.7"], Some(true))],
-    )];
+    )]
+    .into();
 
     // Without the flag: 404 (no route).
     let out = run(&inp);
@@ -301,11 +304,12 @@ fn default_certificate_comes_from_the_flag_secret() {
     let mut s = rules(vec![rule("own.io", vec![path("/", "Prefix", "svc", 80)])]);
     s["tls"] = json!([{"hosts": ["own.io"], "secretName": "own"}, {"hosts": ["bare.io"]}]);
     let mut inp = inputs(vec![ingress("ns", "web", Some(1), s)]);
-    inp.services = vec![service("ns", "svc", &[(None, 80)])];
+    inp.services = vec![service("ns", "svc", &[(None, 80)])].into();
     inp.secrets = vec![
         tls_secret("ns", "own", CERT_PEM, PKCS8_PEM),
         tls_secret("infra", "wildcard", CHAIN_PEM, SEC1_PEM),
-    ];
+    ]
+    .into();
 
     let out = run(&inp);
     assert!(out.table.default_certificate().is_none());

@@ -60,9 +60,10 @@ fn world(gateways: Vec<Arc<Gateway>>, routes: Vec<Arc<HttpRoute>>) -> Inputs {
         gateway_classes: vec![
             class("sluice", GW_CONTROLLER),
             class("theirs", "example.com/other"),
-        ],
-        gateways,
-        http_routes: routes,
+        ]
+        .into(),
+        gateways: gateways.into(),
+        http_routes: routes.into(),
         ..Inputs::default()
     };
     let mut ip = 1;
@@ -405,7 +406,8 @@ fn same_namespace_by_default_all_and_selector() {
     );
     inputs.namespaces = vec![from(
         json!({"metadata": {"name": "other", "labels": {"team": "a"}}}),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     assert_eq!(accepted(&out.gateway, "r"), (true, "Accepted"));
     assert_eq!(
@@ -425,7 +427,8 @@ fn same_namespace_by_default_all_and_selector() {
     // The namespace loses its label: the selector no longer admits the route.
     inputs.namespaces = vec![from(
         json!({"metadata": {"name": "other", "labels": {"team": "b"}}}),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     assert_eq!(answer(&out.table, &get("sel.example", "/")), None);
     assert_eq!(
@@ -683,8 +686,8 @@ fn http_and_https_listeners_serve_their_own_routes_and_ingress_shares_the_table(
             "rules": [{"backendRefs": [backend("api", 80)]}]}),
         )],
     );
-    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)];
-    inputs.ingress_classes = vec![our_class()];
+    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)].into();
+    inputs.ingress_classes = vec![our_class()].into();
     inputs.ingresses = vec![ingress(
         "default",
         "ing",
@@ -693,7 +696,8 @@ fn http_and_https_listeners_serve_their_own_routes_and_ingress_shares_the_table(
             rule("ingress.example", vec![path("/", "Prefix", "web", 80)]),
             rule("secure.example", vec![path("/", "Prefix", "web", 80)]),
         ]),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     let t = &out.table;
     assert_eq!(
@@ -832,7 +836,7 @@ fn backends_weights_and_invalid_references() {
     let grant: Arc<ReferenceGrant> = from(json!({"metadata": {"namespace": "other", "name": "g"},
         "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "default"}],
                  "to": [{"group": "", "kind": "Service"}]}}));
-    inputs.reference_grants = vec![grant];
+    inputs.reference_grants = vec![grant].into();
     let out = compiled(&inputs);
     assert_eq!(resolved(&out.gateway, "cross"), (true, "ResolvedRefs"));
     let id = out
@@ -982,7 +986,7 @@ fn filters_and_annotations_produce_the_same_policy() {
           "backendRefs": [backend("web", 80)]}]}),
     )];
     let mut inputs = world(vec![gw], routes);
-    inputs.ingress_classes = vec![our_class()];
+    inputs.ingress_classes = vec![our_class()].into();
     inputs.ingresses = vec![raw_ingress(
         "default",
         "ing",
@@ -990,7 +994,7 @@ fn filters_and_annotations_produce_the_same_policy() {
         json!({"nginx.ingress.kubernetes.io/upstream-vhost": "internal.example",
                "sluice.dev/request-headers": "x-team: blue"}),
         json!({"ingressClassName": "sluice", "rules": [rule("ing.example", vec![path("/", "Prefix", "web", 80)])]}),
-    )];
+    )].into();
     let out = compiled(&inputs);
     let t = &out.table;
     let gw_policy = &t
@@ -1774,7 +1778,7 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
             json!({"parentRefs": [{"name": "gw", "sectionName": "http-only"}],
                 "rules": [{"backendRefs": [backend("web", 80)]}]}),
         ),
-    ];
+    ].into();
     let out = compiled(&inputs);
     let post = |target: &'static str| get("grpc.example", target).method("POST");
     let table = &out.table;
@@ -1842,7 +1846,8 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
             "rules": [{"filters": [{"type": "RequestMirror",
                 "requestMirror": {"backendRef": {"name": "api", "port": 80}}}],
                 "backendRefs": [backend("web", 80)]}]}),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     let id = out
         .table
@@ -1866,7 +1871,8 @@ fn grpc_routes_route_calls_by_service_method_and_headers() {
         3,
         json!({"parentRefs": [{"name": "gw"}], "rules": [{"matches": [
             {"method": {"type": "RegularExpression", "method": "("}}]}]}),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     assert_eq!(accepted(&out.gateway, "bad"), (false, "UnsupportedValue"));
     let message = &route_status(&out.gateway, "bad").parents[0].conditions[0].message;
@@ -1907,12 +1913,14 @@ fn tcp_and_tls_listeners_take_their_route_kinds() {
             "tcp",
             json!([{"backendRefs": [backend("web", 80)]}, {"backendRefs": [backend("api", 80)]}]),
         ),
-    ];
+    ]
+    .into();
     inputs.tls_routes = vec![from(
         json!({"metadata": {"namespace": "default", "name": "pass"},
         "spec": {"parentRefs": [{"name": "gw", "sectionName": "tls"}], "hostnames": ["a.example"],
                  "rules": [{"backendRefs": [backend("web", 80)]}]}}),
-    )];
+    )]
+    .into();
     let out = compiled(&inputs);
     let gw = &out.gateway.gateways[0];
     let by_name: HashMap<&str, _> = gw.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
@@ -2038,11 +2046,12 @@ fn frontend_client_certificate_validation_by_port() {
     ]}}))
     .expect("tls");
     let mut inputs = world(vec![Arc::new(gw)], vec![]);
-    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)];
+    inputs.secrets = vec![tls_secret("default", "cert", CERT_PEM, PKCS8_PEM)].into();
     inputs.config_maps = vec![
         config_map("default", "ca", CERT_PEM),
         config_map("other", "ca", CERT_PEM),
-    ];
+    ]
+    .into();
 
     // On the shared HTTPS socket (no address of its own): not programmed.
     let out = compiled(&inputs);
@@ -2159,7 +2168,7 @@ fn backend_tls_policies_attach_to_service_ports() {
             json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend("web", 80)]}]}),
         )],
     );
-    inputs.config_maps = vec![config_map("default", "ca", CERT_PEM)];
+    inputs.config_maps = vec![config_map("default", "ca", CERT_PEM)].into();
     inputs.backend_tls_policies = vec![
         backend_tls_policy("first", 1, None, ca("ca")),
         backend_tls_policy("second", 2, None, ca("ca")),
@@ -2170,7 +2179,8 @@ fn backend_tls_policies_attach_to_service_ports() {
             json!({"kind": "Secret", "name": "x"}),
         ),
         backend_tls_policy("missing", 4, Some("another"), ca("nope")),
-    ];
+    ]
+    .into();
     let out = compiled(&inputs);
     let web = out
         .table
@@ -2253,7 +2263,8 @@ fn gateway_backend_client_certificate() {
     inputs.secrets = vec![
         tls_secret("default", "client", CERT_PEM, PKCS8_PEM),
         tls_secret("other", "client", CERT_PEM, PKCS8_PEM),
-    ];
+    ]
+    .into();
     let out = compiled(&inputs);
     let gateway_conditions = |name: &str| {
         let g = out
@@ -2359,7 +2370,7 @@ fn listener_sets_add_listeners_to_gateways_that_allow_them() {
 
     // Not allowed by default.
     let mut inputs = world(vec![Arc::new(gw.clone())], routes.clone());
-    inputs.listener_sets = sets.clone();
+    inputs.listener_sets = sets.clone().into();
     let out = compiled(&inputs);
     for set in &out.gateway.listener_sets {
         assert_eq!(
@@ -2375,7 +2386,7 @@ fn listener_sets_add_listeners_to_gateways_that_allow_them() {
     gw.spec.allowed_listeners =
         serde_json::from_value(json!({"namespaces": {"from": "Same"}})).expect("allowed");
     let mut inputs = world(vec![Arc::new(gw)], routes);
-    inputs.listener_sets = sets;
+    inputs.listener_sets = sets.into();
     let out = compiled(&inputs);
     let set = |name: &str| {
         out.gateway

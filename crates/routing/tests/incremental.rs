@@ -98,7 +98,7 @@ fn svc_slice(
 /// Secrets, our IngressClass and another controller's.
 fn base_inputs() -> Inputs {
     let mut inputs = Inputs {
-        ingress_classes: vec![our_class(), class("other", "example.com/other", false)],
+        ingress_classes: vec![our_class(), class("other", "example.com/other", false)].into(),
         ..Inputs::default()
     };
     for ns in NAMESPACES {

@@ -689,18 +689,19 @@ impl World {
             gateway_classes: vec![
                 gateway_class("sluice", &CompileOptions::default().gateway_controller_name),
                 gateway_class("theirs", "example.com/other"),
-            ],
-            gateways: vec![edge(0, 1), other_gateway()],
-            http_routes: bystander_routes(),
-            secrets: vec![tls_secret("n1", CERT, CERT_PEM, PKCS8_PEM)],
-            namespaces: namespaces(),
-            reference_grants: vec![reference_grant()],
+            ]
+            .into(),
+            gateways: vec![edge(0, 1), other_gateway()].into(),
+            http_routes: bystander_routes().into(),
+            secrets: vec![tls_secret("n1", CERT, CERT_PEM, PKCS8_PEM)].into(),
+            namespaces: namespaces().into(),
+            reference_grants: vec![reference_grant()].into(),
             ..Inputs::default()
         };
         if with_policy {
             let (policy, ca) = backend_tls_policy();
-            inputs.backend_tls_policies = vec![policy];
-            inputs.config_maps = vec![ca];
+            inputs.backend_tls_policies = vec![policy].into();
+            inputs.config_maps = vec![ca].into();
         }
         for ns in NAMESPACES {
             for (i, svc) in LIVE_SERVICES.iter().enumerate() {
@@ -714,8 +715,8 @@ impl World {
             }
         }
         if with_ingresses {
-            inputs.ingress_classes = vec![our_class()];
-            inputs.ingresses = ingresses();
+            inputs.ingress_classes = vec![our_class()].into();
+            inputs.ingresses = ingresses().into();
         }
         World {
             inputs,

@@ -226,8 +226,8 @@ fn build_inputs(ings: &[RefIngress]) -> Inputs {
     }
     Inputs {
         ingresses,
-        ingress_classes: vec![our_class(), class("other", "example.com/other", false)],
-        services,
+        ingress_classes: vec![our_class(), class("other", "example.com/other", false)].into(),
+        services: services.into(),
         ..Inputs::default()
     }
 }
@@ -745,12 +745,12 @@ fn arb_inputs() -> impl Strategy<Value = Inputs> {
     )
         .prop_map(
             |(ingresses, ingress_classes, services, endpoints, endpoint_slices, secrets)| Inputs {
-                ingresses,
-                ingress_classes,
-                services,
-                endpoints,
-                endpoint_slices,
-                secrets,
+                ingresses: ingresses.into(),
+                ingress_classes: ingress_classes.into(),
+                services: services.into(),
+                endpoints: endpoints.into(),
+                endpoint_slices: endpoint_slices.into(),
+                secrets: secrets.into(),
                 ..Inputs::default()
             },
         )
@@ -810,15 +810,15 @@ proptest! {
     fn compile_is_independent_of_input_order(
         (inputs, shuffled) in arb_inputs().prop_flat_map(|i| {
             let s = (
-                Just(i.ingresses.clone()).prop_shuffle(),
-                Just(i.ingress_classes.clone()).prop_shuffle(),
-                Just(i.services.clone()).prop_shuffle(),
-                Just(i.endpoints.clone()).prop_shuffle(),
-                Just(i.endpoint_slices.clone()).prop_shuffle(),
-                Just(i.secrets.clone()).prop_shuffle(),
+                Just(i.ingresses.to_vec()).prop_shuffle(),
+                Just(i.ingress_classes.to_vec()).prop_shuffle(),
+                Just(i.services.to_vec()).prop_shuffle(),
+                Just(i.endpoints.to_vec()).prop_shuffle(),
+                Just(i.endpoint_slices.to_vec()).prop_shuffle(),
+                Just(i.secrets.to_vec()).prop_shuffle(),
             )
                 .prop_map(|(ingresses, ingress_classes, services, endpoints, endpoint_slices, secrets)| Inputs {
-                    ingresses, ingress_classes, services, endpoints, endpoint_slices, secrets,
+                    ingresses: ingresses.into(), ingress_classes: ingress_classes.into(), services: services.into(), endpoints: endpoints.into(), endpoint_slices: endpoint_slices.into(), secrets: secrets.into(),
                     ..Inputs::default()
                 });
             (Just(i), s)

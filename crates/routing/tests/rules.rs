@@ -411,7 +411,7 @@ fn default_backend_fallback_and_conflict() {
         ingress("ns", "newer", Some(9), with_default("d-new")),
         ingress("ns", "older", Some(2), with_default("d-old")),
     ]);
-    inp.services = services();
+    inp.services = services().into();
     let out = run(&inp);
     check(
         &out.table,
@@ -441,7 +441,7 @@ fn default_backend_fallback_and_conflict() {
         ingress("ns", "older", Some(1), bad),
         ingress("ns", "newer", Some(2), with_default("d")),
     ]);
-    inp.services = services();
+    inp.services = services().into();
     let out = run(&inp);
     assert_eq!(routed(&out.table, "x", "/").as_deref(), Some("ns/d:80"));
     assert_eq!(
@@ -498,13 +498,14 @@ fn class_selection() {
             .push(rule("good.io", vec![path("/", "Prefix", "svc", 80)]));
         let ing = raw_ingress("ns", "ing", Some(1), annotations, s);
         let inp = Inputs {
-            ingresses: vec![ing],
+            ingresses: vec![ing].into(),
             ingress_classes: vec![
                 class("sluice", CONTROLLER, false),
                 class("sluice-2", CONTROLLER, *our_default),
                 class("nginx", "k8s.io/ingress-nginx", *their_default),
-            ],
-            services: vec![service("ns", "svc", &[(None, 80)])],
+            ]
+            .into(),
+            services: vec![service("ns", "svc", &[(None, 80)])].into(),
             ..Inputs::default()
         };
         let out = run(&inp);
@@ -536,8 +537,9 @@ fn options_controller_class_and_namespace() {
                 spec("two.io"),
             ),
             ingress("a", "default-named", Some(1), spec("three.io")),
-        ],
-        ingress_classes: vec![class("mine", "example.com/custom", false), our_class()],
+        ]
+        .into(),
+        ingress_classes: vec![class("mine", "example.com/custom", false), our_class()].into(),
         ..Inputs::default()
     };
     let opts = CompileOptions {
@@ -1278,8 +1280,9 @@ fn input_order_does_not_matter() {
     inp.services = vec![
         service("ns", "a", &[(None, 80)]),
         service("ns", "b", &[(None, 80)]),
-    ];
-    inp.secrets = vec![tls_secret("ns", "c", CERT_PEM, PKCS8_PEM)];
+    ]
+    .into();
+    inp.secrets = vec![tls_secret("ns", "c", CERT_PEM, PKCS8_PEM)].into();
     let a = run(&inp);
     inp.ingresses.reverse();
     inp.services.reverse();
@@ -1332,31 +1335,31 @@ fn empty_and_skeletal_objects_never_panic() {
                 None,
                 json!({"rules": [{}, {"http": {"paths": []}}, {"host": ""}], "tls": [{}], "defaultBackend": {}}),
             ),
-        ],
+        ].into(),
         ingress_classes: vec![
             Arc::new(Default::default()),
             our_class(),
             class("", CONTROLLER, true),
-        ],
-        services: vec![Arc::new(Default::default())],
-        endpoints: vec![Arc::new(Default::default())],
-        endpoint_slices: vec![Arc::new(Default::default())],
-        secrets: vec![Arc::new(Default::default())],
-        config_maps: vec![Arc::new(Default::default())],
-        annotation_config_maps: vec![Arc::new(Default::default())],
-        backend_tls_policies: vec![Arc::new(Default::default())],
-        listener_sets: vec![Arc::new(Default::default())],
+        ].into(),
+        services: vec![Arc::new(Default::default())].into(),
+        endpoints: vec![Arc::new(Default::default())].into(),
+        endpoint_slices: vec![Arc::new(Default::default())].into(),
+        secrets: vec![Arc::new(Default::default())].into(),
+        config_maps: vec![Arc::new(Default::default())].into(),
+        annotation_config_maps: vec![Arc::new(Default::default())].into(),
+        backend_tls_policies: vec![Arc::new(Default::default())].into(),
+        listener_sets: vec![Arc::new(Default::default())].into(),
         nginx_config_map: Some(Arc::new(Default::default())),
         nginx_config_previous: None,
-        gateway_classes: vec![Arc::new(Default::default())],
-        gateways: vec![Arc::new(Default::default())],
-        http_routes: vec![Arc::new(Default::default())],
-        grpc_routes: vec![Arc::new(Default::default())],
-        tcp_routes: vec![Arc::new(Default::default())],
-        tls_routes: vec![Arc::new(Default::default())],
-        udp_routes: vec![Arc::new(Default::default())],
-        reference_grants: vec![Arc::new(Default::default())],
-        namespaces: vec![Arc::new(Default::default())],
+        gateway_classes: vec![Arc::new(Default::default())].into(),
+        gateways: vec![Arc::new(Default::default())].into(),
+        http_routes: vec![Arc::new(Default::default())].into(),
+        grpc_routes: vec![Arc::new(Default::default())].into(),
+        tcp_routes: vec![Arc::new(Default::default())].into(),
+        tls_routes: vec![Arc::new(Default::default())].into(),
+        udp_routes: vec![Arc::new(Default::default())].into(),
+        reference_grants: vec![Arc::new(Default::default())].into(),
+        namespaces: vec![Arc::new(Default::default())].into(),
     };
     let out = run(&inp);
     // The two nameless Ingresses are one ObjectRef.

@@ -617,15 +617,7 @@ impl GatewayStatusWriter {
         now: &str,
     ) -> anyhow::Result<usize>
     where
-        K: WithStatus
-            + k8s_openapi::Resource
-            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: RouteKind,
     {
         let kind = K::KIND;
         let mut written = 0;
@@ -704,15 +696,7 @@ impl GatewayStatusWriter {
         now: &str,
     ) -> anyhow::Result<usize>
     where
-        K: WithStatus
-            + k8s_openapi::Resource
-            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: RouteKind,
     {
         let cache_key = format!("{}/{}", object.namespace, object.name);
         let Some(current) = informer.store().get_by_key(&cache_key) else {
@@ -782,6 +766,33 @@ impl GatewayStatusWriter {
             "update status of {what}: still conflicting after {CONFLICT_RETRIES} re-reads"
         )
     }
+}
+
+/// A route kind whose `status` the writer keeps: namespaced, with a status it reads.
+trait RouteKind:
+    WithStatus
+    + k8s_openapi::Resource
+    + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> RouteKind for K where
+    K: WithStatus
+        + k8s_openapi::Resource
+        + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// The route statuses of a round, sorted by object, and which objects to visit: every

@@ -100,10 +100,12 @@ pub fn add_gateway(
 ) {
     spec["gatewayClassName"] = json!("sluice");
     inputs.gateway_classes = vec![object(json!({"metadata": {"name": "sluice"},
-        "spec": {"controllerName": "sluice.dev/gateway-controller"}}))];
+        "spec": {"controllerName": "sluice.dev/gateway-controller"}}))]
+    .into();
     inputs.gateways = vec![object(
         json!({"metadata": {"namespace": NS, "name": "gw"}, "spec": spec}),
-    )];
+    )]
+    .into();
     inputs.http_routes = routes
         .iter()
         .map(|(name, spec)| {
@@ -121,7 +123,8 @@ pub fn inputs(routes: &[Route]) -> Inputs {
             "kind": "IngressClass",
             "metadata": {"name": "sluice"},
             "spec": {"controller": "sluice.dev/ingress-controller"}
-        }))],
+        }))]
+        .into(),
         ..Inputs::default()
     };
     let mut services = std::collections::BTreeMap::new();

@@ -32,6 +32,9 @@ pub(crate) fn unmatched<T>(old: &[Arc<T>], new: &[Arc<T>], limit: usize) -> Opti
         (list.iter().take(AHEAD + 1)).position(|other| Arc::ptr_eq(item, other))
     };
     let (mut gone, mut came) = (Vec::new(), Vec::new());
+    if std::ptr::eq(old, new) {
+        return Some(Unmatched { gone, came });
+    }
     let (mut i, mut j) = (0, 0);
     while i < old.len() && j < new.len() {
         if Arc::ptr_eq(&old[i], &new[j]) {

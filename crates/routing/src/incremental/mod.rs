@@ -382,7 +382,7 @@ fn partial_inputs(
     ingresses: Vec<Arc<Ingress>>,
 ) -> Inputs {
     let mut partial = Inputs {
-        ingresses: Vec::new(),
+        ingresses: Default::default(),
         ingress_classes: inputs.ingress_classes.clone(),
         secrets: inputs.secrets.clone(),
         backend_tls_policies: inputs.backend_tls_policies.clone(),
@@ -402,7 +402,7 @@ fn partial_inputs(
             partial.endpoints.extend(objects.endpoints.iter().cloned());
         }
     }
-    partial.ingresses = ingresses;
+    partial.ingresses = ingresses.into();
     partial
 }
 

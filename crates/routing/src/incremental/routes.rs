@@ -505,8 +505,8 @@ mod tests {
         }))
         .expect("a Gateway");
         Inputs {
-            gateways: vec![Arc::new(gateway)],
-            http_routes: routes,
+            gateways: vec![Arc::new(gateway)].into(),
+            http_routes: routes.into(),
             ..Inputs::default()
         }
     }

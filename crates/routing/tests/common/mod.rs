@@ -167,8 +167,8 @@ pub fn tls_secret(ns: &str, name: &str, crt: &str, key: &str) -> Arc<Secret> {
 /// Inputs holding our IngressClass and the given Ingresses.
 pub fn inputs(ingresses: Vec<Arc<Ingress>>) -> Inputs {
     Inputs {
-        ingresses,
-        ingress_classes: vec![our_class()],
+        ingresses: ingresses.into(),
+        ingress_classes: vec![our_class()].into(),
         ..Inputs::default()
     }
 }
