@@ -358,97 +358,83 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
     });
     // What the controller does per change of one Ingress: the previous compile kept, one
     // Ingress's host changed (back and forth), only its hosts compiled again.
-    let mut compiler = IncrementalCompiler::new();
-    let mut changing = inputs.clone();
-    compiler.compile(&changing, &options);
     let versions = [
-        Arc::clone(&changing.ingresses[0]),
-        renamed_host(&changing.ingresses[0], "moved.example.com"),
+        Arc::clone(&inputs.ingresses[0]),
+        renamed_host(&inputs.ingresses[0], "moved.example.com"),
     ];
-    let mut turn = 0;
-    // The inputs are made outside the timed region: the controller lists them from its
-    // informers and hands them over shared (`compile_shared`).
-    group.bench_function("incremental compile, 1 of 10k ingresses changed", |b| {
-        b.iter_batched(
-            || {
-                turn += 1;
-                changing.ingresses[0] = Arc::clone(&versions[turn % 2]);
-                Arc::new(changing.clone())
-            },
-            |shared| {
-                let compiled = compiler.compile_shared(black_box(&shared), &options);
-                assert!(matches!(
-                    compiler.last_kind(),
-                    CompileKind::Incremental { objects: 1 }
-                ));
-                (compiled, shared)
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_incremental(
+        &mut group,
+        "incremental compile, 1 of 10k ingresses changed",
+        (&inputs, &options),
+        Some(1),
+        |changing, turn| changing.ingresses[0] = Arc::clone(&versions[turn % 2]),
+    );
     // The same for one HTTPRoute among 10k: its host name's rules, its status and the
     // listener's attachedRoutes.
-    let mut compiler = IncrementalCompiler::new();
-    let mut changing = gw_inputs.clone();
-    compiler.compile(&changing, &options);
     let route_versions = [
-        Arc::clone(&changing.http_routes[0]),
+        Arc::clone(&gw_inputs.http_routes[0]),
         Arc::new({
-            let mut route = (*changing.http_routes[0]).clone();
+            let mut route = (*gw_inputs.http_routes[0]).clone();
             route.spec.hostnames = vec!["moved.example.com".to_owned()];
             route
         }),
     ];
+    bench_incremental(
+        &mut group,
+        "incremental compile, 1 of 10k HTTPRoutes changed",
+        (&gw_inputs, &options),
+        Some(1),
+        |changing, turn| changing.http_routes[0] = Arc::clone(&route_versions[turn % 2]),
+    );
+    // One EndpointSlice among those of 10k Ingresses' Services: that Service's backends.
+    let slice_versions = [Arc::clone(&inputs.endpoint_slices[0]), {
+        let mut slice = (*inputs.endpoint_slices[0]).clone();
+        slice.endpoints.truncate(1);
+        Arc::new(slice)
+    }];
+    bench_incremental(
+        &mut group,
+        "incremental compile, 1 EndpointSlice of 10k ingresses' changed",
+        (&inputs, &options),
+        None,
+        |changing, turn| changing.endpoint_slices[0] = Arc::clone(&slice_versions[turn % 2]),
+    );
+    group.finish();
+}
+
+/// Times [`IncrementalCompiler::compile_shared`] after `change(inputs, turn)`, made outside
+/// the timed region (the controller lists its informers and hands the inputs over shared);
+/// every call must compile in part (of `objects` objects, when given).
+fn bench_incremental<M: Measurement>(
+    group: &mut criterion::BenchmarkGroup<'_, M>,
+    name: &str,
+    (inputs, options): (&Inputs, &CompileOptions),
+    objects: Option<usize>,
+    mut change: impl FnMut(&mut Inputs, usize),
+) {
+    let mut compiler = IncrementalCompiler::new();
+    let mut changing = inputs.clone();
+    compiler.compile(&changing, options);
     let mut turn = 0;
-    group.bench_function("incremental compile, 1 of 10k HTTPRoutes changed", |b| {
+    group.bench_function(name, |b| {
         b.iter_batched(
             || {
                 turn += 1;
-                changing.http_routes[0] = Arc::clone(&route_versions[turn % 2]);
+                change(&mut changing, turn);
                 Arc::new(changing.clone())
             },
             |shared| {
-                let compiled = compiler.compile_shared(black_box(&shared), &options);
-                assert!(matches!(
-                    compiler.last_kind(),
-                    CompileKind::Incremental { objects: 1 }
-                ));
+                let compiled = compiler.compile_shared(black_box(&shared), options);
+                let partial = match compiler.last_kind() {
+                    CompileKind::Incremental { objects: n } => objects.is_none_or(|o| o == n),
+                    CompileKind::Full => false,
+                };
+                assert!(partial, "{name}: compiled whole or of other objects");
                 (compiled, shared)
             },
             BatchSize::LargeInput,
         )
     });
-    // One EndpointSlice among those of 10k Ingresses' Services: that Service's backends.
-    let mut compiler = IncrementalCompiler::new();
-    let mut changing = inputs.clone();
-    compiler.compile(&changing, &options);
-    let slice_versions = [Arc::clone(&changing.endpoint_slices[0]), {
-        let mut slice = (*changing.endpoint_slices[0]).clone();
-        slice.endpoints.truncate(1);
-        Arc::new(slice)
-    }];
-    group.bench_function(
-        "incremental compile, 1 EndpointSlice of 10k ingresses' changed",
-        |b| {
-            b.iter_batched(
-                || {
-                    turn += 1;
-                    changing.endpoint_slices[0] = Arc::clone(&slice_versions[turn % 2]);
-                    Arc::new(changing.clone())
-                },
-                |shared| {
-                    let compiled = compiler.compile_shared(black_box(&shared), &options);
-                    assert!(matches!(
-                        compiler.last_kind(),
-                        CompileKind::Incremental { .. }
-                    ));
-                    (compiled, shared)
-                },
-                BatchSize::LargeInput,
-            )
-        },
-    );
-    group.finish();
 }
 
 criterion_group!(wall_clock, wall);

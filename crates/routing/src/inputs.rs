@@ -70,13 +70,6 @@ pub struct Inputs {
 #[derive(Debug)]
 pub struct ObjectList<T>(Arc<Vec<Arc<T>>>);
 
-impl<T> ObjectList<T> {
-    /// Whether both are the same list (not a copy of it).
-    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
-        Arc::ptr_eq(&a.0, &b.0)
-    }
-}
-
 impl<T> Default for ObjectList<T> {
     fn default() -> Self {
         ObjectList(Arc::new(Vec::new()))
