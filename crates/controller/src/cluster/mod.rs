@@ -706,16 +706,27 @@ async fn status_loop(
                 }
             }
         }
-        tokio::select! {
+        let trail = tokio::select! {
             _ = stop.cancelled() => break,
-            r = reports.changed() => if r.is_err() { break },
+            r = reports.changed() => if r.is_err() { break } else { true },
             // An object of a status-written kind was added or updated (a status someone
             // else wrote, our own write coming back, a recreated object): checked.
-            s = status_ticks.changed() => if s.is_err() { break },
-            l = leading.changed() => if l.is_err() { break },
+            s = status_ticks.changed() => if s.is_err() { break } else { true },
+            l = leading.changed() => if l.is_err() { break } else { false },
+        };
+        if trail {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(STATUS_TRAIL) => {}
+            }
         }
     }
 }
+
+/// How long a status round waits after the change that woke it. The change's own table is
+/// served first: its rebuild runs on the same thread, and the writes make the API server
+/// busy on the cores the proxy answers from. Changes within the wait share one round.
+const STATUS_TRAIL: Duration = Duration::from_millis(50);
 
 /// How long [`connect`] waits for the API server's `/version`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
