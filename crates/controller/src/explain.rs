@@ -214,7 +214,7 @@ fn is<K: k8s_openapi::Resource>((api_version, kind): (&str, &str)) -> bool {
 
 fn push<K: DeserializeOwned>(
     value: &serde_json::Value,
-    out: &mut Vec<Arc<K>>,
+    out: &mut sluice_routing::ObjectList<K>,
 ) -> Result<(), String> {
     let object = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
     out.push(Arc::new(object));

@@ -371,7 +371,7 @@ type: kubernetes.io/tls
     }
 
     fn projected(inputs: &Inputs) -> Inputs {
-        fn each<K: Clone>(all: &[Arc<K>], f: fn(K) -> K) -> Vec<Arc<K>> {
+        fn each<K: Clone>(all: &sluice_routing::ObjectList<K>, f: fn(K) -> K) -> Vec<Arc<K>> {
             all.iter().map(|o| Arc::new(f((**o).clone()))).collect()
         }
         Inputs {

@@ -219,9 +219,10 @@ impl GatewayInformers {
     }
 }
 
-/// What `informer` holds, as its store lists it until its next change (shared: listing an
-/// unchanged kind for every change costs a reference count, not one per object); empty
-/// without an informer.
+/// What `informer` holds, as its store lists it: in shared chunks, kept in step with its
+/// writes (listing a kind for every change copies its chunks' pointers, not a reference
+/// count per object, and shares all but the chunks written since); empty without an
+/// informer.
 fn listed<K>(informer: Option<&SharedIndexInformer<K>>) -> ObjectList<K>
 where
     K: kube::Resource + Send + Sync + 'static,

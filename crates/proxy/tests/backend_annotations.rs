@@ -388,7 +388,7 @@ async fn backend_certificate_authentication_proxy_ssl_verify_depth() {
 /// `inputs` with the Service `web` given `cluster_ip` and, as its only port, `port` (the
 /// Ingress's backend port follows): the endpoints stay those of the route.
 fn with_cluster_ip(mut inputs: Inputs, cluster_ip: &str, port: u16) -> Inputs {
-    for ingress in &mut inputs.ingresses {
+    for ingress in inputs.ingresses.iter_mut() {
         let ingress = Arc::make_mut(ingress);
         for rule in ingress.spec.as_mut().unwrap().rules.as_mut().unwrap() {
             for path in &mut rule.http.as_mut().unwrap().paths {

@@ -585,7 +585,7 @@ async fn service_app_protocol_h2c_selects_http2_without_annotations() {
 }
 
 fn set_app_protocol(inputs: &mut Inputs, protocol: &str) {
-    for service in &mut inputs.services {
+    for service in inputs.services.iter_mut() {
         let service = Arc::make_mut(service);
         for port in service
             .spec

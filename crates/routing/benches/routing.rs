@@ -116,7 +116,7 @@ fn renamed_host(ingress: &Ingress, host: &str) -> Arc<Ingress> {
 /// Services as [`inputs`].
 fn gateway_inputs() -> Inputs {
     let mut inputs = inputs();
-    inputs.ingresses.clear();
+    inputs.ingresses = Default::default();
     inputs.gateway_classes = vec![from::<GatewayClass>(json!({
         "metadata": {"name": "sluice"},
         "spec": {"controllerName": "sluice.dev/gateway-controller"}

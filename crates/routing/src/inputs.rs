@@ -1,5 +1,6 @@
 //! What [`crate::ingress::compile`] reads: the cluster objects and the controller's identity.
 
+use sluice_persistent::ChunkedVec;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
@@ -64,59 +65,143 @@ pub struct Inputs {
     pub namespaces: ObjectList<Namespace>,
 }
 
-/// One kind's objects as [`Inputs`] holds them: a shared list, read as a `Vec`. A copy is
-/// a reference count (the controller hands the compiler its informers' listings, shared
-/// until a store changes); writing through one copies the list first when it is shared.
+/// One kind's objects as [`Inputs`] holds them: a list in shared chunks of 128
+/// ([`ChunkedVec`]). A copy copies the chunks' pointers; the controller hands the compiler
+/// its informers' listings, which share every chunk but the few a store's writes touched
+/// since the last listing, and whose objects keep their positions (see
+/// [`ObjectList::shares_chunk_at`], what the incremental compile's diffs skip by).
 #[derive(Debug)]
-pub struct ObjectList<T>(Arc<Vec<Arc<T>>>);
+pub struct ObjectList<T>(ChunkedVec<Arc<T>>);
 
 impl<T> Default for ObjectList<T> {
     fn default() -> Self {
-        ObjectList(Arc::new(Vec::new()))
+        ObjectList(ChunkedVec::new())
     }
 }
 
 impl<T> Clone for ObjectList<T> {
     fn clone(&self) -> Self {
-        ObjectList(Arc::clone(&self.0))
+        ObjectList(self.0.clone())
     }
 }
 
-impl<T> std::ops::Deref for ObjectList<T> {
-    type Target = Vec<Arc<T>>;
+impl<T> ObjectList<T> {
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
 
-    fn deref(&self) -> &Vec<Arc<T>> {
-        &self.0
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Object `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&Arc<T>> {
+        self.0.get(index)
+    }
+
+    /// Every object, in order.
+    pub fn iter(&self) -> sluice_persistent::Iter<'_, Arc<T>> {
+        self.0.iter()
+    }
+
+    /// Every object, to change (each shared chunk copied first).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Arc<T>> {
+        self.0.iter_mut()
+    }
+
+    /// Whether objects `index..index + 128` of `self` and `other` are one shared chunk:
+    /// the same objects, known without looking at them.
+    pub fn shares_chunk_at(&self, other: &Self, index: usize) -> bool {
+        self.0.shares_chunk_at(&other.0, index)
+    }
+
+    /// Adds `object` at the end.
+    pub fn push(&mut self, object: Arc<T>) {
+        self.0.push(object);
+    }
+
+    /// Every object, in order, in a `Vec` of its own.
+    pub fn to_vec(&self) -> Vec<Arc<T>> {
+        self.iter().cloned().collect()
+    }
+
+    /// Takes every object out.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Takes the last object out.
+    pub fn pop(&mut self) -> Option<Arc<T>> {
+        self.0.pop()
+    }
+
+    /// Takes object `index` out, those after it moving up one (`Vec::remove`).
+    ///
+    /// # Panics
+    /// If `index` is out of range.
+    pub fn remove(&mut self, index: usize) -> Arc<T> {
+        let removed = Arc::clone(&self[index]);
+        *self = (self.iter().enumerate())
+            .filter(|(i, _)| *i != index)
+            .map(|(_, o)| Arc::clone(o))
+            .collect();
+        removed
+    }
+
+    /// Keeps the objects `keep` says to keep, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<T>) -> bool) {
+        if self.iter().all(&mut keep) {
+            return;
+        }
+        *self = self.iter().filter(|o| keep(o)).cloned().collect();
     }
 }
 
-impl<T> std::ops::DerefMut for ObjectList<T> {
-    fn deref_mut(&mut self) -> &mut Vec<Arc<T>> {
-        Arc::make_mut(&mut self.0)
+impl<T> std::ops::Index<usize> for ObjectList<T> {
+    type Output = Arc<T>;
+
+    fn index(&self, index: usize) -> &Arc<T> {
+        &self.0[index]
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for ObjectList<T> {
+    fn index_mut(&mut self, index: usize) -> &mut Arc<T> {
+        &mut self.0[index]
+    }
+}
+
+impl<T> Extend<Arc<T>> for ObjectList<T> {
+    fn extend<I: IntoIterator<Item = Arc<T>>>(&mut self, objects: I) {
+        for object in objects {
+            self.0.push(object);
+        }
     }
 }
 
 impl<T> From<Vec<Arc<T>>> for ObjectList<T> {
     fn from(list: Vec<Arc<T>>) -> Self {
-        ObjectList(Arc::new(list))
+        list.into_iter().collect()
     }
 }
 
-impl<T> From<Arc<Vec<Arc<T>>>> for ObjectList<T> {
-    fn from(list: Arc<Vec<Arc<T>>>) -> Self {
+impl<T> From<ChunkedVec<Arc<T>>> for ObjectList<T> {
+    fn from(list: ChunkedVec<Arc<T>>) -> Self {
         ObjectList(list)
     }
 }
 
 impl<T> FromIterator<Arc<T>> for ObjectList<T> {
     fn from_iter<I: IntoIterator<Item = Arc<T>>>(iter: I) -> Self {
-        ObjectList(Arc::new(iter.into_iter().collect()))
+        ObjectList(iter.into_iter().collect())
     }
 }
 
 impl<'a, T> IntoIterator for &'a ObjectList<T> {
     type Item = &'a Arc<T>;
-    type IntoIter = std::slice::Iter<'a, Arc<T>>;
+    type IntoIter = sluice_persistent::Iter<'a, Arc<T>>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
@@ -125,10 +210,11 @@ impl<'a, T> IntoIterator for &'a ObjectList<T> {
 
 impl<'a, T> IntoIterator for &'a mut ObjectList<T> {
     type Item = &'a mut Arc<T>;
-    type IntoIter = std::slice::IterMut<'a, Arc<T>>;
+    type IntoIter = Box<dyn Iterator<Item = &'a mut Arc<T>> + 'a>;
 
+    /// Every object, to change (each shared chunk copied first).
     fn into_iter(self) -> Self::IntoIter {
-        Arc::make_mut(&mut self.0).iter_mut()
+        Box::new(self.iter_mut())
     }
 }
 
@@ -137,7 +223,7 @@ impl<T> IntoIterator for ObjectList<T> {
     type IntoIter = std::vec::IntoIter<Arc<T>>;
 
     fn into_iter(self) -> Self::IntoIter {
-        Arc::unwrap_or_clone(self.0).into_iter()
+        self.0.into_iter()
     }
 }
 

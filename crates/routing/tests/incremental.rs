@@ -825,7 +825,9 @@ fn run_case(case: &Case, opts: &CompileOptions) -> Result<(), TestCaseError> {
         let changed = apply(&mut inputs, &mut ages, &step.to_string(), edit);
         let forced = forced_before || inputs.ingresses.iter().any(|i| forces_full(i, opts));
         if let Some(seed) = seed {
-            shuffle(&mut inputs.ingresses, *seed);
+            let mut ingresses: Vec<_> = inputs.ingresses.iter().cloned().collect();
+            shuffle(&mut ingresses, *seed);
+            inputs.ingresses = ingresses.into();
         }
         let a = inc.compile(&inputs, opts);
         let b = compile(&inputs, opts);

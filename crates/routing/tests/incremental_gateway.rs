@@ -30,8 +30,8 @@ use sluice_routing::gateway::{
     BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant,
 };
 use sluice_routing::{
-    CompileKind, CompileOptions, Compiled, HeaderLookup, IncrementalCompiler, Inputs, ObjectRef,
-    RequestInfo, RouteTable, compile,
+    CompileKind, CompileOptions, Compiled, HeaderLookup, IncrementalCompiler, Inputs, ObjectList,
+    ObjectRef, RequestInfo, RouteTable, compile,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -641,7 +641,7 @@ impl Live {
 }
 
 fn position<T>(
-    list: &[Arc<T>],
+    list: &ObjectList<T>,
     meta: impl Fn(&T) -> &ObjectMeta,
     ns: &str,
     name: &str,
@@ -653,7 +653,7 @@ fn position<T>(
 }
 
 /// Puts `object` in place of the one of its name in `list`, or at the end.
-fn replace_or_push<T>(list: &mut Vec<Arc<T>>, meta: impl Fn(&T) -> &ObjectMeta, object: Arc<T>) {
+fn replace_or_push<T>(list: &mut ObjectList<T>, meta: impl Fn(&T) -> &ObjectMeta, object: Arc<T>) {
     let m = meta(object.as_ref());
     let (ns, name) = (
         m.namespace.clone().unwrap_or_default(),
@@ -993,6 +993,13 @@ fn arb_case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// `list` in the order [`shuffle`] gives.
+fn shuffle_list<T>(list: &mut ObjectList<T>, seed: u64) {
+    let mut items = list.to_vec();
+    shuffle(&mut items, seed);
+    *list = items.into();
+}
+
 /// Deterministic Fisher-Yates from a seed (xorshift64*).
 fn shuffle<T>(v: &mut [T], seed: u64) {
     let mut x = seed | 1;
@@ -1265,9 +1272,9 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     for (step, (edit, seed)) in case.steps.iter().enumerate() {
         let changed = apply(&mut world, &step.to_string(), edit);
         if let Some(seed) = seed {
-            shuffle(&mut world.inputs.http_routes, *seed);
-            shuffle(&mut world.inputs.grpc_routes, seed.rotate_left(21));
-            shuffle(&mut world.inputs.ingresses, seed.rotate_left(42));
+            shuffle_list(&mut world.inputs.http_routes, *seed);
+            shuffle_list(&mut world.inputs.grpc_routes, seed.rotate_left(21));
+            shuffle_list(&mut world.inputs.ingresses, seed.rotate_left(42));
         }
         let a = inc.compile(&world.inputs, &opts);
         let b = compile(&world.inputs, &opts);

@@ -833,8 +833,8 @@ proptest! {
     fn structured_inputs_are_order_independent(ings in ref_ingresses()) {
         let inputs = build_inputs(&ings);
         let mut reversed = inputs.clone();
-        reversed.ingresses.reverse();
-        reversed.services.reverse();
+        reversed.ingresses = inputs.ingresses.iter().rev().cloned().collect();
+        reversed.services = inputs.services.iter().rev().cloned().collect();
         prop_assert_eq!(observe(&run(&inputs)), observe(&run(&reversed)));
     }
 }

@@ -1284,8 +1284,8 @@ fn input_order_does_not_matter() {
     .into();
     inp.secrets = vec![tls_secret("ns", "c", CERT_PEM, PKCS8_PEM)].into();
     let a = run(&inp);
-    inp.ingresses.reverse();
-    inp.services.reverse();
+    inp.ingresses = inp.ingresses.iter().rev().cloned().collect();
+    inp.services = inp.services.iter().rev().cloned().collect();
     let b = run(&inp);
     assert_eq!(a.table.routes(), b.table.routes());
     assert_eq!(a.diagnostics, b.diagnostics);

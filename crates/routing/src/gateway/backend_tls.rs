@@ -48,7 +48,7 @@ pub(crate) struct PolicyOutcome {
 
 /// Resolves `policies` (those `watched` says are ours) against `config_maps`.
 pub(crate) fn resolve(
-    policies: &[Arc<BackendTlsPolicy>],
+    policies: &crate::ObjectList<BackendTlsPolicy>,
     config_maps: &HashMap<(&str, &str), &ConfigMap>,
     watched: impl Fn(&ObjectMeta) -> bool,
 ) -> BackendTlsPolicies {

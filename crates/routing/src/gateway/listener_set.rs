@@ -34,7 +34,7 @@ pub(super) fn names(set: &ListenerSet, gateway: &ObjectMeta) -> bool {
 /// The ListenerSets naming `gateway`, in precedence order: oldest first, then by
 /// namespace/name.
 pub(super) fn of_gateway<'a>(
-    sets: &'a [Arc<ListenerSet>],
+    sets: &'a crate::ObjectList<ListenerSet>,
     gateway: &Gateway,
 ) -> Vec<&'a Arc<ListenerSet>> {
     let mut out: Vec<&Arc<ListenerSet>> = sets

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{Last, NamedServices};
 use crate::backend::{Backend, BackendKind, ServiceIndex};
 use crate::rules::{StreamRoutes, StreamTarget};
-use crate::{CompileOptions, Inputs, SERVICE_NAME_LABEL};
+use crate::{CompileOptions, Inputs, ObjectList, SERVICE_NAME_LABEL};
 
 /// `(namespace, Service name)`.
 type ServiceName = (String, String);
@@ -258,21 +258,36 @@ fn named<'m>(services: &'m mut super::ServicesByName, name: &str) -> &'m mut Nam
 
 /// The objects of `old` that `new` lacks, and those of `new` that `old` lacks (by
 /// identity: the informers' stores hand out what they hold).
-fn diff<T>(old: &[Arc<T>], new: &[Arc<T>]) -> (Vec<Arc<T>>, Vec<Arc<T>>) {
-    if old.len() == new.len() && old.iter().zip(new).all(|(a, b)| Arc::ptr_eq(a, b)) {
-        return (Vec::new(), Vec::new());
-    }
-    let in_old: HashSet<*const T> = old.iter().map(Arc::as_ptr).collect();
-    let in_new: HashSet<*const T> = new.iter().map(Arc::as_ptr).collect();
+fn diff<T>(old: &ObjectList<T>, new: &ObjectList<T>) -> (Vec<Arc<T>>, Vec<Arc<T>>) {
+    // The items the two listings do not line up, when few: those, less any on both sides
+    // (an object moved), are the diff.
+    let (old, new): (Vec<&Arc<T>>, Vec<&Arc<T>>) =
+        match super::listing::unmatched(old, new, super::index::FEW) {
+            Some(unmatched) => {
+                let (gone, came) = (unmatched.gone, unmatched.came);
+                let in_gone: HashSet<*const T> = gone.iter().map(Arc::as_ptr).collect();
+                let in_came: HashSet<*const T> = came.iter().map(Arc::as_ptr).collect();
+                let gone = gone
+                    .into_iter()
+                    .filter(|a| !in_came.contains(&Arc::as_ptr(a)));
+                let came = came
+                    .into_iter()
+                    .filter(|b| !in_gone.contains(&Arc::as_ptr(b)));
+                return (gone.collect(), came.collect());
+            }
+            None => (old.iter().collect(), new.iter().collect()),
+        };
+    let in_old: HashSet<*const T> = old.iter().map(|a| Arc::as_ptr(a)).collect();
+    let in_new: HashSet<*const T> = new.iter().map(|b| Arc::as_ptr(b)).collect();
     let gone = old
         .iter()
         .filter(|a| !in_new.contains(&Arc::as_ptr(a)))
-        .cloned()
+        .map(|a| Arc::clone(a))
         .collect();
     let added = new
         .iter()
         .filter(|b| !in_old.contains(&Arc::as_ptr(b)))
-        .cloned()
+        .map(|b| Arc::clone(b))
         .collect();
     (gone, added)
 }

@@ -8,6 +8,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 
 use super::footprint::footprint;
 use super::unchanged::ReadAlike;
+use crate::ObjectList;
 use crate::host::HostPattern;
 use crate::key::FastMap;
 
@@ -65,7 +66,7 @@ pub(crate) struct IngressIndex {
 
 impl IngressIndex {
     /// The index of `ingresses`.
-    pub(crate) fn new(ingresses: &[Arc<Ingress>]) -> Self {
+    pub(crate) fn new<'a>(ingresses: impl IntoIterator<Item = &'a Arc<Ingress>>) -> Self {
         let mut index = IngressIndex::default();
         for ingress in ingresses {
             index.insert(Arc::clone(ingress));
@@ -81,7 +82,10 @@ impl IngressIndex {
     /// The Ingresses of `ingresses` that are not the indexed objects (an unchanged object
     /// is the same `Arc`, or one whose status alone differs: that one replaces the indexed
     /// object), and the indexed ones `ingresses` lacks. Order does not matter.
-    pub(crate) fn diff(&mut self, ingresses: &[Arc<Ingress>]) -> IngressChanges {
+    pub(crate) fn diff<'a, I>(&mut self, ingresses: I) -> IngressChanges
+    where
+        I: IntoIterator<Item = &'a Arc<Ingress>> + Clone,
+    {
         self.diff_of(ingresses, None)
     }
 
@@ -91,12 +95,12 @@ impl IngressIndex {
     /// thread).
     pub(crate) fn diff_from(
         &mut self,
-        last: &[Arc<Ingress>],
-        ingresses: &[Arc<Ingress>],
+        last: &ObjectList<Ingress>,
+        ingresses: &ObjectList<Ingress>,
     ) -> IngressChanges {
         match super::listing::unmatched(last, ingresses, FEW) {
             Some(unmatched) if self.by_address.len() == last.len() => {
-                self.diff_of(&unmatched.came, Some(&unmatched.gone))
+                self.diff_of(unmatched.came.iter(), Some(&unmatched.gone))
             }
             _ => self.diff(ingresses),
         }
@@ -104,17 +108,16 @@ impl IngressIndex {
 
     /// The diff of `ingresses` (all, or with `gone` those the index has that `ingresses`
     /// may lack: the rest of the index is known to be unchanged).
-    fn diff_of(
-        &mut self,
-        ingresses: &[Arc<Ingress>],
-        gone: Option<&[Arc<Ingress>]>,
-    ) -> IngressChanges {
+    fn diff_of<'a, I>(&mut self, ingresses: I, gone: Option<&[Arc<Ingress>]>) -> IngressChanges
+    where
+        I: IntoIterator<Item = &'a Arc<Ingress>> + Clone,
+    {
         let mut changes = IngressChanges::default();
         // Indexed names found in `ingresses`.
         let mut found = 0;
         // The indexed Ingresses `ingresses` holds a new version of.
         let mut replaced: HashSet<IngressName, foldhash::fast::RandomState> = HashSet::default();
-        for ingress in ingresses {
+        for ingress in ingresses.clone() {
             if self.by_address.contains(&address(ingress)) {
                 found += 1;
                 continue;
@@ -140,7 +143,7 @@ impl IngressIndex {
             // Gone: the indexed object of a name `last` had there, unless a new version of
             // it is among the new items (a status write above put it in the index).
             let present: HashSet<usize, foldhash::fast::RandomState> =
-                ingresses.iter().map(address).collect();
+                ingresses.into_iter().map(address).collect();
             // The index may hold an older object of a name than `last` does (a status
             // write a compile of other kinds took in): it goes by name.
             changes.removed = gone
@@ -156,7 +159,7 @@ impl IngressIndex {
             // Gone: neither the indexed object (by address: no names hashed at 10,000
             // Ingresses) nor a new version of it is in `ingresses`.
             let present: HashSet<usize, foldhash::fast::RandomState> =
-                ingresses.iter().map(address).collect();
+                ingresses.into_iter().map(address).collect();
             changes.removed = self
                 .by_name
                 .iter()
@@ -391,7 +394,7 @@ mod tests {
                 (sorted(&changes.changed), sorted(&changes.removed))
             };
             let want = whole.diff(&list);
-            let got = unmatched.diff_from(&last, &list);
+            let got = unmatched.diff_from(&last.clone().into(), &list.clone().into());
             proptest::prop_assert_eq!(names(&got), names(&want));
             if !stale.is_empty() {
                 // The whole diff also takes in the status writes among the shared items.

@@ -7,8 +7,7 @@
 //!   from one is carried over chunk by chunk ([`ChunkedVec::derive`]).
 //! - `ShardedMap`: a map from names in shared shards (host names, SNI names).
 
-mod chunked_vec;
 mod sharded_map;
 
-pub use chunked_vec::ChunkedVec;
 pub(crate) use sharded_map::ShardedMap;
+pub use sluice_persistent::ChunkedVec;

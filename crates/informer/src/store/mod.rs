@@ -69,7 +69,11 @@ use std::{
 };
 
 use kube::Resource;
+use listing::Listing;
 use parking_lot::RwLock;
+use sluice_persistent::ChunkedVec;
+
+mod listing;
 
 /// Name of the built-in index that maps a namespace to the objects in it.
 pub const NAMESPACE_INDEX: &str = "namespace";
@@ -128,8 +132,8 @@ pub fn namespace_index_fn<K: Resource>(obj: &K) -> Vec<String> {
 
 struct Inner<K> {
     items: HashMap<String, Arc<K>>,
-    /// [`Store::list_shared`]'s last listing, until the next write.
-    listed: parking_lot::Mutex<Option<Arc<Vec<Arc<K>>>>>,
+    /// What [`Store::list_shared`] copies, kept in step with `items` from its first call.
+    listing: parking_lot::Mutex<Option<Listing<K>>>,
     indexers: HashMap<String, IndexFn<K>>,
     /// index name -> index value -> keys
     indices: HashMap<String, HashMap<String, HashSet<String>>>,
@@ -169,14 +173,18 @@ impl<K> Inner<K> {
     }
 
     fn put(&mut self, key: String, obj: Arc<K>) {
-        *self.listed.get_mut() = None;
+        if let Some(listing) = self.listing.get_mut() {
+            listing.put(&key, &obj);
+        }
         let old = self.items.insert(key.clone(), obj.clone());
         self.update_indices(old.as_deref(), Some(&obj), &key);
     }
 
     fn remove(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.items.remove(key)?;
-        *self.listed.get_mut() = None;
+        if let Some(listing) = self.listing.get_mut() {
+            listing.remove(key);
+        }
         self.update_indices(Some(&old), None, key);
         Some(old)
     }
@@ -248,13 +256,18 @@ impl<K> Store<K> {
         self.inner.read().items.values().cloned().collect()
     }
 
-    /// [`Store::list`], shared: the same list (a reference count to copy) until the store
-    /// is next written. A consumer that lists every kind on every change (a controller
-    /// compiling all its inputs) copies only the kinds that changed.
-    pub fn list_shared(&self) -> Arc<Vec<Arc<K>>> {
+    /// [`Store::list`] in shared chunks of 128 objects: a copy of the chunks' pointers,
+    /// for a consumer that lists a kind after every change (a controller compiling all its
+    /// inputs). From the first call on, the store keeps this listing in step with its
+    /// writes: each object keeps its position (an update in place, an addition at the end,
+    /// a deletion filled by the last object), so two listings taken around a few writes
+    /// share all but a few chunks and line up item by item.
+    pub fn list_shared(&self) -> ChunkedVec<Arc<K>> {
         let inner = self.inner.read();
-        let mut listed = inner.listed.lock();
-        Arc::clone(listed.get_or_insert_with(|| Arc::new(inner.items.values().cloned().collect())))
+        let mut listing = inner.listing.lock();
+        listing
+            .get_or_insert_with(|| Listing::of(&inner.items))
+            .shared()
     }
 
     /// Every stored key, in no particular order.
@@ -412,7 +425,10 @@ impl<K: Resource + Send + Sync + 'static> StoreWriter<K> {
         }
         let mut inner = self.store.inner.write();
         inner.items = items;
-        *inner.listed.get_mut() = None;
+        let inner = &mut *inner;
+        if let Some(listing) = inner.listing.get_mut() {
+            listing.replace(&inner.items);
+        }
         let names: Vec<String> = inner.indexers.keys().cloned().collect();
         for name in names {
             inner.rebuild_index(&name);
@@ -427,7 +443,7 @@ impl<K> StoreWriter<K> {
             store: Store {
                 inner: Arc::new(RwLock::new(Inner {
                     items: HashMap::new(),
-                    listed: parking_lot::Mutex::new(None),
+                    listing: parking_lot::Mutex::new(None),
                     indexers: HashMap::new(),
                     indices: HashMap::new(),
                 })),
@@ -488,6 +504,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectMeta;
+    use sluice_persistent::CHUNK;
 
     fn pod(ns: &str, name: &str, node: &str) -> Arc<Pod> {
         Arc::new(Pod {
@@ -556,36 +573,70 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_listing_lasts_until_the_next_write() {
+    fn a_shared_listing_follows_writes_and_keeps_positions() {
         let s = StoreWriter::<Pod>::new();
-        s.add(pod("a", "p1", "n1")).unwrap();
-        let first = s.list_shared();
-        assert!(
-            Arc::ptr_eq(&first, &s.list_shared()),
-            "no write: the same list"
-        );
-        let keys = |list: &[Arc<Pod>]| {
+        for i in 0..300 {
+            s.add(pod("a", &format!("p{i}"), "n1")).unwrap();
+        }
+        let keys = |list: &ChunkedVec<Arc<Pod>>| {
             let mut k: Vec<String> = list.iter().map(|p| object_key(&**p).unwrap()).collect();
             k.sort();
             k
         };
-        s.add(pod("a", "p2", "n1")).unwrap();
-        let added = s.list_shared();
+        let first = s.list_shared();
+        let again = s.list_shared();
+        assert!(
+            first.shares_chunk_at(&again, 0) && first.shares_chunk_at(&again, CHUNK),
+            "no write: the same chunks"
+        );
+        let position = |list: &ChunkedVec<Arc<Pod>>, name: &str| {
+            list.iter()
+                .position(|p| p.metadata.name.as_deref() == Some(name))
+        };
+        let at = position(&first, "p5").unwrap();
+        s.update(pod("a", "p5", "n2")).unwrap();
+        let updated = s.list_shared();
         assert_eq!(
-            keys(&first),
-            ["a/p1"],
+            position(&updated, "p5"),
+            Some(at),
+            "an update stays in place"
+        );
+        assert_eq!(node_of(&updated[at]), ["n2"]);
+        assert_eq!(
+            node_of(&first[at]),
+            ["n1"],
             "a listing handed out stays as it was"
         );
-        assert_eq!(keys(&added), ["a/p1", "a/p2"]);
-        s.update(pod("a", "p2", "n2")).unwrap();
-        let updated = s.list_shared();
-        assert!(!Arc::ptr_eq(&added, &updated));
-        assert!(updated.iter().any(|p| node_of(p) == ["n2"]));
-        s.delete(&pod("a", "p1", "")).unwrap();
-        assert_eq!(keys(&s.list_shared()), ["a/p2"]);
-        s.replace([pod("b", "p3", "n1")]);
-        assert_eq!(keys(&s.list_shared()), ["b/p3"]);
-        assert_eq!(keys(&s.list_shared()), keys(&s.list()));
+        let shared = (0..2).filter(|c| updated.shares_chunk_at(&first, c * CHUNK));
+        assert_eq!(shared.count(), 1, "one chunk copied, one shared");
+        s.add(pod("a", "p300", "n1")).unwrap();
+        assert_eq!(
+            position(&s.list_shared(), "p300"),
+            Some(300),
+            "an addition at the end"
+        );
+        let hole = position(&first, "p7").unwrap();
+        s.delete(&pod("a", "p7", "")).unwrap();
+        let deleted = s.list_shared();
+        assert_eq!(
+            position(&deleted, "p300"),
+            Some(hole),
+            "the last fills the hole"
+        );
+        assert_eq!(deleted.len(), 300);
+        let unmoved = (0..300).filter(|&i| i != at && i != hole);
+        assert!(
+            unmoved
+                .into_iter()
+                .all(|i| Arc::ptr_eq(&deleted[i], &first[i]))
+        );
+        assert_eq!(keys(&deleted), keys(&s.list().into_iter().collect()));
+        s.replace([pod("b", "p3", "n1"), pod("a", "p9", "n1")]);
+        assert_eq!(keys(&s.list_shared()), ["a/p9", "b/p3"]);
+        assert_eq!(
+            keys(&s.list_shared()),
+            keys(&s.list().into_iter().collect())
+        );
     }
 
     #[test]

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-/// Items per chunk: a copy costs `len / CHUNK` reference counts, a change `CHUNK` clones.
 const CHUNK_BITS: u32 = 7;
-const CHUNK: usize = 1 << CHUNK_BITS;
+/// Items per chunk: a copy costs `len / CHUNK` reference counts, a change `CHUNK` clones.
+pub const CHUNK: usize = 1 << CHUNK_BITS;
 const MASK: usize = CHUNK - 1;
 
 /// A vector of `T` in shared chunks of 128 items. Cloning it copies the chunks' pointers
@@ -22,6 +22,16 @@ pub struct ChunkedVec<T> {
     /// Fewer than 128 items after them.
     tail: Vec<T>,
 }
+
+/// [`ChunkedVec::iter`]'s iterator.
+pub type Iter<'a, T> = std::iter::Chain<
+    std::iter::FlatMap<
+        std::slice::Iter<'a, Arc<[T]>>,
+        std::slice::Iter<'a, T>,
+        fn(&'a Arc<[T]>) -> std::slice::Iter<'a, T>,
+    >,
+    std::slice::Iter<'a, T>,
+>;
 
 impl<T: Clone> Clone for ChunkedVec<T> {
     fn clone(&self) -> Self {
@@ -73,10 +83,11 @@ impl<T> ChunkedVec<T> {
     }
 
     /// Every item, in order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + Clone {
+    pub fn iter(&self) -> Iter<'_, T> {
+        let chunk_items: fn(&Arc<[T]>) -> std::slice::Iter<'_, T> = |chunk| chunk.iter();
         self.chunks
             .iter()
-            .flat_map(|chunk| chunk.iter())
+            .flat_map(chunk_items)
             .chain(self.tail.iter())
     }
 
@@ -114,6 +125,12 @@ impl<T> ChunkedVec<T> {
         ChunkedVec { chunks, tail }
     }
 
+    /// Whether items `index..index + CHUNK` of `self` and of `other` are one shared chunk
+    /// (the same items, without comparing them); `false` unless `index` starts a chunk.
+    pub fn shares_chunk_at(&self, other: &Self, index: usize) -> bool {
+        index & MASK == 0 && self.shares_chunk(other, index >> CHUNK_BITS)
+    }
+
     /// The indices of the items `self` does not share with `other` (a superset of the
     /// items that differ): those of the whole chunks not shared, and those after the last.
     pub fn unshared<'a>(&'a self, other: &'a Self) -> impl Iterator<Item = usize> + 'a {
@@ -141,6 +158,36 @@ impl<T: Clone> ChunkedVec<T> {
         if self.tail.len() == CHUNK {
             let chunk = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
             self.chunks.push(Arc::from(chunk));
+        }
+    }
+
+    /// Takes the last item out. When it was in a whole chunk, the rest of that chunk
+    /// becomes the items after the last whole chunk (cloned out of it when shared).
+    pub fn pop(&mut self) -> Option<T> {
+        if self.tail.is_empty() {
+            let chunk = self.chunks.pop()?;
+            self.tail = chunk.to_vec();
+        }
+        self.tail.pop()
+    }
+
+    /// Takes item `index` out and puts the last item in its place (`Vec::swap_remove`):
+    /// every other item keeps its index, and a copy shares every chunk but those two.
+    ///
+    /// # Panics
+    /// If `index` is out of range, as `Vec::swap_remove`.
+    pub fn swap_remove(&mut self, index: usize) -> T {
+        let len = self.len();
+        if index >= len {
+            out_of_range(index, len);
+        }
+        let Some(last) = self.pop() else {
+            out_of_range(index, len)
+        };
+        match self.get_mut(index) {
+            Some(slot) => std::mem::replace(slot, last),
+            // `index` was the last item's.
+            None => last,
         }
     }
 
@@ -173,6 +220,18 @@ fn out_of_range(index: usize, len: usize) -> ! {
     panic!("index {index} out of range for length {len}")
 }
 
+impl<T: Clone> std::ops::IndexMut<usize> for ChunkedVec<T> {
+    /// # Panics
+    /// If `index` is out of range, as a slice's.
+    fn index_mut(&mut self, index: usize) -> &mut T {
+        let len = self.len();
+        match self.get_mut(index) {
+            Some(item) => item,
+            None => out_of_range(index, len),
+        }
+    }
+}
+
 impl<T: Clone> FromIterator<T> for ChunkedVec<T> {
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let mut out = ChunkedVec::new();
@@ -201,10 +260,10 @@ impl<T: Clone> IntoIterator for ChunkedVec<T> {
 
 impl<'a, T> IntoIterator for &'a ChunkedVec<T> {
     type Item = &'a T;
-    type IntoIter = Box<dyn Iterator<Item = &'a T> + 'a>;
+    type IntoIter = Iter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
     }
 }
 
@@ -218,6 +277,8 @@ mod tests {
     enum Op {
         Push(u32),
         Set(usize, u32),
+        Pop,
+        SwapRemove(usize),
         /// Keep a copy (shares every chunk), and change the vector afterwards.
         Copy,
     }
@@ -226,12 +287,15 @@ mod tests {
         prop_oneof![
             3 => any::<u32>().prop_map(Op::Push),
             2 => (any::<usize>(), any::<u32>()).prop_map(|(i, v)| Op::Set(i, v)),
+            1 => Just(Op::Pop),
+            1 => any::<usize>().prop_map(Op::SwapRemove),
             1 => Just(Op::Copy),
         ]
     }
 
     proptest! {
-        /// A `ChunkedVec` reads like a `Vec` after any pushes and changes, and a copy taken
+        /// A `ChunkedVec` reads like a `Vec` after any pushes, changes, pops and
+        /// `swap_remove`s, and a copy taken
         /// along the way keeps reading like the `Vec` did then.
         #[test]
         fn reads_like_a_vec_and_copies_do_not_change(
@@ -257,6 +321,12 @@ mod tests {
                             *g = v;
                         }
                     }
+                    Op::Pop => prop_assert_eq!(vec.pop(), model.pop()),
+                    Op::SwapRemove(i) if !model.is_empty() => {
+                        let i = i % model.len();
+                        prop_assert_eq!(vec.swap_remove(i), model.swap_remove(i));
+                    }
+                    Op::SwapRemove(_) => {}
                     Op::Copy => copies.push((vec.clone(), model.clone())),
                 }
                 prop_assert_eq!(vec.len(), model.len());
@@ -338,6 +408,33 @@ mod tests {
         assert_eq!(derived_b[300], 7);
         assert!(b.get_mut(1000).is_none());
         assert!(b.get(1000).is_none());
+    }
+
+    #[test]
+    fn a_swap_remove_leaves_every_chunk_but_two_shared() {
+        let a: ChunkedVec<u32> = (0..1000).collect();
+        let mut b = a.clone();
+        // The last item (999, after the 7 whole chunks) moves to 300, in chunk 2.
+        assert_eq!(b.swap_remove(300), 300);
+        assert_eq!(b[300], 999);
+        assert_eq!(b.len(), 999);
+        let shared: Vec<usize> = (0..7)
+            .filter(|c| b.shares_chunk_at(&a, c * CHUNK))
+            .collect();
+        assert_eq!(shared, [0, 1, 3, 4, 5, 6]);
+        assert!(!b.shares_chunk_at(&a, 1), "not the start of a chunk");
+        // Emptying the items after the last whole chunk takes that chunk apart.
+        let mut c: ChunkedVec<u32> = (0..256).collect();
+        assert_eq!(c.swap_remove(0), 0);
+        assert_eq!((c[0], c.len()), (255, 255));
+        assert_eq!(c.iter().copied().collect::<Vec<_>>().len(), 255);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn swap_remove_past_the_end_panics_like_a_vec() {
+        let mut v: ChunkedVec<u8> = (0..3).collect();
+        v.swap_remove(3);
     }
 
     #[test]
