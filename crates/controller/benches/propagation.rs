@@ -692,6 +692,25 @@ async fn measure(
         .zip(&watched)
         .filter_map(|(a, w)| Some(a.as_ref()?.saturating_sub(*w.as_ref()?)))
         .collect();
+    // The slowest changes, to tell a slow kind of change from a stall of the machine
+    // (several changes in a row) and the control plane's share from sluice's.
+    let mut slowest: Vec<usize> = (0..written.len()).collect();
+    slowest.sort_by_key(|&i| std::cmp::Reverse(answered[i].unwrap_or(Duration::MAX)));
+    let phase = written.first().map(|w| w.sent);
+    for &i in slowest.iter().take(5) {
+        let w = &written[i];
+        let op = match (i as u64 / SLOTS) % 3 {
+            0 => "create",
+            1 => "update",
+            _ => "delete",
+        };
+        eprintln!(
+            "[propagation] {kind} {size}: slow change #{i} ({op}) at {:.1} s: {} (watch {})",
+            phase.map_or(0.0, |p| w.sent.duration_since(p).as_secs_f64()),
+            answered[i].map_or("lost".to_owned(), |d| format!("{d:.1?}")),
+            watched[i].map_or("unseen".to_owned(), |d| format!("{d:.1?}")),
+        );
+    }
     let rebuilds_after = rebuild_metrics(admin).await?;
     let rebuilds = rebuilds_after.0 - rebuilds_before.0;
     let partial = rebuilds_after.2 - rebuilds_before.2;

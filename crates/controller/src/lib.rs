@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+mod catch_up;
 pub mod client;
 pub mod cluster;
 pub mod control;

@@ -3,8 +3,10 @@
 //! more rebuild (the work queue holds a key at most once), so a burst of events costs two
 //! compiles, not one per event. The compiler is an [`IncrementalCompiler`]: when only
 //! Ingresses, only HTTPRoutes and GRPCRoutes, or only endpoints changed, it compiles just
-//! the hosts or backends they touch.
+//! the hosts or backends they touch. Status-only updates compile nothing; a second of quiet
+//! after them brings one rebuild that takes them in ([`crate::catch_up`]).
 
+use crate::catch_up::{self, CatchUp};
 use crate::sources::IngressInformers;
 use crate::status_only::StatusChanges;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -55,9 +57,13 @@ pub struct Rebuilder {
     nginx_config: Mutex<Option<Arc<sluice_routing::config_map::NginxConfig>>>,
     /// Compiles only the hosts (or backends) a change touches.
     compiler: Mutex<IncrementalCompiler>,
+    /// A rebuild after status-only updates, once they stop.
+    catch_up: Arc<CatchUp>,
 }
 
 const KEY: &str = "rebuild";
+/// The rebuild [`CatchUp`] asks for: it swaps a table only if one differs.
+const CATCH_UP_KEY: &str = "catch-up";
 
 impl Rebuilder {
     /// Registers change handlers on `informers`; call [`Rebuilder::run`] to start working.
@@ -66,7 +72,15 @@ impl Rebuilder {
         let q = queue.clone();
         let status_changes = Arc::new(StatusChanges::default());
         let status = Arc::clone(&status_changes);
-        informers.on_change(move || q.add(KEY), move |object| status.record(object));
+        let catch_up = Arc::new(CatchUp::default());
+        let touched = Arc::clone(&catch_up);
+        informers.on_change(
+            move || q.add(KEY),
+            move |object| {
+                status.record(object);
+                touched.touched();
+            },
+        );
         let (report, _) = watch::channel(Arc::new(RebuildReport::default()));
         let last_inputs = Arc::new(Mutex::new(Arc::new(Inputs::default())));
         let explained = Arc::clone(&last_inputs);
@@ -86,6 +100,7 @@ impl Rebuilder {
             last_inputs,
             nginx_config: Mutex::new(None),
             compiler: Mutex::new(IncrementalCompiler::new()),
+            catch_up,
         }
     }
 
@@ -122,7 +137,14 @@ impl Rebuilder {
 
     /// Compiles once now (e.g. right after the caches synced).
     pub fn rebuild_now(&self) {
+        self.rebuild(false);
+    }
+
+    /// Compiles the stores; with `only_if_changed`, a compile that changed nothing (status
+    /// updates taken in) leaves the table and the report as they are.
+    fn rebuild(&self, only_if_changed: bool) {
         let started = Instant::now();
+        self.catch_up.rebuilding();
         let mut inputs = self.informers.inputs();
         // A ConfigMap value that stops parsing keeps the one in force.
         inputs.nginx_config_previous = self
@@ -170,6 +192,17 @@ impl Rebuilder {
                 .collect()
         };
         let elapsed = started.elapsed();
+        if only_if_changed
+            && kind == (IncrementalKind::Incremental { objects: 0 })
+            && !self.explain_unserved
+        {
+            *self.last_inputs.lock().unwrap_or_else(|e| e.into_inner()) = inputs;
+            tracing::debug!(
+                ?elapsed,
+                "status updates taken in; nothing to serve differently"
+            );
+            return;
+        }
         let unbound = match kind {
             IncrementalKind::Full => self.table.update(table, elapsed),
             IncrementalKind::Incremental { .. } => self.table.update_partial(table, elapsed),
@@ -198,11 +231,24 @@ impl Rebuilder {
         }));
     }
 
-    /// Rebuilds whenever something changed, until the queue is shut down.
+    /// Rebuilds whenever something changed, and once status-only updates have been quiet
+    /// for a second, until the queue is shut down.
     pub async fn run(&self) {
-        while let Some(key) = self.queue.get().await {
-            self.rebuild_now();
-            self.queue.done(&key);
+        let rebuilds = async {
+            while let Some(key) = self.queue.get().await {
+                self.rebuild(key == CATCH_UP_KEY);
+                self.queue.done(&key);
+            }
+        };
+        let catch_up = async {
+            loop {
+                self.catch_up.due(catch_up::QUIET).await;
+                self.queue.add(CATCH_UP_KEY);
+            }
+        };
+        tokio::select! {
+            () = rebuilds => {}
+            () = catch_up => {}
         }
     }
 }
