@@ -150,12 +150,17 @@ impl<T> ObjectList<T> {
         removed
     }
 
-    /// Keeps the objects `keep` says to keep, in order.
+    /// Keeps the objects `keep` says to keep, in order (`keep` is asked once per object;
+    /// when it keeps them all, the list stays as it was, its chunks still shared).
     pub fn retain(&mut self, mut keep: impl FnMut(&Arc<T>) -> bool) {
-        if self.iter().all(&mut keep) {
+        let kept: Vec<bool> = self.iter().map(&mut keep).collect();
+        if kept.iter().all(|k| *k) {
             return;
         }
-        *self = self.iter().filter(|o| keep(o)).cloned().collect();
+        *self = (self.iter().zip(kept))
+            .filter(|(_, k)| *k)
+            .map(|(o, _)| Arc::clone(o))
+            .collect();
     }
 }
 
@@ -289,5 +294,33 @@ impl Default for CompileOptions {
             ingress_nginx_compat: false,
             enable_ssl_passthrough: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retain_asks_once_per_object_and_keeping_all_keeps_the_chunks() {
+        let list: ObjectList<u32> = (0..300).map(Arc::new).collect();
+        let mut all = list.clone();
+        let mut asked = 0;
+        all.retain(|_| {
+            asked += 1;
+            true
+        });
+        assert_eq!(asked, 300);
+        assert!(all.shares_chunk_at(&list, 0) && all.shares_chunk_at(&list, 128));
+        let mut odd = list.clone();
+        let mut asked = 0;
+        odd.retain(|o| {
+            asked += 1;
+            **o % 2 == 1
+        });
+        assert_eq!(asked, 300);
+        let odd: Vec<u32> = odd.iter().map(|o| **o).collect();
+        assert_eq!(odd, (0..300).filter(|n| n % 2 == 1).collect::<Vec<_>>());
+        assert_eq!(list.len(), 300, "the copy it was made from is unchanged");
     }
 }
