@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use support::World;
 
 /// How long one change may take before it counts as lost.
@@ -650,6 +650,7 @@ async fn measure(
         written.push(Written {
             sent,
             acknowledged,
+            acknowledged_at: SystemTime::now(),
             deleted,
             name,
             host: probed.clone(),
@@ -705,8 +706,9 @@ async fn measure(
             _ => "delete",
         };
         eprintln!(
-            "[propagation] {kind} {size}: slow change #{i} ({op}) at {:.1} s: {} (watch {})",
+            "[propagation] {kind} {size}: slow change #{i} ({op}) at {:.1} s, acknowledged {} UTC: {} (watch {})",
             phase.map_or(0.0, |p| w.sent.duration_since(p).as_secs_f64()),
+            time_of_day(w.acknowledged_at),
             answered[i].map_or("lost".to_owned(), |d| format!("{d:.1?}")),
             watched[i].map_or("unseen".to_owned(), |d| format!("{d:.1?}")),
         );
@@ -760,6 +762,8 @@ struct Seen {
 struct Written {
     sent: Instant,
     acknowledged: Instant,
+    /// The acknowledgement on the wall clock, to find the change in sluice's log.
+    acknowledged_at: SystemTime,
     deleted: bool,
     name: String,
     host: String,
@@ -845,4 +849,19 @@ async fn rebuild_metrics(admin: SocketAddr) -> anyhow::Result<(f64, f64, f64)> {
         value("sluice_table_rebuild_duration_seconds_sum"),
         value("sluice_table_partial_rebuilds_total"),
     ))
+}
+
+/// `HH:MM:SS.ffffff` (UTC) of `at`, the form of sluice's log timestamps.
+fn time_of_day(at: SystemTime) -> String {
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:06}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        since.subsec_micros()
+    )
 }

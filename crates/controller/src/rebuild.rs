@@ -217,6 +217,8 @@ impl Rebuilder {
         tracing::debug!(
             generation,
             ?elapsed,
+            // The compile and the proxy's swap (its per-backend state), until traffic sees it.
+            served_after = ?started.elapsed(),
             ?kind,
             diagnostics = diagnostics.len(),
             "routing table rebuilt"

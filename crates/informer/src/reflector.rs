@@ -144,10 +144,12 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
                 Ok(())
             }
             Event::Apply(obj) => {
+                tracing::trace!(reflector = %self.name, "watch event: apply");
                 self.stats.watch_events.fetch_add(1, Ordering::Relaxed);
                 self.fifo.apply(Arc::new(self.transform.apply(obj)))
             }
             Event::Delete(obj) => {
+                tracing::trace!(reflector = %self.name, "watch event: delete");
                 self.stats.watch_events.fetch_add(1, Ordering::Relaxed);
                 self.fifo.delete(Arc::new(self.transform.apply(obj)))
             }

@@ -8,7 +8,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +18,8 @@ use sluice_routing::persistent::ChunkedVec;
 use sluice_routing::{RouteTable, TlsCertificate};
 use tracing::{debug, warn};
 
-use crate::backend::balancer::{Balancer, Endpoint};
+use crate::backend::balancer::Balancer;
+use crate::backend::endpoint_index::EndpointIndex;
 use crate::backend::tls::TlsClients;
 use crate::global_rate_limit::StoreHandle;
 use crate::observe::control_info::{ControlInfo, Warning};
@@ -134,6 +134,7 @@ impl Snapshot {
     fn build(
         table: RouteTable,
         previous: &Snapshot,
+        endpoints: &mut EndpointIndex,
         metrics: &Metrics,
         provider: &Arc<CryptoProvider>,
         flags: &Flags,
@@ -161,9 +162,7 @@ impl Snapshot {
         // Endpoint state (in-flight counts, down marks) follows the address. A backend the
         // previous table had at the same index (an incremental compile keeps the backends
         // it did not touch) keeps its state as it is; one whose addresses did not change
-        // takes its previous balancer's endpoints; the map of every previous endpoint is
-        // made only when one did change.
-        let mut endpoints: Option<HashMap<SocketAddr, Arc<Endpoint>>> = None;
+        // takes its previous balancer's endpoints; the others find theirs in `endpoints`.
         // Metric handles (and unchanged balancers) follow the service.
         let mut by_service: Option<HashMap<&str, &Arc<BackendState>>> = None;
         let before_backends = previous.table.backends();
@@ -199,34 +198,7 @@ impl Snapshot {
                 Some(found) if found.balancer.has_addrs(&backend.endpoints) => {
                     found.balancer.same_endpoints()
                 }
-                _ => {
-                    // Where every address was the same backend's before (endpoints
-                    // added, removed or changed in readiness), its own endpoints are
-                    // enough; else those of every previous backend.
-                    let own: Option<HashMap<SocketAddr, Arc<Endpoint>>> = before.map(|b| {
-                        b.balancer
-                            .endpoints()
-                            .iter()
-                            .map(|e| (e.addr, Arc::clone(e)))
-                            .collect()
-                    });
-                    match own {
-                        Some(mut own) if backend.endpoints.iter().all(|a| own.contains_key(a)) => {
-                            Balancer::new(&backend.endpoints, &mut own)
-                        }
-                        _ => {
-                            let all = endpoints.get_or_insert_with(|| {
-                                previous
-                                    .backends
-                                    .iter()
-                                    .flat_map(|b| b.balancer.endpoints())
-                                    .map(|e| (e.addr, Arc::clone(e)))
-                                    .collect()
-                            });
-                            Balancer::new(&backend.endpoints, all)
-                        }
-                    }
-                }
+                _ => Balancer::new(&backend.endpoints, endpoints),
             };
             Arc::new(BackendState { balancer, metrics })
         };
@@ -497,8 +469,9 @@ pub(crate) struct TableShared {
     provider: Arc<CryptoProvider>,
     /// What every snapshot's settings start from.
     flags: Flags,
-    /// Serializes updates so that state carried from the previous snapshot is never lost.
-    updating: Mutex<()>,
+    /// Serializes updates so that state carried from the previous snapshot is never lost;
+    /// holds the endpoints by address, which only an update reads and writes.
+    updating: Mutex<EndpointIndex>,
     /// Warnings and the explainer, reported by the control plane for the admin server.
     pub(crate) control: Mutex<ControlInfo>,
     /// Frees replaced snapshots off the request path.
@@ -557,7 +530,7 @@ impl TableHandle {
                 metrics,
                 provider,
                 flags,
-                updating: Mutex::new(()),
+                updating: Mutex::new(EndpointIndex::default()),
                 control: Mutex::new(ControlInfo::default()),
                 retired: crate::retired::Retired::new(),
             }),
@@ -585,12 +558,13 @@ impl TableHandle {
     /// Swaps `table` in: what [`TableHandle::update`] describes.
     fn swap(&self, table: RouteTable, build_time: Duration) -> BindFailures {
         let shared = &*self.shared;
-        let _updating = shared.updating.lock().unwrap_or_else(|e| e.into_inner());
+        let mut endpoints = shared.updating.lock().unwrap_or_else(|e| e.into_inner());
         let sockets = table.gateway_sockets();
         let previous = shared.current.load();
         let next = Snapshot::build(
             table,
             &previous,
+            &mut endpoints,
             &shared.metrics,
             &shared.provider,
             &shared.flags,
@@ -845,6 +819,70 @@ mod tests {
             &after.routes[moved][0].1,
             &before.routes[old][0].1
         ));
+    }
+
+    /// A route to a Service no route named before: its backend is new to the table and
+    /// finds the state of its addresses by address (one `Endpoint` per address, across
+    /// Services and tables); an address no backend had gets state of its own.
+    #[test]
+    fn a_backend_new_to_the_table_shares_the_state_of_its_addresses() {
+        let slice = |service: &str,
+                     addresses: &[&str]|
+         -> Arc<k8s_openapi::api::discovery::v1::EndpointSlice> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"namespace": "ns", "name": format!("{service}-1"),
+                                 "labels": {"kubernetes.io/service-name": service}},
+                    "addressType": "IPv4",
+                    "ports": [{"port": 8080}],
+                    "endpoints": addresses.iter().map(|a| serde_json::json!(
+                        {"addresses": [a], "conditions": {"ready": true}})).collect::<Vec<_>>()
+                }))
+                .expect("slice"),
+            )
+        };
+        let table = handle();
+        let options = sluice_routing::CompileOptions::default();
+        let mut compiler = sluice_routing::IncrementalCompiler::new();
+        let mut inputs = inputs("two.test");
+        let second = inputs.ingresses.pop().expect("two Ingresses");
+        inputs.endpoint_slices = vec![
+            slice("a", &["10.0.0.1", "10.0.0.2"]),
+            slice("b", &["10.0.0.2", "10.0.0.3"]),
+        ]
+        .into();
+        table.update(compiler.compile(&inputs, &options).table, Duration::ZERO);
+        let before = table.shared.current.load_full();
+        let one = before.table.route_id("one.test", "/").expect("one routes");
+        let a = &before.backends[before.table.entry(one).backend.id].balancer;
+        assert_eq!(a.len(), 2);
+
+        inputs.ingresses.push(second);
+        let compiled = compiler.compile(&inputs, &options);
+        assert!(matches!(
+            compiler.last_kind(),
+            sluice_routing::CompileKind::Incremental { objects: 1 }
+        ));
+        table.update_partial(compiled.table, Duration::ZERO);
+        let after = table.shared.current.load_full();
+        let two = after.table.route_id("two.test", "/").expect("two routes");
+        let b = &after.backends[after.table.entry(two).backend.id].balancer;
+        let at = |balancer: &Balancer, ip: &str| {
+            let addr: std::net::SocketAddr = format!("{ip}:8080").parse().expect("address");
+            Arc::clone(
+                balancer
+                    .endpoints()
+                    .iter()
+                    .find(|e| e.addr == addr)
+                    .expect("endpoint"),
+            )
+        };
+        assert!(
+            Arc::ptr_eq(&at(a, "10.0.0.2"), &at(b, "10.0.0.2")),
+            "the address both Services have is one endpoint"
+        );
+        let fresh = at(b, "10.0.0.3");
+        assert!(a.endpoints().iter().all(|e| !Arc::ptr_eq(e, &fresh)));
     }
 
     /// The TLS client settings of a swapped-in table are carried over from the previous

@@ -9,13 +9,14 @@
 //! the same address, so in-flight counts and down marks survive table swaps.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use sluice_routing::LoadBalance;
+
+use super::endpoint_index::EndpointIndex;
 
 /// How long an endpoint is avoided after a failed connect (passive health check).
 pub(crate) const DOWN_FOR: Duration = Duration::from_secs(2);
@@ -48,7 +49,7 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    fn new(addr: SocketAddr) -> Endpoint {
+    pub(super) fn new(addr: SocketAddr) -> Endpoint {
         Endpoint {
             addr,
             key: endpoint_key(addr),
@@ -132,22 +133,11 @@ fn weight(key: u64, endpoint: u64) -> u64 {
 }
 
 impl Balancer {
-    /// Builds the balancer for `addrs`, reusing the [`Endpoint`] state found in `previous`
-    /// (and recording every endpoint there, for the next backend naming the same address).
-    pub(crate) fn new(
-        addrs: &[SocketAddr],
-        previous: &mut HashMap<SocketAddr, Arc<Endpoint>>,
-    ) -> Balancer {
-        let endpoints: Box<[Arc<Endpoint>]> = addrs
-            .iter()
-            .map(|&addr| {
-                Arc::clone(
-                    previous
-                        .entry(addr)
-                        .or_insert_with(|| Arc::new(Endpoint::new(addr))),
-                )
-            })
-            .collect();
+    /// Builds the balancer for `addrs`, with the state of the [`Endpoint`]s `index` has
+    /// live at those addresses (new ones for the others, recorded there for the next
+    /// backend naming the same address).
+    pub(crate) fn new(addrs: &[SocketAddr], index: &mut EndpointIndex) -> Balancer {
+        let endpoints: Box<[Arc<Endpoint>]> = addrs.iter().map(|&a| index.endpoint(a)).collect();
         Balancer::of(endpoints)
     }
 
@@ -205,6 +195,7 @@ impl Balancer {
     }
 
     /// All endpoints.
+    #[cfg(test)]
     pub(crate) fn endpoints(&self) -> &[Arc<Endpoint>] {
         &self.endpoints
     }
@@ -431,7 +422,7 @@ mod tests {
     /// A backend whose addresses did not change keeps its endpoints' state.
     #[test]
     fn a_balancer_over_the_same_addresses_shares_their_state() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(3), &mut prev);
         assert!(b.has_addrs(&addrs(3)));
         assert!(!b.has_addrs(&addrs(2)));
@@ -444,7 +435,7 @@ mod tests {
 
     #[test]
     fn failures_are_warned_once_per_endpoint_and_period() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(2), &mut prev);
         let every = WARN_EVERY.as_millis() as u64;
         assert!(b.warn_due(0, 0), "the first failure at time 0 is warned");
@@ -458,7 +449,7 @@ mod tests {
 
     #[test]
     fn single_and_empty() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         assert_eq!(Balancer::new(&[], &mut prev).pick(&[], 0), None);
         let b = Balancer::new(&addrs(1), &mut prev);
         assert_eq!(b.pick(&[], 0), Some(0));
@@ -467,7 +458,7 @@ mod tests {
 
     #[test]
     fn prefers_less_loaded() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(2), &mut prev);
         // Endpoint 0 busy: every pick of the pair must go to 1.
         for _ in 0..5 {
@@ -481,7 +472,7 @@ mod tests {
 
     #[test]
     fn spreads_evenly_when_released() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(4), &mut prev);
         let mut hits = [0usize; 4];
         for _ in 0..4000 {
@@ -494,7 +485,7 @@ mod tests {
 
     #[test]
     fn skips_tried_and_down() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(3), &mut prev);
         b.mark_down(0, 1000);
         for _ in 0..50 {
@@ -517,16 +508,14 @@ mod tests {
         assert!(seen0);
     }
 
+    /// The next table's balancer over some of the same addresses (a backend whose
+    /// endpoints changed, or another backend naming them) shares their state.
     #[test]
     fn state_carries_over() {
-        let mut prev = HashMap::new();
-        let b1 = Balancer::new(&addrs(2), &mut prev);
+        let mut index = EndpointIndex::default();
+        let b1 = Balancer::new(&addrs(2), &mut index);
         let i = b1.pick(&[], 0).unwrap();
-        let mut next = HashMap::new();
-        for e in b1.endpoints() {
-            next.insert(e.addr, Arc::clone(e));
-        }
-        let b2 = Balancer::new(&addrs(3), &mut next);
+        let b2 = Balancer::new(&addrs(3), &mut index);
         assert_eq!(b2.endpoints[i].in_flight(), 1);
         b2.release(i);
         assert_eq!(b1.endpoints[i].in_flight(), 0);
@@ -554,7 +543,7 @@ mod tests {
 
     #[test]
     fn round_robin_takes_turns_and_skips_down_endpoints() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(3), &mut prev);
         let turns: Vec<usize> = (0..6)
             .map(|_| {
@@ -577,7 +566,7 @@ mod tests {
 
     #[test]
     fn ewma_prefers_the_faster_endpoint() {
-        let mut prev = HashMap::new();
+        let mut prev = EndpointIndex::default();
         let b = Balancer::new(&addrs(2), &mut prev);
         b.observe(0, Duration::from_millis(1), 1);
         b.observe(1, Duration::from_millis(50), 1);

@@ -258,14 +258,14 @@ fn hash(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::backend::endpoint_index::EndpointIndex;
     use std::net::SocketAddr;
 
     fn balancer(n: u16) -> Balancer {
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|i| SocketAddr::from(([10, 0, 0, 1], 8000 + i)))
             .collect();
-        Balancer::new(&addrs, &mut HashMap::new())
+        Balancer::new(&addrs, &mut EndpointIndex::default())
     }
 
     #[test]
@@ -323,7 +323,7 @@ mod tests {
     fn sessions_stay_on_the_backend_their_cookie_names() {
         let main = balancer(2);
         let addrs = [SocketAddr::from(([10, 0, 0, 9], 9000))];
-        let canary = Balancer::new(&addrs, &mut HashMap::new());
+        let canary = Balancer::new(&addrs, &mut EndpointIndex::default());
         let persistent = affinity(AffinityMode::Persistent);
         let hex = |key: u64| format!("{key:016x}");
         let on = |a: &Affinity, legacy, cookie: &str| {
