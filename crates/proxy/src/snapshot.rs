@@ -774,6 +774,22 @@ mod tests {
         }
     }
 
+    /// Compiles `inputs` after one object changed (an incremental compile of that one) and
+    /// swaps the table in.
+    fn swap_one_change(
+        table: &TableHandle,
+        compiler: &mut sluice_routing::IncrementalCompiler,
+        inputs: &sluice_routing::Inputs,
+        options: &sluice_routing::CompileOptions,
+    ) {
+        let compiled = compiler.compile(inputs, options);
+        assert!(matches!(
+            compiler.last_kind(),
+            sluice_routing::CompileKind::Incremental { objects: 1 }
+        ));
+        table.update_partial(compiled.table, Duration::ZERO);
+    }
+
     #[test]
     fn a_swap_keeps_the_state_of_the_entries_and_backends_an_incremental_compile_kept() {
         let table = handle();
@@ -784,12 +800,7 @@ mod tests {
         let before = table.shared.current.load_full();
         // The second Ingress moves host; the first is untouched.
         inputs.ingresses[1] = Arc::clone(&self::inputs("moved.test").ingresses[1]);
-        let compiled = compiler.compile(&inputs, &options);
-        assert!(matches!(
-            compiler.last_kind(),
-            sluice_routing::CompileKind::Incremental { objects: 1 }
-        ));
-        table.update_partial(compiled.table, Duration::ZERO);
+        swap_one_change(&table, &mut compiler, &inputs, &options);
         let after = table.shared.current.load_full();
 
         let kept = after.table.route_id("one.test", "/").expect("one routes");
@@ -858,12 +869,7 @@ mod tests {
         assert_eq!(a.len(), 2);
 
         inputs.ingresses.push(second);
-        let compiled = compiler.compile(&inputs, &options);
-        assert!(matches!(
-            compiler.last_kind(),
-            sluice_routing::CompileKind::Incremental { objects: 1 }
-        ));
-        table.update_partial(compiled.table, Duration::ZERO);
+        swap_one_change(&table, &mut compiler, &inputs, &options);
         let after = table.shared.current.load_full();
         let two = after.table.route_id("two.test", "/").expect("two routes");
         let b = &after.backends[after.table.entry(two).backend.id].balancer;
@@ -907,12 +913,7 @@ mod tests {
             .collect(),
         );
         inputs.ingresses[1] = Arc::new(second);
-        let compiled = compiler.compile(&inputs, &options);
-        assert!(matches!(
-            compiler.last_kind(),
-            sluice_routing::CompileKind::Incremental { objects: 1 }
-        ));
-        table.update_partial(compiled.table, Duration::ZERO);
+        swap_one_change(&table, &mut compiler, &inputs, &options);
         let after = table.shared.current.load_full();
         let clients = after.tls_clients.as_ref().expect("clients");
         let default = clients.get(None, None);
