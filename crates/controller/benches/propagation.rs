@@ -630,28 +630,29 @@ async fn measure(
         let host = format!("c{size}-{i}.bench");
         let current = &mut hosts[slot as usize];
         // create -> update -> delete per slot, round by round.
-        let (probed, deleted) = match (i / SLOTS) % 3 {
+        let (probed, op) = match (i / SLOTS) % 3 {
             0 => {
                 create_route(w, kind, &name, &host, "b").await?;
                 *current = host.clone();
-                (host, false)
+                (host, "create")
             }
             1 => {
                 patch_host(w, kind, &name, &host).await?;
                 *current = host.clone();
-                (host, false)
+                (host, "update")
             }
             _ => {
                 delete_route(w, kind, &name).await?;
-                (std::mem::take(current), true)
+                (std::mem::take(current), "delete")
             }
         };
+        let deleted = op == "delete";
         let acknowledged = Instant::now();
         written.push(Written {
             sent,
             acknowledged,
             acknowledged_at: SystemTime::now(),
-            deleted,
+            op,
             name,
             host: probed.clone(),
         });
@@ -700,13 +701,9 @@ async fn measure(
     let phase = written.first().map(|w| w.sent);
     for &i in slowest.iter().take(5) {
         let w = &written[i];
-        let op = match (i as u64 / SLOTS) % 3 {
-            0 => "create",
-            1 => "update",
-            _ => "delete",
-        };
         eprintln!(
-            "[propagation] {kind} {size}: slow change #{i} ({op}) at {:.1} s, acknowledged {} UTC: {} (watch {})",
+            "[propagation] {kind} {size}: slow change #{i} ({}) at {:.1} s, acknowledged {} UTC: {} (watch {})",
+            w.op,
             phase.map_or(0.0, |p| w.sent.duration_since(p).as_secs_f64()),
             time_of_day(w.acknowledged_at),
             answered[i].map_or("lost".to_owned(), |d| format!("{d:.1?}")),
@@ -764,7 +761,8 @@ struct Written {
     acknowledged: Instant,
     /// The acknowledgement on the wall clock, to find the change in sluice's log.
     acknowledged_at: SystemTime,
-    deleted: bool,
+    /// "create", "update" or "delete".
+    op: &'static str,
     name: String,
     host: String,
 }
@@ -773,12 +771,13 @@ impl Written {
     /// Acknowledged -> the first event of this change in `seen` (zero when the event came
     /// before the acknowledgement).
     fn seen_after(&self, seen: &[Seen]) -> Option<Duration> {
+        let deleted = self.op == "delete";
         seen.iter()
             .find(|s| {
                 s.at >= self.sent
-                    && s.deleted == self.deleted
+                    && s.deleted == deleted
                     && s.name == self.name
-                    && (self.deleted || s.host == self.host)
+                    && (deleted || s.host == self.host)
             })
             .map(|s| s.at.saturating_duration_since(self.acknowledged))
     }
