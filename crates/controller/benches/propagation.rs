@@ -1,8 +1,8 @@
 //! Route propagation at scale (issue #31): the driver of `bench/propagation.sh`, after the
 //! method of howardjohn/gateway-api-bench Part 2. Steady bounded load on stable routes while
 //! routes are created, updated and deleted at a fixed rate; per change the time from the API
-//! server acknowledging the write to the first correct answer through sluice (polled on
-//! connections of its own), and every non-2xx answer on the stable routes.
+//! server acknowledging the write to the first correct answer through sluice (polled every
+//! 0.2 ms, on connections of its own), and every non-2xx answer on the stable routes.
 //!
 //! `cargo bench -p sluice-controller --bench propagation -- --sluice BIN`
 //!
@@ -46,6 +46,11 @@ use support::World;
 
 /// How long one change may take before it counts as lost.
 const PROPAGATION_LIMIT: Duration = Duration::from_secs(30);
+/// How often a change's probe asks sluice whether it is served yet: the resolution of the
+/// figures (a probe sleeps this long between answers, on a thread of its own; a tokio sleep
+/// would round up to the timer's millisecond and wait for the runtime the load loop keeps
+/// busy).
+const POLL_EVERY: Duration = Duration::from_micros(200);
 /// Route objects the change phase cycles through (create -> update -> delete -> create ...).
 const SLOTS: u64 = 20;
 /// Objects written to the API server at once while setting up.
@@ -656,22 +661,8 @@ async fn measure(
             name,
             host: probed.clone(),
         });
-        probes.push(tokio::spawn(async move {
-            let limit = acknowledged + PROPAGATION_LIMIT;
-            while Instant::now() < limit {
-                if let Ok(r) = support::get(http, &probed, "/").await {
-                    let followed = if deleted {
-                        r.status == 404
-                    } else {
-                        r.status == 200 && r.service() == "b"
-                    };
-                    if followed {
-                        return Some(acknowledged.elapsed());
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            None
+        probes.push(tokio::task::spawn_blocking(move || {
+            probe(http, &probed, deleted, acknowledged)
         }));
         last = i;
     }
@@ -745,6 +736,39 @@ async fn measure(
         partial,
         compile_mean,
     })
+}
+
+/// Asks sluice for `host` every [`POLL_EVERY`], each time over a connection of its own,
+/// until it answers as the change asks (from backend `b`, or 404 once deleted): the time
+/// since `acknowledged`, or `None` after [`PROPAGATION_LIMIT`]. Blocks: run it on a thread
+/// of its own.
+fn probe(http: SocketAddr, host: &str, deleted: bool, acknowledged: Instant) -> Option<Duration> {
+    let limit = acknowledged + PROPAGATION_LIMIT;
+    while Instant::now() < limit {
+        if let Ok(r) = get_blocking(http, host) {
+            let followed = if deleted {
+                r.status == 404
+            } else {
+                r.status == 200 && r.service() == "b"
+            };
+            if followed {
+                return Some(acknowledged.elapsed());
+            }
+        }
+        std::thread::sleep(POLL_EVERY);
+    }
+    None
+}
+
+/// GET / with `Host: host` over a fresh blocking connection.
+fn get_blocking(addr: SocketAddr, host: &str) -> anyhow::Result<support::Reply> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    support::parse(&buf)
 }
 
 /// One event a plain watch saw: when, whether a deletion, the object's name and host.

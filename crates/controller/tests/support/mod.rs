@@ -275,7 +275,8 @@ pub async fn get(addr: SocketAddr, host: &str, path: &str) -> anyhow::Result<Rep
     tokio::time::timeout(Duration::from_secs(10), fut).await?
 }
 
-fn parse(buf: &[u8]) -> anyhow::Result<Reply> {
+/// A response read to its end: status line and body (dechunked).
+pub fn parse(buf: &[u8]) -> anyhow::Result<Reply> {
     let text = String::from_utf8_lossy(buf);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
