@@ -184,7 +184,8 @@ fn route_problems(inputs: &Inputs, options: &CompileOptions, route: &Route) -> V
     let mut inputs = inputs.clone();
     route.put_into(&mut inputs);
     let mut found = Vec::new();
-    for status in compile(&inputs, options).gateway.routes {
+    let compiled = compile(&inputs, options);
+    for status in &compiled.gateway.routes {
         if status.object.kind != kind
             || status.object.namespace != namespace
             || status.object.name != name

@@ -895,21 +895,23 @@ async fn a_conflicting_status_write_is_redone_from_the_current_object() -> anyho
 
     let writer = GatewayStatusWriter::new(gw.world.admin.clone(), gw.controller.clone(), cache);
     let statuses = GatewayStatuses {
-        routes: vec![std::sync::Arc::new(RouteStatus {
-            object: ObjectRef {
-                kind: "HTTPRoute",
-                namespace: gw.world.ns.clone(),
-                name: "web".into(),
-            },
-            generation: Some(1),
-            parents: vec![RouteParentStatus {
-                parent_ref: ParentReference {
-                    name: "edge".into(),
-                    ..ParentReference::default()
+        routes: sluice_persistent::SortedChunks::from_sorted(vec![std::sync::Arc::new(
+            RouteStatus {
+                object: ObjectRef {
+                    kind: "HTTPRoute",
+                    namespace: gw.world.ns.clone(),
+                    name: "web".into(),
                 },
-                conditions: vec![Condition::yes("Accepted", "Accepted", "attached")],
-            }],
-        })],
+                generation: Some(1),
+                parents: vec![RouteParentStatus {
+                    parent_ref: ParentReference {
+                        name: "edge".into(),
+                        ..ParentReference::default()
+                    },
+                    conditions: vec![Condition::yes("Accepted", "Accepted", "attached")],
+                }],
+            },
+        )]),
         ..GatewayStatuses::default()
     };
     assert_eq!(

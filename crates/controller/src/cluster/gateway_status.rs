@@ -14,6 +14,7 @@ use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use sluice_informer::SharedIndexInformer;
+use sluice_persistent::SortedChunks;
 use sluice_routing::gateway::{
     BackendTlsPolicy, Condition, Gateway, GatewayClass, GatewayStatus, GatewayStatuses, GrpcRoute,
     HttpRoute, ListenerSet, ListenerSetStatus, ListenerStatus, ObjectStatus, RouteStatus,
@@ -538,10 +539,10 @@ impl GatewayStatusWriter {
         // joined or left the list, and those whose status someone else changed.
         let visit = match scope {
             Scope::Changes { since, touched } => changed_objects(
-                &since.gateway.routes,
-                &statuses.routes,
+                &since.gateway.routes.iter().collect::<Vec<_>>(),
+                &statuses.routes.iter().collect::<Vec<_>>(),
                 |r| &r.object,
-                Arc::ptr_eq,
+                |a, b| Arc::ptr_eq(a, b),
             )
             .map(|mut changed| {
                 changed.extend(touched.iter().cloned());
@@ -590,7 +591,9 @@ impl GatewayStatusWriter {
                     parents: p.ancestors.clone(),
                 })
                 .collect();
-            let policies: Vec<Arc<RouteStatus>> = policies.into_iter().map(Arc::new).collect();
+            let mut policies: Vec<Arc<RouteStatus>> = policies.into_iter().map(Arc::new).collect();
+            policies.sort_by(|a, b| a.object.cmp(&b.object));
+            let policies = SortedChunks::from_sorted(policies);
             let every = RoutesToVisit {
                 statuses: &policies,
                 only: None,
@@ -800,19 +803,14 @@ impl<K> RouteKind for K where
 /// those (sorted), listed or not.
 #[derive(Clone, Copy)]
 struct RoutesToVisit<'a> {
-    statuses: &'a [Arc<RouteStatus>],
+    statuses: &'a SortedChunks<Arc<RouteStatus>>,
     only: Option<&'a [ObjectRef]>,
 }
 
 impl<'a> RoutesToVisit<'a> {
     /// The listed status of `object`.
     fn status_of(&self, object: &ObjectRef) -> Option<&'a RouteStatus> {
-        let statuses = self.statuses;
-        let at = statuses.partition_point(|r| r.object < *object);
-        statuses
-            .get(at)
-            .filter(|r| r.object == *object)
-            .map(|r| &**r)
+        self.statuses.get(object, |r| &r.object).map(|r| &**r)
     }
 }
 

@@ -4,6 +4,7 @@
 //! (`../ingress/compile.rs`), adding to the same table (backends are shared by Service
 //! port).
 
+use sluice_persistent::SortedChunks;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -460,6 +461,7 @@ impl<'a> GatewayCompiler<'_, 'a> {
         let mut regexes: HashMap<String, regex::Regex> = HashMap::new();
         let mut backends = BackendRegistry::new(table);
         let mut streams: HashMap<SocketAddr, StreamRoutes> = HashMap::new();
+        let mut route_statuses = Vec::with_capacity(routes.len());
         for route in &routes {
             let Some(status) = self.route(
                 route,
@@ -474,12 +476,13 @@ impl<'a> GatewayCompiler<'_, 'a> {
             ) else {
                 continue;
             };
-            statuses.routes.push(Arc::new(status));
+            route_statuses.push(Arc::new(status));
         }
         table.backends = backends.into_backends().into_iter().collect();
-        statuses.policies = self.policy_statuses(&routes, &statuses.routes);
+        statuses.policies = self.policy_statuses(&routes, &route_statuses);
         // By object, whatever the routes' ages: one order for every compile.
-        statuses.routes.sort_by(|a, b| a.object.cmp(&b.object));
+        route_statuses.sort_by(|a, b| a.object.cmp(&b.object));
+        statuses.routes = SortedChunks::from_sorted(route_statuses);
 
         // 4. Gateway statuses, now that attached routes are counted.
         for (g, gateway) in gateways.iter().enumerate() {

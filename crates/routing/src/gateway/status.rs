@@ -7,6 +7,7 @@
 
 use crate::gateway::types::{ParentReference, RouteGroupKind};
 use crate::refs::ObjectRef;
+use sluice_persistent::SortedChunks;
 
 /// One condition: `type`, `status` (`"True"`/`"False"`), `reason`, `message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,9 +130,10 @@ pub struct GatewayStatuses {
     /// Gateways of those classes.
     pub gateways: Vec<GatewayStatus>,
     /// HTTPRoutes with at least one parentRef to one of those Gateways, sorted by object.
-    /// Each is an `Arc`: an incremental compile hands out the same statuses again, and
-    /// copying tens of thousands of them per change would cost more than the compile.
-    pub routes: Vec<std::sync::Arc<RouteStatus>>,
+    /// Each is an `Arc` in shared chunks: an incremental compile hands out the same
+    /// statuses again, and copying tens of thousands of them (or of their reference
+    /// counts) per change would cost more than the compile.
+    pub routes: SortedChunks<std::sync::Arc<RouteStatus>>,
     /// BackendTLSPolicies that apply to traffic of those Gateways.
     pub policies: Vec<PolicyStatus>,
     /// ListenerSets naming those Gateways.

@@ -292,16 +292,6 @@ fn worn(last: &Last) -> bool {
         || last.free.len() > (last.table.entries.len() / 4).max(256)
 }
 
-/// Adds `items` to `list`, sorted by `key` (each in place of the list's item of its key).
-fn insert_sorted_by<T, K: Ord>(list: &mut Vec<T>, items: Vec<T>, key: impl Fn(&T) -> &K) {
-    for item in items {
-        match list.binary_search_by(|x| key(x).cmp(key(&item))) {
-            Ok(at) => list[at] = item,
-            Err(at) => list.insert(at, item),
-        }
-    }
-}
-
 /// In sorted `list`, the items of `objects` (sorted) become `items` (sorted, of those
 /// objects); the list is copied only when they differ from the ones it has (a shared list
 /// stays shared while a change adds or removes none).

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::gateway_graft::graft_gateway;
 use super::routes::AnyRoute;
-use super::{Last, ServicesByName, insert_sorted_by, remove_runs, worn};
+use super::{Last, ServicesByName, remove_runs, worn};
 use crate::gateway::{GatewayStatuses, ListenerStatus};
 use crate::{CompileOptions, Inputs, ObjectRef, compile};
 
@@ -108,8 +108,12 @@ impl Last {
         touched.sort();
         touched.dedup();
         let is_touched = |o: &ObjectRef| touched.binary_search(o).is_ok();
-        remove_runs(&mut self.gateway.routes, &touched, |s| &s.object);
-        insert_sorted_by(&mut self.gateway.routes, now.gateway.routes, |s| &s.object);
+        for object in &touched {
+            self.gateway.routes.remove(object, |s| &s.object);
+        }
+        for status in now.gateway.routes.iter() {
+            self.gateway.routes.put(Arc::clone(status), |s| &s.object);
+        }
         remove_runs(&mut self.diagnostics, &touched, |d| &d.object);
         self.diagnostics.extend(
             now.diagnostics
