@@ -122,7 +122,8 @@ impl<T> SortedChunks<T> {
 }
 
 impl<T: Clone> SortedChunks<T> {
-    /// Puts `item` in its place: in place of the first item with its key, or among them.
+    /// Puts `item` in its sorted place: in place of the first item with its key when there
+    /// is one.
     pub fn put<K: Ord + ?Sized>(&mut self, item: T, key_of: impl Fn(&T) -> &K) {
         let Some((c, i)) = self.position(key_of(&item), &key_of) else {
             self.chunks.push(Arc::new(vec![item]));
@@ -196,7 +197,8 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        // Few keys: runs of equal keys, and chunks that fill, split and empty.
+        // Keys from a small range: chunks that fill, split and empty. (`put` replaces, so
+        // runs of one key are `removing_a_key_takes_its_whole_run`'s.)
         prop_oneof![
             6 => (0u16..600, any::<u32>()).prop_map(|(k, t)| Op::Put(k, t)),
             3 => (0u16..600).prop_map(Op::Remove),
