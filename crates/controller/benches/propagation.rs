@@ -12,7 +12,12 @@
 //! `--endpoints` / `ENDPOINTS` (50000): Services without selector, each with one
 //! EndpointSlice written directly (addresses nobody sends traffic to), spread evenly;
 //! `--changes` / `CHANGES` (300) at `--rate` / `RATE` (10) per second;
-//! `--load` / `LOAD` (2): keep-alive connections of the load loop.
+//! `--load` / `LOAD` (2): keep-alive connections of the load loop;
+//! `--load-rate` / `LOAD_RATE` (2000): requests per second the load loop sends, spread
+//! evenly over its connections (a steady load, as fortio's `-qps` or wrk2's `-R`); 0 sends
+//! the next request as soon as one is answered (a saturating load: on a machine that also
+//! runs the control plane, the driver and the echo pods, it measures the scheduler as much
+//! as sluice).
 //!
 //! Per kind, one namespace on a fresh test control plane: Services and EndpointSlices, two
 //! echo pods (`a` behind the stable routes, `b` behind the changed ones), then per size the
@@ -65,6 +70,7 @@ struct Knobs {
     changes: u64,
     rate: u64,
     load: usize,
+    load_rate: u64,
 }
 
 fn knob(flag: &str, env: &str) -> Option<String> {
@@ -114,6 +120,7 @@ impl Knobs {
             changes: number("--changes", "CHANGES", 300u64)?,
             rate: number("--rate", "RATE", 10u64)?.max(1),
             load: number("--load", "LOAD", 2usize)?.max(1),
+            load_rate: number("--load-rate", "LOAD_RATE", 2000u64)?,
         })
     }
 }
@@ -135,6 +142,8 @@ struct Row {
     lost: u64,
     stable_ok: u64,
     stable_errors: u64,
+    /// Stable-route requests per second over the change phase.
+    stable_rate: f64,
     rss_kib: u64,
     hwm_kib: u64,
     cpu_per_1000: f64,
@@ -157,14 +166,18 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(knobs: Knobs) -> anyhow::Result<()> {
     eprintln!(
-        "[propagation] sizes {:?}, kinds {:?}, {} services, {} endpoints, {} changes at {}/s, {} load connections",
+        "[propagation] sizes {:?}, kinds {:?}, {} services, {} endpoints, {} changes at {}/s, {} load connections at {}",
         knobs.sizes,
         knobs.kinds,
         knobs.services,
         knobs.endpoints,
         knobs.changes,
         knobs.rate,
-        knobs.load
+        knobs.load,
+        match knobs.load_rate {
+            0 => "as fast as answered".to_owned(),
+            r => format!("{r} requests/s"),
+        }
     );
     let mut rows = Vec::new();
     for kind in &knobs.kinds {
@@ -229,15 +242,15 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| kind | routes | services/endpoints | changes | p50 | p99 | max | API watch p50 / p99 | after the watch p50 / p99 | lost | stable ok | stable errors | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start | statuses written |"
+        "| kind | routes | services/endpoints | changes | p50 | p99 | max | API watch p50 / p99 | after the watch p50 / p99 | lost | stable ok | stable errors | stable requests/s | RSS MiB (peak) | CPU s/1000 changes (control thread) | rebuilds (partial), mean compile | cold start | statuses written |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let (p50, p99, max) = percentiles(&r.propagation);
         let (watch_p50, watch_p99, _) = percentiles(&r.watch);
         let (after_p50, after_p99, _) = percentiles(&r.after_watch);
         println!(
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s | {:.1} s |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} | {} | {:.0} | {:.1} ({:.1}) | {:.2} ({:.2}) | {} ({}), {} | {:.2} s | {:.1} s |",
             r.kind,
             r.routes,
             knobs.services,
@@ -253,6 +266,7 @@ async fn run(knobs: Knobs) -> anyhow::Result<()> {
             r.lost,
             r.stable_ok,
             r.stable_errors,
+            r.stable_rate,
             r.rss_kib as f64 / 1024.0,
             r.hwm_kib as f64 / 1024.0,
             r.cpu_per_1000,
@@ -293,7 +307,7 @@ fn percentiles(samples: &[Duration]) -> (Duration, Duration, Duration) {
 fn print_row(r: &Row) {
     let (p50, p99, max) = percentiles(&r.propagation);
     eprintln!(
-        "[propagation] {} {} routes: p50 {} p99 {} max {}, {} lost, stable {} ok / {} errors, RSS {} KiB (peak {}), CPU {:.2} s/1000 changes ({:.2} control), {} rebuilds ({} partial) of mean {}, cold start {:?}",
+        "[propagation] {} {} routes: p50 {} p99 {} max {}, {} lost, stable {} ok / {} errors ({:.0}/s), RSS {} KiB (peak {}), CPU {:.2} s/1000 changes ({:.2} control), {} rebuilds ({} partial) of mean {}, cold start {:?}",
         r.kind,
         r.routes,
         ms(p50),
@@ -302,6 +316,7 @@ fn print_row(r: &Row) {
         r.lost,
         r.stable_ok,
         r.stable_errors,
+        r.stable_rate,
         r.rss_kib,
         r.hwm_kib,
         r.cpu_per_1000,
@@ -589,6 +604,11 @@ async fn measure(
     let done = Arc::new(AtomicBool::new(false));
     let (ok, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let deadline = Instant::now() + Duration::from_secs(knobs.changes / knobs.rate + 120);
+    // Paced: each connection sends one request every `load / load_rate` seconds; a request
+    // answered late is followed at once by the next due one, none are made up later.
+    let pace = (knobs.load_rate > 0)
+        .then(|| Duration::from_secs_f64(knobs.load as f64 / knobs.load_rate as f64));
+    let load_started = Instant::now();
     let mut load = Vec::new();
     for _ in 0..knobs.load {
         let (done, ok, errors) = (done.clone(), ok.clone(), errors.clone());
@@ -597,7 +617,15 @@ async fn measure(
                 hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                     .pool_max_idle_per_host(1)
                     .build_http::<Empty<Bytes>>();
+            let mut ticks = pace.map(|every| {
+                let mut ticks = tokio::time::interval(every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                ticks
+            });
             while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
+                if let Some(ticks) = ticks.as_mut() {
+                    ticks.tick().await;
+                }
                 let answered = async {
                     let request = hyper::Request::get(format!("http://{http}/"))
                         .header(hyper::header::HOST, "stable.bench")
@@ -711,6 +739,8 @@ async fn measure(
     for l in load {
         l.await?;
     }
+    let stable_rate = (ok.load(Ordering::Relaxed) + errors.load(Ordering::Relaxed)) as f64
+        / load_started.elapsed().as_secs_f64();
     // Leave the namespace as it was: the change phase's routes go.
     for slot in 0..SLOTS.min(last + 1) {
         let _ = delete_route(w, kind, &format!("churn-{slot}")).await;
@@ -728,6 +758,7 @@ async fn measure(
         lost,
         stable_ok: ok.load(Ordering::Relaxed),
         stable_errors: errors.load(Ordering::Relaxed),
+        stable_rate,
         rss_kib,
         hwm_kib,
         cpu_per_1000: per_1000(cpu_after - cpu_before),
