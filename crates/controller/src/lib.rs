@@ -28,6 +28,7 @@ mod catch_up;
 pub mod client;
 pub mod cluster;
 pub mod control;
+pub mod cpu_wait;
 pub mod diagnostics;
 pub mod exit_status;
 pub mod explain;

@@ -7,10 +7,12 @@
 //! after them brings one rebuild that takes them in ([`crate::catch_up`]).
 
 use crate::catch_up::{self, CatchUp};
+use crate::cpu_wait::waited_for_cpu;
 use crate::sources::IngressInformers;
 use crate::status_only::StatusChanges;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use sluice_informer::workqueue::WorkQueue;
+use sluice_persistent::SortedChunks;
 use sluice_proxy::TableHandle;
 use sluice_routing::{
     CompileKind as IncrementalKind, CompileOptions, Compiled, DEFAULT_CLASS_ANNOTATION, Diagnostic,
@@ -28,7 +30,7 @@ pub struct RebuildReport {
     /// Rules the compiler could not serve.
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class (the compiler's list, shared).
-    pub ours: Arc<Vec<ObjectRef>>,
+    pub ours: SortedChunks<ObjectRef>,
     /// Ingresses in the stores that are not of our class (not served), each with why and
     /// what would make it ours (see [`unserved_warning`]; empty unless
     /// [`Rebuilder::explain_unserved`] asked for them).
@@ -144,6 +146,10 @@ impl Rebuilder {
     /// updates taken in) leaves the table and the report as they are.
     fn rebuild(&self, only_if_changed: bool) {
         let started = Instant::now();
+        // Read only for the debug line (a file read of some microseconds).
+        let waited_before = tracing::enabled!(tracing::Level::DEBUG)
+            .then(waited_for_cpu)
+            .flatten();
         self.catch_up.rebuilding();
         let mut inputs = self.informers.inputs();
         // A ConfigMap value that stops parsing keeps the one in force.
@@ -214,11 +220,14 @@ impl Rebuilder {
         let previous = self.report.borrow().clone();
         log_flag_changes(&previous.flag_diagnostics, &flag_diagnostics);
         let generation = previous.generation + 1;
+        // Of `served_after`, the time this thread waited for a core.
+        let waited = waited_before.and_then(|w| Some(waited_for_cpu()?.saturating_sub(w)));
         tracing::debug!(
             generation,
             ?elapsed,
             // The compile and the proxy's swap (its per-backend state), until traffic sees it.
             served_after = ?started.elapsed(),
+            waiting_for_cpu = ?waited,
             ?kind,
             diagnostics = diagnostics.len(),
             "routing table rebuilt"
@@ -282,12 +291,12 @@ fn warnings(
 }
 
 /// The Ingresses of `inputs` that are not in `ours`, sorted by namespace/name.
-fn unserved(inputs: &Inputs, ours: &[ObjectRef]) -> Vec<Unserved> {
+fn unserved(inputs: &Inputs, ours: &SortedChunks<ObjectRef>) -> Vec<Unserved> {
     let mut out: Vec<Unserved> = inputs
         .ingresses
         .iter()
         .map(|i| Unserved(i.clone()))
-        .filter(|i| ours.binary_search(&i.as_ref()).is_err())
+        .filter(|i| ours.get(&i.as_ref(), |o| o).is_none())
         .collect();
     out.sort_by_key(Unserved::as_ref);
     out

@@ -369,6 +369,25 @@ fn benches<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
         Some(1),
         |changing, turn| changing.ingresses[0] = Arc::clone(&versions[turn % 2]),
     );
+    // One Ingress created, then deleted again: the list of our Ingresses changes too.
+    let added = {
+        let mut ingress = (*inputs.ingresses[0]).clone();
+        ingress.metadata.name = Some("added".to_owned());
+        renamed_host(&ingress, "added.example.com")
+    };
+    bench_incremental(
+        &mut group,
+        "incremental compile, 1 ingress added to or removed from 10k",
+        (&inputs, &options),
+        None,
+        |changing, turn| {
+            if turn % 2 == 1 {
+                changing.ingresses.push(Arc::clone(&added));
+            } else {
+                changing.ingresses.pop();
+            }
+        },
+    );
     // The same for one HTTPRoute among 10k: its host name's rules, its status and the
     // listener's attachedRoutes.
     let route_versions = [

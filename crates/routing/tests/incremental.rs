@@ -729,7 +729,11 @@ fn compare(a: &Compiled, b: &Compiled) -> Result<(), TestCaseError> {
         &tb.default_backend().map(|b| b.service.clone()),
     )?;
     lists_eq("diagnostics", &a.diagnostics, &b.diagnostics)?;
-    lists_eq("ours", &a.ours, &b.ours)?;
+    lists_eq(
+        "ours",
+        &a.ours.iter().collect::<Vec<_>>(),
+        &b.ours.iter().collect::<Vec<_>>(),
+    )?;
     lists_eq(
         "trailing_slash_redirects",
         &a.trailing_slash_redirects,
@@ -920,7 +924,7 @@ fn one_ingress_created_among_200_unrelated_compiles_alone_and_its_deletion_404s_
         ));
     }
     let mut inc = IncrementalCompiler::new();
-    inc.compile(&inputs, &opts);
+    let first = inc.compile(&inputs, &opts);
     assert_eq!(inc.last_kind(), CompileKind::Full);
 
     inputs.ingresses.push(ingress(
@@ -967,6 +971,22 @@ fn one_ingress_created_among_200_unrelated_compiles_alone_and_its_deletion_404s_
         compile(&inputs, &opts).table.routes()
     );
     assert_eq!(deleted.ours, compile(&inputs, &opts).ours);
+
+    // The list of our Ingresses is copied only around the one that came or went: the
+    // entries before it are the very same objects (not copies) in all three results.
+    let same_objects = |a: &Compiled, b: &Compiled| {
+        a.ours
+            .iter()
+            .zip(b.ours.iter())
+            .filter(|(x, y)| std::ptr::eq(*x, *y))
+            .count()
+    };
+    assert_eq!(created.ours.len(), 201);
+    assert!(same_objects(&first, &created) >= 100, "shared on creation");
+    assert!(
+        same_objects(&created, &deleted) >= 100,
+        "shared on deletion"
+    );
 }
 
 /// ingress-nginx passes an `ssl-passthrough` host's connections to the backend of the host's

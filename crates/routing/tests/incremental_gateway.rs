@@ -1221,7 +1221,11 @@ fn compare(a: &Compiled, b: &Compiled) -> Result<(), TestCaseError> {
         &tb.default_backend().map(|b| b.service.clone()),
     )?;
     lists_eq("diagnostics", &a.diagnostics, &b.diagnostics)?;
-    lists_eq("ours", &a.ours, &b.ours)?;
+    lists_eq(
+        "ours",
+        &a.ours.iter().collect::<Vec<_>>(),
+        &b.ours.iter().collect::<Vec<_>>(),
+    )?;
     lists_eq(
         "trailing_slash_redirects",
         &a.trailing_slash_redirects,

@@ -550,7 +550,7 @@ fn options_controller_class_and_namespace() {
     };
     let out = compile(&inp, &opts);
     assert_eq!(
-        *out.ours,
+        out.ours.iter().cloned().collect::<Vec<_>>(),
         vec![
             ObjectRef::ingress("a", "by-class"),
             ObjectRef::ingress("b", "by-annotation")
@@ -563,14 +563,20 @@ fn options_controller_class_and_namespace() {
             ..opts
         },
     );
-    assert_eq!(*out.ours, vec![ObjectRef::ingress("a", "by-class")]);
+    assert_eq!(
+        out.ours.iter().cloned().collect::<Vec<_>>(),
+        vec![ObjectRef::ingress("a", "by-class")]
+    );
     assert!(out.table.route_backend("two.io", "/").is_none());
     let defaults = CompileOptions::default();
     assert_eq!(defaults.controller_name, "sluice.dev/ingress-controller");
     assert_eq!(defaults.ingress_class, "sluice");
     assert_eq!(defaults.watch_namespace, None);
     let out = compile(&inp, &defaults);
-    assert_eq!(*out.ours, vec![ObjectRef::ingress("a", "default-named")]);
+    assert_eq!(
+        out.ours.iter().cloned().collect::<Vec<_>>(),
+        vec![ObjectRef::ingress("a", "default-named")]
+    );
 }
 
 #[test]
@@ -1019,7 +1025,7 @@ fn invalid_hosts_and_paths_are_skipped_alone() {
         assert!(d.message.contains(&d.field), "{}", d.message);
     }
     assert_eq!(
-        *out.ours,
+        out.ours.iter().cloned().collect::<Vec<_>>(),
         vec![
             ObjectRef::ingress("ns", "bad"),
             ObjectRef::ingress("ns", "fine")

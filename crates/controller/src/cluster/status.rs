@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
 use kube::api::{Api, Patch, PatchParams};
 use sluice_informer::Store;
+use sluice_persistent::SortedChunks;
 use sluice_routing::ObjectRef;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -212,7 +213,11 @@ impl StatusWriter {
     /// that joined or left `ours` since the last finished round and those whose status
     /// someone changed; every one when the published addresses changed since); returns how
     /// many were written.
-    pub async fn sync(&self, ours: &[ObjectRef], scope: Scope<'_>) -> anyhow::Result<usize> {
+    pub async fn sync(
+        &self,
+        ours: &SortedChunks<ObjectRef>,
+        scope: Scope<'_>,
+    ) -> anyhow::Result<usize> {
         if self.publish == Publish::Nothing {
             return Ok(0);
         }
@@ -233,7 +238,7 @@ impl StatusWriter {
     /// round published.
     async fn sync_published(
         &self,
-        ours: &[ObjectRef],
+        ours: &SortedChunks<ObjectRef>,
         scope: Scope<'_>,
         published: &[IngressLoadBalancerIngress],
         last: &Option<Vec<IngressLoadBalancerIngress>>,
@@ -243,7 +248,12 @@ impl StatusWriter {
         }
         let changes = match scope {
             Scope::Changes { since, touched } if last.as_deref() == Some(published) => {
-                changed_objects(&since.ours, ours, |o| o, |x, y| x == y).map(|mut changed| {
+                // Chunks both lists share hold the same items: lined up, they compare as
+                // pointers.
+                let before: Vec<&ObjectRef> = since.ours.iter().collect();
+                let after: Vec<&ObjectRef> = ours.iter().collect();
+                let same = |x: &&ObjectRef, y: &&ObjectRef| std::ptr::eq(*x, *y) || x == y;
+                changed_objects(&before, &after, |o| *o, same).map(|mut changed| {
                     changed.extend(touched.iter().filter(|o| o.kind == "Ingress").cloned());
                     changed
                 })
@@ -262,7 +272,7 @@ impl StatusWriter {
                     .collect();
                 let ours: BTreeSet<(String, String)> = changed
                     .into_iter()
-                    .filter(|o| ours.binary_search(o).is_ok())
+                    .filter(|o| ours.get(o, |x| x).is_some())
                     .map(|o| (o.namespace, o.name))
                     .collect();
                 plan(&ingresses, &ours, published)

@@ -44,6 +44,7 @@ pub use unchanged::ReadAlike;
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
+use sluice_persistent::SortedChunks;
 
 use crate::host::HostPattern;
 use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX};
@@ -81,7 +82,7 @@ struct Last {
     options: CompileOptions,
     table: RouteTable,
     diagnostics: Vec<crate::Diagnostic>,
-    ours: Arc<Vec<ObjectRef>>,
+    ours: SortedChunks<ObjectRef>,
     flag_diagnostics: Vec<crate::Diagnostic>,
     gateway: crate::gateway::GatewayStatuses,
     nginx_config: Option<Arc<crate::nginx_config::NginxConfig>>,
@@ -274,7 +275,7 @@ impl Last {
                 .filter(|d| is_touched(&d.object)),
         );
         crate::diagnostic::sort(&mut self.diagnostics);
-        replace_runs(&mut self.ours, &touched, &partial.ours, |o| o);
+        replace_objects(&mut self.ours, &touched, &partial.ours);
         replace_runs(
             &mut self.trailing_slash_redirects,
             &touched,
@@ -315,6 +316,27 @@ fn replace_runs<T: Ord + Clone>(
     let list = Arc::make_mut(list);
     remove_runs(list, objects, &object);
     insert_sorted(list, items.to_vec());
+}
+
+/// In `list`, whether each of `objects` is there becomes whether it is in `now` (a subset
+/// of `objects`): only the chunks of the objects that came or went are copied.
+fn replace_objects(
+    list: &mut SortedChunks<ObjectRef>,
+    objects: &[ObjectRef],
+    now: &SortedChunks<ObjectRef>,
+) {
+    fn itself(o: &ObjectRef) -> &ObjectRef {
+        o
+    }
+    for object in objects {
+        match (list.get(object, itself).is_some(), now.get(object, itself)) {
+            (false, Some(came)) => list.put(came.clone(), itself),
+            (true, None) => {
+                list.remove(object, itself);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Adds `items` to sorted `list`, where they keep it sorted (each once).

@@ -20,6 +20,7 @@ use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressSpec, IngressTLS,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sluice_persistent::SortedChunks;
 
 use crate::backend::{
     Backend, BackendKey, BackendProblem, PortKey, Resolved, ServiceIndex, backend_key,
@@ -49,8 +50,9 @@ pub struct Compiled {
     /// Problems found, in a deterministic order (by object, then field).
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses of our class (the status writer uses this), sorted. Shared: an incremental
-    /// compile hands the same list out again while no change adds or removes one.
-    pub ours: Arc<Vec<ObjectRef>>,
+    /// compile hands the same list out again while no change adds or removes one, and one
+    /// that does copies only the chunk it lands in.
+    pub ours: SortedChunks<ObjectRef>,
     /// Problems with the objects the controller's flags name (`--default-backend-service`,
     /// `--default-ssl-certificate`): the object is that Service or Secret and the field is
     /// the flag. Not an Ingress's problem, so meant for the log rather than an Event.
@@ -64,7 +66,8 @@ pub struct Compiled {
     /// The requests ingress-nginx answers with its trailing-slash 301 and the Ingress spec
     /// does not, whether or not [`CompileOptions::ingress_nginx_compat`] is set (with it,
     /// the table answers them so): what `sluice migrate` names. Sorted.
-    /// Shared, as [`Compiled::ours`].
+    /// Shared: an incremental compile hands the same list out again while no change adds
+    /// or removes one.
     pub trailing_slash_redirects: Arc<Vec<TrailingSlashRedirect>>,
 }
 
@@ -382,7 +385,7 @@ pub fn compile(inputs: &Inputs, options: &CompileOptions) -> Compiled {
     Compiled {
         table,
         diagnostics,
-        ours: Arc::new(ours),
+        ours: SortedChunks::from_sorted(ours),
         flag_diagnostics,
         gateway,
         nginx_config,
