@@ -20,12 +20,13 @@ log() { echo "[propagation] $*" >&2; }
 
 "$ROOT/scripts/testenv.sh" >/dev/null
 cd "$ROOT"
-log "building the release sluice binary (the one measured)"
+log "building the release sluice binary (the one measured), the echo backends and the driver"
+# The driver (load and probes) and the echo pods (found next to it) are optimised builds
+# too: they share the machine with sluice and the control plane, and dev builds of them
+# took more CPU than sluice itself.
 cargo build --release -p sluice --bin sluice
-# The driver and the echo pods it starts (found next to the driver) are load and probes,
-# not what is measured: the dev profile builds them in seconds from the test build.
-cargo build -p sluice-echo
+cargo build --release -p sluice-echo
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 log "running the driver"
-exec cargo bench --profile dev -p sluice-controller --bench propagation -- \
+exec cargo bench -p sluice-controller --bench propagation -- \
     --sluice "$TARGET/release/sluice" "$@"
