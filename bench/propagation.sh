@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Route propagation at scale (issue #31), after howardjohn/gateway-api-bench Part 2: on a
 # fresh test control plane (kube-apiserver + etcd from scripts/testenv.sh), the release
-# `sluice controller` as a process of its own, steady bounded load on a stable route (2,000 requests/s by default) while
-# routes are created, updated and deleted at a fixed rate. Per change: API write
+# `sluice controller` as a process of its own, steady bounded load on a stable route
+# (2,000 requests/s by default) while routes are created, updated and deleted at a fixed
+# rate. Per change: API write
 # acknowledged -> first correct answer through sluice. Prints p50/p99/max propagation,
 # stable-route errors, controller RSS, CPU seconds per 1,000 changes and cold start.
 #

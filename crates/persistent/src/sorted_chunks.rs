@@ -10,7 +10,7 @@ const MOST: usize = 256;
 /// out copies one chunk, and only when another list shares it. For a sorted list of tens
 /// of thousands of items copied whole after each change of a few: the route compiler's
 /// route statuses, where copying a flat list of 10,000 `Arc`s (a reference count touched
-/// in each item) was a fifth of an incremental compile.
+/// in each item) was a fifth of an incremental compile, and its list of our Ingresses.
 ///
 /// The key is given to each call that needs it (`key_of`); every call on one list must
 /// give the same.

@@ -21,7 +21,7 @@ use sluice_routing::gateway::{
     StatusJson, TcpRoute, TlsRoute, UdpRoute,
 };
 
-use super::status_scope::{Scope, changed_objects};
+use super::status_scope::{Scope, changed_in_chunks};
 use crate::sources::GatewayInformers;
 use sluice_routing::ObjectRef;
 use std::borrow::Cow;
@@ -538,11 +538,11 @@ impl GatewayStatusWriter {
         // After a finished round, only the routes whose status changed since, those that
         // joined or left the list, and those whose status someone else changed.
         let visit = match scope {
-            Scope::Changes { since, touched } => changed_objects(
-                &since.gateway.routes.iter().collect::<Vec<_>>(),
-                &statuses.routes.iter().collect::<Vec<_>>(),
+            Scope::Changes { since, touched } => changed_in_chunks(
+                &since.gateway.routes,
+                &statuses.routes,
                 |r| &r.object,
-                |a, b| Arc::ptr_eq(a, b),
+                Arc::ptr_eq,
             )
             .map(|mut changed| {
                 changed.extend(touched.iter().cloned());

@@ -2,7 +2,7 @@
 //! reach us at, from `--publish-service` or `--publish-status-address`. Written by the
 //! leader only, and only when it differs from what the cache holds.
 
-use super::status_scope::{Scope, changed_objects};
+use super::status_scope::{Scope, changed_in_chunks};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
 use kube::api::{Api, Patch, PatchParams};
@@ -248,12 +248,7 @@ impl StatusWriter {
         }
         let changes = match scope {
             Scope::Changes { since, touched } if last.as_deref() == Some(published) => {
-                // Chunks both lists share hold the same items: lined up, they compare as
-                // pointers.
-                let before: Vec<&ObjectRef> = since.ours.iter().collect();
-                let after: Vec<&ObjectRef> = ours.iter().collect();
-                let same = |x: &&ObjectRef, y: &&ObjectRef| std::ptr::eq(*x, *y) || x == y;
-                changed_objects(&before, &after, |o| *o, same).map(|mut changed| {
+                changed_in_chunks(&since.ours, ours, |o| o, |x, y| x == y).map(|mut changed| {
                     changed.extend(touched.iter().filter(|o| o.kind == "Ingress").cloned());
                     changed
                 })

@@ -8,6 +8,7 @@
 //! changed, not all 10,000 routes.
 
 use crate::rebuild::RebuildReport;
+use sluice_persistent::SortedChunks;
 use sluice_routing::ObjectRef;
 use std::collections::BTreeSet;
 
@@ -24,6 +25,24 @@ pub enum Scope<'a> {
         /// Objects whose status changed under us (status-only updates).
         touched: &'a BTreeSet<ObjectRef>,
     },
+}
+
+/// [`changed_objects`] of two [`SortedChunks`]: an item of a chunk both lists share is
+/// the same item, found `same` by its address before `same` is asked.
+pub fn changed_in_chunks<T>(
+    before: &SortedChunks<T>,
+    after: &SortedChunks<T>,
+    key: impl Fn(&T) -> &ObjectRef,
+    same: impl Fn(&T, &T) -> bool,
+) -> Option<Vec<ObjectRef>> {
+    let before: Vec<&T> = before.iter().collect();
+    let after: Vec<&T> = after.iter().collect();
+    changed_objects(
+        &before,
+        &after,
+        |x| key(x),
+        |x, y| std::ptr::eq(*x, *y) || same(x, y),
+    )
 }
 
 /// The objects in only one of `before` and `after` (each sorted by `key`, one item per
